@@ -1,0 +1,187 @@
+"""The CUDA dialect for MLX's ``mx.fast.cuda_kernel``, and the full source MLX would build.
+
+MLX's CUDA back end writes ``__global__ void custom_kernel_<name>(const T* in..., T* out...)``
+inside ``namespace mlx::core::cu`` after a default header that defines ``inf`` as a macro.
+Every input, 0-d ones included, arrives as a ``const T*`` pointer, so a scalar parameter is
+read as ``name[0]``. The launch takes a grid in threads and runs ceil(grid/threadgroup)
+blocks with ``shared_memory`` dynamic bytes.
+"""
+
+from __future__ import annotations
+
+from kir import ir
+from kir.backends.cstyle import BufferInfo, Dialect, Printer
+from kir.errors import UnsupportedError
+from kir.types import ScalarType
+
+MLX_CUDA_TYPES = {"bool": "bool", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t",
+                  "u64": "uint64_t", "f16": "__half", "bf16": "__nv_bfloat16", "f32": "float",
+                  "f64": "double"}
+
+_F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf",
+        "rsqrt": "rsqrtf", "max": "fmaxf", "min": "fminf", "abs": "fabsf", "tanh": "tanhf",
+        "pow": "powf", "erf": "erff", "fma": "fmaf", "sin": "sinf", "cos": "cosf",
+        "floor": "floorf", "ceil": "ceilf"}
+_F32_FAST = {"exp": "__expf", "log": "__logf", "log2": "__log2f", "pow": "__powf",
+             "sin": "__sinf", "cos": "__cosf"}
+
+
+def _math(fn: str, t: ScalarType, fast: bool) -> str:
+    if t.is_int:
+        if fn in ("max", "min", "abs"):
+            return fn if fn != "abs" or t.is_signed else ""
+        raise UnsupportedError(f"CUDA: no integer {fn}")
+    if t.name == "f64":
+        return {"abs": "fabs", "max": "fmax", "min": "fmin"}.get(fn, fn)
+    name = (_F32_FAST.get(fn) if fast else None) or _F32[fn]
+    if t.name in ("f16", "bf16"):
+        return "(float)" + name     # computed in f32 (see Printer._call)
+    return name
+
+
+def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) -> str:
+    ptr = f"&{p.element(a.buffer, index)}"
+    elem = info.elem
+    if not isinstance(elem, ScalarType):
+        raise UnsupportedError(f"atomic on vector buffer {a.buffer!r}", a.loc)
+    if a.op == "add":
+        return f"atomicAdd({ptr}, {value})"
+    if a.op == "exch":
+        return f"atomicExch({ptr}, {value})"
+    if elem.name == "f32":
+        p.helpers.add(f"atomic_{a.op}_float")
+        return f"kir_atomic_{a.op}({ptr}, {value})"
+    if elem.name in ("i32", "u32", "i64", "u64"):
+        return f"atomic{a.op.capitalize()}({ptr}, {value})"
+    raise UnsupportedError(f"CUDA atomic {a.op} on {elem}", a.loc)
+
+
+CUDA = Dialect(
+    name="cuda",
+    scalar_types={"bool": "bool", "i32": "int", "u32": "unsigned int", "i64": "long long",
+                  "u64": "unsigned long long", "f16": "__half", "bf16": "__nv_bfloat16",
+                  "f32": "float", "f64": "double"},
+    vector_elems={"f32": "float", "i32": "int", "u32": "uint", "f64": "double"},
+    make_vector="make_{type}({elems})",
+    shared_qualifier="__shared__",
+    local_qualifier="",
+    barrier_block="__syncthreads()",
+    barrier_block_device="__syncthreads()",
+    barrier_warp="__syncwarp()",
+    specials={
+        "thread.x": "threadIdx.x", "thread.y": "threadIdx.y", "thread.z": "threadIdx.z",
+        "block.x": "blockIdx.x", "block.y": "blockIdx.y", "block.z": "blockIdx.z",
+        "block_dim.x": "blockDim.x", "block_dim.y": "blockDim.y", "block_dim.z": "blockDim.z",
+        "grid_dim.x": "gridDim.x", "grid_dim.y": "gridDim.y", "grid_dim.z": "gridDim.z",
+        "lane": "kir_lane()", "warp": "kir_warp()", "warp_size": "32u",
+    },
+    shuffles={"xor": "__shfl_xor_sync(0xffffffffu, {value}, {lane}, {width})",
+              "down": "__shfl_down_sync(0xffffffffu, {value}, {lane}, {width})",
+              "up": "__shfl_up_sync(0xffffffffu, {value}, {lane}, {width})",
+              "idx": "__shfl_sync(0xffffffffu, {value}, {lane}, {width})"},
+    warp_reduces={"sum": "kir_warp_sum({value})", "max": "kir_warp_max({value})",
+                  "min": "kir_warp_min({value})"},
+    scalar_param="{name}[0]",
+    vector_pointer="*(({space}{type}*)({buffer} + {index}))",
+    # MLX's header makes `inf` a macro; bit patterns need no header at all.
+    infinity="__int_as_float(0x7f800000)",
+    nan="__int_as_float(0x7fffffff)",
+    math=_math,
+    atomic=_atomic,
+    atomic_load=None,
+    atomic_store=None,
+    cast_vector="{type}({value})",
+    keywords=frozenset({
+        "inf", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "cg", "mlx",
+        "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
+        "fma", "sin", "cos", "floor", "ceil", "erf", "signed", "unsigned", "short", "long",
+        "half", "uint", "Shape", "Strides"}),
+)
+
+HELPERS = {
+    "lane": """__device__ __forceinline__ unsigned int kir_lane() {
+    return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
+}""",
+    "warp": """__device__ __forceinline__ unsigned int kir_warp() {
+    return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) >> 5;
+}""",
+    "xor": """__device__ __forceinline__ float kir_xor(float v, unsigned int key) {
+    return __uint_as_float(__float_as_uint(v) ^ key);
+}
+__device__ __forceinline__ int kir_xor(int v, unsigned int key) {
+    return (int)((unsigned int)v ^ key);
+}
+__device__ __forceinline__ unsigned int kir_xor(unsigned int v, unsigned int key) {
+    return v ^ key;
+}
+__device__ __forceinline__ __half kir_xor(__half v, unsigned int key) {
+    return __ushort_as_half((unsigned short)(__half_as_ushort(v) ^ key));
+}""",
+    "atomic_max_float": """__device__ __forceinline__ float kir_atomic_max(float* p, float v) {
+    int* bits = (int*)p;
+    int old = *bits;
+    while (__int_as_float(old) < v) {
+        int seen = atomicCAS(bits, old, __float_as_int(v));
+        if (seen == old) break;
+        old = seen;
+    }
+    return __int_as_float(old);
+}""",
+    "atomic_min_float": """__device__ __forceinline__ float kir_atomic_min(float* p, float v) {
+    int* bits = (int*)p;
+    int old = *bits;
+    while (__int_as_float(old) > v) {
+        int seen = atomicCAS(bits, old, __float_as_int(v));
+        if (seen == old) break;
+        old = seen;
+    }
+    return __int_as_float(old);
+}""",
+    # Warp reductions as a shuffle butterfly: every lane ends with the result, as simd_sum.
+    **{f"warp_{op}": f"""template <typename T> __device__ __forceinline__ T kir_warp_{op}(T v) {{
+    for (int offset = 16; offset > 0; offset >>= 1) {{
+        T other = __shfl_xor_sync(0xffffffffu, v, offset);
+        v = {expr};
+    }}
+    return v;
+}}""" for op, expr in (("sum", "v + other"), ("max", "other > v ? other : v"),
+                       ("min", "other < v ? other : v"))},
+    "vector_ops": "\n".join(
+        f"__device__ __forceinline__ {t}{n} operator{op}({t}{n} a, {t}{n} b) {{ "
+        f"return make_{t}{n}({', '.join(f'a.{c} {op} b.{c}' for c in 'xyzw'[:n])}); }}"
+        for t in ("float", "int") for n in (2, 4) for op in "+-*/"),
+}
+
+# What MLX puts before the header (mlx/backend/cuda/custom_kernel.cpp); for compiling the
+# full source outside MLX, STANDALONE_PRELUDE stands in for its utils.cuh include.
+STANDALONE_PRELUDE = """#include <cstdint>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cooperative_groups.h>
+#include <cuda/std/limits>
+
+#define inf cuda::std::numeric_limits<float>::infinity()
+"""
+
+
+def cuda_signature(name: str, inputs: list[tuple[str, str, tuple[int, ...]]],
+                   outputs: list[tuple[str, str]], body: str, header: str,
+                   template: list[tuple[str, object]] | None = None,
+                   prelude: str = STANDALONE_PRELUDE) -> str:
+    """The translation unit MLX builds around ``body`` (``build_kernel`` in MLX's CUDA
+    custom_kernel.cpp): ``inputs`` as (name, kir dtype, shape), ``outputs`` (name, dtype)."""
+    params = [f"    const {MLX_CUDA_TYPES[dtype]}* {arg}" for arg, dtype, _ in inputs]
+    params += [f"    {MLX_CUDA_TYPES[dtype]}* {arg}" for arg, dtype in outputs]
+    consts = []
+    for tname, value in template or []:
+        if isinstance(value, bool):
+            consts.append(f"  constexpr bool {tname} = {'true' if value else 'false'};")
+        elif isinstance(value, int):
+            consts.append(f"  constexpr int {tname} = {value};")
+        else:
+            consts.append(f"  using {tname} = {value};")
+    text = (f"{prelude}{header}\nnamespace mlx::core::cu {{\n\nnamespace cg = cooperative_groups;"
+            f"\n\n__global__ void custom_kernel_{name}(\n" + ",\n".join(params) + ") {\n")
+    if consts:
+        text += "\n".join(consts) + "\n\n"
+    return text + body + "\n}\n\n} // namespace mlx::core::cu\n"

@@ -1,0 +1,157 @@
+"""What an ``mx.fast.metal_kernel`` / ``mx.fast.cuda_kernel`` call needs, as one frozen value.
+
+**Initial contents of outputs (a real MLX constraint).** MLX kernel outputs are fresh arrays;
+the only way to give them a starting value is ``init_value``, ONE float used to fill every
+output. CUDA kernels, though, often read an output before writing it (``row_max`` starting at
+-inf next to ``out`` starting at 0, or an inout buffer holding caller data). kir keeps such
+kernels exact with an XOR encoding:
+
+* ``init_value`` is the constant initial value most outputs share (0 when none do);
+* every output whose initial content differs is *stored encoded*: the kernel reads
+  ``X[i]`` as ``kir_xor(X[i], KEY)`` and writes ``X[i] = kir_xor(v, KEY)``, where ``kir_xor``
+  XORs the value's bits. ``KEY`` is ``bits(init) ^ bits(init_value)`` for a constant init, or
+  ``X_init_bits[i]`` — an extra uint input computed by the caller from the initial data as
+  ``bits(data) ^ bits(init_value)`` — for data inits. The raw buffer starts as
+  ``bits(init_value)``, so the decoded value starts as the wanted initial content;
+* after the kernel the caller decodes each encoded output with the same key.
+
+Atomic updates cannot go through the encoding, so an atomically updated output must share
+``init_value`` (the planner prefers their init); otherwise emission stops with a clear
+UnsupportedError.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from kir.errors import UnsupportedError
+from kir.types import ScalarType
+
+_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+@dataclass(frozen=True)
+class InoutEncoding:
+    """One XOR-encoded output: ``key`` (a constant bit pattern) or ``key_input`` (the name of
+    the extra input holding per-element key bits, made from the arg's initial data)."""
+
+    output: str                 # emitted output name
+    arg: str                    # the spec argument it stands for
+    dtype: str                  # kir scalar dtype name
+    key: int | None = None
+    key_input: str | None = None
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """Everything one MLX custom-kernel call needs; see the module docstring for encodings.
+
+    ``input_kinds`` says what each input is: ``"buffer"`` (spec arg data), ``"scalar"`` (a 0-d
+    array holding ``scalar_values[arg]``) or ``"key"`` (XOR key bits for an encoded output).
+    ``grid`` counts THREADS per axis (blocks × threads), as MLX wants.
+    """
+
+    target: str
+    name: str
+    source: str
+    header: str
+    input_names: tuple[str, ...]
+    input_args: tuple[str, ...]
+    input_kinds: tuple[str, ...]
+    input_dtypes: tuple[str, ...]
+    input_shapes: tuple[tuple[int, ...], ...]
+    output_names: tuple[str, ...]
+    output_args: tuple[str, ...]
+    output_shapes: tuple[tuple[int, ...], ...]
+    output_dtypes: tuple[str, ...]
+    grid: tuple[int, int, int]
+    threadgroup: tuple[int, int, int]
+    template: tuple[tuple[str, int | bool | str], ...] = ()
+    init_value: float | None = None
+    atomic_outputs: bool = False
+    shared_memory: int = 0
+    inout_decode: tuple[InoutEncoding, ...] = ()
+    scalar_values: tuple[tuple[str, int | float], ...] = ()
+    blocks: tuple[int, int, int] = (1, 1, 1)
+
+    def scalar(self, arg: str) -> int | float:
+        """The bound value of scalar argument ``arg``."""
+        return dict(self.scalar_values)[arg]
+
+    def encoding_for(self, arg: str) -> InoutEncoding | None:
+        return next((e for e in self.inout_decode if e.arg == arg), None)
+
+
+def bits_dtype(dtype: ScalarType) -> type:
+    """The unsigned numpy type with ``dtype``'s width (what keys are made of)."""
+    return _BITS[dtype.nbytes]
+
+
+def value_bits(value: float | np.ndarray, dtype: ScalarType) -> np.ndarray:
+    """The bit pattern(s) of ``value`` stored as ``dtype`` (as MLX's fill would store it)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        held = np.asarray(value).astype(dtype.numpy)
+    return held.view(bits_dtype(dtype))
+
+
+def key_array(encoding: InoutEncoding, data: np.ndarray, init_value: float) -> np.ndarray:
+    """The key input for a data-initialized output: ``bits(data) ^ bits(init_value)``."""
+    from kir.types import SCALARS
+
+    dtype = SCALARS[encoding.dtype]
+    return value_bits(data, dtype) ^ value_bits(init_value, dtype)
+
+
+def decode(encoding: InoutEncoding, raw: np.ndarray, key: np.ndarray | None) -> np.ndarray:
+    """Undo the encoding of one output (``key`` is the key array for data inits)."""
+    from kir.types import SCALARS
+
+    dtype = SCALARS[encoding.dtype]
+    width = bits_dtype(dtype)
+    mask = np.asarray(key if key is not None else encoding.key, dtype=width)
+    raw = np.ascontiguousarray(raw)
+    return (raw.view(width) ^ mask).view(dtype.numpy)
+
+
+def plan_inits(outputs: list[tuple[str, str, ScalarType, float | str | None]],
+               prefer: set[str] = frozenset()) -> tuple[float | None, list[InoutEncoding]]:
+    """Choose MLX's one ``init_value`` and the encodings for outputs that differ from it.
+
+    ``outputs`` holds (emitted name, arg, dtype, init) with init a float, ``"input"`` or None
+    (taken as 0). Outputs named in ``prefer`` (atomically updated ones) decide the choice when
+    they have constant inits, because they cannot be encoded.
+    """
+    inits = {name: (0.0 if init is None else init) for name, _, _, init in outputs}
+    constants = [v for n, v in inits.items() if not isinstance(v, str)]
+    preferred = [v for n, v in inits.items() if n in prefer and not isinstance(v, str)]
+    has_int = any(not dtype.is_float for _, _, dtype, _ in outputs)
+    pool = [v for v in (preferred or constants) if np.isfinite(v) or not has_int]
+    if not pool:
+        init_value = 0.0
+    else:
+        counts = Counter(pool)
+        # Most common; ties go to 0 (the cheapest fill to reason about), then first seen.
+        init_value = max(counts, key=lambda v: (counts[v], v == 0.0, -pool.index(v)))
+    encodings: list[InoutEncoding] = []
+    for name, arg, dtype, _ in outputs:
+        init = inits[name]
+        if isinstance(init, str):
+            _check_encodable(arg, dtype)
+            encodings.append(InoutEncoding(name, arg, dtype.name, None, f"{name}_init_bits"))
+            continue
+        key = int(value_bits(init, dtype) ^ value_bits(init_value, dtype))
+        if key:
+            _check_encodable(arg, dtype)
+            encodings.append(InoutEncoding(name, arg, dtype.name, key, None))
+    return float(init_value), encodings
+
+
+def _check_encodable(arg: str, dtype: ScalarType) -> None:
+    if dtype.name not in ("f32", "i32", "u32", "f16"):
+        raise UnsupportedError(
+            f"output {arg!r} ({dtype}) needs an initial value other than MLX's init_value, "
+            "which kir can only encode for f32, i32, u32 and f16 outputs",
+            hint="give it the same constant init as the other outputs")

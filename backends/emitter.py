@@ -1,0 +1,270 @@
+"""kir IR + bound spec → :class:`Emitted` (Metal or CUDA body plus MLX launch packaging).
+
+The printer (:mod:`kir.backends.cstyle`) only spells; this module decides what MLX sees:
+which parameters are inputs (role in, scalars as 0-d arrays) and outputs (role out/inout),
+the grid in threads, target limits, names that must not clash with what MLX generates
+around the body, atomics and the XOR encoding of outputs' initial contents (see
+:mod:`kir.backends.emitted`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kir import ir
+from kir.backends import cuda as cuda_dialect
+from kir.backends import metal as metal_dialect
+from kir.backends.cstyle import BufferInfo, Printer
+from kir.backends.emitted import Emitted, plan_inits
+from kir.errors import KirError, LimitError, UnsupportedError
+from kir.sizeexpr import eval_size_expr
+from kir.types import PointerType, ScalarType, VectorType
+
+TARGETS = ("metal", "cuda")
+MAX_THREADS = 1024
+METAL_THREADGROUP_BYTES = 32 * 1024
+CUDA_STATIC_SHARED_BYTES = 48 * 1024
+CUDA_MAX_SHARED_BYTES = 227 * 1024
+
+
+def emit(kernel: ir.Kernel, bound, target: str, *, partial_groups_safe: bool = False) -> Emitted:
+    """Emit ``kernel`` for ``target`` ("metal" or "cuda") with sizes from ``bound`` (a
+    :class:`kir.spec.BoundSpec`). Raises LimitError when the launch exceeds the target and
+    UnsupportedError for constructs the target cannot express.
+
+    ``partial_groups_safe`` says the kernel tolerates partial edge groups; the grid is whole
+    blocks either way today (a block count × threads), so it only records the promise.
+    """
+    if target not in TARGETS:
+        raise KirError(f"unknown target {target!r}", hint="choose 'metal' or 'cuda'")
+    dialect = metal_dialect.METAL if target == "metal" else cuda_dialect.CUDA
+    helpers = metal_dialect.HELPERS if target == "metal" else cuda_dialect.HELPERS
+    args = bound.spec.args
+    for p in kernel.params:
+        if p.name not in args:
+            raise KirError(f"kernel parameter {p.name!r} has no entry in the spec's [args]",
+                           hint=f"add {p.name} = {{ ... }} to {bound.spec.path.name}")
+    if target == "metal":
+        _check_no_f64(kernel)
+
+    blocks = tuple(_grid_dim(g, bound.sizes) for g in kernel.launch.grid)
+    block = tuple(int(b) for b in kernel.launch.block)
+    _check_threads(block, target)
+
+    body = kernel.body
+    shared_dynamic = kernel.launch.shared_bytes or int(bound.shared_bytes or 0)
+    allocs = [s for s in body.walk() if isinstance(s, ir.Alloc)]
+    dynamic = [a for a in allocs if a.dynamic]
+    if target == "metal" and dynamic:
+        body = _size_dynamic_allocs(body, dynamic, shared_dynamic)
+        allocs = [s for s in body.walk() if isinstance(s, ir.Alloc)]
+    _check_shared(allocs, shared_dynamic if target == "cuda" else 0, target)
+
+    in_params = [p for p in kernel.params if args[p.name].role == "in"]
+    out_params = [p for p in kernel.params if args[p.name].role != "in"]
+    for p in out_params:
+        if not p.is_buffer:
+            raise KirError(f"scalar parameter {p.name!r} cannot have role "
+                           f"{args[p.name].role!r}; only buffers are outputs")
+    if not out_params:
+        raise KirError(f"kernel {kernel.name!r} has no output (role 'out' or 'inout')",
+                       hint="mark the buffers it writes with role = \"out\" in the spec")
+
+    names = _rename(kernel, dialect.keywords | set(helpers), [p.name for p in in_params])
+    atomic_targets = {s.buffer for s in body.walk() if isinstance(s, ir.Atomic)}
+    out_names = {p.name for p in out_params}
+    atomic_outputs = target == "metal" and bool(atomic_targets & out_names)
+
+    out_rows = []
+    for p in out_params:
+        elem = p.type.elem
+        if isinstance(elem, VectorType):
+            raise UnsupportedError(f"vector-typed buffer parameter {p.name!r}")
+        if atomic_outputs and elem.name not in ("f32", "i32", "u32"):
+            raise UnsupportedError(
+                f"output {p.name!r} is {elem}: with atomics, MLX makes every output "
+                "device atomic<T>, which Metal allows for f32, i32 and u32 only")
+        out_rows.append((names.get(p.name, p.name), p.name, elem, args[p.name].init))
+    init_value, encodings = plan_inits(out_rows, prefer={names.get(b, b) for b in atomic_targets})
+    enc_by_arg = {e.arg: e for e in encodings}
+
+    buffers: dict[str, BufferInfo] = {}
+    input_rows: list[tuple[str, str, str, str, tuple[int, ...]]] = []
+    scalar_values = []
+    for p in in_params:
+        emitted_name = names.get(p.name, p.name)
+        if p.is_buffer:
+            shape = tuple(int(d) for d in bound.shape(p.name))
+            space = _input_space(target, shape)
+            buffers[p.name] = BufferInfo(p.type.elem, space, writable=False)
+            input_rows.append((emitted_name, p.name, "buffer", p.type.elem.name, shape))
+        else:
+            value = bound.scalar(p.name)
+            scalar_values.append((p.name, value))
+            input_rows.append((emitted_name, p.name, "scalar", p.type.name, ()))
+    for p in out_params:
+        enc = enc_by_arg.get(p.name)
+        key = f"0x{enc.key:x}u" if enc is not None and enc.key is not None else None
+        key_buffer = None
+        if enc is not None and enc.key_input is not None:
+            key_buffer = enc.key_input
+            shape = tuple(int(d) for d in bound.shape(p.name))
+            width = "u32" if p.type.elem.nbytes == 4 else "u16"
+            input_rows.append((key_buffer, p.name, "key", width, shape))
+            buffers[key_buffer] = BufferInfo(p.type.elem, "", writable=False)
+        buffers[p.name] = BufferInfo(p.type.elem, "device " if target == "metal" else "",
+                                     atomic=atomic_outputs, xor_key=key,
+                                     xor_key_buffer=key_buffer)
+    for a in allocs:
+        space = ("threadgroup " if a.space == "shared" else "thread ") \
+            if target == "metal" else ""
+        buffers[a.name] = BufferInfo(a.elem, space, atomic=target == "metal"
+                                     and a.name in atomic_targets and a.space == "shared")
+    for a in allocs:
+        if target == "metal" and a.name in atomic_targets and a.space != "shared":
+            raise UnsupportedError(f"atomic on per-thread array {a.name!r}", a.loc)
+
+    printer = Printer(dialect, buffers,
+                      scalar_params=frozenset(p.name for p in in_params if not p.is_buffer),
+                      names=names, barrier_orders_device=_reads_own_output(body, out_names))
+    if target == "metal":
+        _check_metal_shuffles(body)
+    lines = printer.block(body, 1)
+    source = "\n".join(lines)
+    header = "\n\n".join(helpers[h] for h in helpers if h in printer.helpers)
+
+    grid = tuple(b * t for b, t in zip(blocks, block))
+    return Emitted(
+        target=target, name=kernel.name, source=source, header=header,
+        input_names=tuple(r[0] for r in input_rows), input_args=tuple(r[1] for r in input_rows),
+        input_kinds=tuple(r[2] for r in input_rows), input_dtypes=tuple(r[3] for r in input_rows),
+        input_shapes=tuple(r[4] for r in input_rows),
+        output_names=tuple(r[0] for r in out_rows), output_args=tuple(r[1] for r in out_rows),
+        output_shapes=tuple(tuple(int(d) for d in bound.shape(r[1])) for r in out_rows),
+        output_dtypes=tuple(r[2].name for r in out_rows),
+        grid=grid, threadgroup=block, template=(), init_value=init_value,
+        atomic_outputs=atomic_outputs,
+        shared_memory=shared_dynamic if target == "cuda" and dynamic else 0,
+        inout_decode=tuple(encodings), scalar_values=tuple(scalar_values), blocks=blocks)
+
+
+def _grid_dim(expr: str, sizes: dict[str, int]) -> int:
+    value = eval_size_expr(expr, sizes)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise KirError(f"grid dimension {expr!r} = {value} is not a whole number of blocks",
+                           hint="wrap it in ceil(...)")
+        value = int(value)
+    if value < 1:
+        raise KirError(f"grid dimension {expr!r} = {value} must be at least 1")
+    return value
+
+
+def _check_threads(block: tuple[int, ...], target: str) -> None:
+    threads = block[0] * block[1] * block[2]
+    if threads > MAX_THREADS:
+        raise LimitError(
+            f"{threads} threads per {'threadgroup' if target == 'metal' else 'block'} "
+            f"exceed {target}'s {MAX_THREADS} by {threads - MAX_THREADS}",
+            hint=f"use a block of at most {MAX_THREADS} threads (block={block})")
+
+
+def _check_shared(allocs: list[ir.Alloc], dynamic_bytes: int, target: str) -> None:
+    static = sum(a.size * a.elem.nbytes for a in allocs if a.space == "shared" and not a.dynamic)
+    total = static + dynamic_bytes
+    if target == "metal" and total > METAL_THREADGROUP_BYTES:
+        raise LimitError(
+            f"threadgroup memory of {total} bytes exceeds Metal's {METAL_THREADGROUP_BYTES} "
+            f"by {total - METAL_THREADGROUP_BYTES} bytes",
+            hint="shrink the shared tiles (template sizes or launch shared_bytes in the spec)")
+    if target == "cuda" and static > CUDA_STATIC_SHARED_BYTES:
+        raise LimitError(f"static shared memory of {static} bytes exceeds CUDA's "
+                         f"{CUDA_STATIC_SHARED_BYTES} by {static - CUDA_STATIC_SHARED_BYTES}",
+                         hint="make the largest array extern __shared__ or shrink tiles")
+    if target == "cuda" and total > CUDA_MAX_SHARED_BYTES:
+        raise LimitError(f"shared memory of {total} bytes exceeds {CUDA_MAX_SHARED_BYTES} "
+                         f"by {total - CUDA_MAX_SHARED_BYTES}", hint="shrink the shared tiles")
+
+
+def _size_dynamic_allocs(body: ir.Block, dynamic: list[ir.Alloc], nbytes: int) -> ir.Block:
+    # MLX Metal kernels have no dynamic threadgroup memory: size the array from the launch.
+    if len(dynamic) > 1:
+        raise UnsupportedError(
+            "more than one extern __shared__ array (they alias in CUDA; Metal has no "
+            "dynamic threadgroup memory to alias)", dynamic[1].loc,
+            hint="use one extern __shared__ array and offsets into it")
+    alloc = dynamic[0]
+    size = nbytes // alloc.elem.nbytes
+    if size < 1:
+        raise KirError(f"extern __shared__ array {alloc.name!r} but the launch gives "
+                       f"{nbytes} dynamic shared bytes", alloc.loc,
+                       hint="set launch.shared_bytes in the spec")
+
+    def fix(node: ir.Node):
+        if isinstance(node, ir.Alloc) and node.dynamic:
+            return dataclasses.replace(node, size=size, dynamic=False)
+        return None
+
+    return ir.transform(body, fix)
+
+
+def _input_space(target: str, shape: tuple[int, ...]) -> str:
+    if target == "cuda":
+        return "const "
+    size = 1
+    for dim in shape:
+        size *= dim
+    return "const constant " if size < metal_dialect.MAX_CONSTANT_ARRAY_SIZE else "const device "
+
+
+def _check_no_f64(kernel: ir.Kernel) -> None:
+    for n in kernel.walk():
+        t = getattr(n, "type", None) or getattr(n, "elem", None)
+        if isinstance(t, PointerType):
+            t = t.elem
+        if isinstance(t, VectorType):
+            t = t.elem
+        if isinstance(t, ScalarType) and t.name == "f64":
+            raise UnsupportedError("Metal has no 64-bit float (double)", ir.stmt_loc(n)
+                                   if isinstance(n, ir.Stmt) else None,
+                                   hint="use float (f32) in the kernel and the spec")
+
+
+def _check_metal_shuffles(body: ir.Block) -> None:
+    for n in body.walk():
+        if isinstance(n, ir.Shuffle) and n.width != 32:
+            fits = n.mode == "xor" and isinstance(n.lane, ir.Const) and 0 <= n.lane.value < n.width
+            if not fits:
+                raise UnsupportedError(f"{n.mode} shuffle of width {n.width} (Metal SIMD "
+                                       "shuffles span all 32 lanes)",
+                                       hint="use width 32 or an xor shuffle within the width")
+
+
+def _reads_own_output(body: ir.Block, outputs: set[str]) -> bool:
+    # CUDA's __syncthreads also orders global memory; Metal's barrier must say so
+    # explicitly, which costs, so only when the kernel reads back an output it writes.
+    loaded = {n.buffer for n in body.walk() if isinstance(n, ir.Load)}
+    stored = {n.buffer for n in body.walk() if isinstance(n, ir.Store)}
+    return bool(loaded & stored & outputs)
+
+
+def _rename(kernel: ir.Kernel, reserved: set[str], inputs: list[str]) -> dict[str, str]:
+    """New names for kernel names that would clash with target keywords, helpers or what
+    MLX adds to the signature (attributes, ``<input>_shape``/``_strides``/``_ndim``)."""
+    taken = {p.name for p in kernel.params}
+    for n in kernel.body.walk():
+        for attr in ("name", "var"):
+            value = getattr(n, attr, None)
+            if isinstance(n, ir.Stmt) and isinstance(value, str):
+                taken.add(value)
+    banned = set(reserved) | {f"{i}_{s}" for i in inputs for s in ("shape", "strides", "ndim")}
+    banned |= {f"{p.name}_init_bits" for p in kernel.params}
+    mapping = {}
+    for name in sorted(taken):
+        if name in banned or name.startswith("kir_") or name.startswith("__"):
+            new = f"{name.lstrip('_')}_v"
+            while new in taken or new in banned:
+                new += "_"
+            taken.add(new)
+            mapping[name] = new
+    return mapping

@@ -1,0 +1,185 @@
+"""The Metal dialect for MLX's ``mx.fast.metal_kernel``, and the full source MLX would build.
+
+MLX writes the ``[[kernel]]`` signature itself: inputs become ``const device T*`` (``const
+constant T*`` when they hold fewer than 8 elements, ``const constant T&`` when 0-d), outputs
+``device T*`` (``device atomic<T>*`` for every output when ``atomic_outputs``), and each
+thread attribute named anywhere in the body (``thread_position_in_grid`` ...) is added as a
+parameter. So the body may use those attribute names freely and must not declare them.
+"""
+
+from __future__ import annotations
+
+from kir import ir
+from kir.backends.cstyle import BufferInfo, Dialect, Printer
+from kir.errors import UnsupportedError
+from kir.types import ScalarType
+
+# Attributes MLX adds to the signature when their name occurs in the body (custom_kernel).
+MLX_ATTRIBUTES = {
+    "dispatch_quadgroups_per_threadgroup": "uint",
+    "dispatch_simdgroups_per_threadgroup": "uint",
+    "dispatch_threads_per_threadgroup": "uint3",
+    "grid_origin": "uint3", "grid_size": "uint3",
+    "quadgroup_index_in_threadgroup": "uint", "quadgroups_per_threadgroup": "uint",
+    "simdgroup_index_in_threadgroup": "uint", "simdgroups_per_threadgroup": "uint",
+    "thread_execution_width": "uint", "thread_index_in_quadgroup": "uint",
+    "thread_index_in_simdgroup": "uint", "thread_index_in_threadgroup": "uint",
+    "thread_position_in_grid": "uint3", "thread_position_in_threadgroup": "uint3",
+    "threadgroup_position_in_grid": "uint3", "threadgroups_per_grid": "uint3",
+    "threads_per_grid": "uint3", "threads_per_simdgroup": "uint",
+    "threads_per_threadgroup": "uint3",
+}
+# Inputs with fewer elements than this go to the constant address space (MLX's rule).
+MAX_CONSTANT_ARRAY_SIZE = 8
+MLX_TYPE_STRINGS = {"bool": "bool", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t",
+                    "u64": "uint64_t", "f16": "float16_t", "bf16": "bfloat16_t",
+                    "f32": "float"}
+
+_FAST = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "pow", "sin", "cos", "tanh"}
+
+
+def _math(fn: str, t: ScalarType, fast: bool) -> str:
+    if fn == "erf":
+        return "kir_erf"        # Metal has no erf: a helper in the header
+    if t.is_int and fn == "abs":
+        return "metal::abs"
+    if fast and fn in _FAST and t.name == "f32":
+        return f"metal::fast::{fn}"
+    return f"metal::{fn}"
+
+
+def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) -> str:
+    if not info.atomic:
+        raise UnsupportedError(f"atomic {a.op} on {a.buffer!r}, which Metal cannot update "
+                               "atomically (only outputs and shared arrays)", a.loc)
+    ptr = f"&{p.element(a.buffer, index)}"
+    elem = info.elem
+    if not isinstance(elem, ScalarType) or elem.name not in ("f32", "i32", "u32"):
+        raise UnsupportedError(f"Metal atomics need f32, i32 or u32, not {elem}", a.loc)
+    if a.op == "add":
+        return f"atomic_fetch_add_explicit({ptr}, {value}, memory_order_relaxed)"
+    if a.op == "exch":
+        return f"atomic_exchange_explicit({ptr}, {value}, memory_order_relaxed)"
+    if elem.name == "f32":
+        # No float atomic max/min in Metal: a compare-and-swap loop in the header.
+        p.helpers.add(f"atomic_{a.op}_float")
+        return f"kir_atomic_{a.op}({ptr}, {value})"
+    return f"atomic_fetch_{a.op}_explicit({ptr}, {value}, memory_order_relaxed)"
+
+
+METAL = Dialect(
+    name="metal",
+    scalar_types={"bool": "bool", "i32": "int", "u32": "uint", "i64": "long", "u64": "ulong",
+                  "f16": "half", "bf16": "bfloat", "f32": "float"},
+    vector_elems={"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"},
+    make_vector="{type}({elems})",
+    shared_qualifier="threadgroup",
+    local_qualifier="",
+    barrier_block="threadgroup_barrier(mem_flags::mem_threadgroup)",
+    barrier_block_device="threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device)",
+    # mem_threadgroup (not mem_none): __syncwarp also orders shared memory among the lanes.
+    barrier_warp="simdgroup_barrier(mem_flags::mem_threadgroup)",
+    specials={
+        "thread.x": "thread_position_in_threadgroup.x",
+        "thread.y": "thread_position_in_threadgroup.y",
+        "thread.z": "thread_position_in_threadgroup.z",
+        "block.x": "threadgroup_position_in_grid.x",
+        "block.y": "threadgroup_position_in_grid.y",
+        "block.z": "threadgroup_position_in_grid.z",
+        "block_dim.x": "threads_per_threadgroup.x",
+        "block_dim.y": "threads_per_threadgroup.y",
+        "block_dim.z": "threads_per_threadgroup.z",
+        "grid_dim.x": "threadgroups_per_grid.x",
+        "grid_dim.y": "threadgroups_per_grid.y",
+        "grid_dim.z": "threadgroups_per_grid.z",
+        "lane": "thread_index_in_simdgroup",
+        "warp": "simdgroup_index_in_threadgroup",
+        "warp_size": "threads_per_simdgroup",
+    },
+    shuffles={"xor": "simd_shuffle_xor({value}, {lane})",
+              "down": "simd_shuffle_down({value}, {lane})",
+              "up": "simd_shuffle_up({value}, {lane})",
+              "idx": "simd_shuffle({value}, {lane})"},
+    warp_reduces={"sum": "simd_sum({value})", "max": "simd_max({value})",
+                  "min": "simd_min({value})"},
+    scalar_param="{name}",
+    vector_pointer="*(({space}{type}*)({buffer} + {index}))",
+    infinity="INFINITY",
+    nan="NAN",
+    math=_math,
+    atomic=_atomic,
+    atomic_load="atomic_load_explicit({ptr}, memory_order_relaxed)",
+    atomic_store="atomic_store_explicit({ptr}, {value}, memory_order_relaxed)",
+    cast_vector="{type}({value})",
+    keywords=frozenset(MLX_ATTRIBUTES) | frozenset({
+        "kernel", "device", "threadgroup", "constant", "thread", "half", "uint", "bfloat",
+        "metal", "vec", "atomic", "simd_sum", "simd_max", "simd_min", "select", "as_type",
+        "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
+        "fma", "sin", "cos", "floor", "ceil", "erf"}),
+)
+
+_XOR_TYPES = {"float": "uint", "int": "uint", "uint": "uint", "half": "ushort"}
+
+HELPERS = {
+    "xor": "\n".join(
+        f"inline {t} kir_xor({t} v, {b} key) {{ return as_type<{t}>(as_type<{b}>(v) ^ key); }}"
+        for t, b in _XOR_TYPES.items()),
+    "atomic_max_float": "\n".join(
+        f"""inline float kir_atomic_max({space} atomic<float>* p, float v) {{
+    float old = atomic_load_explicit(p, memory_order_relaxed);
+    while (old < v && !atomic_compare_exchange_weak_explicit(
+               p, &old, v, memory_order_relaxed, memory_order_relaxed)) {{
+    }}
+    return old;
+}}""" for space in ("device", "threadgroup")),
+    "atomic_min_float": "\n".join(
+        f"""inline float kir_atomic_min({space} atomic<float>* p, float v) {{
+    float old = atomic_load_explicit(p, memory_order_relaxed);
+    while (old > v && !atomic_compare_exchange_weak_explicit(
+               p, &old, v, memory_order_relaxed, memory_order_relaxed)) {{
+    }}
+    return old;
+}}""" for space in ("device", "threadgroup")),
+    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below f32 tolerances).
+    "kir_erf": """inline float kir_erf(float x) {
+    float t = 1.0f / (1.0f + 0.3275911f * metal::abs(x));
+    float y = 1.0f - (((((1.061405429f * t - 1.453152027f) * t) + 1.421413741f) * t
+                       - 0.284496736f) * t + 0.254829592f) * t * metal::exp(-x * x);
+    return metal::copysign(y, x);
+}
+inline half kir_erf(half x) { return half(kir_erf(float(x))); }""",
+}
+
+
+def metal_signature(name: str, inputs: list[tuple[str, str, tuple[int, ...]]],
+                    outputs: list[tuple[str, str]], body: str, atomic_outputs: bool,
+                    template: list[tuple[str, object]] | None = None) -> str:
+    """The ``[[kernel]]`` function MLX generates around ``body`` (see MLX custom_kernel):
+    ``inputs`` as (name, kir dtype, shape), ``outputs`` as (name, kir dtype)."""
+    lines = []
+    if template:
+        kinds = ["bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "typename"
+                 for _, v in template]
+        params = ", ".join(f"{kind} {n}" for kind, (n, _) in zip(kinds, template))
+        lines.append(f"template <{params}>")
+    lines.append(f"[[kernel]] void custom_kernel_{name}(")
+    params: list[str] = []
+    index = 0
+    for arg, dtype, shape in inputs:
+        size = 1
+        for dim in shape:
+            size *= dim
+        space = "constant" if size < MAX_CONSTANT_ARRAY_SIZE else "device"
+        ref = "&" if len(shape) == 0 else "*"
+        params.append(f"  const {space} {MLX_TYPE_STRINGS[dtype]}{ref} {arg} [[buffer({index})]]")
+        index += 1
+    for arg, dtype in outputs:
+        elem = MLX_TYPE_STRINGS[dtype]
+        if atomic_outputs:
+            elem = f"atomic<{elem}>"
+        params.append(f"  device {elem}* {arg} [[buffer({index})]]")
+        index += 1
+    for attr, attr_type in MLX_ATTRIBUTES.items():
+        if attr in body:
+            params.append(f"  {attr_type} {attr} [[{attr}]]")
+    return "\n".join(lines) + "\n" + ",\n".join(params) + ") {\n" + body + "\n}\n"

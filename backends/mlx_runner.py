@@ -1,0 +1,211 @@
+"""Build, run and time emitted kernels through MLX (``mx.fast.metal_kernel`` / ``cuda_kernel``).
+
+One :class:`MLXKernel` per emitted source: the MLX kernel object is built once (and cached by
+a hash of everything that shapes it) and called with numpy inputs keyed by spec argument name,
+as :meth:`kir.spec.BoundSpec.make_inputs` makes them. Outputs come back decoded (see
+:mod:`kir.backends.emitted` for why some outputs are XOR-encoded).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kir.backends.emitted import Emitted, decode, key_array
+from kir.errors import KirError
+
+MX_DTYPES = {"bool": "bool_", "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",
+             "f16": "float16", "bf16": "bfloat16", "f32": "float32", "u16": "uint16"}
+_KERNELS: dict[str, Any] = {}
+
+
+def _mx():
+    try:
+        import mlx.core as mx
+    except ImportError:
+        raise KirError("MLX is not installed", hint="pip install mlx") from None
+    return mx
+
+
+def available_targets() -> list[str]:
+    """The MLX GPU targets usable here: "metal" on Apple Silicon, "cuda" on NVIDIA."""
+    try:
+        mx = _mx()
+    except KirError:
+        return []
+    found = []
+    try:
+        if mx.metal.is_available():
+            found.append("metal")
+    except Exception:  # noqa: BLE001 - a CPU-only build may not have the query at all
+        pass
+    cuda = getattr(mx, "cuda", None)
+    try:
+        if cuda is not None and cuda.is_available():
+            found.append("cuda")
+    except Exception:  # noqa: BLE001
+        pass
+    return found
+
+
+def require_target(target: str) -> None:
+    """Raise a KirError naming what is missing when ``target`` cannot run here."""
+    have = available_targets()
+    if target not in have:
+        where = {"metal": "an Apple Silicon Mac with MLX's Metal back end",
+                 "cuda": "an NVIDIA GPU with MLX's CUDA back end (pip install 'mlx[cuda]')"}
+        raise KirError(f"target {target!r} is not available on this machine "
+                       f"(available: {', '.join(have) or 'none'})",
+                       hint=f"running on {target} needs {where.get(target, target)}; "
+                            "use the 'interp' or emulator targets otherwise")
+
+
+def mx_dtype(name: str):
+    """The MLX dtype for a kir dtype name."""
+    return getattr(_mx(), MX_DTYPES[name])
+
+
+def source_hash(emitted: Emitted) -> str:
+    """A key over everything that makes MLX build a different kernel object."""
+    text = "\0".join([emitted.target, emitted.name, emitted.source, emitted.header,
+                      repr(emitted.input_names), repr(emitted.output_names),
+                      repr(emitted.atomic_outputs), repr(emitted.shared_memory)])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def build_kernel(emitted: Emitted):
+    """The ``mx.fast.*_kernel`` object for ``emitted`` (built once per source hash)."""
+    key = source_hash(emitted)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    mx = _mx()
+    common = dict(name=emitted.name, input_names=list(emitted.input_names),
+                  output_names=list(emitted.output_names), source=emitted.source,
+                  header=emitted.header)
+    if emitted.target == "metal":
+        kernel = mx.fast.metal_kernel(**common, atomic_outputs=emitted.atomic_outputs)
+    else:
+        kernel = mx.fast.cuda_kernel(**common, shared_memory=emitted.shared_memory)
+    _KERNELS[key] = kernel
+    return kernel
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock times of repeated runs, in milliseconds; ``spread`` = (max-min)/median."""
+
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    spread: float
+
+
+class MLXKernel:
+    """An emitted kernel ready to call through MLX with numpy inputs."""
+
+    def __init__(self, emitted: Emitted, *, check_target: bool = True) -> None:
+        if check_target:
+            require_target(emitted.target)
+        self.emitted = emitted
+        self.kernel = build_kernel(emitted)
+
+    def prepare(self, inputs: dict[str, Any]) -> tuple[list, dict[str, np.ndarray]]:
+        """MLX input arrays in signature order, and the key arrays of data-initialized
+        outputs (needed again to decode)."""
+        mx = _mx()
+        e = self.emitted
+        arrays, keys = [], {}
+        for name, arg, kind, dtype, shape in zip(e.input_names, e.input_args, e.input_kinds,
+                                                 e.input_dtypes, e.input_shapes):
+            if kind == "scalar":
+                value = inputs.get(arg, e.scalar(arg))
+                arrays.append(_to_mx(np.asarray(value).astype(_np_dtype(dtype)), dtype))
+                continue
+            if arg not in inputs:
+                raise KirError(f"no value for argument {arg!r} of kernel {e.name!r}")
+            data = np.asarray(inputs[arg])
+            if tuple(data.shape) != tuple(shape) and data.size == int(np.prod(shape)):
+                data = data.reshape(shape)
+            if tuple(data.shape) != tuple(shape):
+                raise KirError(f"argument {arg!r}: expected shape {tuple(shape)}, "
+                               f"got {tuple(data.shape)}")
+            if kind == "key":
+                enc = e.encoding_for(arg)
+                data = key_array(enc, data, e.init_value or 0.0)
+                keys[arg] = data
+            else:
+                data = data.astype(_np_dtype(dtype), copy=False)
+            arrays.append(_to_mx(data, dtype))
+        return arrays, keys
+
+    def launch(self, arrays: list) -> list:
+        """One MLX call on prepared arrays (lazy: the caller evaluates)."""
+        e = self.emitted
+        kwargs = dict(inputs=arrays, grid=e.grid, threadgroup=e.threadgroup,
+                      output_shapes=[tuple(s) for s in e.output_shapes],
+                      output_dtypes=[mx_dtype(d) for d in e.output_dtypes],
+                      init_value=e.init_value)
+        if e.template:
+            kwargs["template"] = [(n, _template_value(v)) for n, v in e.template]
+        return self.kernel(**kwargs)
+
+    def __call__(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Run once; outputs by spec argument name, decoded, as numpy arrays."""
+        mx = _mx()
+        arrays, keys = self.prepare(inputs)
+        outs = self.launch(arrays)
+        mx.eval(outs)
+        return self.finish(outs, keys)
+
+    def finish(self, outs: list, keys: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Numpy outputs by argument name with every encoded output decoded."""
+        e = self.emitted
+        result = {}
+        for arg, dtype, out in zip(e.output_args, e.output_dtypes, outs):
+            data = np.array(out.astype(mx_dtype("f32")) if dtype == "bf16" else out)
+            enc = e.encoding_for(arg)
+            if enc is not None:
+                data = decode(enc, data, keys.get(arg))
+            result[arg] = data
+        return result
+
+
+def time_kernel(kernel: MLXKernel, inputs: dict[str, Any], warmup: int = 3,
+                repeat: int = 10) -> Timing:
+    """Time ``kernel`` on ``inputs``: ``warmup`` untimed runs, then ``repeat`` timed ones,
+    each evaluated with ``mx.eval`` before the clock stops."""
+    mx = _mx()
+    arrays, _ = kernel.prepare(inputs)
+    mx.eval(arrays)
+    for _ in range(max(warmup, 0)):
+        mx.eval(kernel.launch(arrays))
+    times = []
+    for _ in range(max(repeat, 1)):
+        start = time.perf_counter()
+        mx.eval(kernel.launch(arrays))
+        times.append((time.perf_counter() - start) * 1e3)
+    median = statistics.median(times)
+    return Timing(median, min(times), max(times),
+                  (max(times) - min(times)) / median if median > 0 else 0.0)
+
+
+def _np_dtype(name: str) -> np.dtype:
+    return np.dtype({"u16": np.uint16, "bf16": np.float32}.get(name) or MX_DTYPES[name]
+                    .replace("bool_", "bool"))
+
+
+def _to_mx(data: np.ndarray, dtype: str):
+    # numpy has no bfloat16: kir holds bf16 as f32 and MLX converts.
+    array = _mx().array(data)
+    return array.astype(mx_dtype("bf16")) if dtype == "bf16" else array
+
+
+def _template_value(value):
+    if isinstance(value, str) and value in MX_DTYPES:
+        return mx_dtype(value)
+    return value

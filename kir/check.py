@@ -1,0 +1,97 @@
+"""Compare a kernel's outputs with a reference, within the spec's tolerances.
+
+A comparison passes when every output element satisfies ``|got - want| <= atol + rtol*|want|``
+and the kernel produced no NaN or infinity where the reference has a finite value (a NaN is
+never "close"). Shapes must match exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """How one output compared: worst absolute and relative error and the verdict."""
+
+    name: str
+    ok: bool
+    max_abs_err: float
+    max_rel_err: float
+    mismatches: int
+    size: int
+    note: str = ""
+
+    def describe(self) -> str:
+        verdict = "ok" if self.ok else "MISMATCH"
+        text = (f"{self.name}: {verdict}  max abs err {self.max_abs_err:.3g}, "
+                f"max rel err {self.max_rel_err:.3g}")
+        if self.mismatches:
+            text += f", {self.mismatches}/{self.size} elements outside tolerance"
+        if self.note:
+            text += f" ({self.note})"
+        return text
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    outputs: tuple[OutputCheck, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+    @property
+    def max_abs_err(self) -> float:
+        return max((o.max_abs_err for o in self.outputs), default=0.0)
+
+    def describe(self) -> str:
+        return "\n".join(o.describe() for o in self.outputs)
+
+
+def compare_output(name: str, got: np.ndarray, want: np.ndarray, rtol: float,
+                   atol: float) -> OutputCheck:
+    """Compare one array against its reference."""
+    got = np.asarray(got)
+    want = np.asarray(want)
+    if got.shape != want.shape:
+        if got.size == want.size:
+            got = got.reshape(want.shape)
+        else:
+            return OutputCheck(name, False, float("inf"), float("inf"), want.size, want.size,
+                               f"shape {got.shape} != reference shape {want.shape}")
+    g = got.astype(np.float64)
+    w = want.astype(np.float64)
+    both_nan = np.isnan(g) & np.isnan(w)
+    same_inf = np.isinf(g) & np.isinf(w) & (np.sign(g) == np.sign(w))
+    exact = both_nan | same_inf
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(g - w)
+        bad = ~exact & ~(diff <= atol + rtol * np.abs(w))
+        finite = ~exact & np.isfinite(diff)
+        max_abs = float(diff[finite].max()) if finite.any() else 0.0
+        rel = diff[finite] / np.maximum(np.abs(w[finite]), np.finfo(np.float64).tiny)
+        max_rel = float(rel.max()) if rel.size else 0.0
+    note = ""
+    nonfinite = ~np.isfinite(g) & np.isfinite(w)
+    if nonfinite.any():
+        note = f"{int(nonfinite.sum())} NaN/Inf where the reference is finite"
+        max_abs = float("inf")
+    return OutputCheck(name, not bad.any(), max_abs, max_rel, int(bad.sum()), int(w.size), note)
+
+
+def compare_outputs(got: dict[str, np.ndarray], want: dict[str, np.ndarray],
+                    tolerance) -> CheckResult:
+    """Compare each reference output ``want[name]`` with ``got[name]``; ``tolerance(name)``
+    gives (rtol, atol) for that output."""
+    checks = []
+    for name, expected in want.items():
+        rtol, atol = tolerance(name)
+        if name not in got:
+            checks.append(OutputCheck(name, False, float("inf"), float("inf"), 0, 0,
+                                      "kernel did not produce this output"))
+            continue
+        checks.append(compare_output(name, got[name], expected, rtol, atol))
+    return CheckResult(tuple(checks))

@@ -1,0 +1,6 @@
+"""One module per ``kir`` subcommand; each has ``register(subparsers)`` which sets
+``handler`` on its parser. The order here is the order ``kir --help`` lists them."""
+
+from kir.commands import apply_cmd, compile_cmd, parse_cmd, rules_cmd, run_cmd
+
+COMMANDS = [parse_cmd, run_cmd, compile_cmd, rules_cmd, apply_cmd]

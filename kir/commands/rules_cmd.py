@@ -1,0 +1,82 @@
+"""``kir rules``: list the loaded rules, show one, or test a user's rule over the examples."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from pathlib import Path
+
+from kir.errors import KirError
+from kir.registry import load_registry
+
+
+def register(sub) -> None:
+    p = sub.add_parser("rules", help="list, show or test rewrite rules",
+                       description="Without arguments: every loaded rule with its one-line "
+                                   "description and parameters. `show NAME [FILE]`: its full "
+                                   "doc and the sites it matches in FILE. `test PATH`: apply "
+                                   "the rules in PATH at every site of every example and report "
+                                   "where results changed.")
+    p.add_argument("action", nargs="?", choices=["list", "show", "test"], default="list")
+    p.add_argument("target", nargs="?", help="rule NAME for show; rules PATH for test")
+    p.add_argument("file", nargs="?", help="kernel file whose sites `show` lists")
+    p.add_argument("--rules", action="append", default=[], metavar="PATH",
+                   help="also load rules from PATH (.rules or .py); repeatable")
+    p.add_argument("--examples", default=None,
+                   help="folder of kernels for `test` (default: the repo's examples/)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    extra = list(args.rules)
+    if args.action == "test":
+        if not args.target:
+            raise KirError("`kir rules test` needs the PATH of the rules to test")
+        extra.append(args.target)
+    registry = load_registry(extra)
+    if args.action == "list":
+        return list_rules(registry)
+    if args.action == "show":
+        return show_rule(registry, args.target, args.file)
+    from kir.rulecheck import report_rules_file
+
+    return report_rules_file(registry, Path(args.target), args.examples)
+
+
+def list_rules(registry) -> int:
+    width = max((len(name) for name in registry), default=10)
+    for name in sorted(registry):
+        rule = registry[name]
+        params = ", ".join(f"{p.name}∈{{{','.join(str(c) for c in p.choices)}}}"
+                           for p in rule.params)
+        site = f"{rule.site_key}=SITE"
+        line = f"{name:<{width}}  {rule.summary}"
+        print(line if len(line) <= 110 else line[:107] + "...")
+        print(f"{'':<{width}}  step: {name}{{{site}{', ' + params if params else ''}}}"
+              f"   [{registry.origins[name]}]")
+    print(f"\n{len(registry)} rules loaded")
+    return 0
+
+
+def show_rule(registry, name: str | None, file: str | None) -> int:
+    if not name:
+        raise KirError("`kir rules show` needs a rule NAME", hint="`kir rules` lists them")
+    rule = registry.get(name)
+    if rule is None:
+        close = [n for n in registry if name in n or n in name]
+        raise KirError(f"no rule named {name!r}",
+                       hint=f"did you mean {', '.join(close)}?" if close else "`kir rules` lists them")
+    doc = type(rule).__doc__ if type(rule).__doc__ and not hasattr(rule, "doc") else \
+        getattr(rule, "doc", "")
+    print(f"{rule.name}  ({registry.origins[name]})\n")
+    print(textwrap.dedent(doc or rule.summary).strip())
+    for p in rule.params:
+        print(f"\nparameter {p.name}: one of {', '.join(str(c) for c in p.choices)}")
+    if file:
+        from kir.load import load_kernel
+
+        loaded = load_kernel(file)
+        sites = rule.sites(loaded.kernel)
+        print(f"\nsites in {file}: " + (", ".join(f"{rule.site_key}={s}" for s in sites)
+                                       if sites else "none"))
+    return 0

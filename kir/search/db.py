@@ -1,0 +1,342 @@
+"""The tuning database: every evaluation a search makes, kept so a search resumes and a
+second run is instant.
+
+SQLite in WAL mode, one transaction per evaluation, written as each evaluation completes, so a
+search killed at any moment leaves every completed evaluation on disk and no half-written row.
+Results are keyed by :class:`TuningKey` (base kernel fingerprint, sizes, target, device, kir
+version); under a key, one row per candidate fingerprint.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from kir.errors import KirError
+from kir.search.evaluator import Evaluation
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS keys (
+    id INTEGER PRIMARY KEY,
+    kernel_fp TEXT NOT NULL, sizes TEXT NOT NULL, target TEXT NOT NULL,
+    device TEXT NOT NULL, version TEXT NOT NULL, kernel_name TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    UNIQUE (kernel_fp, sizes, target, device, version)
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+    key_id INTEGER NOT NULL REFERENCES keys(id),
+    fingerprint TEXT NOT NULL, genome TEXT NOT NULL, status TEXT NOT NULL,
+    time_ms REAL, error TEXT NOT NULL DEFAULT '', details TEXT NOT NULL DEFAULT '{}',
+    timestamp REAL NOT NULL,
+    PRIMARY KEY (key_id, fingerprint)
+);
+"""
+
+EXPORT_FIELDS = ("kernel", "kernel_fp", "sizes", "target", "device", "version",
+                 "fingerprint", "genome", "status", "time_ms", "error", "timestamp")
+
+
+def kir_version() -> str:
+    """The installed kir version (part of every key: a new kir may build other kernels)."""
+    import kir
+
+    version = getattr(kir, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        from importlib.metadata import PackageNotFoundError, version as dist_version
+
+        return dist_version("kir")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def default_db_path(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
+    """Where the tuning database lives when ``--db`` is not given: ``$KIR_CACHE_DIR``, else
+    the user cache dir (``~/Library/Caches/kir`` on macOS, ``$XDG_CACHE_HOME/kir`` or
+    ``~/.cache/kir`` elsewhere), file ``tuning.db``."""
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    if env.get("KIR_CACHE_DIR"):
+        return Path(env["KIR_CACHE_DIR"]) / "tuning.db"
+    home = Path(env.get("HOME") or Path.home())
+    if platform == "darwin":
+        return home / "Library" / "Caches" / "kir" / "tuning.db"
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
+    return base / "kir" / "tuning.db"
+
+
+def canonical_sizes(sizes: Mapping[str, int]) -> str:
+    """Sizes as canonical JSON (sorted keys, no spaces), so equal sizes give equal keys."""
+    return json.dumps({str(k): sizes[k] for k in sorted(sizes)}, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class TuningKey:
+    """What a measurement depends on besides the candidate itself."""
+
+    kernel_fp: str
+    sizes: str  # canonical JSON, see canonical_sizes
+    target: str
+    device: str
+    version: str
+    kernel_name: str = ""  # for listings only; not part of the identity
+
+    @classmethod
+    def make(cls, kernel_fp: str, sizes: Mapping[str, int], target: str, device: str,
+             version: str | None = None, kernel_name: str = "") -> "TuningKey":
+        """A key from a fingerprint and raw sizes (the version defaults to this kir's)."""
+        return cls(kernel_fp, canonical_sizes(sizes), target, device,
+                   version or kir_version(), kernel_name)
+
+    @property
+    def identity(self) -> tuple[str, str, str, str, str]:
+        return (self.kernel_fp, self.sizes, self.target, self.device, self.version)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One stored evaluation."""
+
+    fingerprint: str
+    genome: tuple[str, ...]
+    evaluation: Evaluation
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """One key in the database with a summary of its rows (``kir db list``)."""
+
+    key: TuningKey
+    count: int
+    ok: int
+    best_ms: float | None
+    baseline_ms: float | None
+    last: float
+
+
+class TuningDB:
+    """An open tuning database. Use as a context manager or call :meth:`close`."""
+
+    def __init__(self, path: str | Path, *, timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self._key_ids: dict[tuple[str, ...], int] = {}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise KirError(f"cannot create the folder for tuning database {self.path}: "
+                           f"{exc.strerror}") from None
+        try:
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per evaluation.
+            self._conn = sqlite3.connect(str(self.path), timeout=timeout_s,
+                                         isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        try:
+            self._open()
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise self._error(exc) from None
+
+    # -------------------------------------------------------------------------- plumbing
+
+    def _error(self, exc: Exception) -> KirError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            hint = "another kir process holds it; wait for it, or pass --db to use another file"
+        elif "not a database" in text or "malformed" in text or "corrupt" in text:
+            hint = "the file is damaged: move it away (kir recreates it) or pass --db"
+        else:
+            hint = "pass --db to use another file"
+        return KirError(f"tuning database {self.path}: {text}", hint=hint)
+
+    def _open(self) -> None:
+        conn = self._conn
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise KirError(f"tuning database {self.path}: cannot switch to WAL mode "
+                           f"(journal mode is {mode})",
+                           hint="put the database on a local file system, or pass --db")
+        # NORMAL is durable against a killed process in WAL mode (only power loss can lose the
+        # last commits), and much faster than FULL for one small transaction per evaluation.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "meta" not in tables:
+            raise KirError(f"{self.path} is an SQLite file but not a kir tuning database",
+                           hint="pass --db to choose another file")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                conn.execute(statement)
+            row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise KirError(f"tuning database {self.path} has schema {row[0]}, newer than "
+                               f"this kir understands ({SCHEMA_VERSION})",
+                               hint="upgrade kir, or pass --db to use another file")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Close the connection (rows are already committed)."""
+        self._conn.close()
+
+    def __enter__(self) -> "TuningDB":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def journal_mode(self) -> str:
+        return str(self._query("PRAGMA journal_mode")[0][0])
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+        try:
+            return self._conn.execute(sql, tuple(args)).fetchall()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def _key_id(self, key: TuningKey, create: bool) -> int | None:
+        cached = self._key_ids.get(key.identity)
+        if cached is not None:
+            return cached
+        rows = self._query("SELECT id FROM keys WHERE kernel_fp=? AND sizes=? AND target=? "
+                           "AND device=? AND version=?", key.identity)
+        if rows:
+            self._key_ids[key.identity] = rows[0][0]
+            return rows[0][0]
+        if not create:
+            return None
+        self._query("INSERT OR IGNORE INTO keys (kernel_fp, sizes, target, device, version, "
+                    "kernel_name, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (*key.identity, key.kernel_name, time.time()))
+        return self._key_id(key, create=False)
+
+    # ------------------------------------------------------------------------------- API
+
+    def lookup(self, key: TuningKey, fingerprint: str) -> Evaluation | None:
+        """The stored evaluation of candidate ``fingerprint`` under ``key``, if any."""
+        key_id = self._key_id(key, create=False)
+        if key_id is None:
+            return None
+        rows = self._query("SELECT status, time_ms, error, details FROM evaluations "
+                           "WHERE key_id=? AND fingerprint=?", (key_id, fingerprint))
+        if not rows:
+            return None
+        return _evaluation(*rows[0], path=self.path)
+
+    def record(self, key: TuningKey, fingerprint: str, genome: Sequence[str],
+               evaluation: Evaluation) -> None:
+        """Store one evaluation, committed before returning (its own transaction)."""
+        details = json.dumps(dict(evaluation.details), sort_keys=True, default=str)
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                key_id = self._key_id(key, create=True)
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO evaluations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (key_id, fingerprint, json.dumps(list(genome)), evaluation.status,
+                     evaluation.time_ms, evaluation.error, details, time.time()))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                self._key_ids.pop(key.identity, None)  # the key row may have rolled back
+                raise
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def best(self, key: TuningKey) -> tuple[tuple[str, ...], float] | None:
+        """The fastest valid candidate's genome (step strings) and time, if any."""
+        key_id = self._key_id(key, create=False)
+        if key_id is None:
+            return None
+        rows = self._query("SELECT genome, time_ms FROM evaluations WHERE key_id=? AND "
+                           "status='ok' ORDER BY time_ms, length(genome), genome LIMIT 1",
+                           (key_id,))
+        if not rows:
+            return None
+        return tuple(_genome(rows[0][0], self.path)), float(rows[0][1])
+
+    def rows(self, key: TuningKey) -> list[Row]:
+        """Every stored evaluation under ``key``, oldest first."""
+        key_id = self._key_id(key, create=False)
+        if key_id is None:
+            return []
+        rows = self._query("SELECT fingerprint, genome, status, time_ms, error, details, "
+                           "timestamp FROM evaluations WHERE key_id=? ORDER BY timestamp, "
+                           "rowid", (key_id,))
+        return [Row(fp, tuple(_genome(genome, self.path)),
+                    _evaluation(status, time_ms, error, details, path=self.path), stamp)
+                for fp, genome, status, time_ms, error, details, stamp in rows]
+
+    def runs(self) -> list[KeyInfo]:
+        """Every key with its row count, valid count, best and baseline times."""
+        rows = self._query(
+            "SELECT k.kernel_fp, k.sizes, k.target, k.device, k.version, k.kernel_name, "
+            "count(e.fingerprint), sum(e.status='ok'), min(CASE WHEN e.status='ok' "
+            "THEN e.time_ms END), max(CASE WHEN e.genome='[]' AND e.status='ok' "
+            "THEN e.time_ms END), coalesce(max(e.timestamp), k.created) "
+            "FROM keys k LEFT JOIN evaluations e ON e.key_id = k.id "
+            "GROUP BY k.id ORDER BY k.created, k.id")
+        return [KeyInfo(TuningKey(*r[:6]), r[6], int(r[7] or 0), r[8], r[9], r[10])
+                for r in rows]
+
+    def export(self, fmt: str = "json", key: TuningKey | None = None) -> str:
+        """All rows (or those of ``key``) as JSON (a list of objects) or CSV text."""
+        infos = [i for i in self.runs() if key is None or i.key.identity == key.identity]
+        records: list[dict[str, Any]] = []
+        for info in infos:
+            k = info.key
+            for row in self.rows(k):
+                ev = row.evaluation
+                records.append(dict(zip(EXPORT_FIELDS, (
+                    k.kernel_name, k.kernel_fp, k.sizes, k.target, k.device, k.version,
+                    row.fingerprint, " ".join(row.genome), ev.status, ev.time_ms, ev.error,
+                    row.timestamp))))
+        if fmt == "json":
+            return json.dumps(records, indent=2) + "\n"
+        if fmt == "csv":
+            out = io.StringIO()
+            writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(records)
+            return out.getvalue()
+        raise KirError(f"unknown export format {fmt!r}", hint="use json or csv")
+
+    def integrity_ok(self) -> bool:
+        """SQLite's own consistency check of the whole file."""
+        return self._query("PRAGMA integrity_check")[0][0] == "ok"
+
+
+def _genome(text: str, path: Path) -> list[str]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise KirError(f"tuning database {path}: malformed genome {text!r}",
+                       hint="the file is damaged: move it away or pass --db") from None
+    return [str(v) for v in value]
+
+
+def _evaluation(status: str, time_ms: float | None, error: str, details: str, *,
+                path: Path) -> Evaluation:
+    try:
+        return Evaluation(status, time_ms, error or "", json.loads(details or "{}"))
+    except (KirError, json.JSONDecodeError) as exc:
+        raise KirError(f"tuning database {path}: bad stored evaluation ({exc})",
+                       hint="the file is damaged: move it away or pass --db") from None

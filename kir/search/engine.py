@@ -1,0 +1,365 @@
+"""The search driver: apply genomes, deduplicate, consult the tuning database, evaluate,
+keep the history and the best.
+
+:func:`search` is the entry point; the strategies themselves (evolve, random, greedy) live in
+:mod:`kir.search.strategies` and only ask a :class:`Session` to judge genomes.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from kir.errors import KirError
+from kir.ir import Kernel
+from kir.rules import Applied, Rule, RuleContext, Step, apply_trace
+from kir.search.db import TuningDB, TuningKey, kir_version
+from kir.search.evaluator import Evaluation, Evaluator
+from kir.search.genome import Genome, genome_text
+
+STRATEGIES = ("evolve", "random", "greedy")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How to search. ``budget`` bounds the evaluations in the history (fresh or from the
+    tuning database); duplicates of a candidate already judged cost nothing."""
+
+    strategy: str = "evolve"
+    budget: int = 100
+    time_limit_s: float | None = None
+    seed: int = 0
+    population: int = 16
+    elite: int = 2
+    tournament: int = 3
+    mutation_rate: float = 0.9
+    crossover_rate: float = 0.5
+    max_genome_len: int = 8
+    greedy_cap: int = 256  # single-step extensions tried per greedy round, at most
+    patience: int = 200  # new genomes in a row that were all duplicates: the space is spent
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise KirError(f"unknown search strategy {self.strategy!r}",
+                           hint=f"use one of {', '.join(STRATEGIES)}")
+        checks = [("budget", self.budget >= 1), ("population", self.population >= 2),
+                  ("elite", 0 <= self.elite < self.population),
+                  ("tournament", self.tournament >= 1),
+                  ("mutation_rate", 0.0 <= self.mutation_rate <= 1.0),
+                  ("crossover_rate", 0.0 <= self.crossover_rate <= 1.0),
+                  ("max_genome_len", self.max_genome_len >= 1),
+                  ("greedy_cap", self.greedy_cap >= 1), ("patience", self.patience >= 1),
+                  ("time_limit_s", self.time_limit_s is None or self.time_limit_s > 0)]
+        for name, good in checks:
+            if not good:
+                raise KirError(f"bad search setting {name}={getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One evaluation in a search's history (``cached``: answered by the tuning database)."""
+
+    index: int
+    genome: tuple[str, ...]
+    fingerprint: str
+    status: str
+    time_ms: float | None
+    error: str
+    best_ms: float | None  # best valid time so far, this record included
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a progress bar needs, sent after every evaluation."""
+
+    evaluations: int
+    valid: int
+    invalid: int
+    best_ms: float | None
+    baseline_ms: float | None
+    budget: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The outcome of a search. ``best_steps`` is the winner's trace (replayable with
+    :func:`kir.rules.apply_trace`); with no valid candidate at all it is empty, the best
+    kernel is the input and ``best_ms`` is None."""
+
+    best_steps: tuple[Step, ...]
+    best_kernel: Kernel
+    best_ms: float | None
+    baseline_ms: float | None
+    history: tuple[EvalRecord, ...]
+    counts: Mapping[str, int]
+    wall_s: float
+    modelled: bool
+    evaluator_calls: int = 0
+    cached: int = 0
+    duplicates: int = 0
+    stopped: str = "budget"  # budget | time | exhausted | converged
+    target: str = ""
+    device: str = ""
+
+    @property
+    def speedup(self) -> float | None:
+        """Baseline time over best time, when both exist."""
+        if self.best_ms and self.baseline_ms:
+            return self.baseline_ms / self.best_ms
+        return None
+
+
+class StopSearch(Exception):
+    """Raised inside a strategy when the budget or the time limit is reached."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Candidate:
+    """A judged genome: normalized steps, the kernel they make, its verdict."""
+
+    genome: Genome
+    kernel: Kernel | None
+    fingerprint: str
+    evaluation: Evaluation
+
+    @property
+    def fitness(self) -> float:
+        """Lower is better; anything not "ok" is worse than every valid candidate."""
+        ev = self.evaluation
+        return ev.time_ms if ev.ok and ev.time_ms is not None else float("inf")
+
+
+@dataclass
+class Session:
+    """The state one search shares between its strategy and the bookkeeping."""
+
+    base: Kernel
+    registry: Mapping[str, Rule]
+    evaluator: Evaluator
+    ctx: RuleContext
+    config: SearchConfig
+    db: TuningDB | None = None
+    progress: Callable[[Progress], None] | None = None
+    rng: random.Random = field(init=False)
+    key: TuningKey | None = field(init=False, default=None)
+    seen: dict[str, Candidate] = field(init=False, default_factory=dict)
+    history: list[EvalRecord] = field(init=False, default_factory=list)
+    counts: Counter = field(init=False, default_factory=Counter)
+    best: Candidate | None = field(init=False, default=None)
+    baseline: Candidate | None = field(init=False, default=None)
+    calls: int = field(init=False, default=0)
+    cached: int = field(init=False, default=0)
+    duplicates: int = field(init=False, default=0)
+    _applied: dict[Genome, Applied] = field(init=False, default_factory=dict)
+    _start: float = field(init=False, default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.config.seed)
+        if self.db is not None:
+            self.key = TuningKey.make(fingerprint(self.base), dict(self.ctx.sizes),
+                                      self.evaluator.target, self.evaluator.device,
+                                      kir_version(), self.base.name)
+
+    # --------------------------------------------------------------------------- helpers
+
+    def apply(self, genome: Sequence[Step]) -> Applied:
+        """Apply a genome to the base kernel (memoized; rules are deterministic)."""
+        genome = tuple(genome)
+        hit = self._applied.get(genome)
+        if hit is not None:
+            return hit
+        if len(self._applied) > 4096:  # bound memory on long searches
+            self._applied.clear()
+        # Mutants share a prefix with a parent already applied: start from the longest one.
+        cut = next((k for k in range(len(genome) - 1, 0, -1) if genome[:k] in self._applied), 0)
+        start = self._applied[genome[:cut]] if cut else None
+        if start is None:
+            hit = apply_trace(self.base, genome, self.registry, self.ctx)
+        else:
+            rest = apply_trace(start.kernel, genome[cut:], self.registry, self.ctx)
+            hit = Applied(rest.kernel, start.applied + rest.applied,
+                          start.skipped + rest.skipped, start.kernels + rest.kernels)
+        self._applied[genome] = hit
+        self._applied.setdefault(hit.applied, hit)
+        return hit
+
+    # ------------------------------------------------------------------------ judging
+
+    def judge(self, genome: Sequence[Step]) -> tuple[Candidate, bool]:
+        """Judge one genome; returns the candidate and whether it was new."""
+        return self.judge_many([genome])[0]
+
+    def judge_many(self, genomes: Sequence[Sequence[Step]]) -> list[tuple[Candidate, bool]]:
+        """Judge a batch of genomes: apply and deduplicate each, answer what the tuning
+        database knows, hand the rest to the evaluator (``evaluate_many`` when it has it),
+        recording every result as it arrives. At the budget or time limit, records what
+        completed and raises :class:`StopSearch`."""
+        out: list[tuple[Candidate, bool]] = []
+        fresh: list[Candidate] = []
+        batch: dict[str, Candidate] = {}  # new in this batch, not yet evaluated
+        stop: str | None = None
+        for genome in genomes:
+            stop = self._stop_reason(len(fresh))
+            if stop:
+                break
+            try:
+                applied = self.apply(genome)
+            except Exception as exc:  # noqa: BLE001 - a rule's bug rejects the candidate only
+                text = genome_text(genome)
+                cand = Candidate(tuple(genome), None, "apply:" + "|".join(text),
+                                 Evaluation.rejected("crash", _describe(exc, "applying")))
+                known = self.seen.get(cand.fingerprint)
+                if known is None:
+                    self._record(cand, cached=False)
+                out.append((known or cand, known is None))
+                continue
+            fp = fingerprint(applied.kernel)
+            known = self.seen.get(fp) or batch.get(fp)
+            if known is not None:
+                self.duplicates += 1
+                out.append((known, False))
+                continue
+            cached = self._lookup(fp)
+            cand = Candidate(applied.applied, applied.kernel, fp, cached or _PENDING)
+            if cached is not None:
+                self._record(cand, cached=True)
+            else:
+                batch[fp] = cand
+                fresh.append(cand)
+            out.append((cand, True))
+        done = self._evaluate(fresh)
+        if done < len(fresh):
+            stop = stop or self._stop_reason(0) or "time"
+        if stop:
+            raise StopSearch(stop)
+        return out
+
+    def _stop_reason(self, pending: int) -> str | None:
+        if len(self.history) + pending >= self.config.budget:
+            return "budget"
+        limit = self.config.time_limit_s
+        if limit is not None and time.monotonic() - self._start >= limit:
+            return "time"
+        return None
+
+    def _evaluate(self, fresh: list[Candidate]) -> int:
+        """Evaluate new candidates in order, recording each; returns how many completed
+        (fewer when the time limit ran out in between)."""
+        if not fresh:
+            return 0
+        many = getattr(self.evaluator, "evaluate_many", None)
+        iterator = None
+        if callable(many) and len(fresh) > 1:
+            iterator = iter(many([cand.kernel for cand in fresh]))
+        done = 0
+        for cand in fresh:
+            if done and self._stop_reason(0) == "time":
+                break
+            evaluation, iterator = self._call(iterator, cand.kernel)
+            cand.evaluation = evaluation
+            self.calls += 1
+            if self.db is not None and self.key is not None:
+                self.db.record(self.key, cand.fingerprint, genome_text(cand.genome), evaluation)
+            self._record(cand, cached=False)
+            done += 1
+        if done < len(fresh) and hasattr(iterator, "close"):
+            iterator.close()  # type: ignore[union-attr]
+        return done
+
+    def _call(self, iterator, kernel: Kernel) -> tuple[Evaluation, object]:
+        """One verdict, from the batch iterator or ``evaluate``; an exception rejects this
+        candidate only (and, from a batch iterator, which cannot go on after raising, sends
+        the rest of the batch through ``evaluate``)."""
+        try:
+            result = next(iterator) if iterator is not None else self.evaluator.evaluate(kernel)
+        except StopIteration:
+            return Evaluation.rejected("crash", "evaluate_many returned too few results"), None
+        except KirError as exc:
+            return Evaluation.rejected("invalid", exc.message), None
+        except Exception as exc:  # noqa: BLE001 - a crashing candidate must not end the search
+            return Evaluation.rejected("crash", _describe(exc, "evaluating")), None
+        if not isinstance(result, Evaluation):
+            result = Evaluation.rejected("crash", f"evaluator returned {type(result).__name__}")
+        return result, iterator
+
+    def _lookup(self, fp: str) -> Evaluation | None:
+        if self.db is None or self.key is None:
+            return None
+        return self.db.lookup(self.key, fp)
+
+    def _record(self, cand: Candidate, *, cached: bool) -> None:
+        self.seen[cand.fingerprint] = cand
+        ev = cand.evaluation
+        self.counts[ev.status] += 1
+        if cached:
+            self.cached += 1
+        if not cand.genome and self.baseline is None and cand.kernel is not None:
+            self.baseline = cand
+        if ev.ok and (self.best is None or cand.fitness < self.best.fitness):
+            self.best = cand
+        best_ms = self.best.evaluation.time_ms if self.best else None
+        self.history.append(EvalRecord(len(self.history), genome_text(cand.genome),
+                                       cand.fingerprint, ev.status, ev.time_ms, ev.error,
+                                       best_ms, cached))
+        if self.progress is not None:
+            valid = self.counts["ok"]
+            self.progress(Progress(len(self.history), valid, len(self.history) - valid,
+                                   best_ms, self.baseline_ms, self.config.budget, self.cached))
+
+    @property
+    def baseline_ms(self) -> float | None:
+        return self.baseline.evaluation.time_ms if self.baseline else None
+
+    def result(self, stopped: str) -> SearchResult:
+        """The search's outcome so far."""
+        best = self.best
+        return SearchResult(
+            best.genome if best else (), best.kernel if best and best.kernel else self.base,
+            best.evaluation.time_ms if best else None, self.baseline_ms, tuple(self.history),
+            dict(self.counts), time.monotonic() - self._start, bool(self.evaluator.modelled),
+            self.calls, self.cached, self.duplicates, stopped,
+            self.evaluator.target, self.evaluator.device)
+
+
+_PENDING = Evaluation.rejected("not_applicable", "not evaluated yet")
+
+
+def _describe(exc: BaseException, doing: str) -> str:
+    return f"{doing} raised {type(exc).__name__}: {exc}"
+
+
+def fingerprint(kernel: Kernel) -> str:
+    """The kernel's content hash (:meth:`Kernel.fingerprint`)."""
+    return kernel.fingerprint()
+
+
+def search(kernel: Kernel, registry: Mapping[str, Rule], evaluator: Evaluator,
+           ctx: RuleContext | None = None, config: SearchConfig | None = None,
+           db: TuningDB | None = None, hints: Sequence[Sequence[Step]] = (),
+           progress: Callable[[Progress], None] | None = None) -> SearchResult:
+    """Search for the fastest valid rewrite of ``kernel``.
+
+    The unrewritten kernel is evaluated first (the baseline), then ``hints`` (known CUDA
+    practice), then whatever the strategy proposes, until the budget, the time limit, or
+    the search space runs out. With ``db`` every evaluation is written as it completes and
+    candidates already measured are answered from it, so a killed search resumes and a
+    repeated one finishes at once.
+    """
+    from kir.search.strategies import run_strategy
+
+    session = Session(kernel, registry, evaluator, ctx or RuleContext(),
+                      config or SearchConfig(), db, progress)
+    try:
+        stopped = run_strategy(session, [tuple(h) for h in hints])
+    except StopSearch as stop:
+        stopped = stop.reason
+    return session.result(stopped)

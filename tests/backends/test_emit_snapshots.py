@@ -1,0 +1,172 @@
+"""Emitted Metal and CUDA text for hand-built kernels: key lines, launch packaging, limits."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import (atomic_kernel, atomic_spec, block_sum_kernel, block_sum_spec, f32, i32,
+                      make_spec)
+
+from kir import ir
+from kir.backends import emit
+from kir.backends.cstyle import BufferInfo, Printer
+from kir.backends.metal import METAL
+from kir.errors import KirError, LimitError, UnsupportedError
+from kir.spec import ArgSpec
+from kir.types import F32, F64, I32, PointerType
+
+
+def test_metal_block_sum(block_sum):
+    kernel, bound = block_sum
+    e = emit(kernel, bound, "metal")
+    assert e.target == "metal" and e.name == "block_sum"
+    assert "threadgroup float red[256];" in e.source
+    assert e.source.count("threadgroup_barrier(mem_flags::mem_threadgroup);") == 2
+    assert "simd_shuffle_xor(v, 16)" in e.source
+    assert "thread_position_in_threadgroup.x" in e.source
+    assert "threadgroup_position_in_grid.x" in e.source
+    assert "for (int s = 128; s > 0; s >>= 1) {" in e.source
+    # Scalars are 0-d inputs read directly (const constant int&).
+    assert "float v = i < n ? x[i] : 0.0f;" in e.source
+    assert e.input_names == ("x", "n") and e.input_kinds == ("buffer", "scalar")
+    assert e.output_names == ("out",) and e.output_shapes == ((4,),)
+    # Grid in threads: 4 blocks x 256 threads.
+    assert e.grid == (1024, 1, 1) and e.threadgroup == (256, 1, 1) and e.blocks == (4, 1, 1)
+    assert e.init_value == 0.0 and e.inout_decode == () and not e.atomic_outputs
+
+
+def test_cuda_block_sum(block_sum):
+    kernel, bound = block_sum
+    e = emit(kernel, bound, "cuda")
+    assert "__shared__ float red[256];" in e.source
+    assert e.source.count("__syncthreads();") == 2
+    assert "__shfl_xor_sync(0xffffffffu, v, 16, 32)" in e.source
+    # MLX passes every input as a pointer: scalars read as n[0].
+    assert "i < n[0]" in e.source
+    assert "threadIdx.x" in e.source and "blockIdx.x" in e.source
+    assert e.grid == (1024, 1, 1) and e.shared_memory == 0
+
+
+def test_minimal_parentheses_and_precedence():
+    p = Printer(METAL, {"a": BufferInfo(F32)})
+    a, b, c = ir.Var("a", I32), ir.Var("b", I32), ir.Var("c", I32)
+    assert p.expr(ir.Binary("*", ir.Binary("+", a, b, I32), c, I32)) == "(a + b) * c"
+    assert p.expr(ir.Binary("+", a, ir.Binary("*", b, c, I32), I32)) == "a + b * c"
+    assert p.expr(ir.Binary("-", a, ir.Binary("-", b, c, I32), I32)) == "a - (b - c)"
+    assert p.expr(ir.Binary("-", ir.Binary("-", a, b, I32), c, I32)) == "a - b - c"
+    # Clarity parentheses around shifts/bitwise mixed with arithmetic.
+    assert p.expr(ir.Binary("<<", ir.Binary("+", a, b, I32), i32(2), I32)) == "(a + b) << 2"
+    assert p.expr(ir.Binary("&", a, ir.Binary("==", b, c, I32), I32)) == "a & (b == c)"
+    assert p.expr(ir.Unary("-", ir.Unary("-", a, I32), I32)) == "- -a"
+    assert p.expr(ir.Cast(i32(3), F32)) == "3.0f"
+    assert p.expr(f32(0.1)) == "0.1f"
+    assert p.expr(ir.Const(float("-inf"), F32)) == "-INFINITY"
+
+
+def test_long_expression_prints_without_recursion():
+    x = ir.Var("x", F32)
+    e: ir.Expr = x
+    for _ in range(5000):
+        e = ir.Binary("+", e, f32(1), F32)
+    text = Printer(METAL, {}).expr(e)
+    assert text.startswith("x + 1.0f + ") and text.count("+") == 5000
+
+
+def test_inout_encoding(inout):
+    kernel, bound = inout
+    for target in ("metal", "cuda"):
+        e = emit(kernel, bound, target)
+        # out (init 0) and m (init -inf) tie; 0 wins; m is encoded with -inf's bits.
+        assert e.init_value == 0.0
+        encs = {x.arg: x for x in e.inout_decode}
+        assert encs["m"].key == 0xFF800000 and encs["m"].key_input is None
+        assert encs["acc"].key is None and encs["acc"].key_input == "acc_init_bits"
+        assert "out" not in encs
+        assert "m[i] = kir_xor(" in e.source and "kir_xor(m[i], 0xff800000u)" in e.source
+        assert "kir_xor(acc[i], acc_init_bits[i])" in e.source
+        assert "kir_xor" in e.header
+        assert e.input_names[-1] == "acc_init_bits" and e.input_kinds[-1] == "key"
+        assert e.input_dtypes[-1] == "u32"
+    metal = emit(kernel, bound, "metal")
+    assert "metal::fast::exp(x[i])" in metal.source and "as_type<uint>" in metal.header
+    cuda = emit(kernel, bound, "cuda")
+    assert "__expf(x[i])" in cuda.source and "__float_as_uint" in cuda.header
+
+
+def test_metal_atomics(atomic):
+    kernel, bound = atomic
+    e = emit(kernel, bound, "metal")
+    assert e.atomic_outputs
+    assert "atomic_fetch_add_explicit(&total[0], x[i], memory_order_relaxed);" in e.source
+    c = emit(kernel, bound, "cuda")
+    assert "atomicAdd(&total[0], x[i]);" in c.source and not c.atomic_outputs
+
+
+def test_atomic_max_float_helper_and_encoded_atomic_error():
+    spec = atomic_spec(with_max=True)
+    # total (0) and m (-inf) both updated atomically: one would need encoding -> error.
+    with pytest.raises(UnsupportedError, match="XOR-encoded"):
+        emit(atomic_kernel(with_max=True), spec.bind(), "metal")
+    args = dict(spec.args)
+    args["total"] = ArgSpec("total", "f32", ("1",), role="out", init=float("-inf"))
+    spec2 = make_spec(args, spec.sizes, grid=spec.grid, block=spec.block)
+    e = emit(atomic_kernel(with_max=True), spec2.bind(), "metal")
+    assert e.init_value == float("-inf") and e.inout_decode == ()
+    assert "kir_atomic_max(&m[0], " in e.source
+    assert "atomic_compare_exchange_weak_explicit" in e.header
+    c = emit(atomic_kernel(with_max=True), spec2.bind(), "cuda")
+    assert "kir_atomic_max(&m[0], " in c.source and "atomicCAS" in c.header
+
+
+def test_dynamic_shared(dyn_shared):
+    kernel, bound = dyn_shared
+    m = emit(kernel, bound, "metal")
+    # No dynamic threadgroup memory in MLX Metal: sized from the launch's 1024 bytes.
+    assert "threadgroup float buf[256];" in m.source and m.shared_memory == 0
+    c = emit(kernel, bound, "cuda")
+    assert "extern __shared__ __align__(16) float buf[];" in c.source
+    assert c.shared_memory == 1024
+    assert c.grid == (768, 1, 1)
+
+
+def test_limit_threads():
+    kernel = block_sum_kernel(threads=1025, shared=256)
+    for target in ("metal", "cuda"):
+        with pytest.raises(LimitError, match=r"1025 threads .* by 1"):
+            emit(kernel, block_sum_spec(1025).bind(), target)
+
+
+def test_limit_threadgroup_memory():
+    kernel = block_sum_kernel(threads=256, shared=10240)   # 40 KiB of f32
+    with pytest.raises(LimitError, match=r"40960 bytes exceeds Metal's 32768 by 8192"):
+        emit(kernel, block_sum_spec().bind(), "metal")
+    emit(kernel, block_sum_spec().bind(), "cuda")   # within CUDA's 48 KiB static
+
+
+def test_f64_is_refused_on_metal(block_sum):
+    kernel, bound = block_sum
+    params = (kernel.params[0], ir.Param("out", PointerType(F64)), kernel.params[2])
+    k64 = ir.Kernel(kernel.name, params, kernel.body, kernel.launch)
+    with pytest.raises(UnsupportedError, match="double"):
+        emit(k64, bound, "metal")
+
+
+def test_names_clashing_with_mlx_are_renamed(block_sum):
+    kernel, bound = block_sum
+    body = ir.Block((ir.Declare("grid_size", I32, i32(1)), ir.Declare("x_shape", I32, i32(2)),
+                     ir.Store("out", ir.Var("grid_size", I32),
+                              ir.Cast(ir.Var("x_shape", I32), F32)), *kernel.body.stmts))
+    k = ir.Kernel(kernel.name, kernel.params, body, kernel.launch)
+    e = emit(k, bound, "metal")
+    assert not re.search(r"\bgrid_size\b", e.source) and not re.search(r"\bx_shape\b", e.source)
+    assert "int grid_size_v = 1;" in e.source and "out[grid_size_v] = (float)x_shape_v;" in e.source
+
+
+def test_unknown_target_and_missing_arg(block_sum):
+    kernel, bound = block_sum
+    with pytest.raises(KirError, match="unknown target"):
+        emit(kernel, bound, "vulkan")
+    spec = make_spec({k: v for k, v in bound.spec.args.items() if k != "n"}, bound.sizes)
+    with pytest.raises(KirError, match="'n' has no entry"):
+        emit(kernel, spec.bind(), "metal")
