@@ -1,0 +1,262 @@
+"""C types and C arithmetic for the CUDA frontend: type specifiers to kir types, literals,
+the usual arithmetic conversions with explicit :class:`Cast` nodes, and integer constant
+folding (so ``__shared__ float t[BM * BK]`` has a size and ``-1`` is one constant).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kir.ir import Binary, Cast, Const, Expr, Unary
+from kir.types import (BF16, BOOL, F16, F32, F64, I32, I64, U32, U64, ScalarType, VectorType,
+                       common_type)
+
+ValueType = ScalarType | VectorType
+
+#: Builtin type names (TYPE_NAME tokens) and the kir type each stands for.
+NAMED_TYPES: dict[str, ValueType] = {
+    "size_t": U64, "half": F16, "__half": F16, "__nv_bfloat16": BF16, "uint": U32,
+    "uint32_t": U32, "int32_t": I32, "uint64_t": U64, "int64_t": I64, "ptrdiff_t": I64,
+    "float2": VectorType(F32, 2), "float3": VectorType(F32, 3), "float4": VectorType(F32, 4),
+    "int2": VectorType(I32, 2), "int3": VectorType(I32, 3), "int4": VectorType(I32, 4),
+    "uint2": VectorType(U32, 2), "uint3": VectorType(U32, 3), "uint4": VectorType(U32, 4),
+    "double2": VectorType(F64, 2),
+}
+#: Type names that exist in CUDA but lie outside the subset, with the reason.
+UNSUPPORTED_TYPES = {
+    "char": "char types", "short": "short integer types", "int8_t": "char types",
+    "uint8_t": "char types", "int16_t": "short integer types", "uint16_t": "short integer types",
+    "half2": "half2 vectors", "__half2": "half2 vectors", "dim3": "dim3 values in device code",
+}
+QUALIFIERS = frozenset({
+    "const", "volatile", "constexpr", "static", "inline", "extern", "register", "__global__",
+    "__device__", "__host__", "__forceinline__", "__noinline__", "__shared__", "__constant__",
+    "__restrict__", "__restrict",
+})
+
+
+@dataclass(frozen=True)
+class CType:
+    """A resolved C type: ``base`` is None for void; ``pointers`` counts ``*``s."""
+
+    base: ValueType | None
+    pointers: int = 0
+    const: bool = False        # const on the pointee (or the value when not a pointer)
+    restrict: bool = False
+
+
+def scalar_of(t: ValueType) -> ScalarType:
+    return t.elem if isinstance(t, VectorType) else t
+
+
+def combine_type_words(words: list[str]) -> ValueType | None | str:
+    """kir type for C type keywords (``unsigned long long``); a str is an error message."""
+    longs = words.count("long")
+    unsigned = "unsigned" in words
+    rest = [w for w in words if w not in ("long", "unsigned", "signed", "int")]
+    if len(rest) > 1:
+        return f"conflicting type specifiers '{' '.join(words)}'"
+    if rest:
+        word = rest[0]
+        if word == "double" and longs:
+            return "long double"
+        if (longs or unsigned) and word not in ("double",):
+            return f"conflicting type specifiers '{' '.join(words)}'"
+        return {"void": None, "bool": BOOL, "float": F32, "double": F64}.get(word, word)
+    if longs:
+        return U64 if unsigned else I64
+    return U32 if unsigned else I32
+
+
+# ----------------------------------------------------------------------------- literals
+
+
+def int_literal(text: str) -> Const:
+    """A C integer literal with its C type (int, unsigned, long, ...)."""
+    body = text.rstrip("uUlL")
+    suffix = text[len(body):].lower()
+    value = int(body, 16) if body[:2].lower() == "0x" else (
+        int(body, 8) if len(body) > 1 and body[0] == "0" else int(body))
+    is_hex = body[:2].lower() == "0x" or (len(body) > 1 and body[0] == "0")
+    unsigned = "u" in suffix
+    long = "l" in suffix
+    if not long and not unsigned and value <= 0x7FFFFFFF:
+        return Const(value, I32)
+    if not long and (unsigned or is_hex) and value <= 0xFFFFFFFF:
+        return Const(value, U32)
+    if not unsigned and value <= 0x7FFFFFFFFFFFFFFF:
+        return Const(value, I64)
+    return Const(value & 0xFFFFFFFFFFFFFFFF, U64)
+
+
+def float_literal(text: str) -> Const:
+    """A C floating literal: ``1.0f`` is float, ``1.0`` double (C semantics, not numpy's)."""
+    if text[-1] in "fF":
+        return Const(float(np.float32(float(text[:-1]))), F32)
+    if text[-1] in "lL":
+        text = text[:-1]
+    return Const(float(text), F64)
+
+
+# --------------------------------------------------------------------------- conversions
+
+
+def _wrap(value: int, t: ScalarType) -> int:
+    bits = t.bits
+    value &= (1 << bits) - 1
+    if t.is_signed and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
+
+
+def convert_const(value: int | float | bool, t: ScalarType) -> int | float | bool | None:
+    """``value`` converted to ``t`` as C does, or None when C leaves it undefined."""
+    if t == BOOL:
+        return bool(value)
+    if t.is_float:
+        if t == F32:
+            return float(np.float32(value))
+        if t == F16:
+            return float(np.float16(value))
+        return float(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        value = int(value)  # truncates toward zero
+    return _wrap(int(value), t)
+
+
+def convert(e: Expr, t: ValueType) -> Expr:
+    """``e`` converted to ``t``: no node when the type already matches, a folded constant for
+    a literal, else a Cast."""
+    if e.type == t:
+        return e
+    if t == BOOL and isinstance(e.type, ScalarType):
+        return to_bool(e)  # spelled `e != 0`: what C means, and clearer to every backend
+    if isinstance(e, Const) and isinstance(t, ScalarType):
+        folded = convert_const(e.value, t)
+        if folded is not None:
+            return Const(folded, t)
+    return Cast(e, t)
+
+
+def to_bool(e: Expr) -> Expr:
+    """C truthiness: ``e != 0`` (no node when ``e`` is already bool)."""
+    if e.type == BOOL:
+        return e
+    if isinstance(e, Const):
+        return Const(bool(e.value), BOOL)
+    return Binary("!=", e, convert(Const(0, I32), e.type), BOOL)
+
+
+def promote(t: ScalarType) -> ScalarType:
+    """C's integer promotion (bool to int; our narrowest integer is already int)."""
+    return I32 if t == BOOL else t
+
+
+def fold_int(op: str, a: int, b: int, t: ScalarType) -> int | bool | None:
+    """Integer ``a op b`` in type ``t`` with C semantics, or None (division by zero)."""
+    if op in ("/", "%"):
+        if b == 0:
+            return None
+        q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+        return _wrap(q if op == "/" else a - q * b, t)
+    if op in ("<<", ">>"):
+        if b < 0 or b >= t.bits:
+            return None
+        return _wrap(a << b, t) if op == "<<" else _wrap(a >> b, t)
+    table = {"+": a + b, "-": a - b, "*": a * b, "&": a & b, "|": a | b, "^": a ^ b,
+             "==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}
+    result = table[op]
+    return result if isinstance(result, bool) else _wrap(result, t)
+
+
+COMPARE = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def binary(op: str, a: Expr, b: Expr) -> Expr:
+    """C binary operator on scalar values with the usual arithmetic conversions made
+    explicit; integer constants fold. Raises TypeError with a message for bad operands."""
+    if isinstance(a.type, VectorType) or isinstance(b.type, VectorType):
+        raise TypeError(f"operator '{op}' on vector type "
+                        f"{a.type if isinstance(a.type, VectorType) else b.type} "
+                        "(CUDA has no built-in vector arithmetic)")
+    if op in ("&&", "||"):
+        left, right = to_bool(a), to_bool(b)
+        if isinstance(left, Const) and isinstance(right, Const):
+            value = (left.value and right.value) if op == "&&" else (left.value or right.value)
+            return Const(bool(value), BOOL)
+        return Binary(op, left, right, BOOL)
+    if op in ("<<", ">>"):
+        t = promote(a.type)
+        if not t.is_int:
+            raise TypeError(f"operator '{op}' needs integer operands, not {a.type}")
+        if not promote(b.type).is_int:
+            raise TypeError(f"operator '{op}' needs integer operands, not {b.type}")
+    else:
+        t = common_type(a.type, b.type)
+        if op in ("%", "&", "|", "^") and not t.is_int:
+            raise TypeError(f"operator '{op}' needs integer operands, not {t}")
+    left, right = convert(a, t), convert(b, t)
+    rtype = BOOL if op in COMPARE else t
+    if t.is_int and isinstance(left, Const) and isinstance(right, Const):
+        folded = fold_int(op, int(left.value), int(right.value), t)
+        if folded is not None:
+            return Const(folded, rtype)
+    return Binary(op, left, right, rtype)
+
+
+def unary(op: str, a: Expr) -> Expr:
+    """C unary ``-``, ``!``, ``~`` (constants fold)."""
+    if isinstance(a.type, VectorType):
+        raise TypeError(f"operator '{op}' on vector type {a.type}")
+    if op == "!":
+        inner = to_bool(a)
+        if isinstance(inner, Const):
+            return Const(not inner.value, BOOL)
+        return Unary("!", inner, BOOL)
+    t = promote(a.type)
+    if op == "~" and not t.is_int:
+        raise TypeError(f"operator '~' needs an integer operand, not {a.type}")
+    value = convert(a, t)
+    if isinstance(value, Const):
+        if op == "-":
+            folded = -value.value if t.is_float else _wrap(-int(value.value), t)
+            return Const(folded, t)
+        return Const(_wrap(~int(value.value), t), t)
+    return Unary(op, value, t)
+
+
+def const_value(e: Expr) -> int | float | bool | None:
+    """The value of a constant expression (after folding), else None."""
+    return e.value if isinstance(e, Const) else None
+
+
+def index_type_ok(t: object) -> bool:
+    return isinstance(t, ScalarType) and (t.is_int or t == BOOL)
+
+
+def pick_math_type(args: list[Expr]) -> ScalarType:
+    """Result type of an overloaded CUDA math function (``max(int, int)`` is int,
+    ``sqrt(float)`` is float, an integer argument to a float function means double)."""
+    t = args[0].type
+    for a in args[1:]:
+        t = common_type(t, a.type)  # type: ignore[arg-type]
+    return t  # type: ignore[return-value]
+
+
+FLOAT_CONSTANTS: dict[str, Const] = {
+    "INFINITY": Const(math.inf, F32), "HUGE_VALF": Const(math.inf, F32),
+    "CUDART_INF_F": Const(math.inf, F32), "NAN": Const(math.nan, F32),
+    "CUDART_NAN_F": Const(math.nan, F32),
+    "FLT_MAX": Const(float(np.finfo(np.float32).max), F32),
+    "FLT_MIN": Const(float(np.finfo(np.float32).tiny), F32),
+    "FLT_EPSILON": Const(float(np.finfo(np.float32).eps), F32),
+    "DBL_MAX": Const(float(np.finfo(np.float64).max), F64),
+    "HUGE_VAL": Const(math.inf, F64), "M_PI": Const(math.pi, F64),
+    "INT_MAX": Const(2**31 - 1, I32), "INT_MIN": Const(-2**31, I32),
+    "UINT_MAX": Const(2**32 - 1, U32),
+}

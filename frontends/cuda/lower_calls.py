@@ -1,0 +1,197 @@
+"""Lowering of calls: CUDA builtins (barriers, shuffles, atomics, math, cache-hinted loads
+and stores, vector constructors) and inlining of ``__device__`` functions (a Lowerer mixin).
+"""
+
+from __future__ import annotations
+
+from kir.errors import UnsupportedError
+from kir.ir import Atomic, Barrier, Call, Const, Declare, Expr, Load, MakeVector, Shuffle, Var
+from kir.types import BOOL, F16, F32, F64, I32, U32, BF16, ScalarType, VectorType
+
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.values import MemRef
+
+# name -> (intrinsic, fast, fixed type or None for C++ overload on the argument types)
+MATH: dict[str, tuple[str, bool, ScalarType | None]] = {}
+for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "erf", "sin", "cos",
+            "floor", "ceil", "fma"):
+    MATH[_fn + "f"] = (_fn, False, F32)
+    MATH[_fn] = (_fn, False, None)
+MATH.update({
+    "fmaxf": ("max", False, F32), "fminf": ("min", False, F32), "fabsf": ("abs", False, F32),
+    "fmax": ("max", False, None), "fmin": ("min", False, None), "fabs": ("abs", False, None),
+    "max": ("max", False, None), "min": ("min", False, None), "abs": ("abs", False, None),
+    "__expf": ("exp", True, F32), "__exp2f": ("exp2", True, F32), "__logf": ("log", True, F32),
+    "__log2f": ("log2", True, F32), "__powf": ("pow", True, F32), "__sinf": ("sin", True, F32),
+    "__cosf": ("cos", True, F32), "__tanhf": ("tanh", True, F32),
+    "__frsqrt_rn": ("rsqrt", False, F32), "__fsqrt_rn": ("sqrt", False, F32),
+    "__fmaf_rn": ("fma", False, F32), "hexp": ("exp", False, F16), "hsqrt": ("sqrt", False, F16),
+})
+ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3}
+CONVERSIONS = {
+    "__float2half": F16, "__float2half_rn": F16, "__half2float": F32, "__int2float_rn": F32,
+    "__float2int_rz": I32, "__uint2float_rn": F32, "__float2bfloat16": BF16,
+    "__bfloat162float": F32, "__double2float_rn": F32, "__float2uint_rz": U32,
+    "__int_as_float": None, "__float_as_int": None,
+}
+SHUFFLES = {"__shfl_sync": "idx", "__shfl_xor_sync": "xor", "__shfl_down_sync": "down",
+            "__shfl_up_sync": "up"}
+ATOMICS = {"atomicAdd": "add", "atomicMax": "max", "atomicMin": "min", "atomicExch": "exch"}
+VECTORS = {"make_float2": VectorType(F32, 2), "make_float3": VectorType(F32, 3),
+           "make_float4": VectorType(F32, 4), "make_int2": VectorType(I32, 2),
+           "make_int4": VectorType(I32, 4), "make_uint2": VectorType(U32, 2),
+           "make_uint4": VectorType(U32, 4), "make_double2": VectorType(F64, 2)}
+LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
+STORES = ("__stcs", "__stcg", "__stwb", "__stwt")
+UNSUPPORTED_CALLS = {
+    "printf": "printf", "assert": "assert", "malloc": "device malloc", "free": "device free",
+    "__threadfence": "memory fences", "__threadfence_block": "memory fences",
+    "__ballot_sync": "warp votes", "__any_sync": "warp votes", "__all_sync": "warp votes",
+    "__activemask": "__activemask", "__syncthreads_count": "__syncthreads_count",
+    "__syncthreads_or": "__syncthreads_or", "__syncthreads_and": "__syncthreads_and",
+    "tex1Dfetch": "texture fetches", "tex1D": "texture fetches", "tex2D": "texture fetches",
+    "tex3D": "texture fetches", "surf2Dwrite": "surface writes", "clock": "clock()",
+    "clock64": "clock64()", "cudaMalloc": "host API calls in device code",
+    "cudaMemcpy": "host API calls in device code", "__trap": "__trap",
+    "atomicCAS": "atomicCAS", "atomicSub": "atomicSub", "atomicAnd": "atomicAnd",
+    "atomicOr": "atomicOr", "atomicXor": "atomicXor", "atomicInc": "atomicInc",
+    "__nanosleep": "__nanosleep", "__shfl": "__shfl without _sync (deprecated)",
+}
+
+
+class CallMixin:
+    """Calls to builtins and to ``__device__`` functions."""
+
+    def lower_call(self, name: str, arg_trees: list, tree, discard: bool):
+        if self.lookup(name) is not None:
+            raise self.error(f"'{name}' is not a function", tree)
+        if name in self.functions:
+            return self.inline_call(name, arg_trees, tree, discard)
+        if name == "__syncthreads":
+            return self._statement_call(Barrier("block", loc=self.cur_loc), arg_trees, 0, tree)
+        if name == "__syncwarp":
+            return self._statement_call(Barrier("warp", loc=self.cur_loc), arg_trees, 1, tree)
+        if name in MATH:
+            return self._math(name, arg_trees, tree)
+        if name in SHUFFLES:
+            return self._shuffle(SHUFFLES[name], arg_trees, tree)
+        if name in ATOMICS:
+            return self._atomic(ATOMICS[name], arg_trees, tree, discard)
+        if name in VECTORS:
+            t = VECTORS[name]
+            self._arity(name, arg_trees, t.count, t.count, tree)
+            elems = tuple(self.coerce(self.rvalue(a), t.elem, a) for a in arg_trees)
+            return MakeVector(elems, t)
+        if name in LOADS:
+            self._arity(name, arg_trees, 1, 1, tree)
+            p = self.pointer(arg_trees[0])
+            return Load(p.root, p.offset, p.view)
+        if name in STORES:
+            self._arity(name, arg_trees, 2, 2, tree)
+            p = self.pointer(arg_trees[0])
+            self.write(MemRef(p.root, p.offset, p.view), self.rvalue(arg_trees[1]), tree)
+            return Const(0, I32)
+        if name in CONVERSIONS and CONVERSIONS[name] is not None:
+            self._arity(name, arg_trees, 1, 1, tree)
+            return ct.convert(self.rvalue(arg_trees[0]), CONVERSIONS[name])
+        if name in ("__fdividef", "fdividef", "__fdiv_rn"):
+            self._arity(name, arg_trees, 2, 2, tree)
+            a, b = (ct.convert(self.rvalue(t), F32) for t in arg_trees)
+            return ct.binary("/", a, b)
+        if name == "__pragma_unroll__":
+            raise self.error("'#pragma unroll' must be followed by a for loop", tree)
+        if name in UNSUPPORTED_CALLS or name in CONVERSIONS:
+            what = UNSUPPORTED_CALLS.get(name, name)
+            raise self.error(f"{what} not supported", tree, UnsupportedError)
+        raise self.error(f"unknown function '{name}'", tree)
+
+    def _arity(self, name: str, args: list, low: int, high: int, tree) -> None:
+        if not low <= len(args) <= high:
+            want = str(low) if low == high else f"{low} to {high}"
+            raise self.error(f"{name} takes {want} arguments, not {len(args)}", tree)
+
+    def _statement_call(self, stmt, args: list, max_args: int, tree):
+        self._arity(tree.children[0].children[0], args, 0, max_args, tree)
+        for a in args:
+            self._pure(a, "the mask")
+        self.emit(stmt)
+        return Const(0, I32)
+
+    def _pure(self, tree, what: str) -> Expr:
+        stmts, value = self.capture(lambda: self.rvalue(tree))
+        if stmts:
+            raise self.error(f"{what} must be an expression without side effects", tree,
+                             UnsupportedError)
+        return value
+
+    def _math(self, name: str, arg_trees: list, tree) -> Expr:
+        fn, fast, fixed = MATH[name]
+        arity = ARITY.get(fn, 1)
+        self._arity(name, arg_trees, arity, arity, tree)
+        args = [self.rvalue(a) for a in arg_trees]
+        for a, t in zip(args, arg_trees):
+            if not isinstance(a.type, ScalarType):
+                raise self.error(f"{name} of a {a.type} value", t, UnsupportedError)
+        if fixed is not None:
+            t = fixed
+        else:
+            t = ct.pick_math_type(args)
+            if t == BOOL:
+                t = I32
+            if not t.is_float and fn not in ("max", "min", "abs"):
+                t = F64  # an integer argument selects the double overload
+        return Call(fn, tuple(ct.convert(a, t) for a in args), t, fast)
+
+    def _shuffle(self, mode: str, arg_trees: list, tree) -> Expr:
+        self._arity("shuffle", arg_trees, 3, 4, tree)
+        self._pure(arg_trees[0], "the shuffle mask")
+        value = self.rvalue(arg_trees[1])
+        lane = self.rvalue(arg_trees[2])
+        if not ct.index_type_ok(lane.type):
+            raise self.error("shuffle lane must be an integer", arg_trees[2])
+        width = 32
+        if len(arg_trees) == 4:
+            w = self.constant(arg_trees[3], "shuffle width")
+            if w not in (1, 2, 4, 8, 16, 32):
+                raise self.error(f"shuffle width {w} (must be a power of two up to 32)",
+                                 arg_trees[3])
+            width = int(w)
+        return Shuffle(mode, value, lane, value.type, width)
+
+    def _atomic(self, op: str, arg_trees: list, tree, discard: bool) -> Expr:
+        self._arity(op, arg_trees, 2, 2, tree)
+        p = self.pointer(arg_trees[0])
+        value = self.coerce(self.rvalue(arg_trees[1]), p.view, arg_trees[1])
+        info = self.buffers[p.root]
+        if info.const:
+            raise self.error(f"atomic on const buffer '{p.root}'", tree)
+        result = None
+        if not discard:
+            result = self.fresh("old")
+            self.emit(Declare(result, p.view, loc=self.cur_loc))
+        self.emit(Atomic(op, p.root, p.offset, value, result, loc=self.cur_loc))
+        return Var(result, p.view) if result else Const(0, I32)
+
+    # ------------------------------------------------------------ device functions
+
+    def inline_call(self, name: str, arg_trees: list, tree, discard: bool):
+        """Inline a ``__device__`` function call; its value is a fresh result variable."""
+        from kir.frontends.cuda.lower import split_function
+
+        fn = self.function_for(name, len(arg_trees), tree)
+        if any(ctx.name == name for ctx in self.fn_stack):
+            raise self.error(f"recursion ('{name}' calls itself) not supported", tree,
+                             UnsupportedError)
+        template, specs, pointers, _ident, params, body = split_function(fn.tree)
+        if template is not None:
+            raise self.error(f"template __device__ function '{name}' not supported", tree,
+                             UnsupportedError)
+        ret = self.resolve_specs(specs, fn.offset)
+        if pointers:
+            raise self.error(f"__device__ function '{name}' returns a pointer", tree,
+                             UnsupportedError)
+        param_trees = list(params.children) if params is not None else []
+        bindings = []
+        for ptree, atree in zip(param_trees, arg_trees):
+            bindings.append(self.bind_argument(ptree, atree, fn.offset, name))
+        return self.inline_body(fn, ret.base, bindings, body, tree)

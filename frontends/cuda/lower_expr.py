@@ -1,0 +1,321 @@
+"""Lowering of CUDA expressions to kir expressions (a mixin of the Lowerer).
+
+kir expressions have no side effects, so a C expression with side effects (``x[i++]``,
+``a = b``, a call to an inlined ``__device__`` function, an atomic whose old value is used)
+emits statements into the current statement list before the statement that uses its value.
+Short-circuit operators and ``?:`` keep C's evaluation rules by turning into ``if``s when
+their right side has such statements.
+
+Left-leaning operator chains (``a+a+...+a``) are lowered iteratively along their left
+spine, so a 5,000-term expression does not touch Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+from lark import Token, Tree
+
+from kir.errors import UnsupportedError
+from kir.ir import (Assign, Block, Component, Const, Declare, Expr, If, Load, Select, Special,
+                    Var)
+from kir.types import BOOL, I32, ScalarType, VectorType, common_type
+
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.values import (OFFSET_TYPE, ArraySym, ArrVal, ConstSym, MemRef, PtrSym,
+                                       PtrVal, VarSym, count_of)
+
+BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "shl": "<<", "shr": ">>",
+          "band": "&", "bor": "|", "bxor": "^", "eq": "==", "ne": "!=", "lt": "<", "gt": ">",
+          "le": "<=", "ge": ">=", "land": "&&", "lor": "||"}
+SPECIAL_OBJECTS = {"threadIdx": "thread", "blockIdx": "block", "blockDim": "block_dim",
+                   "gridDim": "grid_dim"}
+COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3}
+Value = Expr | PtrVal | ArrVal | MemRef
+
+
+def add_offsets(a: Expr, b: Expr) -> Expr:
+    """``a + b`` for element offsets, skipping additions of zero."""
+    if isinstance(a, Const) and a.value == 0:
+        return b
+    if isinstance(b, Const) and b.value == 0:
+        return a
+    return ct.binary("+", a, b)
+
+
+def scale(e: Expr, factor: int) -> Expr:
+    return e if factor == 1 else ct.binary("*", e, Const(factor, I32))
+
+
+class ExprMixin:
+    """Expression lowering; relies on the Lowerer for symbols, errors and emission."""
+
+    # ------------------------------------------------------------------ entry points
+
+    def rvalue(self, tree) -> Expr:
+        """Lower ``tree`` to a kir value expression (memory references become loads)."""
+        value = self.operand(tree)
+        if isinstance(value, MemRef):
+            return Load(value.buffer, value.index, value.type)
+        if isinstance(value, (PtrVal, ArrVal)):
+            raise self.error("a pointer or array is used where a value is expected", tree)
+        return value
+
+    def pointer(self, tree) -> PtrVal:
+        """Lower ``tree`` to a pointer value (arrays decay to pointers)."""
+        value = self.as_pointer(self.operand(tree), tree)
+        if value is None:
+            raise self.error("expected a pointer into a buffer or array", tree)
+        return value
+
+    def as_pointer(self, value: Value, tree) -> PtrVal | None:
+        if isinstance(value, PtrVal):
+            return value
+        if isinstance(value, ArrVal):
+            sym = value.sym
+            rest = 1
+            for d in sym.dims[value.used:]:
+                rest *= d
+            index = value.index if value.index is not None else Const(0, I32)
+            return PtrVal(sym.name, scale(index, rest * count_of(sym.elem)), sym.elem)
+        return None
+
+    def operand(self, tree, discard: bool = False) -> Value:
+        """Lower ``tree`` to a value, pointer, array or memory reference."""
+        if isinstance(tree, Token):
+            raise self.error(f"unexpected {tree.value!r}", tree)
+        kind = tree.data
+        if kind in BINOPS:
+            return self._binary_chain(tree)
+        handler = getattr(self, "_x_" + kind, None)
+        if handler is None:
+            raise self.error(f"unsupported expression ({kind})", tree, UnsupportedError)
+        return handler(tree, discard)
+
+    # ---------------------------------------------------------------------- operators
+
+    def _binary_chain(self, tree) -> Value:
+        spine = []
+        node = tree
+        while isinstance(node, Tree) and node.data in BINOPS:
+            spine.append(node)
+            node = node.children[0]
+        acc = self.operand(node)
+        for t in reversed(spine):
+            op = BINOPS[t.data]
+            if op in ("&&", "||"):
+                acc = self._short_circuit(op, self._value(acc, node), t.children[-1])
+            else:
+                acc = self._apply_binary(op, acc, self.operand(t.children[-1]), t)
+        return acc
+
+    def _value(self, value: Value, tree) -> Expr:
+        if isinstance(value, MemRef):
+            return Load(value.buffer, value.index, value.type)
+        if isinstance(value, (PtrVal, ArrVal)):
+            raise self.error("pointer used as a value (pointer comparisons and "
+                             "conversions are not supported)", tree, UnsupportedError)
+        return value
+
+    def _apply_binary(self, op: str, a: Value, b: Value, tree) -> Value:
+        pa, pb = self.as_pointer(a, tree), self.as_pointer(b, tree)
+        if pa is not None or pb is not None:
+            if op == "+" and pa is not None and pb is None:
+                return self._ptr_add(pa, self._value(b, tree), tree)
+            if op == "+" and pb is not None and pa is None:
+                return self._ptr_add(pb, self._value(a, tree), tree)
+            if op == "-" and pa is not None and pb is None:
+                return self._ptr_add(pa, ct.unary("-", self._value(b, tree)), tree)
+            what = "pointer difference" if op == "-" else f"operator '{op}' on pointers"
+            raise self.error(f"{what} not supported", tree, UnsupportedError)
+        try:
+            return ct.binary(op, self._value(a, tree), self._value(b, tree))
+        except TypeError as exc:
+            raise self.error(str(exc), tree, UnsupportedError) from None
+
+    def _ptr_add(self, p: PtrVal, n: Expr, tree) -> PtrVal:
+        if not ct.index_type_ok(n.type):
+            raise self.error(f"pointer arithmetic with a {n.type} value", tree)
+        return PtrVal(p.root, add_offsets(p.offset, scale(n, count_of(p.view))), p.view)
+
+    def _short_circuit(self, op: str, left: Expr, right_tree) -> Expr:
+        stmts, right = self.capture(lambda: self.rvalue(right_tree))
+        if not stmts:
+            return ct.binary(op, left, right)
+        # The right side has effects: evaluate it only when C would.
+        tmp = self.fresh("cond")
+        self.emit(Declare(tmp, BOOL, ct.to_bool(left)))
+        guard = Var(tmp, BOOL) if op == "&&" else ct.unary("!", Var(tmp, BOOL))
+        body = stmts + [Assign(tmp, ct.to_bool(right), loc=self.cur_loc)]
+        self.emit(If(guard, Block(tuple(body))))
+        return Var(tmp, BOOL)
+
+    def _x_ternary(self, tree, discard: bool) -> Value:
+        cond_tree, a_tree, b_tree = tree.children
+        cond = ct.to_bool(self.rvalue(cond_tree))
+        s1, a = self.capture(lambda: self.operand(a_tree))
+        s2, b = self.capture(lambda: self.operand(b_tree))
+        pa, pb = self.as_pointer(a, a_tree), self.as_pointer(b, b_tree)
+        if pa is not None or pb is not None:
+            if pa is None or pb is None or pa.root != pb.root or s1 or s2:
+                raise self.error("pointer whose buffer depends on a condition", tree,
+                                 UnsupportedError)
+            off_t = common_type(pa.offset.type, pb.offset.type)
+            return PtrVal(pa.root, Select(cond, ct.convert(pa.offset, off_t),
+                                          ct.convert(pb.offset, off_t), off_t), pa.view)
+        a, b = self._value(a, a_tree), self._value(b, b_tree)
+        if a.type == b.type:
+            t = a.type
+        elif isinstance(a.type, VectorType) or isinstance(b.type, VectorType):
+            raise self.error(f"'?:' arms of types {a.type} and {b.type}", tree)
+        else:
+            t = common_type(a.type, b.type)
+        if not s1 and not s2:
+            return Select(cond, ct.convert(a, t), ct.convert(b, t), t)
+        tmp = self.fresh("sel")
+        self.emit(Declare(tmp, t))
+        then = Block(tuple(s1 + [Assign(tmp, ct.convert(a, t), loc=self.cur_loc)]))
+        orelse = Block(tuple(s2 + [Assign(tmp, ct.convert(b, t), loc=self.cur_loc)]))
+        self.emit(If(cond, then, orelse))
+        return Var(tmp, t)
+
+    def _unary(self, op: str, tree) -> Expr:
+        try:
+            return ct.unary(op, self.rvalue(tree.children[-1]))
+        except TypeError as exc:
+            raise self.error(str(exc), tree, UnsupportedError) from None
+
+    def _x_neg(self, tree, discard):
+        return self._unary("-", tree)
+
+    def _x_lnot(self, tree, discard):
+        return self._unary("!", tree)
+
+    def _x_bnot(self, tree, discard):
+        return self._unary("~", tree)
+
+    def _x_pos(self, tree, discard):
+        value = self.rvalue(tree.children[-1])
+        return ct.convert(value, ct.promote(value.type)) if isinstance(value.type,
+                                                                        ScalarType) else value
+
+    def _x_deref(self, tree, discard) -> MemRef:
+        p = self.pointer(tree.children[-1])
+        return MemRef(p.root, p.offset, p.view)
+
+    def _x_addr(self, tree, discard) -> PtrVal:
+        target = self.operand(tree.children[-1])
+        if isinstance(target, MemRef):
+            return PtrVal(target.buffer, target.index, target.type)
+        if isinstance(target, (PtrVal, ArrVal)):
+            raise self.error("address of a pointer or of a whole array", tree, UnsupportedError)
+        raise self.error("address of a local variable (only buffer and array elements "
+                         "can be pointed to)", tree, UnsupportedError)
+
+    def _x_comma(self, tree, discard) -> Value:
+        self.operand(tree.children[0], discard=True)
+        return self.operand(tree.children[1], discard)
+
+    # ----------------------------------------------------------------- primary values
+
+    def _x_int_lit(self, tree, discard) -> Expr:
+        return ct.int_literal(str(tree.children[0]))
+
+    def _x_neg_int_lit(self, tree, discard) -> Expr:
+        return ct.unary("-", ct.int_literal(str(tree.children[0])))
+
+    def _x_float_lit(self, tree, discard) -> Expr:
+        return ct.float_literal(str(tree.children[0]))
+
+    def _x_true_lit(self, tree, discard) -> Expr:
+        return Const(True, BOOL)
+
+    def _x_false_lit(self, tree, discard) -> Expr:
+        return Const(False, BOOL)
+
+    def _x_char_lit(self, tree, discard):
+        raise self.error("char literals (char types) not supported", tree, UnsupportedError)
+
+    def _x_string_lit(self, tree, discard):
+        raise self.error("string literals not supported", tree, UnsupportedError)
+
+    def _x_lambda_expr(self, tree, discard):
+        raise self.error("lambda expressions not supported", tree, UnsupportedError)
+
+    def _x_arrow(self, tree, discard):
+        raise self.error(f"struct member access '->{tree.children[1]}' not supported", tree,
+                         UnsupportedError)
+
+    def _x_name(self, tree, discard) -> Value:
+        ident = str(tree.children[0])
+        sym = self.lookup(ident)
+        if isinstance(sym, VarSym):
+            return Var(sym.name, sym.type)
+        if isinstance(sym, ConstSym):
+            return sym.value
+        if isinstance(sym, PtrSym):
+            if sym.root is None:
+                raise self.error(f"pointer '{ident}' is used before it points anywhere", tree)
+            offset = Var(sym.offset_var, OFFSET_TYPE) if sym.offset_var else sym.offset_expr
+            return PtrVal(sym.root, offset, sym.view)
+        if isinstance(sym, ArraySym):
+            if not sym.dims:
+                return MemRef(sym.name, Const(0, I32), sym.elem)
+            return ArrVal(sym)
+        if ident == "warpSize":
+            return Special("warp_size")
+        if ident in ct.FLOAT_CONSTANTS:
+            return ct.FLOAT_CONSTANTS[ident]
+        if ident in SPECIAL_OBJECTS:
+            raise self.error(f"'{ident}' must be used as {ident}.x, .y or .z", tree)
+        if ident in self.functions:
+            raise self.error(f"function '{ident}' used as a value (function pointers not "
+                             "supported)", tree, UnsupportedError)
+        raise self.error(f"unknown identifier '{ident}'", tree)
+
+    def _x_member(self, tree, discard) -> Value:
+        base, field_tok = tree.children
+        field = str(field_tok)
+        if (isinstance(base, Tree) and base.data == "name"
+                and str(base.children[0]) in SPECIAL_OBJECTS
+                and self.lookup(str(base.children[0])) is None):
+            if field not in ("x", "y", "z"):
+                raise self.error(f"'{base.children[0]}' has no member '{field}'", tree)
+            return Special(SPECIAL_OBJECTS[str(base.children[0])], field)
+        value = self.operand(base)
+        vtype = value.type if isinstance(value, (Expr, MemRef)) else None
+        if not isinstance(vtype, VectorType):
+            what = vtype if vtype is not None else "a pointer or array"
+            raise self.error(f"struct member access '.{field}' on {what} not supported "
+                             "(only vector components .x .y .z .w)", tree, UnsupportedError)
+        k = COMPONENTS.get(field, -1)
+        if not 0 <= k < vtype.count:
+            raise self.error(f"{vtype} has no component '.{field}'", tree)
+        if isinstance(value, MemRef):
+            return MemRef(value.buffer, add_offsets(value.index, Const(k, I32)), vtype.elem)
+        return Component(value, k, vtype.elem)
+
+    def _x_index(self, tree, discard) -> Value:
+        base_tree, index_tree = tree.children
+        base = self.operand(base_tree)
+        index = self.rvalue(index_tree)
+        if not ct.index_type_ok(index.type):
+            raise self.error(f"array index of type {index.type} (must be an integer)",
+                             index_tree)
+        if isinstance(base, ArrVal):
+            sym = base.sym
+            flat = index if base.index is None else add_offsets(
+                ct.binary("*", base.index, Const(sym.dims[base.used], I32)), index)
+            if base.used + 1 < len(sym.dims):
+                return ArrVal(sym, flat, base.used + 1)
+            return MemRef(sym.name, scale(flat, count_of(sym.elem)), sym.elem)
+        if isinstance(base, PtrVal):
+            step = scale(index, count_of(base.view))
+            return MemRef(base.root, add_offsets(base.offset, step), base.view)
+        raise self.error("subscript of a value that is not an array or pointer", tree)
+
+    def _x_call(self, tree, discard) -> Value:
+        callee, args = tree.children
+        if not (isinstance(callee, Tree) and callee.data == "name"):
+            raise self.error("call of something that is not a function name (function "
+                             "pointers not supported)", tree, UnsupportedError)
+        arg_trees = list(args.children) if args is not None else []
+        return self.lower_call(str(callee.children[0]), arg_trees, tree, discard)

@@ -1,0 +1,186 @@
+"""Parse the device-side units of a CUDA file with lark (LALR, contextual lexer).
+
+The grammar (``kir.grammar/cuda.lark``) is built once per process (and cached on disk by
+lark). C's declaration-versus-expression ambiguity is resolved by a post-lexer that turns
+identifiers naming types into ``TYPE_NAME`` tokens; the set of type names (builtin CUDA
+vector types, typedefs, template type parameters) is supplied per parse.
+
+Constructs the grammar does not model at all (inline assembly, ``new``, classes, ...) are
+recognised by a keyword pre-scan so the user gets "X is not supported" at the right place
+instead of a bare syntax error. Lark's own errors become :class:`KirError`s with a message a
+C programmer expects ("expected ';' before 'x'", "unexpected '}'").
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from importlib import resources
+from typing import Iterator, Protocol
+
+import lark
+from lark import Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
+from kir.errors import KirError, Loc, UnsupportedError
+
+#: Identifiers that are types without a declaration in the user's file.
+BUILTIN_TYPE_NAMES = frozenset({
+    "size_t", "half", "__half", "__nv_bfloat16", "float2", "float3", "float4", "int2", "int3",
+    "int4", "uint2", "uint3", "uint4", "double2", "uint", "uint32_t", "int32_t", "uint64_t",
+    "int64_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "half2", "__half2", "dim3",
+    "ptrdiff_t",
+})
+
+
+class SourceMap(Protocol):
+    """What the frontend needs from the preprocessor's result."""
+
+    text: str
+
+    def loc(self, offset: int) -> Loc: ...
+
+    def source_line(self, loc: Loc) -> str | None: ...
+
+
+class _TypeNamePostLexer:
+    """Turns IDENT tokens that name a type into TYPE_NAME (the classic C lexer hack)."""
+
+    always_accept = ("IDENT",)
+
+    def __init__(self) -> None:
+        self.type_names: frozenset[str] | set[str] = BUILTIN_TYPE_NAMES
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        names = self.type_names
+        for token in stream:
+            if token.type == "IDENT" and token.value in names:
+                token.type = "TYPE_NAME"
+            yield token
+
+
+_LOCK = threading.Lock()
+_PARSER: lark.Lark | None = None
+_POSTLEX = _TypeNamePostLexer()
+_LITERALS: dict[str, str] = {}
+
+
+def get_parser() -> lark.Lark:
+    """The process-wide CUDA parser (built on first use)."""
+    global _PARSER
+    if _PARSER is None:
+        grammar = resources.files("kir.grammar").joinpath("cuda.lark").read_text()
+        _PARSER = lark.Lark(grammar, parser="lalr", lexer="contextual",
+                            start=["function_def", "top_decl"],
+                            postlex=_POSTLEX, maybe_placeholders=True, cache=True)
+        for term in _PARSER.terminals:
+            if term.pattern.type == "str":
+                _LITERALS[term.name] = term.pattern.value
+    return _PARSER
+
+
+# Words that open a construct outside the subset; the grammar knows none of them.
+_UNSUPPORTED_WORDS = {
+    "asm": "inline assembly", "__asm__": "inline assembly", "__asm": "inline assembly",
+    "new": "operator new", "delete": "operator delete", "class": "class definitions",
+    "struct": "struct definitions", "union": "unions", "enum": "enums", "throw": "exceptions",
+    "try": "exceptions", "catch": "exceptions", "this": "'this'",
+    "operator": "operator overloading",
+    "virtual": "virtual functions", "namespace": "namespaces", "using": "'using' declarations",
+    "auto": "'auto' type deduction", "typeid": "typeid", "cooperative_groups":
+    "cooperative groups", "thread_block": "cooperative groups", "texture": "texture references",
+    "__shfl": "__shfl without _sync (deprecated)", "nullptr": "null pointers", "NULL":
+    "null pointers", "wchar_t": "char types", "char16_t": "char types", "char32_t": "char types",
+}
+_WORD = re.compile(r"[A-Za-z_]\w*|<<<|\"|'|::|\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(|"
+                   r"\[\s*[&=]?\s*\]\s*\(")
+
+
+def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
+    """Raise UnsupportedError at the first word that opens an unsupported construct."""
+    i = 0
+    n = len(text)
+    while i < n:
+        m = _WORD.search(text, i)
+        if not m:
+            return
+        word = m.group(0)
+        i = m.end()
+        if word in ("\"", "'"):
+            # Skip the literal; strings are rejected (with a better message) when lowered.
+            j = i
+            while j < n and text[j] != word and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+            continue
+        what = _UNSUPPORTED_WORDS.get(word)
+        if word == "<<<":
+            what = "kernel launches from device code (dynamic parallelism)"
+        elif word.startswith("("):
+            what = "function pointers"
+        elif word.startswith("["):
+            what = "lambda expressions"
+        elif word == "::":
+            what = "qualified names ('::')"
+        elif word == "class" and m.start() < template_end:
+            what = None  # template<class T> is parsed and rejected later with its name
+        if what is not None:
+            raise error(f"{what} not supported", offset + m.start(), src, UnsupportedError)
+
+
+def error(message: str, offset: int, src: SourceMap, cls: type[KirError] = KirError) -> KirError:
+    """A KirError of class ``cls`` at ``offset`` of the preprocessed text, with its caret line."""
+    loc = src.loc(offset)
+    return cls(message, loc, source_line=src.source_line(loc))
+
+
+def _describe(token: Token) -> str:
+    if token.type == "$END":
+        return "end of input"
+    return repr(str(token.value)) if token.value else token.type
+
+
+def _expected_message(token: Token, expected: set[str]) -> str:
+    found = _describe(token)
+    if token.type == "$END":
+        return "unexpected end of input (missing '}'?)"
+    for name, text in (("SEMICOLON", ";"), ("RPAR", ")"), ("RSQB", "]"), ("RBRACE", "}"),
+                       ("COLON", ":")):
+        if expected == {name} or (name == "SEMICOLON" and name in expected
+                                  and token.type in ("IDENT", "TYPE_NAME", "RBRACE", "INT_LIT",
+                                                     "FLOAT_LIT", "$END")):
+            return f"expected '{text}' before {found}"
+    shown = sorted(_LITERALS.get(e, e) for e in expected if e != "IDENT")[:8]
+    hint = f" (expected one of: {', '.join(shown)})" if 0 < len(shown) <= 8 else ""
+    return f"unexpected {found}{hint}"
+
+
+def parse_unit(src: SourceMap, start: int, end: int, rule: str,
+               type_names: set[str] | frozenset[str]) -> Tree:
+    """Parse ``src.text[start:end]`` with grammar rule ``rule`` (``function_def`` or
+    ``top_decl``); token positions in the tree are relative to ``start``."""
+    text = src.text[start:end]
+    template_end = 0
+    if text.lstrip().startswith("template"):
+        template_end = text.find(">") + 1
+    _prescan(text, start, src, template_end)
+    parser = get_parser()
+    with _LOCK:
+        _POSTLEX.type_names = type_names
+        try:
+            return parser.parse(text, start=rule)
+        except UnexpectedToken as exc:
+            token = exc.token
+            pos = token.start_pos if token.type != "$END" else len(text.rstrip())
+            if token.type == "$END":
+                pos = max(len(text.rstrip()) - 1, 0)
+            raise error(_expected_message(token, set(exc.expected)), start + (pos or 0),
+                        src) from None
+        except UnexpectedCharacters as exc:
+            char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
+            raise error(f"unexpected character {char!r}", start + exc.pos_in_stream,
+                        src) from None
+        except UnexpectedEOF:
+            raise error("unexpected end of input", start + max(len(text) - 1, 0), src) from None
+        finally:
+            _POSTLEX.type_names = BUILTIN_TYPE_NAMES

@@ -1,0 +1,174 @@
+"""Find the device-side parts of a CUDA file without parsing the host code around them.
+
+A CUDA file mixes kernels with host code (``main``, ``cudaMalloc``, structs only the host
+uses) that lies far outside kir's subset. A brace-matching scan over the preprocessed text
+splits it into top-level units (a declaration ending in ``;`` or a function ending in its
+closing ``}``) and keeps only what the frontend needs: ``__global__`` and ``__device__``
+function definitions (with a ``template<...>`` header before them), ``const``/``constexpr``
+scalar constants and ``typedef``s. Everything else is skipped unread.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# A unit header that opens a scope whose contents are top-level units themselves.
+_SCOPE_OPENER = re.compile(r'^\s*(namespace\b[\w\s:]*|extern\s*"C"\s*)$')
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_FN_NAME = re.compile(r"([A-Za-z_]\w*)\s*$")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One top-level unit the frontend cares about: ``kind`` is ``global``, ``device``,
+    ``const`` or ``typedef``; ``start``/``end`` are offsets into the scanned text; ``name``
+    is the function name (empty for constants and typedefs)."""
+
+    kind: str
+    name: str
+    start: int
+    end: int
+
+
+def _is_function_header(header: str) -> bool:
+    """Whether text before a ``{`` is a function signature (ends with its ``)``)."""
+    return header.rstrip().endswith(")")
+
+
+def _skip_literal(text: str, i: int) -> int:
+    """Index just past the string or char literal starting at ``text[i]``."""
+    quote = text[i]
+    i += 1
+    n = len(text)
+    while i < n and text[i] != quote:
+        if text[i] == "\\":
+            i += 1
+        elif text[i] == "\n":
+            break
+        i += 1
+    return i + 1
+
+
+def _raw_units(text: str) -> list[tuple[int, int, int]]:
+    """Split ``text`` into top-level units: (start, end, body_open) where body_open is the
+    offset of a function body's ``{`` or -1 for a ``;``-terminated unit."""
+    units: list[tuple[int, int, int]] = []
+    n = len(text)
+    i = 0
+    start = 0
+    depth = 0  # brace depth inside the current unit
+    parens = 0
+    first_brace = -1
+    open_scopes = 0
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            i = _skip_literal(text, i)
+            continue
+        if c == "(":
+            parens += 1
+        elif c == ")":
+            parens = max(parens - 1, 0)
+        elif c == "{":
+            if depth == 0 and parens == 0 and _SCOPE_OPENER.match(text[start:i]):
+                # namespace / extern "C": its contents are top level too.
+                open_scopes += 1
+                start = i + 1
+            else:
+                if depth == 0:
+                    first_brace = i
+                depth += 1
+        elif c == "}":
+            if depth == 0:
+                if open_scopes:
+                    open_scopes -= 1
+                start = i + 1
+            else:
+                depth -= 1
+                if depth == 0 and _is_function_header(text[start:first_brace]):
+                    # A function body closes the unit (no ';' after it).
+                    units.append((start, i + 1, first_brace))
+                    start = i + 1
+                    first_brace = -1
+        elif c == ";" and depth == 0 and parens == 0:
+            units.append((start, i + 1, -1))
+            start = i + 1
+            first_brace = -1
+        i += 1
+    if depth > 0 and first_brace >= 0:
+        # An unclosed function body: keep it so the parser reports where input ended.
+        units.append((start, n, first_brace))
+    return units
+
+
+def _strip_template(header: str) -> str:
+    """The header text after a leading ``template<...>`` (angle brackets balanced)."""
+    stripped = header.lstrip()
+    if not stripped.startswith("template"):
+        return header
+    j = stripped.find("<")
+    level = 0
+    for k in range(j, len(stripped)):
+        if stripped[k] == "<":
+            level += 1
+        elif stripped[k] == ">":
+            level -= 1
+            if level == 0:
+                return stripped[k + 1:]
+    return header
+
+
+def scan_units(text: str) -> list[Unit]:
+    """The device functions, constants and typedefs of a preprocessed CUDA file, in order."""
+    out: list[Unit] = []
+    for start, end, body in _raw_units(text):
+        # Skip leading whitespace so a unit's offset is where its first token is.
+        while start < end and text[start].isspace():
+            start += 1
+        if body >= 0:
+            header = text[start:body]
+            words = set(_IDENT.findall(header))
+            if "__global__" in words or "__device__" in words:
+                signature = _strip_template(header)
+                paren = _top_level_paren(signature)
+                match = _FN_NAME.search(signature[:paren]) if paren >= 0 else None
+                if match:
+                    kind = "global" if "__global__" in words else "device"
+                    out.append(Unit(kind, match.group(1), start, end))
+            continue
+        unit = text[start:end]
+        words = unit.split(None, 1)
+        if not words:
+            continue
+        first = words[0]
+        if first == "typedef":
+            out.append(Unit("typedef", "", start, end))
+        elif first in ("const", "constexpr", "static") and "(" not in unit.split("=", 1)[0]:
+            heads = set(_IDENT.findall(unit.split("=", 1)[0]))
+            if heads & {"const", "constexpr"} and not heads & {"__device__", "__constant__",
+                                                              "__shared__", "char"}:
+                out.append(Unit("const", "", start, end))
+    return out
+
+
+def _top_level_paren(signature: str) -> int:
+    """Offset of the ``(`` opening the parameter list (skipping ``__launch_bounds__(...)``)."""
+    i = 0
+    while True:
+        i = signature.find("(", i)
+        if i < 0:
+            return -1
+        before = signature[:i].rstrip()
+        if before.endswith("__launch_bounds__"):
+            close = signature.find(")", i)
+            if close < 0:
+                return -1
+            i = close + 1
+            continue
+        return i
+
+
+def kernel_names(text: str) -> list[str]:
+    """Names of the ``__global__`` functions defined in ``text``, in source order."""
+    return [u.name for u in scan_units(text) if u.kind == "global"]

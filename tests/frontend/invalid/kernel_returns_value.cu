@@ -1,0 +1,4 @@
+// expect: 2:1: must return void
+__global__ int k(float* x) {
+    return 1;
+}

@@ -1,0 +1,5 @@
+// expect: 2:54: recursion
+__device__ int fact(int n) { return n <= 1 ? 1 : n * fact(n - 1); }
+__global__ void k(int* x) {
+    x[0] = fact(5);
+}

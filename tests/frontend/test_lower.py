@@ -1,0 +1,400 @@
+"""CUDA constructs lowered to the expected kir IR nodes."""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+
+import pytest
+
+from kir.errors import KirError, UnsupportedError
+from kir.frontends.cuda import list_kernels, load_cuda
+from kir.ir import (Alloc, Assign, Atomic, Barrier, Binary, Block, Call, Cast, Component, Const,
+                    Declare, For, If, Launch, Load, MakeVector, Return, Select, Shuffle, Special,
+                    Store, Unary, Var, While)
+from kir.types import BOOL, F16, F32, F64, I32, I64, U32, U64, PointerType, VectorType
+
+F4 = VectorType(F32, 4)
+
+
+def lower(body: str, params: str = "float* x, float* y, int n", prelude: str = "", **kw):
+    src = f"{prelude}\n__global__ void k({params}) {{\n{body}\n}}\n"
+    return load_cuda(src, "t.cu", **kw)
+
+
+def stmts(kernel) -> tuple:
+    return kernel.body.stmts
+
+
+def nodes(kernel, cls) -> list:
+    return [n for n in kernel.body.walk() if isinstance(n, cls)]
+
+
+# ------------------------------------------------------------------------- kernels
+
+
+def test_params_and_specials():
+    k = lower("y[threadIdx.x] = x[blockIdx.y] * (float)n;",
+              "const float* __restrict__ x, float* y, int n")
+    assert k.name == "k"
+    assert k.params[0].type == PointerType(F32, "global", True, True)
+    assert k.params[1].type == PointerType(F32, "global", False, False)
+    assert k.params[2].type == I32
+    (store,) = stmts(k)
+    assert store == Store("y", Special("thread", "x"),
+                          Binary("*", Load("x", Special("block", "y"), F32),
+                                 Cast(Var("n", I32), F32), F32))
+    assert store.loc.file == "t.cu" and store.loc.line == 3
+    assert k.launch == Launch(("1", "1", "1"), (1, 1, 1), 0)
+
+
+def test_list_kernels_and_selection():
+    src = "__global__ void a(float* x) {}\n__device__ float h(float v) { return v; }\n" \
+          "__global__ void b(float* x) { x[0] = 1.0f; }\nint main() { return 0; }\n"
+    assert list_kernels(src, "m.cu") == ["a", "b"]
+    assert load_cuda(src, "m.cu", kernel="b").name == "b"
+    with pytest.raises(KirError, match="several __global__ functions.*a, b"):
+        load_cuda(src, "m.cu")
+    with pytest.raises(KirError, match="no __global__ function named 'c'"):
+        load_cuda(src, "m.cu", kernel="c")
+
+
+def test_host_code_is_skipped():
+    src = """
+#include <cstdio>
+struct Host { int a; char* name; };
+static void helper(Host* h) { printf("%s", h->name); }
+__global__ void k(float* x) { x[threadIdx.x] = 2.0f; }
+int main() { float* d; cudaMalloc(&d, 16); k<<<1, 4>>>(d); return 0; }
+"""
+    k = load_cuda(src, "h.cu")
+    assert stmts(k) == (Store("x", Special("thread", "x"), Const(2.0, F32)),)
+
+
+def test_types_and_conversions():
+    k = lower("unsigned u = 3; long long l = u; size_t s = n; double d = 1.0; bool b = n;\n"
+              "half h = __float2half(1.5f); float f = __half2float(h); int i = u + n;")
+    decls = {s.name: s for s in stmts(k) if isinstance(s, Declare)}
+    assert decls["u"] == Declare("u", U32, Const(3, U32))
+    assert decls["l"].type == I64 and decls["l"].init == Cast(Var("u", U32), I64)
+    assert decls["s"].type == U64
+    assert decls["d"].init == Const(1.0, F64)
+    assert decls["b"].init == Binary("!=", Var("n", I32), Const(0, I32), BOOL)
+    assert decls["h"].init == Const(1.5, F16)
+    assert decls["f"].init == Cast(Var("h", F16), F32)
+    # int + unsigned is unsigned, then converted back to int
+    assert decls["i"].init == Cast(Binary("+", Var("u", U32), Cast(Var("n", I32), U32), U32), I32)
+
+
+def test_double_literal_promotes_float():
+    k = lower("y[0] = x[0] * 0.5;")
+    (store,) = stmts(k)
+    assert store.value == Cast(Binary("*", Cast(Load("x", Const(0, I32), F32), F64),
+                                      Const(0.5, F64), F64), F32)
+
+
+def test_operators_and_folding():
+    k = lower("int a = -1; int b = 7 / 2 * 3 % 5; int c = (n << 2) | (n & 3) ^ ~n;"
+              "bool d = n > 1 && n < 9 || !n; int e = n > 0 ? n : -n;")
+    decls = {s.name: s for s in stmts(k)}
+    assert decls["a"].init == Const(-1, I32)
+    assert decls["b"].init == Const(4, I32)
+    c = decls["c"].init
+    assert isinstance(c, Binary) and c.op == "|"
+    assert c.right.op == "^" and c.right.right == Unary("~", Var("n", I32), I32)
+    d = decls["d"].init
+    assert d.op == "||" and d.left.op == "&&" and d.type == BOOL
+    assert decls["e"].init == Select(Binary(">", Var("n", I32), Const(0, I32), BOOL),
+                                     Var("n", I32), Unary("-", Var("n", I32), I32), I32)
+
+
+def test_compound_assignment_and_incdec():
+    k = lower("int i = 0; i += 2; i <<= 1; i ^= n; i++; --i; float f = 1.0f; f /= 2;")
+    s = stmts(k)
+    assert s[1] == Assign("i", Binary("+", Var("i", I32), Const(2, I32), I32))
+    assert s[2] == Assign("i", Binary("<<", Var("i", I32), Const(1, I32), I32))
+    assert s[3] == Assign("i", Binary("^", Var("i", I32), Var("n", I32), I32))
+    assert s[4] == Assign("i", Binary("+", Var("i", I32), Const(1, I32), I32))
+    assert s[5] == Assign("i", Binary("-", Var("i", I32), Const(1, I32), I32))
+    assert s[7] == Assign("f", Binary("/", Var("f", F32), Const(2.0, F32), F32))
+
+
+def test_post_increment_value_is_captured():
+    k = lower("int i = 0; y[i++] = 1.0f;")
+    s = stmts(k)
+    assert s[1] == Declare("old", I32, Var("i", I32))
+    assert s[2] == Assign("i", Binary("+", Var("old", I32), Const(1, I32), I32))
+    assert s[3] == Store("y", Var("old", I32), Const(1.0, F32))
+
+
+def test_for_loops_labels_and_unroll():
+    k = lower("""
+    for (int i = threadIdx.x; i < n; i += blockDim.x) { y[i] = 0.0f; }
+    #pragma unroll 4
+    for (int j = 0; j < 8; ++j) { for (int i = 0; i < 2; i++) y[i] = 1.0f; }
+    #pragma unroll
+    for (int s = 16; s > 0; s >>= 1) {}
+    """)
+    loops = nodes(k, For)
+    assert [f.label for f in loops] == ["L0", "L1", "L2", "L3"]
+    first = loops[0]
+    assert first.var == "i" and first.type == I32 and first.unroll is None
+    assert first.init == Cast(Special("thread", "x"), I32)
+    assert first.update == Cast(Binary("+", Cast(Var("i", I32), U32), Special("block_dim", "x"),
+                                       U32), I32)
+    assert loops[1].unroll == 4 and loops[2].var == "i_1" and loops[2].unroll is None
+    assert loops[3].unroll == 0
+    assert loops[3].update == Binary(">>", Var("s", I32), Const(1, I32), I32)
+
+
+def test_while_do_break_continue_return():
+    k = lower("int i = 0; while (i < n) { if (i == 3) break; i++; continue; }\n"
+              "do { i--; } while (i > 0); if (n) return; while (i-- > 0) { }")
+    s = stmts(k)
+    w = s[1]
+    assert isinstance(w, While) and w.test_first
+    assert isinstance(w.body.stmts[0], If)
+    assert type(w.body.stmts[0].then.stmts[0]).__name__ == "Break"
+    assert type(w.body.stmts[-1]).__name__ == "Continue"
+    assert isinstance(s[2], While) and not s[2].test_first
+    assert s[3] == If(Binary("!=", Var("n", I32), Const(0, I32), BOOL), Block((Return(),)))
+    # a condition with side effects is evaluated at the top of every pass
+    last = s[4]
+    assert last.cond == Const(True, BOOL) and isinstance(last.body.stmts[0], Declare)
+
+
+def test_non_canonical_for_becomes_while():
+    k = lower("int i; int j; for (i = 0, j = 1; i < n; i++, j++) { y[i] = 0.0f; }")
+    assert not nodes(k, For)
+    w = [s for s in stmts(k) if isinstance(s, While)][0]
+    assert w.body.stmts[-2:] == (Assign("i", Binary("+", Var("i", I32), Const(1, I32), I32)),
+                                 Assign("j", Binary("+", Var("j", I32), Const(1, I32), I32)))
+
+
+def test_shadowed_locals_are_renamed():
+    k = lower("int i = 1; { int i = 2; y[i] = 0.0f; } y[i] = 1.0f;")
+    s = stmts(k)
+    assert s[0] == Declare("i", I32, Const(1, I32))
+    assert s[1] == Declare("i_1", I32, Const(2, I32))
+    assert s[2].index == Var("i_1", I32) and s[3].index == Var("i", I32)
+
+
+def test_shared_arrays_static_2d_and_dynamic():
+    k = lower("extern __shared__ float sram[];\n__shared__ float t[32][33];\n"
+              "t[threadIdx.y][threadIdx.x] = sram[5]; __syncthreads(); __syncwarp();",
+              launch=Launch(("4", "1", "1"), (32, 32, 1), 1024))
+    s = stmts(k)
+    assert s[0] == Alloc("sram", F32, 256, "shared", True)
+    assert s[1] == Alloc("t", F32, 32 * 33, "shared", False)
+    assert s[2] == Store("t", Binary("+", Binary("*", Special("thread", "y"), Const(33, U32),
+                                                 U32), Special("thread", "x"), U32),
+                         Load("sram", Const(5, I32), F32))
+    assert s[3] == Barrier("block") and s[4] == Barrier("warp")
+    assert k.launch.shared_bytes == 1024
+
+
+def test_local_arrays_with_initializer():
+    k = lower("float acc[4] = {1.0f}; acc[n] += 2.0f; y[0] = acc[1];")
+    s = stmts(k)
+    assert s[0] == Alloc("acc", F32, 4, "local")
+    assert s[1:5] == (Store("acc", Const(0, I32), Const(1.0, F32)),
+                      Store("acc", Const(1, I32), Const(0.0, F32)),
+                      Store("acc", Const(2, I32), Const(0.0, F32)),
+                      Store("acc", Const(3, I32), Const(0.0, F32)))
+    assert s[5] == Store("acc", Var("n", I32), Binary("+", Load("acc", Var("n", I32), F32),
+                                                      Const(2.0, F32), F32))
+
+
+def test_pointer_aliases():
+    k = lower("extern __shared__ float sram[];\n"
+              "float* Kj = &sram[64];\nconst float* row = x + blockIdx.x * n;\n"
+              "Kj[3] = row[threadIdx.x]; *Kj = 1.0f; row += n; y[0] = *row; Kj++;",
+              "const float* x, float* y, int n", launch=Launch(("1",) * 3, (32, 1, 1), 1024))
+    s = stmts(k)
+    assert s[1] == Declare("Kj", I32, Const(64, I32))
+    assert s[2] == Declare("row", I32, Cast(Binary("*", Special("block", "x"),
+                                                   Cast(Var("n", I32), U32), U32), I32))
+    assert s[3] == Store("sram", Binary("+", Var("Kj", I32), Const(3, I32), I32),
+                         Load("x", Binary("+", Cast(Var("row", I32), U32),
+                                          Special("thread", "x"), U32), F32))
+    assert s[4] == Store("sram", Var("Kj", I32), Const(1.0, F32))
+    assert s[5] == Assign("row", Binary("+", Var("row", I32), Var("n", I32), I32))
+    assert s[6] == Store("y", Const(0, I32), Load("x", Var("row", I32), F32))
+    assert s[7] == Assign("Kj", Binary("+", Var("Kj", I32), Const(1, I32), I32))
+
+
+def test_param_pointer_reassigned_gets_offset_variable():
+    k = lower("x += blockIdx.x * 4; y[0] = x[1];", "const float* x, float* y")
+    s = stmts(k)
+    assert s[0] == Declare("x_off", I32, Const(0, I32))
+    assert s[2] == Store("y", Const(0, I32),
+                         Load("x", Binary("+", Var("x_off", I32), Const(1, I32), I32), F32))
+
+
+def test_vector_loads_stores_and_components():
+    k = lower("float4 v = reinterpret_cast<const float4*>(x)[threadIdx.x];\n"
+              "float4 w = *reinterpret_cast<float4*>(&x[8]);\n"
+              "v.y = w.x + v.z; ((float4*)y)[1] = v; y[0] = make_float2(1.0f, 2.0f).y;",
+              "const float* x, float* y")
+    s = stmts(k)
+    assert s[0] == Declare("v", F4, Load("x", Binary("*", Special("thread", "x"),
+                                                      Const(4, U32), U32), F4))
+    assert s[1] == Declare("w", F4, Load("x", Const(8, I32), F4))
+    v = Var("v", F4)
+    assert s[2] == Assign("v", MakeVector((Component(v, 0, F32), Binary(
+        "+", Component(Var("w", F4), 0, F32), Component(v, 2, F32), F32),
+        Component(v, 2, F32), Component(v, 3, F32)), F4))
+    assert s[3] == Store("y", Const(4, I32), v)
+    assert s[4].value == Component(MakeVector((Const(1.0, F32), Const(2.0, F32)),
+                                              VectorType(F32, 2)), 1, F32)
+
+
+def test_vector_param_is_a_scalar_buffer_indexed_by_elements():
+    k = lower("float4 a = in4[2]; out4[n] = a; out4[0].w = 1.0f;",
+              "const float4* in4, float4* out4, int n")
+    assert k.params[0].type == PointerType(F32, "global", True)
+    s = stmts(k)
+    assert s[0].init == Load("in4", Const(8, I32), F4)
+    assert s[1] == Store("out4", Binary("*", Var("n", I32), Const(4, I32), I32), Var("a", F4))
+    assert s[2] == Store("out4", Const(3, I32), Const(1.0, F32))
+
+
+def test_shuffles_atomics_and_math():
+    k = lower("float v = x[0];\n"
+              "v += __shfl_xor_sync(0xffffffff, v, 16);\n"
+              "v = __shfl_down_sync(0xffffffffu, v, 1, 16) + __shfl_sync(0xffffffff, v, 0)"
+              " + __shfl_up_sync(0xffffffff, v, 2);\n"
+              "atomicAdd(&y[0], v); float old = atomicMax(y + 1, v);\n"
+              "y[2] = __expf(v) + expf(v) + sqrtf(v) + fmaxf(v, 1.0f) + rsqrtf(v) + powf(v, 2.0f)"
+              " + fmaf(v, v, v) + tanhf(v) + erff(v) + exp(v) + sqrt(2.0);\n"
+              "y[3] = __ldg(&x[1]); __stcs(&y[4], __ldcs(x + 2)); int m = max(n, 3);"
+              " y[5] = -FLT_MAX + INFINITY + warpSize;")
+    s = stmts(k)
+    assert s[1] == Assign("v", Binary("+", Var("v", F32),
+                                      Shuffle("xor", Var("v", F32), Const(16, I32), F32), F32))
+    shuffles = [n for n in s[2].walk() if isinstance(n, Shuffle)]
+    assert [(x.mode, x.width) for x in shuffles] == [("down", 16), ("idx", 32), ("up", 32)]
+    assert s[3] == Atomic("add", "y", Const(0, I32), Var("v", F32), None)
+    assert s[4] == Declare("old", F32) and s[5] == Atomic("max", "y", Const(1, I32),
+                                                          Var("v", F32), "old")
+    calls = [(c.fn, c.fast, c.type) for c in s[7].walk() if isinstance(c, Call)]
+    assert ("exp", True, F32) in calls and ("exp", False, F32) in calls
+    assert ("max", False, F32) in calls and ("pow", False, F32) in calls
+    assert ("fma", False, F32) in calls and ("sqrt", False, F64) in calls
+    assert s[8] == Store("y", Const(3, I32), Load("x", Const(1, I32), F32))
+    assert s[9] == Store("y", Const(4, I32), Load("x", Const(2, I32), F32))
+    assert s[10] == Declare("m", I32, Call("max", (Var("n", I32), Const(3, I32)), I32))
+    assert math.isinf(s[11].value.left.right.value)
+
+
+def test_device_function_inlining_single_exit():
+    prelude = "__device__ __forceinline__ float sq(float v) { float r = v * v; return r; }"
+    k = lower("float r = sq(x[0]); y[0] = sq(r);", prelude=prelude)
+    s = stmts(k)
+    assert s[0] == Declare("sq_ret", F32)
+    assert s[1] == Declare("v", F32, Load("x", Const(0, I32), F32))
+    assert s[2] == Declare("r", F32, Binary("*", Var("v", F32), Var("v", F32), F32))
+    assert s[3] == Assign("sq_ret", Var("r", F32))
+    assert s[4] == Declare("r_1", F32, Var("sq_ret", F32))
+    assert s[-1] == Store("y", Const(0, I32), Var("sq_ret_1", F32))
+
+
+def test_device_function_early_return_uses_done_flag():
+    prelude = "__device__ int clampi(int v, int hi) { if (v > hi) return hi; v += 1; return v; }"
+    k = lower("y[0] = clampi(n, 4);", prelude=prelude)
+    s = stmts(k)
+    assert s[1] == Declare("clampi_done", BOOL, Const(False, BOOL))
+    first_if = s[4]
+    assert first_if.then.stmts == (Assign("clampi_ret", Var("hi", I32)),
+                                   Assign("clampi_done", Const(True, BOOL)))
+    guard = s[5]
+    assert guard.cond == Unary("!", Var("clampi_done", BOOL), BOOL)
+    assert guard.then.stmts == (
+        Assign("v", Binary("+", Var("v", I32), Const(1, I32), I32)),
+        Assign("clampi_ret", Var("v", I32)), Assign("clampi_done", Const(True, BOOL)))
+    assert s[-1] == Store("y", Const(0, I32), Cast(Var("clampi_ret", I32), F32))
+
+
+def test_device_function_pointer_and_reference_params():
+    prelude = ("__device__ void put(float* p, int i, float v) { p[i] = v; }\n"
+               "__device__ void bump(float& a) { a += 1.0f; }")
+    k = lower("float t = 0.0f; bump(t); put(y + 8, n, t);", prelude=prelude)
+    s = stmts(k)
+    assert s[1] == Assign("t", Binary("+", Var("t", F32), Const(1.0, F32), F32))
+    assert s[2] == Declare("p", I32, Const(8, I32))
+    assert s[-1] == Store("y", Binary("+", Var("p", I32), Var("i", I32), I32), Var("v", F32))
+
+
+def test_templates_and_top_level_constants():
+    src = """
+constexpr int TILE = 8;
+const float SCALE = 0.5f;
+typedef float real;
+template <int BM, int BK = 2>
+__global__ void g(real* x) {
+    __shared__ real t[BM * BK * TILE];
+    t[0] = SCALE;
+    x[0] = t[BM - 1];
+}
+"""
+    k = load_cuda(src, "g.cu", template_values={"BM": 4})
+    s = stmts(k)
+    assert s[0] == Alloc("t", F32, 64, "shared")
+    assert s[1] == Store("t", Const(0, I32), Const(0.5, F32))
+    assert s[2] == Store("x", Const(0, I32), Load("t", Const(3, I32), F32))
+    with pytest.raises(KirError, match="template parameter 'BM'"):
+        load_cuda(src, "g.cu")
+
+
+def test_short_circuit_with_effects_becomes_if():
+    prelude = "__device__ bool pos(float v) { return v > 0.0f; }"
+    k = lower("bool ok = n > 0 && pos(x[0]); y[0] = ok ? 1.0f : 0.0f;", prelude=prelude)
+    s = stmts(k)
+    assert s[0] == Declare("cond", BOOL, Binary(">", Var("n", I32), Const(0, I32), BOOL))
+    assert isinstance(s[1], If) and s[1].cond == Var("cond", BOOL)
+    assert s[1].then.stmts[-1] == Assign("cond", Var("pos_ret", BOOL))
+
+
+def test_statement_locations_follow_source():
+    k = load_cuda("#define N 4\n__global__ void k(float* x) {\n  for (int i = 0; i < N; i++)\n"
+                  "    x[i] = 0.0f;\n}\n", "loc.cu")
+    (loop,) = stmts(k)
+    assert (loop.loc.line, loop.loc.col) == (3, 3)
+    assert (loop.body.stmts[0].loc.line, loop.body.stmts[0].loc.col) == (4, 5)
+
+
+def test_long_expression_and_deep_nesting_do_not_recurse():
+    terms = "+".join(["x[0]"] * 5000)
+    k = lower(f"y[0] = {terms};")
+    depth, node = 0, stmts(k)[0].value
+    while isinstance(node, Binary):
+        depth, node = depth + 1, node.left
+    assert depth == 4999
+    nested = "{" * 200 + "y[0] = 1.0f;" + "}" * 200
+    k = lower(nested)
+    assert stmts(k) == (Store("y", Const(0, I32), Const(1.0, F32)),)
+    ifs = "".join("if (n > %d) {" % i for i in range(200)) + "y[0] = 1.0f;" + "}" * 200
+    k = lower(ifs)
+    assert len(nodes(k, If)) == 200
+
+
+def test_unsupported_has_location_and_caret():
+    with pytest.raises(UnsupportedError) as info:
+        lower("int i = 0;\n  goto end;")
+    assert info.value.loc.line == 4 and "goto" in str(info.value)
+    assert "^" in str(info.value)
+
+
+EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                                         "*.cu")))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
+def test_examples_lower(path):
+    text = open(path).read()
+    k = load_cuda(text, path, template_values={"TILE": 16},
+                  launch=Launch(("1", "1", "1"), (64, 1, 1), 8192))
+    assert k.body.stmts and nodes(k, For)
+    labels = [f.label for f in nodes(k, For)]
+    assert labels == [f"L{i}" for i in range(len(labels))]
