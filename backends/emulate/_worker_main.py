@@ -1,0 +1,68 @@
+"""The emulator's worker process: loads compiled kernels and launches them on request.
+
+Run as a script (not through the kir package, so it starts fast and imports only numpy). It
+reads length-prefixed pickled requests on stdin and answers on the original stdout; the kernel's
+own printf output goes to stderr. The parent kills this process when a launch runs past its
+time limit, and notices a crash as end-of-file on the pipe.
+"""
+
+import ctypes
+import os
+import pickle
+import struct
+import sys
+
+
+class Arg(ctypes.Structure):
+    _fields_ = [("i", ctypes.c_int64), ("f", ctypes.c_double), ("p", ctypes.c_void_p),
+                ("kind", ctypes.c_int32), ("pad", ctypes.c_int32)]
+
+
+def handle(request, libraries):
+    path = request["so"]
+    if path not in libraries:
+        libraries[path] = ctypes.CDLL(path)
+    entry = libraries[path].kir_emu_entry
+    entry.restype = ctypes.c_int
+    arrays = request["arrays"]
+    args = (Arg * max(1, len(request["args"])))()
+    for slot, (kind, value) in zip(args, request["args"]):
+        if kind == "p":
+            slot.kind, slot.p = 0, arrays[value].ctypes.data
+        elif kind == "i":
+            slot.kind, slot.i = 1, int(value)
+        else:
+            slot.kind, slot.f = 2, float(value)
+    dims = (ctypes.c_uint32 * 9)(*request["dims"])
+    err = ctypes.create_string_buffer(1 << 16)
+    rc = entry(args, ctypes.c_int(len(request["args"])), dims, ctypes.c_uint64(request["smem"]),
+               ctypes.c_uint64(request["stack_kib"]), err, ctypes.c_uint64(len(err)))
+    sys.stdout.flush()
+    return {"rc": rc, "err": err.value.decode(errors="replace"),
+            "arrays": [arrays[i] for i in request["return"]]}
+
+
+def main():
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # printf in kernels must not corrupt the reply stream
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    libraries = {}
+    while True:
+        header = requests.read(8)
+        if len(header) < 8:
+            return
+        (size,) = struct.unpack("<Q", header)
+        request = pickle.loads(requests.read(size))
+        try:
+            reply = handle(request, libraries)
+        except Exception as error:  # reported to the parent, which raises EmulatorError
+            reply = {"rc": -1, "err": f"{type(error).__name__}: {error}", "arrays": []}
+        data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        replies.write(struct.pack("<Q", len(data)) + data)
+        replies.flush()
+
+
+if __name__ == "__main__":
+    main()

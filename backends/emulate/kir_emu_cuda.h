@@ -1,0 +1,279 @@
+// kir_emu_cuda.h -- compile CUDA kernels (MLX cuda_kernel bodies or a user's original __global__
+// functions) as C++20; blocks run one after another, the threads of a block as fibers.
+//
+// `__shared__` declarations are rewritten in Python (arrays -> registered statics), and
+// `extern __shared__ T x[]` becomes a pointer to the launch's dynamic shared memory.
+#ifndef KIR_EMU_CUDA_H
+#define KIR_EMU_CUDA_H
+#include "kir_emu_runtime.h"  // first: it sets up feature macros (ucontext on macOS)
+#include "kir_emu_vec.h"
+#include <float.h>
+#include <math.h>  // the float overloads (expf, exp(float) ...) in the global namespace
+
+#pragma GCC diagnostic ignored "-Wattributes"
+
+struct uint3 {
+  unsigned x, y, z;
+};
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+  constexpr dim3(uint3 u) : x(u.x), y(u.y), z(u.z) {}
+  constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+namespace kir_emu::cuda {
+inline uint3 thread_idx() { auto& f = self(); return uint3{f.tid[0], f.tid[1], f.tid[2]}; }
+inline uint3 block_idx() { auto& R = *rt(); return uint3{R.gid[0], R.gid[1], R.gid[2]}; }
+inline dim3 block_dim() { auto& R = *rt(); return dim3(R.tg[0], R.tg[1], R.tg[2]); }
+inline dim3 grid_dim() { auto& R = *rt(); return dim3(R.ngroups[0], R.ngroups[1], R.ngroups[2]); }
+inline unsigned char* dyn_smem() { return rt()->smem; }
+}  // namespace kir_emu::cuda
+#define threadIdx (::kir_emu::cuda::thread_idx())
+#define blockIdx (::kir_emu::cuda::block_idx())
+#define blockDim (::kir_emu::cuda::block_dim())
+#define gridDim (::kir_emu::cuda::grid_dim())
+constexpr int warpSize = 32;
+
+// vector types (CUDA's have no operators; these do, a harmless superset)
+using float2 = kir_emu::vec<float, 2>;
+using float3 = kir_emu::vec<float, 3>;  // 16 bytes here, 12 in CUDA
+using float4 = kir_emu::vec<float, 4>;
+using int2 = kir_emu::vec<int, 2>;
+using int4 = kir_emu::vec<int, 4>;
+using uint2 = kir_emu::vec<unsigned, 2>;
+using uint4 = kir_emu::vec<unsigned, 4>;
+inline float2 make_float2(float a, float b) { return float2(a, b); }
+inline float3 make_float3(float a, float b, float c) { return float3(a, b, c); }
+inline float4 make_float4(float a, float b, float c, float d) { return float4(a, b, c, d); }
+inline int2 make_int2(int a, int b) { return int2(a, b); }
+inline int4 make_int4(int a, int b, int c, int d) { return int4(a, b, c, d); }
+inline uint2 make_uint2(unsigned a, unsigned b) { return uint2(a, b); }
+
+// half / bfloat16
+using __half = _Float16;
+using half = _Float16;
+inline __half __float2half(float f) { return (__half)f; }
+inline __half __float2half_rn(float f) { return (__half)f; }
+inline float __half2float(__half h) { return (float)h; }
+inline __half __hadd(__half a, __half b) { return (__half)((float)a + (float)b); }
+inline __half __hmul(__half a, __half b) { return (__half)((float)a * (float)b); }
+struct __nv_bfloat16 {
+  uint16_t bits;
+  __nv_bfloat16() = default;
+  __nv_bfloat16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) { bits = uint16_t((u >> 16) | 0x40); return; }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    bits = uint16_t(u >> 16);
+  }
+  operator float() const {
+    uint32_t u = uint32_t(bits) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+};
+inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
+inline float __bfloat162float(__nv_bfloat16 b) { return (float)b; }
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __constant__
+#define __managed__
+#define __grid_constant__
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#ifndef INFINITY
+#define INFINITY (__builtin_inff())
+#endif
+
+// ---------------------------------------------------------------- math
+template <class A, class B>
+inline auto max(A a, B b) -> std::common_type_t<A, B> {
+  using C = std::common_type_t<A, B>;
+  if constexpr (std::is_floating_point_v<C>) return std::fmax((C)a, (C)b);
+  else return (C)a > (C)b ? (C)a : (C)b;
+}
+template <class A, class B>
+inline auto min(A a, B b) -> std::common_type_t<A, B> {
+  using C = std::common_type_t<A, B>;
+  if constexpr (std::is_floating_point_v<C>) return std::fmin((C)a, (C)b);
+  else return (C)a < (C)b ? (C)a : (C)b;
+}
+// fast intrinsics compute exactly here (the GPU's are approximate, e.g. ~2 ulp for __expf)
+inline float __expf(float x) { return expf(x); }
+inline float __exp10f(float x) { return powf(10.0f, x); }
+inline float __logf(float x) { return logf(x); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __sinf(float x) { return sinf(x); }
+inline float __cosf(float x) { return cosf(x); }
+inline float __tanf(float x) { return tanf(x); }
+inline float __powf(float a, float b) { return powf(a, b); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
+inline float __saturatef(float x) { return fminf(fmaxf(x, 0.0f), 1.0f); }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+inline int __float2int_rz(float x) { return (int)x; }
+inline float __int2float_rn(int x) { return (float)x; }
+inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
+inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
+inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
+inline float __uint_as_float(unsigned i) { float x; memcpy(&x, &i, 4); return x; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+template <class T> inline T __ldg(const T* p) { return *p; }
+
+// ---------------------------------------------------------------- atomics (return the old value)
+// One OS thread, fibers switch only at barriers: a plain read-modify-write is atomic here.
+template <class T, class U> inline T atomicAdd(T* p, U v) { T o = *p; *p = T(o + (T)v); return o; }
+template <class T, class U> inline T atomicSub(T* p, U v) { T o = *p; *p = T(o - (T)v); return o; }
+template <class T, class U> inline T atomicExch(T* p, U v) { T o = *p; *p = (T)v; return o; }
+template <class T, class U> inline T atomicAnd(T* p, U v) { T o = *p; *p = T(o & (T)v); return o; }
+template <class T, class U> inline T atomicOr(T* p, U v) { T o = *p; *p = T(o | (T)v); return o; }
+template <class T, class U> inline T atomicXor(T* p, U v) { T o = *p; *p = T(o ^ (T)v); return o; }
+template <class T, class U> inline T atomicMax(T* p, U v) { T o = *p; if ((T)v > o) *p = (T)v; return o; }
+template <class T, class U> inline T atomicMin(T* p, U v) { T o = *p; if ((T)v < o) *p = (T)v; return o; }
+template <class T, class U, class V> inline T atomicCAS(T* p, U cmp, V val) {
+  T o = *p;
+  if (o == (T)cmp) *p = (T)val;
+  return o;
+}
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+
+// ---------------------------------------------------------------- block / warp sync
+inline void __syncthreads(std::source_location l = std::source_location::current()) {
+  kir_emu::tg_barrier(kir_emu::site_of(l));
+}
+namespace kir_emu::cuda {
+inline void check_mask(unsigned mask, const char* fn) {
+  auto& sd = rt()->simd[self().sg];
+  uint32_t live = sd.nlanes == 32 ? 0xffffffffu : ((1u << sd.nlanes) - 1u);
+  if ((mask & live) != live) {
+    char b[160];
+    snprintf(b, sizeof b, "%s with partial mask 0x%x: the emulator needs every lane of the warp", fn, mask);
+    fail(b);
+  }
+}
+}  // namespace kir_emu::cuda
+using KirSL = std::source_location;
+inline void __syncwarp(unsigned mask = 0xffffffffu, KirSL l = KirSL::current()) {
+  kir_emu::cuda::check_mask(mask, "__syncwarp");
+  kir_emu::simd_barrier(kir_emu::site_of(l));
+}
+template <class T>
+inline T __shfl_sync(unsigned mask, T var, int src, int width = warpSize, KirSL l = KirSL::current()) {
+  kir_emu::cuda::check_mask(mask, "__shfl_sync");
+  auto e = kir_emu::simd_exchange(var, kir_emu::site_of(l));
+  uint32_t base = e.lane / width * width;
+  return kir_emu::xread<T>(e, base + ((uint32_t)src % width), var);
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned mask, T var, int lm, int width = warpSize, KirSL l = KirSL::current()) {
+  kir_emu::cuda::check_mask(mask, "__shfl_xor_sync");
+  auto e = kir_emu::simd_exchange(var, kir_emu::site_of(l));
+  uint32_t src = e.lane ^ (uint32_t)lm;
+  if (src >= (e.lane / width + 1) * width) return var;
+  return kir_emu::xread<T>(e, src, var);
+}
+template <class T>
+inline T __shfl_down_sync(unsigned mask, T var, unsigned d, int width = warpSize, KirSL l = KirSL::current()) {
+  kir_emu::cuda::check_mask(mask, "__shfl_down_sync");
+  auto e = kir_emu::simd_exchange(var, kir_emu::site_of(l));
+  uint32_t src = e.lane + d;
+  if (src >= (e.lane / width + 1) * width) return var;
+  return kir_emu::xread<T>(e, src, var);
+}
+template <class T>
+inline T __shfl_up_sync(unsigned mask, T var, unsigned d, int width = warpSize, KirSL l = KirSL::current()) {
+  kir_emu::cuda::check_mask(mask, "__shfl_up_sync");
+  auto e = kir_emu::simd_exchange(var, kir_emu::site_of(l));
+  uint32_t base = e.lane / width * width;
+  if (e.lane < base + d) return var;
+  return kir_emu::xread<T>(e, e.lane - d, var);
+}
+inline unsigned __ballot_sync(unsigned mask, int pred, KirSL l = KirSL::current()) {
+  kir_emu::cuda::check_mask(mask, "__ballot_sync");
+  auto e = kir_emu::simd_exchange((bool)pred, kir_emu::site_of(l));
+  unsigned m = 0;
+  for (uint32_t i = 0; i < 32; i++) if ((e.mask >> i & 1u) && kir_emu::xread<bool>(e, i, false)) m |= 1u << i;
+  return m & mask;
+}
+inline int __any_sync(unsigned mask, int p, KirSL l = KirSL::current()) { return __ballot_sync(mask, p, l) != 0; }
+inline int __all_sync(unsigned mask, int p, KirSL l = KirSL::current()) {
+  auto& sd = kir_emu::rt()->simd[kir_emu::self().sg];
+  uint32_t live = sd.nlanes == 32 ? 0xffffffffu : ((1u << sd.nlanes) - 1u);
+  return __ballot_sync(mask, p, l) == (mask & live);
+}
+
+// cooperative groups: just enough for `namespace cg = cooperative_groups;` and block sync
+namespace cooperative_groups {
+struct thread_block {
+  void sync(KirSL l = KirSL::current()) const { kir_emu::tg_barrier(kir_emu::site_of(l)); }
+  unsigned thread_rank() const { return kir_emu::self().lin; }
+  unsigned size() const { return kir_emu::rt()->nthreads; }
+};
+inline thread_block this_thread_block() { return {}; }
+inline void sync(const thread_block& b, KirSL l = KirSL::current()) { b.sync(l); }
+}  // namespace cooperative_groups
+
+// MLX cuda_kernel: shape/strides parameters (mlx/backend/cuda/device/utils.cuh)
+namespace mlx::core::cu {
+constexpr int MAX_NDIM = 8;
+using Shape = std::array<int32_t, MAX_NDIM>;
+using Strides = std::array<int64_t, MAX_NDIM>;
+template <typename IdxT = int64_t>
+inline IdxT elem_to_loc(IdxT elem, const int* shape, const int64_t* strides, int ndim) {
+  IdxT loc = 0;
+  for (int i = ndim - 1; i >= 0 && elem > 0; --i) {
+    loc += (elem % shape[i]) * IdxT(strides[i]);
+    elem /= shape[i];
+  }
+  return loc;
+}
+}  // namespace mlx::core::cu
+
+// ---------------------------------------------------------------- launching an original kernel
+namespace kir_emu::cuda {
+template <class P>
+inline P convert_arg(const Arg& a) {
+  if constexpr (std::is_pointer_v<P>) return reinterpret_cast<P>(a.p);
+  else if constexpr (std::is_integral_v<P> || std::is_enum_v<P>) return (P)(a.kind == 2 ? (int64_t)a.f : a.i);
+  else return (P)(a.kind == 1 ? (double)a.i : a.f);
+}
+template <class... P>
+struct Closure {
+  void (*k)(P...);
+  std::tuple<std::decay_t<P>...> vals;
+  static void run(void* p) {
+    auto* c = static_cast<Closure*>(p);
+    std::apply(c->k, c->vals);
+  }
+};
+template <class... P, size_t... I>
+inline std::tuple<std::decay_t<P>...> convert_all(const Arg* a, std::index_sequence<I...>) {
+  return std::tuple<std::decay_t<P>...>(convert_arg<std::decay_t<P>>(a[I])...);
+}
+template <class... P>
+inline int launch_kernel(const char* name, void (*k)(P...), const Arg* args, int nargs, const uint32_t* dims,
+                         uint64_t smem, uint64_t stack_kib, char* err, uint64_t errlen) {
+  if (nargs != (int)sizeof...(P)) {
+    snprintf(err, errlen, "kernel '%s' takes %d argument(s), got %d", name, (int)sizeof...(P), nargs);
+    return 2;
+  }
+  Closure<P...> c{k, convert_all<P...>(args, std::index_sequence_for<P...>{})};
+  return launch(name, true, &Closure<P...>::run, &c, dims, smem, stack_kib, err, errlen);
+}
+}  // namespace kir_emu::cuda
+#endif  // KIR_EMU_CUDA_H

@@ -1,0 +1,114 @@
+"""Shared plumbing of the emulated kernels: dtypes, launch geometry, running a launch."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from kir.backends.emulate.toolchain import EmulatorError
+from kir.backends.emulate.worker import run_request
+from kir.errors import Loc
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_STACK_KIB = 256
+
+
+def to_dtype(value: Any) -> np.dtype:
+    """A numpy dtype from a numpy dtype/type, a name ("float32") or an MLX dtype."""
+    if isinstance(value, np.dtype):
+        return value
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return np.dtype(value)
+    text = str(value).removeprefix("mlx.core.")
+    if text == "bfloat16":
+        raise EmulatorError("bfloat16 buffers are not supported by the emulator", kind="launch")
+    try:
+        return np.dtype(text)
+    except TypeError:
+        raise EmulatorError(f"unknown dtype {value!r}", kind="launch") from None
+
+
+def as_input_array(value: Any) -> np.ndarray:
+    """An input as MLX would pass it: Python scalars become 0-d float32/int32/bool arrays."""
+    if isinstance(value, bool):
+        return np.array(value, dtype=np.bool_)
+    if isinstance(value, int):
+        return np.array(value, dtype=np.int32)
+    if isinstance(value, float):
+        return np.array(value, dtype=np.float32)
+    return np.asarray(value, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
+
+
+def triple(values: Sequence[int], what: str) -> tuple[int, int, int]:
+    """(x, y, z) from 1 to 3 positive sizes."""
+    items = [int(v) for v in values]
+    if not 1 <= len(items) <= 3 or any(v < 1 for v in items):
+        raise EmulatorError(f"{what} must be 1 to 3 positive sizes, got {tuple(values)}", kind="launch")
+    return tuple(items + [1] * (3 - len(items)))  # type: ignore[return-value]
+
+
+def check_group_size(threadgroup: tuple[int, int, int]) -> None:
+    if threadgroup[0] * threadgroup[1] * threadgroup[2] > 1024:
+        raise EmulatorError(f"threadgroup {threadgroup} has more than 1024 threads", kind="launch")
+
+
+def metal_dims(grid: Sequence[int], threadgroup: Sequence[int]) -> list[int]:
+    """Metal dispatchThreads: the grid counts threads; edge groups may be partial. MLX clamps
+    the threadgroup to the grid."""
+    g = triple(grid, "grid")
+    t = tuple(min(a, b) for a, b in zip(triple(threadgroup, "threadgroup"), g))
+    check_group_size(t)  # type: ignore[arg-type]
+    groups = [-(-a // b) for a, b in zip(g, t)]
+    return [*groups, *t, *g]
+
+
+def cuda_dims(blocks: Sequence[int], block: Sequence[int]) -> list[int]:
+    """CUDA: whole blocks only."""
+    b = triple(blocks, "grid")
+    t = triple(block, "block")
+    check_group_size(t)
+    return [*b, *t, *(x * y for x, y in zip(b, t))]
+
+
+def poisoned_outputs(shapes: Sequence[Sequence[int]], dtypes: Sequence[Any],
+                     init_value: float | None) -> list[np.ndarray]:
+    """Output buffers: ``init_value`` everywhere, else 0xFF bytes (NaN / -1) so that elements
+    the kernel never writes are visible."""
+    outputs = []
+    for shape, dtype in zip(shapes, dtypes):
+        array = np.empty(tuple(int(s) for s in shape), dtype=to_dtype(dtype))
+        if init_value is not None:
+            array.fill(init_value)
+        else:
+            array.view(np.uint8).fill(0xFF)
+        outputs.append(array)
+    return outputs
+
+
+def run_launch(so_path: str, label: str, arrays: list[np.ndarray], args: list[tuple[str, Any]],
+               dims: list[int], *, smem: int, returns: list[int], timeout: float,
+               sources: dict[str, str], stack_kib: int = DEFAULT_STACK_KIB) -> list[np.ndarray]:
+    """Run a compiled kernel in the worker process; the arrays listed in ``returns`` come back."""
+    request = {"so": so_path, "arrays": arrays, "args": args, "dims": dims, "smem": int(smem),
+               "stack_kib": int(stack_kib), "return": returns}
+    reply = run_request(request, timeout, f"emulated kernel '{label}'")
+    if reply["rc"] != 0:
+        raise runtime_error(reply["err"], sources)
+    return reply["arrays"]
+
+
+def runtime_error(message: str, sources: dict[str, str]) -> EmulatorError:
+    """An EmulatorError for a failed launch, located at the first user line it names."""
+    kind = "barrier" if re.search(r"barrier|SIMD|warp|deadlock", message) else "launch"
+    for name, text in sources.items():
+        match = re.search(re.escape(name) + r":(\d+)", message)
+        if match:
+            line = int(match.group(1))
+            lines = text.splitlines()
+            source_line = lines[line - 1] if 1 <= line <= len(lines) else None
+            col = 1 + (len(source_line) - len(source_line.lstrip())) if source_line else 1
+            return EmulatorError(message.rstrip(), Loc(name, line, col), kind=kind,
+                                 source_line=source_line)
+    return EmulatorError(message.rstrip(), kind=kind)

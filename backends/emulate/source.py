@@ -1,0 +1,229 @@
+"""Source rewrites that let GPU kernel text compile as C++ under the emulator's shims.
+
+All rewrites keep line numbers (and mostly columns) so compiler errors and barrier reports
+point at the user's lines.
+
+- ``threadgroup`` / ``__shared__`` declarations of arrays or scalars become function-local
+  ``static`` variables (groups run one after another, so a static is exactly the group's memory)
+  registered for poisoning; the keyword is dropped where it qualifies a pointer, a reference or
+  a parameter, because a static pointer would keep the first thread's value.
+- ``extern __shared__ T x[];`` becomes a pointer to the launch's dynamic shared memory.
+- Host code in an original ``.cu`` file (functions that are neither ``__global__`` nor
+  ``__device__``, e.g. ``main`` with its ``<<<...>>>`` launches) is blanked out.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def mask(text: str, *, directives: bool = False) -> str:
+    """``text`` with comments and string/char literals (and optionally preprocessor lines)
+    replaced by spaces, newlines kept: positions in the mask are positions in ``text``."""
+    def blank(match: re.Match[str]) -> str:
+        return re.sub(r"[^\n]", " ", match.group(0))
+
+    masked = _TOKEN.sub(blank, text)
+    if directives:
+        masked = re.sub(r"(?m)^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", blank, masked)
+    return masked
+
+
+def _declaration_end(masked: str, start: int) -> tuple[int, str]:
+    """From ``start``: the index and character of the first ``;`` or ``,`` at depth 0, or of an
+    unmatched closing bracket (the end of a parameter list)."""
+    depth = 0
+    for index in range(start, len(masked)):
+        ch = masked[index]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                return index, ch
+            depth -= 1
+        elif ch in ";," and depth == 0:
+            return index, ch
+    return len(masked), ""
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+def _strip_nested(text: str) -> str:
+    previous = None
+    while previous != text:
+        previous = text
+        text = re.sub(r"\[[^\[\]]*\]|<[^<>]*>|\([^()]*\)", "", text)
+    return text
+
+
+def rewrite_group_memory(text: str, keyword: str) -> str:
+    """Rewrite ``threadgroup`` (Metal) or ``__shared__`` (CUDA) declarations, see the module doc."""
+    masked = mask(text)
+    pieces: list[str] = []
+    position = 0
+    counter = 0
+    for match in re.finditer(rf"\b{re.escape(keyword)}\b", masked):
+        if match.start() < position:
+            continue
+        end, stop = _declaration_end(masked, match.end())
+        # a declaration list `threadgroup float a[4], b[4];` continues past its commas
+        while stop == "," and not _is_parameter(masked, match.start()):
+            end, stop = _declaration_end(masked, end + 1)
+        declaration = masked[match.end():end]
+        head = declaration.split("=", 1)[0]
+        before = masked[:match.start()].rstrip()
+        pieces.append(text[position:match.start()])
+        if stop != ";" or re.search(r"[*&]", _strip_nested(head)):
+            pieces.append(" " * len(keyword))  # parameter, pointer or reference: a plain local
+            position = match.end()
+        elif re.search(r"\bextern$", before):
+            pieces.append(keyword)  # dynamic shared memory, see rewrite_extern_shared
+            position = match.end()
+        else:
+            prefix = "" if re.search(r"\bstatic$", before) else "static"
+            pieces.append(prefix + text[match.end():end + 1] + _registrations(declaration, counter))
+            counter += 1
+            position = end + 1
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+def _is_parameter(masked: str, index: int) -> bool:
+    """True when ``index`` lies inside parentheses (a function parameter list)."""
+    depth = 0
+    for ch in reversed(masked[:index]):
+        if ch in ")]}":
+            depth += 1
+        elif ch in "([{":
+            if depth == 0:
+                return ch == "("
+            depth -= 1
+        elif ch == ";" and depth == 0:
+            return False
+    return False
+
+
+def _registrations(declaration: str, counter: int) -> str:
+    """`static bool` initialisers registering each declared variable for poisoning."""
+    declaration = re.sub(r"__align__\s*\([^()]*\)|alignas\s*\([^()]*\)", "", declaration)
+    out = []
+    for index, part in enumerate(_split_top(declaration)):
+        target = part.split("=", 1)[0]
+        target = re.sub(r"\[.*", "", target, flags=re.S).strip()
+        name = re.search(r"(\w+)\s*$", target)
+        if name:
+            out.append(f" static bool kir_tg_{counter}_{index} = ::kir_emu::register_tg("
+                       f"(void*)&{name.group(1)}, sizeof({name.group(1)}));")
+    return "".join(out)
+
+
+_EXTERN_SHARED = re.compile(
+    r"extern\s+__shared__\s+(?P<type>(?:[\w:<>,\s]|__align__\s*\([^()]*\))+?)\s*"
+    r"(?P<name>\w+)\s*\[\s*\]\s*(?:__align__\s*\([^()]*\)\s*)?;")
+
+
+def rewrite_extern_shared(text: str) -> str:
+    """``extern __shared__ T x[];`` -> ``T* x = (T*)dynamic shared memory;`` (same line)."""
+    masked = mask(text)
+    pieces, position = [], 0
+    for match in _EXTERN_SHARED.finditer(masked):
+        type_text = re.sub(r"__align__\s*\([^()]*\)", "", text[match.start("type"):match.end("type")])
+        type_text = " ".join(type_text.split())
+        name = match["name"]
+        pieces.append(text[position:match.start()])
+        pieces.append(f"{type_text}* {name} = reinterpret_cast<{type_text}*>"
+                      f"(::kir_emu::cuda::dyn_smem());")
+        position = match.end()
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+def strip_metal_includes(text: str) -> str:
+    """Comment out ``#include <metal_*>`` (the shim provides them)."""
+    return re.sub(r"(?m)^([ \t]*#\s*include\s*<metal_\w+>)", r"// \1", text)
+
+
+def strip_host_code(text: str) -> str:
+    """Blank out top-level functions that are neither ``__global__`` nor ``__device__``."""
+    masked = mask(text, directives=True)
+    blank_ranges: list[tuple[int, int]] = []
+    head_start, depth, scopes = 0, 0, 0
+    index = 0
+    while index < len(masked):
+        ch = masked[index]
+        if ch == "{" and depth == 0:
+            head = masked[head_start:index]
+            words = " ".join(head.split())
+            if re.match(r"^(?:inline\s+)?namespace\b[\w\s:]*$", words) or re.match(r'^extern\s*"?', words) \
+                    and not re.search(r"\(", words):
+                scopes += 1
+                head_start = index + 1
+                index += 1
+                continue
+            if _is_host_function(words):
+                close = _matching_brace(masked, index)
+                first = head_start + (len(head) - len(head.lstrip()))
+                blank_ranges.append((first, close + 1))
+                index = close + 1
+                head_start = index
+                continue
+            depth += 1
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            if depth == 0 and scopes:
+                scopes -= 1
+            else:
+                depth -= 1
+            if depth == 0:
+                head_start = index + 1
+        elif ch == ";" and depth == 0:
+            head_start = index + 1
+        index += 1
+    chars = list(text)
+    for first, last in blank_ranges:
+        for k in range(first, min(last, len(chars))):
+            if chars[k] != "\n":
+                chars[k] = " "
+    return "".join(chars)
+
+
+def _is_host_function(head: str) -> bool:
+    if "(" not in head or ")" not in head:
+        return False
+    if re.search(r"\b(__global__|__device__)\b", head):
+        return False
+    before_paren = head.split("(", 1)[0]
+    if re.search(r"\b(struct|class|union|enum)\b", before_paren):
+        return False
+    if "=" in _strip_nested(before_paren):
+        return False
+    return True
+
+
+def _matching_brace(masked: str, start: int) -> int:
+    depth = 0
+    for index in range(start, len(masked)):
+        if masked[index] == "{":
+            depth += 1
+        elif masked[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return index
+    return len(masked) - 1
