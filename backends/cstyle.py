@@ -267,13 +267,14 @@ class Printer:
         return self._xor(info, text, index)
 
     def _xor(self, info: BufferInfo, text: str, index: str) -> str:
-        if info.xor_key is not None:
-            self.helpers.add("xor")
-            return f"kir_xor({text}, {info.xor_key})"
-        if info.xor_key_buffer is not None:
-            self.helpers.add("xor")
-            return f"kir_xor({text}, {self.element(info.xor_key_buffer, index)})"
-        return text
+        if info.xor_key is None and info.xor_key_buffer is None:
+            return text
+        # One helper overload per element type, so a header never names a type (half)
+        # whose bit-cast intrinsics the kernel does not otherwise need.
+        self.helpers.add(f"xor_{info.elem}")
+        key = info.xor_key if info.xor_key is not None else \
+            self.element(info.xor_key_buffer, index)
+        return f"kir_xor({text}, {key})"
 
     def _no_vector_on(self, info: BufferInfo, buffer: str) -> None:
         if info.atomic or info.xor_key or info.xor_key_buffer:

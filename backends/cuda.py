@@ -105,16 +105,16 @@ HELPERS = {
     "warp": """__device__ __forceinline__ unsigned int kir_warp() {
     return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) >> 5;
 }""",
-    "xor": """__device__ __forceinline__ float kir_xor(float v, unsigned int key) {
+    "xor_f32": """__device__ __forceinline__ float kir_xor(float v, unsigned int key) {
     return __uint_as_float(__float_as_uint(v) ^ key);
-}
-__device__ __forceinline__ int kir_xor(int v, unsigned int key) {
+}""",
+    "xor_i32": """__device__ __forceinline__ int kir_xor(int v, unsigned int key) {
     return (int)((unsigned int)v ^ key);
-}
-__device__ __forceinline__ unsigned int kir_xor(unsigned int v, unsigned int key) {
+}""",
+    "xor_u32": """__device__ __forceinline__ unsigned int kir_xor(unsigned int v, unsigned int key) {
     return v ^ key;
-}
-__device__ __forceinline__ __half kir_xor(__half v, unsigned int key) {
+}""",
+    "xor_f16": """__device__ __forceinline__ __half kir_xor(__half v, unsigned int key) {
     return __ushort_as_half((unsigned short)(__half_as_ushort(v) ^ key));
 }""",
     "atomic_max_float": """__device__ __forceinline__ float kir_atomic_max(float* p, float v) {

@@ -118,12 +118,15 @@ METAL = Dialect(
         "fma", "sin", "cos", "floor", "ceil", "erf"}),
 )
 
-_XOR_TYPES = {"float": "uint", "int": "uint", "uint": "uint", "half": "ushort"}
+# kir type -> (Metal type, same-size unsigned type). The XOR result is cast back to the
+# unsigned type: ushort ^ ushort promotes to int, and as_type needs equal sizes.
+_XOR_TYPES = {"f32": ("float", "uint"), "i32": ("int", "uint"), "u32": ("uint", "uint"),
+              "f16": ("half", "ushort")}
 
 HELPERS = {
-    "xor": "\n".join(
-        f"inline {t} kir_xor({t} v, {b} key) {{ return as_type<{t}>(as_type<{b}>(v) ^ key); }}"
-        for t, b in _XOR_TYPES.items()),
+    **{f"xor_{k}": f"inline {t} kir_xor({t} v, {b} key) "
+                   f"{{ return as_type<{t}>({b}(as_type<{b}>(v) ^ key)); }}"
+       for k, (t, b) in _XOR_TYPES.items()},
     "atomic_max_float": "\n".join(
         f"""inline float kir_atomic_max({space} atomic<float>* p, float v) {{
     float old = atomic_load_explicit(p, memory_order_relaxed);

@@ -117,31 +117,8 @@ class MLXKernel:
     def prepare(self, inputs: dict[str, Any]) -> tuple[list, dict[str, np.ndarray]]:
         """MLX input arrays in signature order, and the key arrays of data-initialized
         outputs (needed again to decode)."""
-        mx = _mx()
-        e = self.emitted
-        arrays, keys = [], {}
-        for name, arg, kind, dtype, shape in zip(e.input_names, e.input_args, e.input_kinds,
-                                                 e.input_dtypes, e.input_shapes):
-            if kind == "scalar":
-                value = inputs.get(arg, e.scalar(arg))
-                arrays.append(_to_mx(np.asarray(value).astype(_np_dtype(dtype)), dtype))
-                continue
-            if arg not in inputs:
-                raise KirError(f"no value for argument {arg!r} of kernel {e.name!r}")
-            data = np.asarray(inputs[arg])
-            if tuple(data.shape) != tuple(shape) and data.size == int(np.prod(shape)):
-                data = data.reshape(shape)
-            if tuple(data.shape) != tuple(shape):
-                raise KirError(f"argument {arg!r}: expected shape {tuple(shape)}, "
-                               f"got {tuple(data.shape)}")
-            if kind == "key":
-                enc = e.encoding_for(arg)
-                data = key_array(enc, data, e.init_value or 0.0)
-                keys[arg] = data
-            else:
-                data = data.astype(_np_dtype(dtype), copy=False)
-            arrays.append(_to_mx(data, dtype))
-        return arrays, keys
+        arrays, keys = prepare_inputs(self.emitted, inputs)
+        return [_to_mx(a, d) for a, d in zip(arrays, self.emitted.input_dtypes)], keys
 
     def launch(self, arrays: list) -> list:
         """One MLX call on prepared arrays (lazy: the caller evaluates)."""
@@ -164,15 +141,46 @@ class MLXKernel:
 
     def finish(self, outs: list, keys: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Numpy outputs by argument name with every encoded output decoded."""
-        e = self.emitted
-        result = {}
-        for arg, dtype, out in zip(e.output_args, e.output_dtypes, outs):
-            data = np.array(out.astype(mx_dtype("f32")) if dtype == "bf16" else out)
-            enc = e.encoding_for(arg)
-            if enc is not None:
-                data = decode(enc, data, keys.get(arg))
-            result[arg] = data
-        return result
+        arrays = [np.array(out.astype(mx_dtype("f32")) if dtype == "bf16" else out)
+                  for dtype, out in zip(self.emitted.output_dtypes, outs)]
+        return decode_outputs(self.emitted, arrays, keys)
+
+
+def prepare_inputs(e: Emitted, inputs: dict[str, Any]) -> tuple[list[np.ndarray], dict]:
+    """Numpy input arrays in the kernel signature's order (spec data, 0-d scalars, XOR key
+    arrays), and the key arrays by argument (needed again to decode). Shared by MLX and the
+    CPU emulator so both run an emitted kernel with exactly the same arguments."""
+    arrays, keys = [], {}
+    for name, arg, kind, dtype, shape in zip(e.input_names, e.input_args, e.input_kinds,
+                                             e.input_dtypes, e.input_shapes):
+        if kind == "scalar":
+            value = inputs.get(arg, e.scalar(arg))
+            arrays.append(np.asarray(value).astype(_np_dtype(dtype)))
+            continue
+        if arg not in inputs:
+            raise KirError(f"no value for argument {arg!r} of kernel {e.name!r}")
+        data = np.asarray(inputs[arg])
+        if tuple(data.shape) != tuple(shape) and data.size == int(np.prod(shape)):
+            data = data.reshape(shape)
+        if tuple(data.shape) != tuple(shape):
+            raise KirError(f"argument {arg!r}: expected shape {tuple(shape)}, "
+                           f"got {tuple(data.shape)}")
+        if kind == "key":
+            data = key_array(e.encoding_for(arg), data, e.init_value or 0.0)
+            keys[arg] = data
+        else:
+            data = data.astype(_np_dtype(dtype), copy=False)
+        arrays.append(data)
+    return arrays, keys
+
+
+def decode_outputs(e: Emitted, outs: list[np.ndarray], keys: dict) -> dict[str, np.ndarray]:
+    """Outputs by spec argument name, XOR-encoded ones decoded."""
+    result = {}
+    for arg, data in zip(e.output_args, outs):
+        enc = e.encoding_for(arg)
+        result[arg] = decode(enc, data, keys.get(arg)) if enc is not None else data
+    return result
 
 
 def time_kernel(kernel: MLXKernel, inputs: dict[str, Any], warmup: int = 3,

@@ -1,7 +1,9 @@
 """Where a loaded kernel can run, and checking it there against its reference.
 
-``interp`` is kir's numpy interpreter. Other targets (emulated Metal/CUDA, MLX on a GPU) are
-registered by the backends. Every target is a function ``(loaded, inputs) -> outputs``.
+``interp`` is kir's numpy interpreter; ``emulate-metal`` / ``emulate-cuda`` run the emitted
+source on the CPU emulator; ``emulate-original`` runs the user's own CUDA there; ``mlx`` (or
+``mlx-metal`` / ``mlx-cuda``) runs the emitted kernel on this machine's GPU through MLX. Every
+target is a function ``(loaded, inputs) -> outputs``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,48 @@ def run_interp(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
     return {name: result[name] for name in loaded.bound.outputs}
 
 
-TARGETS: dict[str, Runner] = {"interp": run_interp}
+def run_emitted(target: str, emulated: bool) -> Runner:
+    """A runner that emits ``target`` source and runs it on the CPU emulator or on MLX."""
+    def runner(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
+        from kir.backends import emit
+
+        emitted = emit(loaded.kernel, loaded.bound, target)
+        if emulated:
+            from kir.backends.emulated_runner import EmulatedKernel
+
+            return EmulatedKernel(emitted)(inputs)
+        from kir.backends.mlx_runner import MLXKernel
+
+        return MLXKernel(emitted)(inputs)
+    return runner
+
+
+def run_original(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
+    """The user's original CUDA on the CPU emulator (no kir frontend involved)."""
+    from kir.backends.emulated_runner import run_original as run
+
+    return run(loaded, inputs)
+
+
+def run_mlx(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
+    """MLX on this machine's GPU: Metal on Apple Silicon, else CUDA."""
+    from kir.backends.mlx_runner import available_targets, require_target
+
+    have = available_targets()
+    target = "metal" if "metal" in have else "cuda" if "cuda" in have else "metal"
+    require_target(target)
+    return run_emitted(target, emulated=False)(loaded, inputs)
+
+
+TARGETS: dict[str, Runner] = {
+    "interp": run_interp,
+    "emulate-metal": run_emitted("metal", emulated=True),
+    "emulate-cuda": run_emitted("cuda", emulated=True),
+    "emulate-original": run_original,
+    "mlx": run_mlx,
+    "mlx-metal": run_emitted("metal", emulated=False),
+    "mlx-cuda": run_emitted("cuda", emulated=False),
+}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from kir.frontends.cuda.parser import BUILTIN_TYPE_NAMES, SourceMap, parse_unit
 from kir.frontends.cuda.scan import Unit, kernel_names, scan_units
 from kir.frontends.cuda.values import ConstSym, FunctionSym
 
-__all__ = ["load_cuda", "list_kernels", "lower_source"]
+__all__ = ["load_cuda", "list_kernels", "lower_source", "template_params"]
 
 DEFAULT_LAUNCH = Launch(("1", "1", "1"), (1, 1, 1), 0)
 # Statement lowering recurses once per nesting level (a few frames each) and stops with a
@@ -25,6 +25,7 @@ DEFAULT_LAUNCH = Launch(("1", "1", "1"), (1, 1, 1), 0)
 # spare. Expression chains are lowered iteratively and need none of it.
 _RECURSION_LIMIT = 12000
 _TEMPLATE_TYPES = re.compile(r"\b(?:typename|class)\s+([A-Za-z_]\w*)")
+_TEMPLATE_VALUE_PARAMS = re.compile(r"\b(?:int|unsigned|long|size_t|bool)\s+([A-Za-z_]\w*)")
 _TYPEDEF_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*;\s*$")
 
 
@@ -37,6 +38,20 @@ def _preprocess(text: str, filename: str, defines: dict[str, str] | None) -> Sou
 def list_kernels(text: str, filename: str) -> list[str]:
     """Names of the ``__global__`` functions defined in ``text``, in source order."""
     return kernel_names(_preprocess(text, filename, None).text)
+
+
+def template_params(text: str, filename: str, kernel: str | None = None) -> list[str]:
+    """The names of a ``__global__`` function's ``template<int A, int B>`` parameters, in
+    declaration order (empty for a plain kernel) — what an instantiation ``k<A, B>`` needs."""
+    src = _preprocess(text, filename, None)
+    units = [u for u in scan_units(src.text) if u.kind == "global"]
+    chosen = next((u for u in units if kernel in (None, u.name)), None)
+    if chosen is None:
+        return []
+    header = src.text[chosen.start:chosen.end]
+    if not header.startswith("template"):
+        return []
+    return _TEMPLATE_VALUE_PARAMS.findall(header[:header.find(">") + 1])
 
 
 def load_cuda(text: str, filename: str, *, kernel: str | None = None,

@@ -1,0 +1,81 @@
+"""Run an emitted kernel (Metal or CUDA, as kir emits it for MLX) on the CPU emulator, with
+exactly the arguments MLX would get (:func:`kir.backends.mlx_runner.prepare_inputs`), and run a
+user's ORIGINAL CUDA kernel on the emulator as an oracle that shares no code with kir's
+frontend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kir.backends.emitted import Emitted
+from kir.backends.mlx_runner import decode_outputs, prepare_inputs
+from kir.errors import KirError
+
+
+def require_emulator() -> None:
+    from kir.backends.emulate import emulator_available
+
+    ok, reason = emulator_available()
+    if not ok:
+        raise KirError(f"the CPU emulator cannot run here: {reason}",
+                       hint="install g++ or clang++ (C++20), or use --target interp")
+
+
+class EmulatedKernel:
+    """An emitted kernel compiled for the CPU emulator; call it like :class:`MLXKernel`."""
+
+    def __init__(self, emitted: Emitted, *, timeout: float = 60.0) -> None:
+        from kir.backends import emulate
+
+        require_emulator()
+        self.emitted = emitted
+        self.timeout = timeout
+        common = dict(name=emitted.name, input_names=list(emitted.input_names),
+                      output_names=list(emitted.output_names), source=emitted.source,
+                      header=emitted.header)
+        if emitted.target == "metal":
+            self.kernel = emulate.metal_kernel(**common, atomic_outputs=emitted.atomic_outputs)
+        else:
+            self.kernel = emulate.cuda_kernel(**common, shared_memory=emitted.shared_memory)
+
+    def __call__(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        e = self.emitted
+        arrays, keys = prepare_inputs(e, inputs)
+        dtypes = [np.dtype(np.float32) if d == "bf16" else np.dtype(_NP[d])
+                  for d in e.output_dtypes]
+        outs = self.kernel(inputs=arrays, output_shapes=[tuple(s) for s in e.output_shapes],
+                           output_dtypes=dtypes, grid=e.grid, threadgroup=e.threadgroup,
+                           template=list(e.template), init_value=e.init_value,
+                           timeout=self.timeout)
+        return decode_outputs(e, list(outs), keys)
+
+
+_NP = {"bool": np.bool_, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
+       "u64": np.uint64, "f16": np.float16, "f32": np.float32, "u16": np.uint16}
+
+
+def run_original(loaded, inputs: dict[str, Any], *, timeout: float = 60.0) -> dict[str, np.ndarray]:
+    """Run the user's original ``__global__`` function from ``loaded.source`` on the emulator
+    with the spec's launch; returns the spec's outputs."""
+    from kir.backends.emulate import run_original_cuda
+    from kir.frontends.cuda import template_params
+
+    require_emulator()
+    bound = loaded.bound
+    names = list(bound.spec.args)
+    args = [inputs[n] for n in names]
+    templates = bound.template_values()
+    params = template_params(loaded.source, str(loaded.path), loaded.kernel.name)
+    missing = [p for p in params if p not in templates]
+    if missing:
+        raise KirError(f"the spec gives no value for template parameter {missing[0]!r}")
+    results = run_original_cuda(loaded.source, loaded.kernel.name, args, grid=bound.grid,
+                                block=bound.block, shared_bytes=bound.shared_bytes,
+                                template_args=[templates[p] for p in params],
+                                filename=str(loaded.path), timeout=timeout)
+    by_name = dict(zip(names, results))
+    return {name: np.asarray(by_name[name]).reshape(bound.shape(name))
+            for name in bound.outputs}
