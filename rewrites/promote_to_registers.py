@@ -1,0 +1,276 @@
+"""promote-to-registers: keep a thread's own element(s) of a buffer in registers across a loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from kir import analysis
+from kir.analysis_memory import (Access, access_chains, buffer_elem, index_poly, inline_locals,
+                                 involves_all_threads, single_defs)
+from kir.deps_affine import difference
+from kir.fold import fold_expr
+from kir.ir import (Alloc, Assign, Atomic, Binary, Block, Const, Declare, Expr, For, If, Kernel,
+                    Load, Node, Return, Store, Var, transform)
+from kir.printer import print_expr
+from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.types import BOOL, I32, ScalarType
+
+MAX_REGISTERS = 128
+
+
+@dataclass(frozen=True)
+class _Plan:
+    loop: For
+    accesses: list[Access]
+    index: Expr                 # case 1: the element's index; case 2: the base
+    guard: list[Expr]           # L-invariant conditions every access sits under
+    array: tuple[str, Expr, int] | None  # case 2: (inner loop var, stop expr, D)
+    written: bool
+
+
+class PromoteToRegisters(BaseRule):
+    """Keep a thread-private buffer element (or a short run of them) in registers across a loop.
+
+    CUDA practice: registers are the fastest storage, so a value a thread reads and updates on
+    every iteration of a loop is loaded once before it and stored once after (CUDA C++ Best
+    Practices Guide, "Memory Optimizations": minimize global memory traffic). FlashAttention-2
+    keeps the running max ``m``, sum ``l`` and output accumulator ``O`` of a query row in
+    registers instead of re-reading them from HBM on every K/V tile (Dao 2023, §3.1).
+
+    Site: ``buffer=B`` (the outermost loop where B's accesses qualify) or ``buffer=B@L3`` (that
+    loop). Case 1: every access of B in the loop has one index, invariant in the loop -> a
+    local scalar. Case 2: every access is ``B[base + x]`` with ``base`` invariant and ``x`` the
+    variable of an inner loop ``for x = 0; x < D; x++`` (D a constant, or a scalar argument
+    specialized from the spec, at most 128) -> a local array ``B_reg[D]``.
+
+    Legality checked: the index mentions every thread axis of the block (different threads
+    own different elements), all accesses of B in the loop share the same loop-invariant
+    guards (replicated around the load before / store after), at least one access runs
+    whenever the loop runs under those guards (so the hoisted load touches only an element
+    the original touched), no ``return`` in the loop, no atomics or vector accesses of B.
+    Not checked: that B does not alias another buffer parameter (CUDA ``__restrict__``), and
+    injectivity of the index in the thread indices beyond their presence.
+    """
+
+    name = "promote-to-registers"
+    site_key = "buffer"
+
+    def sites(self, kernel: Kernel) -> list[str]:
+        out: list[str] = []
+        for buffer in _candidate_buffers(kernel):
+            found = [loop for loop in analysis.loops(kernel)
+                     if isinstance(_plan(kernel, buffer, loop, None), _Plan)]
+            for i, loop in enumerate(found):
+                out.append(buffer if i == 0 else f"{buffer}@{loop.label}")
+        return out
+
+    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        buffer, _, label = site.partition("@")
+        if buffer_elem(kernel, buffer) is None:
+            return NotApplicable(f"no buffer {buffer}")
+        if label:
+            loop = analysis.find_loop(kernel, label)
+            if loop is None:
+                return NotApplicable(f"no loop {label}")
+            plan = _plan(kernel, buffer, loop, ctx.scalars)
+        else:
+            # The outermost loop that qualifies; else the outermost loop's reason.
+            plan = NotApplicable(f"{buffer} is not accessed in any loop")
+            first: NotApplicable | None = None
+            for loop in analysis.loops(kernel):
+                plan = _plan(kernel, buffer, loop, ctx.scalars)
+                if isinstance(plan, _Plan):
+                    break
+                if first is None and "is not accessed" not in plan.reason:
+                    first = plan
+            else:
+                plan = first if first is not None else plan
+        if isinstance(plan, NotApplicable):
+            return plan
+        return _rewrite(kernel, buffer, plan)
+
+
+def _candidate_buffers(kernel: Kernel) -> list[str]:
+    names = [p.name for p in kernel.params if p.is_buffer]
+    names += [n.name for n in kernel.body.walk()
+              if isinstance(n, Alloc) and n.space == "shared" and not n.dynamic]
+    return names
+
+
+def _plan(kernel: Kernel, buffer: str, loop: For,
+          scalars: Mapping[str, int | float] | None) -> _Plan | NotApplicable:
+    """Check the promotion of ``buffer`` across ``loop``; ``scalars`` None = sites() mode
+    (a scalar loop bound is taken on trust)."""
+    accesses = access_chains(loop.body, buffer)
+    if not accesses:
+        return NotApplicable(f"{buffer} is not accessed in {loop.label}")
+    if any(isinstance(n, Return) for n in loop.body.walk()):
+        return NotApplicable(f"{loop.label} may return")
+    if any(isinstance(a.node, Atomic) or not isinstance(a.node.type if isinstance(a.node, Load)
+           else a.node.value.type, ScalarType) for a in accesses):
+        return NotApplicable(f"atomic or vector access of {buffer} in {loop.label}")
+    defs = single_defs(kernel)
+    assigned = analysis.assigned_vars(loop)
+    inner = defs.keys() & analysis.declared_names(loop.body)
+
+    def invariant(expr: Expr) -> Expr | None:
+        expr = inline_locals(expr, defs, set(inner))
+        return None if analysis.used_vars(expr) & assigned else expr
+
+    indices = [inline_locals(a.index, defs, set(inner)) for a in accesses]
+    array = None
+    if all(e == indices[0] for e in indices) and invariant(indices[0]) is not None:
+        index = indices[0]
+    else:
+        split = _split_array(kernel, loop, accesses, indices, assigned, scalars)
+        if isinstance(split, NotApplicable):
+            return split
+        index, array = split
+    poly = index_poly(index, defs)
+    if poly is None or not involves_all_threads(kernel, poly):
+        return NotApplicable(f"index of {buffer} does not involve every thread index")
+    guard = _common_guard(accesses, invariant, array[0] if array else None)
+    if isinstance(guard, NotApplicable):
+        return guard
+    written = any(a.is_write for a in accesses)
+    return _Plan(loop, accesses, index, guard, array, written)
+
+
+def _split_array(kernel, loop, accesses, indices, assigned, scalars):
+    """Case 2: every index is ``base + x`` with x an inner 0..D loop variable."""
+    base_poly = None
+    stop = None
+    var = None
+    base_expr = None
+    for access, index in zip(accesses, indices):
+        loops = [s for s, _ in access.chain if isinstance(s, For)]
+        found = None
+        for inner_loop in loops:
+            c = analysis.canonical(inner_loop)
+            if c is None or c.step != 1 or c.inclusive or c.start != Const(0, c.start.type):
+                continue
+            poly = index_poly(index)
+            if poly is None or poly.get((inner_loop.var,)) != 1:
+                continue
+            rest = difference(poly, {(inner_loop.var,): 1})
+            if any(inner_loop.var in mono for mono in rest):
+                continue
+            found = (inner_loop, c, rest)
+            break
+        if found is None:
+            return NotApplicable(f"index {print_expr(index)} is neither loop-invariant "
+                                 "nor base + x")
+        inner_loop, c, rest = found
+        if base_poly is None:
+            base_poly, stop, var = rest, c.stop, inner_loop.var
+            base_expr = analysis.substitute(index, inner_loop.var, Const(0, I32))
+        elif rest != base_poly or c.stop != stop:
+            return NotApplicable("accesses do not share one base and one range")
+    base_expr = fold_expr(base_expr)
+    if analysis.used_vars(base_expr) & assigned:
+        return NotApplicable(f"base {print_expr(base_expr)} varies in {loop.label}")
+    if analysis.used_vars(stop) & assigned:
+        return NotApplicable(f"range {print_expr(stop)} varies in {loop.label}")
+    if isinstance(stop, Const):
+        size = int(stop.value)
+    elif isinstance(stop, Var) and scalars is None:
+        size = 1  # sites(): the spec's value is checked when applying
+    elif isinstance(stop, Var) and isinstance(scalars.get(stop.name), (int, float)):
+        size = int(scalars[stop.name])
+    else:
+        return NotApplicable(f"range {print_expr(stop)} is not a constant or specialized "
+                             "scalar")
+    if not 0 < size <= MAX_REGISTERS:
+        return NotApplicable(f"{size} elements do not fit in registers (<= {MAX_REGISTERS})")
+    return base_expr, (var, stop, size)
+
+
+def _common_guard(accesses: list[Access], invariant, array_var: str | None):
+    """The loop-invariant if-conditions (then-branches) every access sits under; at least
+    one access must sit under nothing else (bar its own 0..D loop in case 2)."""
+    prefix = list(accesses[0].chain)
+    for a in accesses[1:]:
+        n = 0
+        while n < min(len(prefix), len(a.chain)) and prefix[n][0] is a.chain[n][0] \
+                and prefix[n][1] == a.chain[n][1]:
+            n += 1
+        del prefix[n:]
+    guard: list[Expr] = []
+    for stmt, branch in prefix:
+        if not isinstance(stmt, If) or branch != "then":
+            break
+        cond = invariant(stmt.cond)
+        if cond is None:
+            break
+        guard.append(cond)
+    depth = len(guard)
+
+    def unconditional(a: Access) -> bool:
+        rest = a.chain[depth:]
+        if array_var is None:
+            return not rest
+        return len(rest) == 1 and isinstance(rest[0][0], For) and rest[0][0].var == array_var
+    if not any(unconditional(a) for a in accesses):
+        return NotApplicable("no access runs on every iteration (the hoisted load could "
+                             "touch an element the loop never touches)")
+    return guard
+
+
+def _rewrite(kernel: Kernel, buffer: str, plan: _Plan) -> Kernel:
+    elem, _ = buffer_elem(kernel, buffer)  # type: ignore[misc]
+    loop = plan.loop
+    loc = loop.loc
+    entry = analysis.substitute(loop.cond, loop.var, loop.init)
+    cond = entry
+    for g in plan.guard:
+        cond = Binary("&&", cond, g, BOOL)
+    cond = fold_expr(cond)  # type: ignore[assignment]
+    taken = analysis.all_names(kernel)
+    reg = analysis.fresh_name(kernel, f"{buffer}_reg")
+    new: list = []
+    if plan.array is None:
+        def replace(n: Node) -> Node | None:
+            if isinstance(n, Load) and n.buffer == buffer:
+                return Var(reg, elem)
+            if isinstance(n, Store) and n.buffer == buffer:
+                return Assign(reg, n.value, loc=n.loc)
+            return None
+        new.append(Declare(reg, elem, None, loc=loc))
+        load = [Assign(reg, Load(buffer, plan.index, elem), loc=loc)]
+        store = [Store(buffer, plan.index, Var(reg, elem), loc=loc)]
+    else:
+        var, stop, size = plan.array
+
+        def replace(n: Node) -> Node | None:
+            if isinstance(n, Load) and n.buffer == buffer:
+                return Load(reg, Var(var, I32), elem)
+            if isinstance(n, Store) and n.buffer == buffer:
+                return Store(reg, Var(var, I32), n.value, loc=n.loc)
+            return None
+        new.append(Alloc(reg, elem, size, "local", loc=loc))
+        x = analysis.fresh_name(kernel, "r", taken | {reg})
+        first = analysis.next_loop_label(kernel)
+        second = analysis.next_loop_label(kernel, {first})
+        at = fold_expr(Binary("+", plan.index, Var(x, I32), I32))
+
+        def copy(label: str, body) -> For:
+            return For(label, x, I32, Const(0, I32), Binary("<", Var(x, I32), stop, BOOL),
+                       Binary("+", Var(x, I32), Const(1, I32), I32), Block((body,)), loc=loc)
+        load = [copy(first, Store(reg, Var(x, I32), Load(buffer, at, elem), loc=loc))]
+        store = [copy(second, Store(buffer, at, Load(reg, Var(x, I32), elem), loc=loc))]
+    new_loop = transform(loop, replace)
+    new += _guarded(cond, load, loc) + [new_loop]
+    if plan.written:
+        new += _guarded(cond, store, loc)
+    return analysis.replace_stmt(kernel, loop, new)
+
+
+def _guarded(cond: Expr, stmts: list, loc) -> list:
+    if cond == Const(True, BOOL):
+        return stmts
+    return [If(cond, Block(tuple(stmts)), loc=loc)]
+
+
+RULES = [PromoteToRegisters()]
