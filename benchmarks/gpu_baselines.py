@@ -8,6 +8,9 @@ CUDA on MLX against kir's interpreter; the original through CuPy against the num
 then times all three at the benchmark sizes below, where the emitted kernel is also compared
 with the original's output. Median of ``--repeat`` runs after 3 warm-ups. Writes
 ``gpu_baselines.json`` and ``gpu_baselines.md`` to ``--out``.
+
+Run it from outside the repository root when kir is installed non-editable (the root's
+``kir/`` folder would shadow the installed package, which maps ``kir.backends`` etc.).
 """
 
 from __future__ import annotations
@@ -16,21 +19,19 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from kir.backends import emit
+from kir.backends.mlx_runner import MLXKernel, time_kernel
+from kir.check import compare_outputs
+from kir.frontends.cuda import template_params
+from kir.load import load_kernel
+from kir.targets import copy_inputs, run_interp
 
-from kir.backends import emit  # noqa: E402
-from kir.backends.mlx_runner import MLXKernel, time_kernel  # noqa: E402
-from kir.check import compare_outputs  # noqa: E402
-from kir.frontends.cuda import template_params  # noqa: E402
-from kir.load import load_kernel  # noqa: E402
-from kir.targets import copy_inputs, run_interp  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BENCH_SIZES = {
     "flash_attn": {"B": 1, "H": 16, "N": 1024, "D": 64},
@@ -89,7 +90,13 @@ class CupyOriginal:
         expr = loaded.kernel.name
         if params:
             expr += "<" + ", ".join(str(values[p]) for p in params) + ">"
-        module = cp.RawModule(code=loaded.source, backend="nvcc", options=("-std=c++17",),
+        # NVRTC (the only CuPy back end that resolves C++ kernel names) cannot read the host
+        # headers the file includes; drop those lines and give it the two macros they defined.
+        code = "\n".join("" if line.lstrip().startswith("#include") else line
+                         for line in loaded.source.splitlines())
+        module = cp.RawModule(code=code, options=("-std=c++17",
+                                                  "-DINFINITY=__int_as_float(0x7f800000)",
+                                                  "-DFLT_MAX=3.402823466e+38f"),
                               name_expressions=[expr])
         self.function = module.get_function(expr)
 

@@ -1,0 +1,65 @@
+"""specialize-param: a scalar kernel argument becomes a compile-time constant."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+import numpy as np
+
+from kir.analysis import used_vars
+from kir.fold import fold
+from kir.ir import Const, Kernel, Node, Var, transform
+from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.types import ScalarType
+
+
+class SpecializeParam(BaseRule):
+    """Replace every read of a scalar parameter with the spec's value, then fold constants.
+
+    CUDA practice: template / ``constexpr`` specialization (``template <int D>``), which lets
+    the compiler see trip counts and strides (CUDA C++ Programming Guide, "Templates"; the
+    Best Practices Guide recommends compile-time loop bounds so ``#pragma unroll`` can fully
+    unroll). The parameter stays in the signature (runners keep passing it) but is unused.
+    Legality: exact for the specialized value; the kernel is then only valid for specs giving
+    that same value, which the search's validation at other sizes exposes.
+    """
+
+    name = "specialize-param"
+    site_key = "param"
+    params = ()
+
+    def sites(self, kernel: Kernel) -> list[str]:
+        used = used_vars(kernel.body)
+        return [p.name for p in kernel.params
+                if isinstance(p.type, ScalarType) and p.type.name != "bf16" and p.name in used]
+
+    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        param = kernel.param(site)
+        if param is None or not isinstance(param.type, ScalarType):
+            return NotApplicable(f"no scalar parameter {site}")
+        if site not in used_vars(kernel.body):
+            return NotApplicable(f"{site} is never read")
+        if site not in ctx.scalars:
+            return NotApplicable(f"the spec gives no value for {site}")
+        t = param.type
+        raw = ctx.scalars[site]
+        if t.name == "bool":
+            value: int | float | bool = bool(raw)
+        elif t.is_int:
+            if float(raw) != int(raw):
+                return NotApplicable(f"{site}={raw} is not an integer")
+            value = int(np.asarray(int(raw) % (1 << t.bits)).astype(np.uint64).astype(
+                t.numpy)[()])
+        else:
+            value = float(np.asarray(raw, dtype=np.float64).astype(t.numpy)[()])
+        literal = Const(value, t)
+
+        def visit(n: Node) -> Node | None:
+            return literal if isinstance(n, Var) and n.name == site else None
+        body = fold(transform(kernel.body, visit))
+        return dataclasses.replace(kernel, body=body)  # type: ignore[arg-type]
+
+
+RULES = [SpecializeParam()]

@@ -1,0 +1,144 @@
+"""split-reduction: spread a redundant serial reduction over the 32 lanes of a warp."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Mapping
+
+from kir import analysis
+from kir.fold import fold_expr
+from kir.analysis_parallel import is_lane_varying, lane_varying_context, lane_varying_vars
+from kir.ir import (Assign, Binary, Call, Cast, Const, Declare, Expr, For, Kernel,
+                    Special, Var, WarpReduce)
+from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.types import ScalarType
+
+
+def reduction_of(loop: For) -> tuple[str, str, Expr] | None:
+    """(accumulator, op, term) when the loop body is some lets then ``acc = acc + term`` /
+    ``acc = max(acc, term)`` / ``min`` with ``acc`` read nowhere else in the body."""
+    stmts = loop.body.stmts
+    if not stmts or not isinstance(stmts[-1], Assign):
+        return None
+    if not all(isinstance(s, Declare) for s in stmts[:-1]):
+        return None
+    last = stmts[-1]
+    if not isinstance(last.value.type, ScalarType):
+        return None
+    acc = Var(last.name, last.value.type)
+    v = last.value
+    if isinstance(v, Binary) and v.op == "+":
+        op, parts = "sum", (v.left, v.right)
+    elif isinstance(v, Call) and v.fn in ("max", "min") and len(v.args) == 2:
+        op, parts = v.fn, v.args
+    else:
+        return None
+    if parts[0] == acc:
+        term = parts[1]
+    elif parts[1] == acc:
+        term = parts[0]
+    else:
+        return None
+    if acc.name in analysis.used_vars(term) or any(
+            acc.name in analysis.used_vars(s) for s in stmts[:-1]):
+        return None
+    return acc.name, op, term
+
+
+def _identity(op: str, t: ScalarType) -> Const | None:
+    if op == "sum":
+        return Const(0.0 if t.is_float else 0, t)
+    if t.is_float:
+        return Const(-math.inf if op == "max" else math.inf, t)
+    if t.name == "i32":
+        return Const(-(2 ** 31) if op == "max" else 2 ** 31 - 1, t)
+    if t.name == "u32" and op == "max":
+        return Const(0, t)
+    return None
+
+
+class SplitReduction(BaseRule):
+    """Spread a serial reduction that every lane computes redundantly across the warp's lanes.
+
+    CUDA practice: a reduction over a short, uniform range (e.g. the per-warp partials in
+    shared memory after a block reduction) is often written as a serial loop that every
+    thread runs; giving lane ``l`` the elements ``start + l*step, ... step*32`` and combining
+    the partials with a warp reduction turns 32 redundant serial loops into one parallel one
+    (CUDA C++ Programming Guide, "Warp Shuffle Functions"; the standard "warp-per-row"
+    reduction, e.g. Apex/PyTorch's softmax and layer norm kernels).
+
+    Legality checked: the loop body is lets plus one ``acc = acc (+|max|min) term``; the loop
+    runs in warp-uniform control flow (no lane-dependent branch or earlier lane-dependent
+    return around it) with warp-uniform bounds; ``acc`` and ``term`` are the same for all
+    lanes of a warp (they depend on no lane-varying value, loads count as uniform when their
+    index is); blocks hold whole warps. Sums are reassociated (float rounding may differ, as
+    with any parallel reduction). Not checked: that a load at a uniform index sees the same
+    data in every lane (true unless the kernel races).
+    """
+
+    name = "split-reduction"
+    site_key = "loop"
+    params = (ParamSpace("ways", (32,)),)
+
+    def sites(self, kernel: Kernel) -> list[str]:
+        return [lp.label for lp in analysis.loops(kernel)
+                if analysis.canonical(lp) is not None and reduction_of(lp) is not None]
+
+    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        loop = analysis.find_loop(kernel, site)
+        canon = analysis.canonical(loop) if loop is not None else None
+        red = reduction_of(loop) if loop is not None else None
+        if canon is None or red is None:
+            return NotApplicable(f"{site} is not a counted reduction loop")
+        ways = int(params.get("ways", 32))  # type: ignore[arg-type]
+        if kernel.launch.threads_per_block % 32:
+            return NotApplicable("the block holds a partial warp")
+        acc, op, term = red
+        tainted = lane_varying_vars(kernel)
+        block = kernel.launch.block
+        if lane_varying_context(kernel, loop):
+            return NotApplicable(f"{site} runs under lane-dependent control flow")
+        for part in (canon.start, canon.stop):
+            if is_lane_varying(part, tainted, block):
+                return NotApplicable(f"the bounds of {site} differ between lanes")
+        body_vars = {s.name for s in loop.body.stmts[:-1]}
+        if acc in tainted:
+            return NotApplicable(f"{acc!r} differs between lanes: each lane reduces its own")
+        for s in loop.body.stmts[:-1]:
+            if is_lane_varying(s.init, tainted - body_vars, block):  # type: ignore[attr-defined]
+                return NotApplicable(f"the terms of {site} differ between lanes")
+        if is_lane_varying(term, tainted - body_vars, block):
+            return NotApplicable(f"the terms of {site} differ between lanes")
+        acc_type = loop.body.stmts[-1].value.type
+        ident = _identity(op, acc_type)
+        if ident is None:
+            return NotApplicable(f"no identity for {op} over {acc_type}")
+        part = analysis.fresh_name(kernel, f"{acc}_part")
+        t = loop.type
+        lane = Cast(Special("lane"), t)
+        start = fold_expr(Binary("+", canon.start, Binary("*", lane, Const(canon.step, t), t), t))
+        last = loop.body.stmts[-1]
+        accumulate = dataclasses.replace(last, name=part, value=_combine(op, Var(part, acc_type),
+                                                                         term))
+        new_loop = dataclasses.replace(
+            loop, init=start,
+            update=Binary("+", Var(loop.var, t), Const(canon.step * ways, t), t),
+            body=dataclasses.replace(loop.body, stmts=loop.body.stmts[:-1] + (accumulate,)),
+            kind="serial", unroll=None)
+        total = WarpReduce(op, Var(part, acc_type), acc_type)
+        return analysis.replace_stmt(kernel, loop, [
+            Declare(part, acc_type, ident, loc=loop.loc),
+            new_loop,
+            Assign(acc, _combine(op, Var(acc, acc_type), total), loc=loop.loc),
+        ])
+
+
+def _combine(op: str, a: Expr, b: Expr) -> Expr:
+    if op == "sum":
+        return Binary("+", a, b, a.type)
+    return Call(op, (a, b), a.type)
+
+
+RULES = [SplitReduction()]

@@ -1,0 +1,69 @@
+"""tile-loop: strip-mine a counted loop into tiles of ``factor`` iterations."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from kir.analysis import canonical, constant_trip_count, find_loop, loops, replace_loop
+from kir.analysis_loops import Namer
+from kir.ir import Binary, Block, Call, Const, For, Kernel, Var
+from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.types import BOOL
+
+
+class TileLoop(BaseRule):
+    """Strip-mine ``for i in [a, b) step s`` into tiles of ``factor`` iterations.
+
+    CUDA practice: loop tiling / strip-mining, the first step of register and shared-memory
+    blocking (Best Practices Guide, "Shared memory" tiled matrix multiply; Volkov & Demmel
+    2008): ``for ii in [a, b) step s*f: for i in [ii, min(ii + s*f, b)) step s``. The outer
+    (tile) loop keeps the label; the inner (point) loop gets a fresh one and stays counted,
+    so it can be unrolled next. When the trip count is a known multiple of the factor the
+    ``min`` is dropped. Legality: the order of iterations is unchanged, so it is always legal
+    for canonical loops (constant positive step, bound not written in the body); overflow of
+    ``ii + s*f`` past the type's maximum is not checked.
+    """
+
+    name = "tile-loop"
+    site_key = "loop"
+    params = (ParamSpace("factor", (8, 4, 16, 32)),)
+
+    def sites(self, kernel: Kernel) -> list[str]:
+        return [f.label for f in loops(kernel) if canonical(f) is not None]
+
+    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        loop = find_loop(kernel, site)
+        c = canonical(loop) if loop is not None else None
+        if loop is None or c is None:
+            return NotApplicable(f"{site} is not a counted loop (v = a; v < b; v += const)")
+        factor = int(params.get("factor", 8))  # type: ignore[arg-type]
+        trips = constant_trip_count(loop)
+        if trips is not None and trips <= factor:
+            return NotApplicable(f"{site} runs {trips} iterations: no more than one tile")
+        t = loop.type
+        namer = Namer(kernel)
+        outer_var = namer.name(f"{loop.var}_tile")
+        ov = Var(outer_var, t)
+        width = Const(c.step * factor, t)
+        tile_end = Binary("+", ov, width, t)
+        if trips is not None and trips % factor == 0:
+            bound = tile_end
+            op = "<"
+        elif c.inclusive:
+            bound = Call("min", (Binary("-", tile_end, Const(1, t), t), c.stop), t)
+            op = "<="
+        else:
+            bound = Call("min", (tile_end, c.stop), t)
+            op = "<"
+        inner = For(namer.label(), loop.var, t, ov,
+                    Binary(op, Var(loop.var, t), bound, BOOL), loop.update, loop.body,
+                    loop.kind, loop.unroll, loop.loc)
+        outer = For(loop.label, outer_var, t, c.start,
+                    Binary(loop.cond.op, ov, c.stop, BOOL),  # type: ignore[attr-defined]
+                    Binary("+", ov, width, t), Block((inner,), loop.body.loc),
+                    loc=loop.loc)
+        return replace_loop(kernel, site, outer)
+
+
+RULES = [TileLoop()]

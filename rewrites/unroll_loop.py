@@ -1,0 +1,99 @@
+"""unroll-loop: repeat a counted loop's body k times per iteration (or fully)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from kir.analysis import canonical, constant_trip_count, find_loop, loops, replace_loop
+from kir.analysis_loops import Namer, copy_body, own_exits
+from kir.fold import fold, fold_expr
+from kir.ir import Assign, Binary, Block, Const, Declare, Expr, For, Kernel, Var
+from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.types import BOOL
+
+MAX_FULL = 64
+
+
+class UnrollLoop(BaseRule):
+    """Unroll a counted loop by 2, 4 or 8 (with a remainder loop), or fully.
+
+    CUDA practice: loop unrolling, ``#pragma unroll`` (CUDA C++ Programming Guide,
+    "#pragma unroll"; Best Practices Guide, "Loop unrolling"): fewer branches and index
+    updates, more independent instructions in flight. Factor k turns
+    ``for (v = a; v < b; v += s)`` into a main loop running k copies of the body
+    (``v``, ``v + s``, ...) while ``v < b - (k-1)s``, and a remainder loop for the rest, so
+    every trip count is handled; ``full`` needs a constant trip count of at most 64
+    (sites marked ``#pragma unroll`` come first). Copies get fresh local names and fresh
+    labels for nested loops. Legality: only canonical loops (constant positive step, bound
+    not written in the body) without their own ``break``/``continue``; unrolling keeps each
+    thread's order of operations, so no dependence test is needed. Not checked: overflow of
+    ``b - (k-1)s`` near the type's minimum (unsigned loops with a non-constant bound are
+    refused for that reason).
+    """
+
+    name = "unroll-loop"
+    site_key = "loop"
+    params = (ParamSpace("factor", (4, 2, 8, "full")),)
+
+    def sites(self, kernel: Kernel) -> list[str]:
+        found = [f for f in loops(kernel) if canonical(f) is not None]
+        found.sort(key=lambda f: f.unroll is None)  # #pragma unroll hints first
+        return [f.label for f in found]
+
+    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        loop = find_loop(kernel, site)
+        c = canonical(loop) if loop is not None else None
+        if loop is None or c is None:
+            return NotApplicable(f"{site} is not a counted loop (v = a; v < b; v += const)")
+        if own_exits(loop):
+            return NotApplicable(f"{site} has break/continue")
+        factor = params.get("factor", 4)
+        trips = constant_trip_count(loop)
+        namer = Namer(kernel)
+        t = loop.type
+        if factor == "full":
+            if trips is None or trips > MAX_FULL:
+                return NotApplicable(f"full unroll needs a constant trip count <= {MAX_FULL}")
+            stmts = []
+            for k in range(trips):
+                value = Const(int(c.start.value) + k * c.step, t)  # type: ignore[union-attr]
+                stmts.extend(fold(copy_body(loop.body, namer, {loop.var: value})).stmts)
+            return replace_loop(kernel, site, stmts)
+        k = int(factor)  # type: ignore[arg-type]
+        if trips is not None and trips % k == 0:
+            main = _main_loop(loop, c.step, k, namer, None, loop.cond)
+            return replace_loop(kernel, site, main)
+        if not t.is_signed and trips is None:
+            return NotApplicable(f"unsigned loop {site} with a non-constant bound")
+        var = Var(loop.var, t)
+        stop_minus = fold_expr(Binary("-", c.stop, Const((k - 1) * c.step, t), t))
+        main_cond = Binary(loop.cond.op, var, stop_minus, BOOL)  # type: ignore[attr-defined]
+        rest = namer.name(f"{loop.var}_rest")
+        main = _main_loop(loop, c.step, k, namer, rest, main_cond)
+        rvar = namer.name(f"{loop.var}_r")
+        remainder = For(namer.label(), rvar, t, Var(rest, t),
+                        Binary(loop.cond.op, Var(rvar, t), c.stop, BOOL),  # type: ignore
+                        Binary("+", Var(rvar, t), Const(c.step, t), t),
+                        copy_body(loop.body, namer, {loop.var: Var(rvar, t)}),
+                        loc=loop.loc)
+        return replace_loop(kernel, site, [Declare(rest, t, c.start, loc=loop.loc), main,
+                                           remainder])
+
+
+def _main_loop(loop: For, step: int, k: int, namer: Namer, rest: str | None,
+               cond: Expr) -> For:
+    t = loop.type
+    var = Var(loop.var, t)
+    stmts = list(loop.body.stmts)  # copy 0 keeps the original names
+    for j in range(1, k):
+        advanced = Binary("+", var, Const(j * step, t), t)
+        stmts.extend(copy_body(loop.body, namer, {loop.var: advanced}).stmts)
+    next_value = Binary("+", var, Const(k * step, t), t)
+    if rest is not None:
+        stmts.append(Assign(rest, next_value, loc=loop.loc))
+    return For(loop.label, loop.var, t, loop.init, cond, next_value,
+               Block(tuple(stmts), loop.body.loc), loop.kind, None, loop.loc)
+
+
+RULES = [UnrollLoop()]

@@ -1,0 +1,220 @@
+"""warp-reduce: recognize hand-written warp reductions and replace them with WarpReduce."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from kir import analysis
+from kir.analysis_parallel import is_thread_x, position_of, single_defs
+from kir.ir import (Assign, Barrier, Binary, Block, Call, Cast, Const, Declare, Expr, For, If,
+                    Kernel, Load, Shuffle, Special, Store, Var, WarpReduce, While, const)
+from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.types import BOOL, U32, ScalarType
+
+
+def _var(e: Expr, name: str) -> bool:
+    return isinstance(e, Var) and e.name == name
+
+
+def _halving(loop: For, start_ok) -> bool:
+    """``for (s = START; s > 0; s = s / 2 | s >> 1)`` with ``start_ok(START)``."""
+    c, u, v = loop.cond, loop.update, loop.var
+    if not (isinstance(c, Binary) and c.op == ">" and _var(c.left, v)
+            and isinstance(c.right, Const) and c.right.value == 0):
+        return False
+    if not (isinstance(u, Binary) and _var(u.left, v) and isinstance(u.right, Const)
+            and ((u.op == "/" and u.right.value == 2) or (u.op == ">>" and u.right.value == 1))):
+        return False
+    return start_ok(loop.init)
+
+
+def _combine(value: Expr, a: Expr, b_ok) -> str | None:
+    """The reduction op when ``value`` is ``a + B``, ``B + a``, ``max(a, B)``, ``min(...)``
+    with ``b_ok(B)``."""
+    if isinstance(value, Binary) and value.op == "+":
+        if value.left == a and b_ok(value.right):
+            return "sum"
+        if value.right == a and b_ok(value.left):
+            return "sum"
+    if isinstance(value, Call) and value.fn in ("max", "min") and len(value.args) == 2:
+        x, y = value.args
+        if (x == a and b_ok(y)) or (y == a and b_ok(x)):
+            return value.fn
+    return None
+
+
+def butterfly(loop: For) -> tuple[str, str] | None:
+    """(variable, op) when ``loop`` is ``for (off = 16; off > 0; off /= 2) v = v + shfl(v,
+    off)`` (xor or down shuffles over the full warp), else None."""
+    if not _halving(loop, lambda e: isinstance(e, Const) and e.value == 16):
+        return None
+    if len(loop.body.stmts) != 1 or not isinstance(loop.body.stmts[0], Assign):
+        return None
+    stmt = loop.body.stmts[0]
+    v = Var(stmt.name, stmt.value.type)
+
+    def is_shuffle(e: Expr) -> bool:
+        return (isinstance(e, Shuffle) and e.mode in ("xor", "down") and e.width == 32
+                and e.value == v and _var(_strip(e.lane), loop.var))
+
+    op = _combine(stmt.value, v, is_shuffle)
+    if op is None or not isinstance(stmt.value.type, ScalarType):
+        return None
+    return stmt.name, op
+
+
+def _strip(e: Expr) -> Expr:
+    while isinstance(e, Cast):
+        e = e.value
+    return e
+
+
+def tree(kernel: Kernel, loop: For) -> tuple[str, str, Expr] | None:
+    """(buffer, op, tid expr) when ``loop`` is the shared-memory tree ``for (s = bdim/2; s >
+    0; s >>= 1) { if (tid < s) sh[tid] = sh[tid] + sh[tid + s]; barrier }``."""
+    bx = kernel.launch.block[0]
+    if kernel.launch.block[1:] != (1, 1) or bx < 32 or bx & (bx - 1):
+        return None
+
+    def start_ok(e: Expr) -> bool:
+        e = _strip(e)
+        if isinstance(e, Const):
+            return e.value == bx // 2
+        return (isinstance(e, Binary) and e.op == "/" and isinstance(e.right, Const)
+                and e.right.value == 2 and isinstance(_strip(e.left), Special)
+                and _strip(e.left).kind == "block_dim" and _strip(e.left).axis == "x")
+
+    if not _halving(loop, start_ok):
+        return None
+    stmts = loop.body.stmts
+    if len(stmts) != 2 or not isinstance(stmts[0], If) or stmts[0].orelse is not None \
+            or not isinstance(stmts[1], Barrier) or len(stmts[0].then.stmts) != 1:
+        return None
+    cond, store = stmts[0].cond, stmts[0].then.stmts[0]
+    defs = single_defs(kernel)
+
+    def tid(e: Expr) -> bool:
+        e = _strip(e)
+        return is_thread_x(e) or (isinstance(e, Var) and e.name in defs
+                                  and is_thread_x(defs[e.name]))
+
+    if not (isinstance(cond, Binary) and cond.op == "<" and tid(cond.left)
+            and _var(_strip(cond.right), loop.var)):
+        return None
+    if not (isinstance(store, Store) and tid(store.index)
+            and isinstance(store.value.type, ScalarType)):
+        return None
+    own = Load(store.buffer, store.index, store.value.type)
+
+    def other(e: Expr) -> bool:
+        return (isinstance(e, Load) and e.buffer == store.buffer
+                and isinstance(e.index, Binary) and e.index.op == "+"
+                and e.index.left == store.index and _var(_strip(e.index.right), loop.var))
+
+    op = _combine(store.value, own, other)
+    return (store.buffer, op, store.index) if op else None
+
+
+def _sites(kernel: Kernel) -> list[For]:
+    return [lp for lp in analysis.loops(kernel) if butterfly(lp) or tree(kernel, lp)]
+
+
+class WarpReduceRule(BaseRule):
+    """Replace a hand-written warp reduction with a WarpReduce (simd_sum / simd_max).
+
+    CUDA practice: the shuffle butterfly ``for (off = 16; off > 0; off /= 2) v +=
+    __shfl_xor_sync(~0u, v, off)`` (CUDA C++ Programming Guide, "Warp Shuffle Functions") and
+    the shared-memory tree reduction whose last five steps run inside one warp (Harris,
+    "Optimizing Parallel Reduction in CUDA", 2007, "unroll the last warp"). Metal has
+    ``simd_sum``/``simd_max`` for the whole SIMD-group in one instruction; CUDA emits the
+    butterfly again.
+
+    Legality checked: the butterfly covers the full 32-lane warp (starts at 16, halves to 1,
+    width 32) and combines the variable with its own shuffle; for ``__shfl_down_sync`` only
+    lane 0 held the total in CUDA, and every lane getting it is a refinement. The tree form
+    needs a power-of-two block width (y = z = 1) that the loop starts at half of, and the
+    buffer read afterwards only at element 0 (the other elements' partial sums are not kept);
+    blocks wider than 32 keep the loop for s > 32 and hand the tail to warp 0. Not checked:
+    that inactive lanes of a divergent warp held nothing the CUDA code relied on (the search
+    validates every candidate).
+    """
+
+    name = "warp-reduce"
+    site_key = "at"
+    params = ()
+
+    def sites(self, kernel: Kernel) -> list[str]:
+        return [str(i) for i in range(len(_sites(kernel)))]
+
+    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        found = _sites(kernel)
+        if not site.isdigit() or int(site) >= len(found):
+            return NotApplicable(f"no warp reduction #{site}")
+        loop = found[int(site)]
+        bf = butterfly(loop)
+        if bf is not None:
+            name, op = bf
+            stmt = loop.body.stmts[0]
+            v = Var(name, stmt.value.type)
+            new = Assign(name, WarpReduce(op, v, stmt.value.type), loc=loop.loc)
+            return analysis.replace_stmt(kernel, loop, new)
+        return _apply_tree(kernel, loop)
+
+
+def _apply_tree(kernel: Kernel, loop: For) -> Kernel | NotApplicable:
+    buf, op, tid = tree(kernel, loop)  # type: ignore[misc]
+    pos = position_of(kernel, loop)
+    if pos is None or any(isinstance(a, (For, While, If)) for a in pos.ancestors):
+        return NotApplicable("the tree reduction is nested in a loop or branch")
+    after = pos.block.stmts[pos.index + 1:]
+    for s in after:
+        for n in s.walk():
+            if isinstance(n, Load) and n.buffer == buf and not (
+                    isinstance(_strip(n.index), Const) and _strip(n.index).value == 0):
+                return NotApplicable(f"{buf!r} is read at an element other than 0 afterwards; "
+                                     "its partial sums would change")
+    bx = kernel.launch.block[0]
+    elem = kernel_elem(kernel, buf)
+    if elem is None:
+        return NotApplicable(f"{buf!r} is not a shared array")
+    res = analysis.fresh_name(kernel, f"{buf}_red")
+    own = Load(buf, tid, elem)
+    value = own
+    if bx > 32:
+        shifted = Binary("+", tid, Cast(Const(32, U32), tid.type) if tid.type != U32
+                         else Const(32, U32), tid.type)
+        value = _combine_expr(op, own, Load(buf, shifted, elem))
+    tid_u = tid if tid.type == U32 else Cast(tid, U32)
+    zero = Const(0, tid.type) if isinstance(tid.type, ScalarType) else const(0)
+    warp0 = If(Binary("<", tid_u, Const(32, U32), BOOL), Block((
+        Declare(res, elem, WarpReduce(op, value, elem), loc=loop.loc),
+        If(Binary("==", tid, zero, BOOL),
+           Block((Store(buf, Const(0, tid.type), Var(res, elem), loc=loop.loc),)),
+           loc=loop.loc),
+    )), loc=loop.loc)
+    new: list = []
+    if bx > 32:
+        v = Var(loop.var, loop.type)
+        new.append(dataclasses.replace(loop, cond=Binary(">", v, Const(32, loop.type), BOOL)))
+    new += [warp0, Barrier("block", loc=loop.loc)]
+    return analysis.replace_stmt(kernel, loop, new)
+
+
+def kernel_elem(kernel: Kernel, buf: str) -> ScalarType | None:
+    from kir.ir import Alloc
+    for n in kernel.body.walk():
+        if isinstance(n, Alloc) and n.name == buf and n.space == "shared" \
+                and isinstance(n.elem, ScalarType):
+            return n.elem
+    return None
+
+
+def _combine_expr(op: str, a: Expr, b: Expr) -> Expr:
+    if op == "sum":
+        return Binary("+", a, b, a.type)
+    return Call(op, (a, b), a.type)
+
+
+RULES = [WarpReduceRule()]

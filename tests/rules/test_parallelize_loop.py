@@ -1,0 +1,56 @@
+"""parallelize-loop: an independent top-level loop becomes a grid dimension."""
+
+import numpy as np
+from parallel_common import kernel, same_outputs, sweep_examples, text
+
+from kir.rewrites.parallelize_loop import ParallelizeLoop
+from kir.rules import NotApplicable, RuleContext
+
+RULE = ParallelizeLoop()
+
+SRC = """
+__global__ void k(const float* x, float* y, int n, int m) {
+  for (int r = 0; r < n; r++) {
+    for (int c = threadIdx.x; c < m; c += 32) y[r * m + c] = 2.0f * x[r * m + c];
+  }
+}
+"""
+CTX = RuleContext(sizes={"n": 5, "m": 32}, scalars={"n": 5, "m": 32})
+
+
+def test_golden_and_semantics():
+    k = kernel(SRC)
+    out = RULE.apply(k, "L0", {"dim": "z"}, CTX)
+    assert text(out) == """\
+kernel @k(x: f32* global const, y: f32* global, n: i32, m: i32)
+    grid=("1", "1", "n") block=(32, 1, 1) shared_bytes=0 {
+  let r: i32 = i32(block.z)
+  if r < n {
+    for L1 c: i32 = i32(thread.x); c < m; c = c + 32 {
+      y[r * m + c] = 2.0 * x[r * m + c]
+    }
+  }
+}"""
+    x = np.random.default_rng(0).random(160, dtype=np.float32)
+    same_outputs(k, out, {"x": x, "y": np.zeros(160, np.float32), "n": 5, "m": 32}, {"n": 5})
+
+
+def test_runtime_bound_becomes_number():
+    k = kernel(SRC.replace("r < n", "r < n - 1"))
+    out = RULE.apply(k, "L0", {"dim": "y"}, CTX)
+    assert out.launch.grid == ("1", "4", "1")
+
+
+def test_not_applicable():
+    acc = SRC.replace("y[r * m + c] = 2.0f * x[r * m + c]", "y[c] += x[r * m + c]")
+    res = RULE.apply(kernel(acc), "L0", {"dim": "z"}, CTX)
+    assert isinstance(res, NotApplicable) and "dependence" in res.reason
+    uses_z = SRC.replace("2.0f *", "(float)blockIdx.z *")
+    res = RULE.apply(kernel(uses_z), "L0", {"dim": "z"}, CTX)
+    assert isinstance(res, NotApplicable) and "block.z" in res.reason
+    res = RULE.apply(kernel(SRC, grid=("1", "3", "1")), "L0", {"dim": "y"}, CTX)
+    assert isinstance(res, NotApplicable) and "already" in res.reason
+
+
+def test_examples():
+    sweep_examples([RULE])
