@@ -4,3 +4,7 @@
 from kir.commands import apply_cmd, compile_cmd, parse_cmd, rules_cmd, run_cmd
 
 COMMANDS = [parse_cmd, run_cmd, compile_cmd, rules_cmd, apply_cmd]
+
+from kir.commands import db_cmd, emit_cmd  # noqa: E402 - search, db and emit (issue 5)
+
+COMMANDS += [emit_cmd, db_cmd]

@@ -1,0 +1,235 @@
+"""Hints: known CUDA practice for a kernel's shape, as first genomes for the search.
+
+Each detector looks at the IR for a shape a CUDA author would recognise (an attention loop
+nest, a tiled matmul, a row reduction written with shuffles, a linear recurrence) and names a
+*recipe*: the rules that practice applies, in order, with the loops or buffers they should act
+on. :func:`hints` turns recipes into real steps by asking each rule for its sites in the kernel
+the previous steps made and keeping only the steps that apply, so a recipe naming a rule that
+is not in the registry (or that no longer matches) just gets shorter. The search validates
+every hint like any other candidate; a hint is a suggestion, never trusted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from kir.ir import Assign, Binary, Call, For, Kernel, Node, Shuffle, Var
+from kir.rules import Rule, RuleContext, Step, apply_step
+from kir.search.genome import safe_sites
+
+
+@dataclass(frozen=True)
+class Want:
+    """One recipe step: ``rule`` at the first of ``sites`` that applies (any site the rule
+    offers when ``any_site``), with ``params`` where the rule has them. ``repeat`` applies it
+    again while it still finds a site (e.g. every warp reduction of a kernel)."""
+
+    rule: str
+    sites: tuple[str, ...] = ()
+    params: Mapping[str, object] = field(default_factory=dict)
+    any_site: bool = False
+    repeat: int = 1
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A named genome from known practice (``steps`` replay with apply_trace)."""
+
+    name: str
+    steps: tuple[Step, ...]
+
+
+# ------------------------------------------------------------------------------ detectors
+
+
+def _loops(node: Node) -> list[For]:
+    return [n for n in node.walk() if isinstance(n, For)]
+
+
+def _calls(node: Node, *names: str) -> bool:
+    return any(isinstance(n, Call) and n.fn in names for n in node.walk())
+
+
+def _has_max(node: Node) -> bool:
+    """A running max: the intrinsic, or ``if (s > m) m = s`` written out."""
+    if _calls(node, "max"):
+        return True
+    return any(isinstance(n, Binary) and n.op in (">", "<") and n.left.type.name.startswith("f")
+               for n in node.walk() if hasattr(getattr(n, "left", None), "type"))
+
+
+def attention_nest(kernel: Kernel) -> tuple[str, str] | None:
+    """(tile loop, row loop) when an outer loop over tiles has exp and max inside and an inner
+    loop that itself holds loops (the rows of a query tile): FlashAttention's shape."""
+    for outer in _loops(kernel.body):
+        if not (_calls(outer.body, "exp", "exp2") and _has_max(outer.body)):
+            continue
+        for inner in _loops(outer.body):
+            if _loops(inner.body) and _calls(inner.body, "exp", "exp2"):
+                return outer.label, inner.label
+    return None
+
+
+def _is_mac(stmt: Node) -> bool:
+    """``acc = acc + a * b`` (or ``b * a + acc``): a multiply-accumulate into a local."""
+    if not isinstance(stmt, Assign) or not isinstance(stmt.value, Binary):
+        return False
+    value = stmt.value
+    if value.op != "+":
+        return False
+    own = [side for side in (value.left, value.right)
+           if isinstance(side, Var) and side.name == stmt.name]
+    other = value.right if own and own[0] is value.left else value.left
+    return bool(own) and isinstance(other, Binary) and other.op == "*"
+
+
+def matmul_nest(kernel: Kernel) -> tuple[str, str] | None:
+    """(tile loop, inner product loop) for a loop over tiles staged in shared memory whose inner
+    loop multiply-accumulates into a local: the tiled-matmul shape."""
+    from kir.ir import Alloc
+
+    if not any(isinstance(n, Alloc) and n.space == "shared" for n in kernel.body.walk()):
+        return None
+    for outer in _loops(kernel.body):
+        for inner in _loops(outer.body):
+            if any(_is_mac(s) for s in inner.body.stmts):
+                return outer.label, inner.label
+    return None
+
+
+def shuffle_reduction(kernel: Kernel) -> bool:
+    """Warp shuffles (a loop of them, or an unrolled butterfly), or a shared-memory tree whose
+    stride halves each step: a hand-written reduction a warp reduction can replace."""
+    if any(isinstance(n, Shuffle) for n in kernel.body.walk()):
+        return True
+    return any(isinstance(loop.update, Binary) and loop.update.op in (">>", "/")
+               for loop in _loops(kernel.body))
+
+
+def recurrence_loops(kernel: Kernel) -> list[str]:
+    """Loops carrying ``h = a * h + b``: a linear recurrence a scan can parallelize."""
+    found = []
+    for loop in _loops(kernel.body):
+        for stmt in loop.body.stmts:
+            if isinstance(stmt, Assign) and isinstance(stmt.value, Binary) \
+                    and stmt.value.op == "+":
+                product = stmt.value.left
+                if isinstance(product, Binary) and product.op == "*" and any(
+                        isinstance(side, Var) and side.name == stmt.name
+                        for side in (product.left, product.right)):
+                    found.append(loop.label)
+                    break
+    return found
+
+
+def shared_buffers(kernel: Kernel) -> tuple[str, ...]:
+    from kir.ir import Alloc
+
+    return tuple(n.name for n in kernel.body.walk() if isinstance(n, Alloc) and n.space == "shared")
+
+
+# -------------------------------------------------------------------------------- recipes
+
+
+def _finishing(kernel: Kernel) -> list[Want]:
+    """What every kernel may take: fast math, and exp through exp2 where there are exps."""
+    wants = [Want("fast-math", ("all",), any_site=True)]
+    if _calls(kernel.body, "exp"):
+        wants += [Want("exp-to-exp2", ("all",), any_site=True),
+                  Want("exp-to-exp2-fast", ("all",), any_site=True)]
+    return wants
+
+
+def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
+    """Named recipes of known CUDA practice that fit ``kernel``'s shape (most specific
+    first), ending with the finishing touches alone."""
+    out: list[tuple[str, list[Want]]] = []
+    nest = attention_nest(kernel)
+    if nest:
+        tiles, rows = nest
+        out.append(("flash-attention-2", [
+            Want("interchange-loops", (tiles,)),
+            Want("parallelize-loop", (rows, tiles)),
+            Want("promote-to-registers", any_site=True, repeat=3),
+            Want("hoist-invariant", any_site=True),
+            *_finishing(kernel)]))
+    mm = None if nest else matmul_nest(kernel)  # attention holds matmuls; FA2 covers them
+    if mm:
+        tiles, inner = mm
+        out.append(("tiled-matmul", [
+            Want("mma-tile", any_site=True),
+            Want("cooperative-load", (tiles,)),
+            Want("vectorize-access", (tiles,), {"width": 4}),
+            Want("double-buffer", (tiles,)),
+            *[Want("pad-shared", (name,), {"pad": 1}) for name in shared_buffers(kernel)],
+            Want("unroll-loop", (inner,), {"factor": 4}),
+            Want("coarsen-threads", ("x",)),
+            *_finishing(kernel)]))
+    if shuffle_reduction(kernel):
+        out.append(("warp-reduce", [Want("warp-reduce", any_site=True, repeat=4),
+                                    *_finishing(kernel)]))
+    scans = recurrence_loops(kernel)
+    if scans:
+        out.append(("parallel-scan", [Want("parallel-scan", tuple(scans)), *_finishing(kernel)]))
+    out.append(("fast-math", _finishing(kernel)))
+    return out
+
+
+# ---------------------------------------------------------------------------------- build
+
+
+def _params(rule: Rule, wanted: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
+    """The wanted parameter values where the rule offers them, its defaults elsewhere."""
+    out = []
+    for space in rule.params:
+        value = wanted.get(space.name)
+        out.append((space.name, value if value in space.choices else space.choices[0]))
+    return tuple(out)
+
+
+def build(kernel: Kernel, wants: Sequence[Want], registry: Mapping[str, Rule],
+          ctx: RuleContext) -> tuple[Step, ...]:
+    """Turn a recipe into the steps that really apply, in order (missing rules, absent sites
+    and steps a rule declines are dropped; a rule that raises is dropped too)."""
+    steps: list[Step] = []
+    for want in wants:
+        rule = registry.get(want.rule)
+        if rule is None:
+            continue
+        for _ in range(max(1, want.repeat)):
+            offered = safe_sites(rule, kernel)
+            order = [s for s in want.sites if s in offered]
+            if want.any_site:
+                order += [s for s in offered if s not in order]
+            for site in order:
+                step = Step(rule.name, site, _params(rule, want.params), rule.site_key)
+                try:
+                    result = apply_step(kernel, step, registry, ctx)
+                except Exception:  # noqa: BLE001 - a buggy rule must not stop the hints
+                    continue
+                if isinstance(result, Kernel) and result != kernel:
+                    steps.append(step)
+                    kernel = result
+                    break
+            else:
+                break  # no site applied: repeating will not help
+    return tuple(steps)
+
+
+def hints(kernel: Kernel, registry: Mapping[str, Rule], ctx: RuleContext | None = None,
+          extra: Sequence[tuple[str, Sequence[Want]]] = ()) -> list[Hint]:
+    """Hints for ``kernel``: each fitting recipe built against the registry, empty and
+    duplicate genomes dropped, in recipe order."""
+    ctx = ctx or RuleContext()
+    out: list[Hint] = []
+    seen: set[tuple[Step, ...]] = set()
+    for name, wants in [*recipes(kernel), *extra]:
+        steps = build(kernel, wants, registry, ctx)
+        if steps and steps not in seen:
+            seen.add(steps)
+            out.append(Hint(name, steps))
+    return out
+
+
+HintFn = Callable[[Kernel], list[tuple[str, list[Want]]]]

@@ -1,0 +1,249 @@
+"""`kir compile --search`, `kir db`, `kir emit`, hints and the report, end to end on the CPU.
+
+The search times with the Apple-GPU cost model (``--target model``). Where the model evaluator
+is not in this build, a small stand-in (interpreter validation + a size-of-IR cost) takes its
+place through ``compile_search.make_evaluator``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kir.cli import main
+from kir.commands import compile_search
+from kir.ir import Call, Kernel
+from kir.load import load_kernel
+from kir.printer import print_kernel
+from kir.registry import load_registry
+from kir.rules import RuleContext
+from kir.search import Evaluation, TuningDB
+from kir.search.hints import attention_nest, hints, matmul_nest, recurrence_loops
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+BROKEN = Path(__file__).parent / "data" / "broken_rule.py"
+SIZES = ["--size", "rows=4", "--size", "cols=96"]
+
+
+class StandInEvaluator:
+    """Validate on the interpreter against the spec's reference; time = IR size, with slow
+    (non-fast) math calls costing extra, so rules move the time deterministically."""
+
+    modelled = True
+    target = "model:test"
+    device = "cpu"
+
+    def __init__(self, loaded) -> None:
+        self.loaded = loaded
+
+    def evaluate(self, kernel: Kernel) -> Evaluation:
+        from kir.targets import check_on_target
+
+        outcome = check_on_target(dataclasses.replace(self.loaded, kernel=kernel), "interp")
+        if not outcome.result.ok:
+            return Evaluation.rejected("invalid", "outputs differ from the reference")
+        text = print_kernel(kernel, locations=False)
+        slow = sum(1 for n in kernel.walk() if isinstance(n, Call) and not n.fast)
+        return Evaluation.timed(0.001 * len(text) + 0.05 * slow)
+
+
+@pytest.fixture(autouse=True)
+def evaluator(monkeypatch):
+    try:
+        import kir.search.evaluators  # noqa: F401
+    except ImportError:
+        monkeypatch.setattr(compile_search, "make_evaluator",
+                            lambda loaded, target: StandInEvaluator(loaded))
+
+
+def search(tmp_path: Path, *extra: str, example: str = "softmax.cu") -> tuple[int, str]:
+    argv = ["compile", str(EXAMPLES / example), "--search", "--target", "model", *SIZES,
+            "--budget", "12", "--seed", "1", "--db", str(tmp_path / "tmp.db"),
+            "--out-dir", str(tmp_path / "out"), "--report", str(tmp_path / "rep"), *extra]
+    return main(argv), ""
+
+
+def test_search_writes_module_trace_ir_and_report(tmp_path, capsys):
+    code, _ = search(tmp_path)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "best:" in out.out and "(modelled)" in out.out
+    assert "modelled" in out.err  # the progress lines say so too
+    files = {p.name for p in (tmp_path / "out").iterdir()}
+    assert {"softmax_kir.py", "best.trace.json", "best.kir"} <= files
+    module = (tmp_path / "out" / "softmax_kir.py").read_text()
+    assert "TARGET = 'metal'" in module and "def softmax_rows(" in module
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Transfer table" in report and "## Rules tried and rejected" in report
+    assert "(modelled)" in report
+    assert (tmp_path / "rep" / "progress.png").exists() or \
+        (tmp_path / "rep" / "progress.csv").exists()
+    trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
+    for step in trace["steps"]:  # every winning step is in the report with a diff
+        assert "### Step" in report and step in report
+
+
+def test_second_run_is_answered_by_the_db(tmp_path, capsys):
+    assert search(tmp_path)[0] == 0
+    first = capsys.readouterr().out
+    with TuningDB(tmp_path / "tmp.db") as db:
+        rows_before = sum(info.count for info in db.runs())
+    assert search(tmp_path)[0] == 0
+    second = capsys.readouterr().out
+    with TuningDB(tmp_path / "tmp.db") as db:
+        rows_after = sum(info.count for info in db.runs())
+    assert rows_after == rows_before  # no new evaluation, ablation included
+    total = re.search(r"(\d+) evaluations \((\d+) from the tuning database\)", second)
+    assert total and total.group(1) == total.group(2)
+    best = re.compile(r"best: ([0-9.e+-]+) ms")
+    assert best.search(first).group(1) == best.search(second).group(1)
+
+
+def test_trace_replays_to_best_kir(tmp_path, capsys):
+    assert search(tmp_path)[0] == 0
+    capsys.readouterr()
+    out = tmp_path / "out"
+    steps = json.loads((out / "best.trace.json").read_text())["steps"]
+    replay = tmp_path / "replay.kir"
+    if steps:
+        code = main(["apply", str(EXAMPLES / "softmax.cu"), *SIZES, "--trace",
+                     str(out / "best.trace.json"), "-o", str(replay)])
+        assert code == 0
+        assert replay.read_text() == (out / "best.kir").read_text()
+    else:  # nothing won: best.kir is the input kernel
+        loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 4, "cols": 96})
+        assert print_kernel(loaded.kernel) == (out / "best.kir").read_text()
+
+
+def test_db_list_show_export(tmp_path, capsys):
+    assert search(tmp_path)[0] == 0
+    capsys.readouterr()
+    db = str(tmp_path / "tmp.db")
+    assert main(["db", "list", "--db", db]) == 0
+    listing = capsys.readouterr().out
+    assert "softmax_rows" in listing and "1 keys" in listing
+    assert main(["db", "show", "1", "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert "(unrewritten)" in shown and "valid" in shown
+    assert main(["db", "export", "--db", db, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and {r["kernel"] for r in rows} == {"softmax_rows"}
+    assert main(["db", "export", "--db", db, "--format", "csv"]) == 0
+    csv_text = capsys.readouterr().out
+    assert csv_text.splitlines()[0].startswith("kernel,kernel_fp")
+    assert len(csv_text.splitlines()) == len(rows) + 1
+    assert main(["db", "show", "nosuchkernel", "--db", db]) == 2
+
+
+def test_planted_broken_rule_never_wins(tmp_path, capsys):
+    code, _ = search(tmp_path, "--rules", str(BROKEN), "--strategy", "greedy",
+                     "--budget", "30")
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
+    assert not any(s.startswith("drop-stores") for s in trace["steps"])
+    with TuningDB(tmp_path / "tmp.db") as db:
+        key = db.runs()[0].key
+        tried = [r for r in db.rows(key) if any(g.startswith("drop-stores") for g in r.genome)]
+    assert tried and all(r.evaluation.status != "ok" for r in tried)  # tried, and rejected
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert re.search(r"\| drop-stores \| \d+ \|", report)
+
+
+@pytest.mark.parametrize("target,marker", [("metal", "thread_position_in_threadgroup"),
+                                           ("cuda", "threadIdx")])
+def test_emit_prints_source_and_launch(target, marker, capsys):
+    assert main(["emit", str(EXAMPLES / "softmax.cu"), "--target", target]) == 0
+    text = capsys.readouterr().out
+    assert f"mx.fast.{target}_kernel" in text and "threadgroup = (256, 1, 1)" in text
+    assert "outputs: y: f32[64, 1000]" in text and marker in text
+
+
+def test_plain_compile_writes_module_and_metal(tmp_path, capsys):
+    module, metal = tmp_path / "sm.py", tmp_path / "sm.metal"
+    args = ["compile", "-q", str(EXAMPLES / "softmax.cu"), *SIZES]
+    assert main([*args, "-o", str(module)]) == 0
+    assert main([*args, "-o", str(metal)]) == 0
+    assert "def softmax_rows(" in module.read_text()
+    assert "[[kernel]]" in metal.read_text() or "kernel void" in metal.read_text()
+    assert main([*args, "-o", str(tmp_path / "x.txt")]) == 2
+
+
+def test_duration_parsing():
+    assert compile_search.parse_duration("5m") == 300
+    assert compile_search.parse_duration("1m30s") == 90
+    assert compile_search.parse_duration("45") == 45
+    for bad in ("", "soon", "0s"):
+        with pytest.raises(Exception):
+            compile_search.parse_duration(bad)
+
+
+# ------------------------------------------------------------------------------- hints
+
+
+def _ctx(loaded) -> RuleContext:
+    return compile_search.rule_context(loaded, "model")
+
+
+def test_hint_detectors_see_the_shapes():
+    fa = load_kernel(EXAMPLES / "flash_attn.cu").kernel
+    assert attention_nest(fa) == ("L0", "L2")
+    assert matmul_nest(load_kernel(EXAMPLES / "sgemm.cu").kernel) == ("L0", "L1")
+    assert recurrence_loops(load_kernel(EXAMPLES / "selective_scan.cu").kernel) == ["L0"]
+    assert matmul_nest(load_kernel(EXAMPLES / "softmax.cu").kernel) is None
+
+
+def test_hints_are_real_steps_and_skip_missing_rules():
+    loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 4, "cols": 96})
+    registry = load_registry()
+    found = hints(loaded.kernel, registry, _ctx(loaded))
+    assert found, "softmax should get at least the warp-reduce / fast-math hints"
+    from kir.rules import apply_trace
+
+    for hint in found:  # every step applies, in order, strictly
+        apply_trace(loaded.kernel, hint.steps, registry, _ctx(loaded), strict=True)
+    if "warp-reduce" in registry:
+        assert any(s.rule == "warp-reduce" for h in found for s in h.steps)
+    few = {name: registry[name] for name in registry if name not in ("warp-reduce",
+                                                                     "fast-math")}
+    for hint in hints(loaded.kernel, few, _ctx(loaded)):
+        assert all(s.rule in few for s in hint.steps)
+    assert hints(loaded.kernel, {}, _ctx(loaded)) == []
+
+
+# ------------------------------------------------------------------ progress and verdicts
+
+
+def test_progress_bar_tty_and_plain():
+    import io
+
+    from kir.commands.progress import ProgressBar
+    from kir.search import Progress
+
+    tty, plain = io.StringIO(), io.StringIO()
+    bars = [ProgressBar(modelled=True, stream=tty, tty=True),
+            ProgressBar(modelled=False, stream=plain, tty=False)]
+    for n in range(1, 21):
+        for bar in bars:
+            bar(Progress(n, n - 1, 1, 0.5, 1.0, 20, 0))
+    for bar in bars:
+        bar.close()
+    assert tty.getvalue().count("\r") == 20 and "(modelled)" in tty.getvalue()
+    assert "x2 over the unrewritten kernel" in tty.getvalue()
+    lines = plain.getvalue().splitlines()
+    assert len(lines) == 10 and "\r" not in plain.getvalue()
+    assert lines[-1].startswith("search: 20/20 evaluations") and "modelled" not in lines[-1]
+
+
+def test_ablation_verdicts():
+    from kir.report.ablation import verdict
+
+    assert verdict(1.5, "ok") == "paid off"
+    assert verdict(1.01, "ok") == "neutral (<2%)"
+    assert verdict(0.9, "ok") == "hurt"
+    assert verdict(None, "invalid") == "needed (without it: invalid)"
