@@ -433,9 +433,10 @@ def float_text(value: float, t: ScalarType) -> str:
         text = repr(float(target))
         for digits in range(1, 18):
             candidate = f"{float(target):.{digits}g}"
-            if np_type(float(candidate)) == target:
-                text = candidate
-                break
+            with np.errstate(over="ignore"):  # a short rounding of FLT_MAX overflows: skip it
+                if np_type(float(candidate)) == target:
+                    text = candidate
+                    break
     if "inf" in text or "nan" in text:
         return text
     if "." not in text and "e" not in text:
