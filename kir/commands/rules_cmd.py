@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import textwrap
+import inspect
 from pathlib import Path
 
 from kir.errors import KirError
@@ -66,10 +66,9 @@ def show_rule(registry, name: str | None, file: str | None) -> int:
         close = [n for n in registry if name in n or n in name]
         raise KirError(f"no rule named {name!r}",
                        hint=f"did you mean {', '.join(close)}?" if close else "`kir rules` lists them")
-    doc = type(rule).__doc__ if type(rule).__doc__ and not hasattr(rule, "doc") else \
-        getattr(rule, "doc", "")
+    doc = getattr(rule, "doc", None) or type(rule).__doc__ or rule.summary
     print(f"{rule.name}  ({registry.origins[name]})\n")
-    print(textwrap.dedent(doc or rule.summary).strip())
+    print(inspect.cleandoc(doc))
     for p in rule.params:
         print(f"\nparameter {p.name}: one of {', '.join(str(c) for c in p.choices)}")
     if file:
