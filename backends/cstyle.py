@@ -59,6 +59,8 @@ class Dialect:
     atomic_store: str | None
     cast_vector: str                         # "{type}({value})"
     keywords: frozenset[str] = frozenset()
+    # (printer, matrix statement) -> lines; None where the target has no matrix fragments
+    matrix: Callable[["Printer", ir.Stmt], list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -361,6 +363,9 @@ class Printer:
                 return [pad + "break;"]
             case ir.Continue():
                 return [pad + "continue;"]
+            case ir.MatrixFill() | ir.MatrixLoad() | ir.MatrixMultiplyAccumulate() \
+                    | ir.MatrixStore() if d.matrix is not None:
+                return [pad + line for line in d.matrix(self, s)]
         raise UnsupportedError(f"{d.name} backend cannot print {type(s).__name__}",
                                ir.stmt_loc(s))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kir import ir
 from kir.backends.cstyle import BufferInfo, Dialect, Printer
+from kir.backends.matrix_emit import CUDA_HELPER, cuda_matrix
 from kir.errors import UnsupportedError
 from kir.types import ScalarType
 
@@ -96,6 +97,7 @@ CUDA = Dialect(
         "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
         "fma", "sin", "cos", "floor", "ceil", "erf", "signed", "unsigned", "short", "long",
         "half", "uint", "Shape", "Strides"}),
+    matrix=cuda_matrix,
 )
 
 HELPERS = {
@@ -151,6 +153,9 @@ HELPERS = {
         f"return make_{t}{n}({', '.join(f'a.{c} {op} b.{c}' for c in 'xyzw'[:n])}); }}"
         for t in ("float", "int") for n in (2, 4) for op in "+-*/"),
 }
+
+# After "lane": the fragment helpers call kir_lane().
+HELPERS["matrix"] = CUDA_HELPER
 
 # What MLX puts before the header (mlx/backend/cuda/custom_kernel.cpp); for compiling the
 # full source outside MLX, STANDALONE_PRELUDE stands in for its utils.cuh include.

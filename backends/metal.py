@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kir import ir
 from kir.backends.cstyle import BufferInfo, Dialect, Printer
+from kir.backends.matrix_emit import METAL_HELPER, metal_matrix
 from kir.errors import UnsupportedError
 from kir.types import ScalarType
 
@@ -115,7 +116,9 @@ METAL = Dialect(
         "kernel", "device", "threadgroup", "constant", "thread", "half", "uint", "bfloat",
         "metal", "vec", "atomic", "simd_sum", "simd_max", "simd_min", "select", "as_type",
         "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
-        "fma", "sin", "cos", "floor", "ceil", "erf"}),
+        "fma", "sin", "cos", "floor", "ceil", "erf", "simdgroup_load", "simdgroup_store",
+        "simdgroup_multiply_accumulate", "make_filled_simdgroup_matrix", "ulong", "ulong2"}),
+    matrix=metal_matrix,
 )
 
 # kir type -> (Metal type, same-size unsigned type). The XOR result is cast back to the
@@ -124,6 +127,7 @@ _XOR_TYPES = {"f32": ("float", "uint"), "i32": ("int", "uint"), "u32": ("uint", 
               "f16": ("half", "ushort")}
 
 HELPERS = {
+    "simdgroup_matrix": METAL_HELPER,
     **{f"xor_{k}": f"inline {t} kir_xor({t} v, {b} key) "
                    f"{{ return as_type<{t}>({b}(as_type<{b}>(v) ^ key)); }}"
        for k, (t, b) in _XOR_TYPES.items()},

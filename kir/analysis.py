@@ -10,8 +10,9 @@ import dataclasses
 import itertools
 from typing import Callable, Iterator
 
-from kir.ir import (Alloc, Assign, Atomic, Binary, Block, Const, Declare, Expr, For, If, Kernel,
-                    Load, Node, Special, Stmt, Store, Var, While, transform)
+from kir.ir import (MATRIX_STMTS, Alloc, Assign, Atomic, Binary, Block, Const, Declare, Expr,
+                    For, If, Kernel, Load, MatrixFill, MatrixLoad, MatrixStore, Node, Special,
+                    Stmt, Store, Var, While, transform)
 
 # ---------------------------------------------------------------------------- navigation
 
@@ -63,10 +64,10 @@ def replace_loop(kernel: Kernel, label: str, new: Stmt | list[Stmt]) -> Kernel:
 
 
 def declared_names(node: Node) -> set[str]:
-    """Every name a Declare, For, Alloc or Atomic result introduces under ``node``."""
+    """Every name a Declare, For, Alloc or matrix fragment introduces under ``node``."""
     names: set[str] = set()
     for n in node.walk():
-        if isinstance(n, (Declare, Alloc)):
+        if isinstance(n, (Declare, Alloc, MatrixFill, MatrixLoad)):
             names.add(n.name)
         elif isinstance(n, For):
             names.add(n.var)
@@ -110,11 +111,17 @@ def assigned_vars(node: Node) -> set[str]:
 
 
 def buffers_read(node: Node) -> set[str]:
-    return {n.buffer for n in node.walk() if isinstance(n, (Load, Atomic))}
+    return {n.buffer for n in node.walk() if isinstance(n, (Load, Atomic, MatrixLoad))}
 
 
 def buffers_written(node: Node) -> set[str]:
-    return {n.buffer for n in node.walk() if isinstance(n, (Store, Atomic))}
+    return {n.buffer for n in node.walk() if isinstance(n, (Store, Atomic, MatrixStore))}
+
+
+def has_matrix_stmts(node: Node) -> bool:
+    """Whether warp-wide matrix statements occur under ``node``: rules that re-index
+    element accesses must leave such code alone (a MatrixLoad reads a whole tile at once)."""
+    return any(isinstance(n, MATRIX_STMTS) for n in node.walk())
 
 
 def substitute(node: Node, name: str, value: Expr) -> Node:

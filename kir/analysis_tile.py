@@ -103,6 +103,10 @@ def buffer_accesses(kernel: Kernel, name: str) -> list[Node]:
 
 def tile_form(kernel: Kernel, name: str) -> TileForm | str:
     """Recognize ``name`` as a 2-D tile; a string says why not."""
+    from kir.analysis_matrix import matrix_buffers
+
+    if name in matrix_buffers(kernel.body):
+        return f"{name} is read or written as matrix tiles"
     alloc = next((n for n in kernel.body.walk() if isinstance(n, Alloc) and n.name == name),
                  None)
     if alloc is None or alloc.space != "shared":

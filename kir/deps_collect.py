@@ -38,6 +38,7 @@ class Access:
 class Region:
     loop: For
     nodes: list[Stmt] = field(default_factory=list)
+    chains: list[tuple[tuple[str, int], ...]] = field(default_factory=list)  # per node
     accesses: list[Access] = field(default_factory=list)
     scalars: dict[str, tuple[list[Access], list[Access]]] = field(default_factory=dict)
     decl_loops: dict[str, tuple[For, ...]] = field(default_factory=dict)
@@ -174,6 +175,7 @@ def _walk(region: Region, loop: For, poly, within: str | None) -> None:
             continue
         node = len(region.nodes)
         region.nodes.append(stmt)
+        region.chains.append(chain)
         inner_loops = loops
         if isinstance(stmt, For):
             keep = keep or stmt.label == within

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Iterator, Union
 
 from kir.errors import Loc
-from kir.types import BOOL, F32, I32, U32, PointerType, ScalarType, Type, VectorType
+from kir.types import (
+    BOOL, F32, I32, U32, MatrixType, PointerType, ScalarType, Type, VectorType,
+)
 
 ValueType = Union[ScalarType, VectorType]
 
@@ -354,6 +356,68 @@ class Break(Stmt):
 @node
 class Continue(Stmt):
     loc: Loc | None = _loc()
+
+
+# ------------------------------------------------------------------------ matrix fragments
+# A fragment (type MatrixType) is held cooperatively by the 32 lanes of a warp / SIMD-group:
+# every matrix statement must be reached by all lanes of the warp together (the verifier
+# rejects one under lane-divergent control flow). Fragments live in their own namespace of
+# local names (unique within the kernel like every local) and appear only in these
+# statements, never in expressions.
+
+
+@node
+class MatrixFill(Stmt):
+    """Declare fragment ``name`` of ``type`` with every element ``value`` (Metal
+    ``make_filled_simdgroup_matrix``, CUDA ``wmma::fill_fragment``)."""
+
+    name: str
+    type: MatrixType
+    value: Expr
+    loc: Loc | None = _loc()
+
+
+@node
+class MatrixLoad(Stmt):
+    """Declare fragment ``name`` of ``type`` loaded from ``buffer`` (global or shared):
+    element (i, j) is ``buffer[index + i * stride + j]``, or with ``transpose``
+    ``buffer[index + j * stride + i]`` (Metal ``simdgroup_load``, CUDA
+    ``wmma::load_matrix_sync``)."""
+
+    name: str
+    type: MatrixType
+    buffer: str
+    index: Expr
+    stride: Expr
+    transpose: bool = False
+    loc: Loc | None = _loc()
+
+
+@node
+class MatrixMultiplyAccumulate(Stmt):
+    """``acc = a · b + acc`` on fragments (Metal ``simdgroup_multiply_accumulate``, CUDA
+    ``wmma::mma_sync``); ``acc`` must be a fragment declared earlier."""
+
+    acc: str
+    a: str
+    b: str
+    loc: Loc | None = _loc()
+
+
+@node
+class MatrixStore(Stmt):
+    """Write fragment ``name`` to ``buffer``: element (i, j) goes to
+    ``buffer[index + i * stride + j]`` (Metal ``simdgroup_store``, CUDA
+    ``wmma::store_matrix_sync``)."""
+
+    buffer: str
+    index: Expr
+    stride: Expr
+    name: str
+    loc: Loc | None = _loc()
+
+
+MATRIX_STMTS = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
 
 
 # ---------------------------------------------------------------------------------- kernel

@@ -25,11 +25,12 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from kir.errors import KirError, Loc, source_line_of
 from kir.ir import (
     Alloc, Assign, Atomic, Barrier, Binary, Block, Break, Call, Cast, Component, Const,
-    Continue, Declare, Expr, For, If, Kernel, Launch, Load, MakeVector, Param, Return, Select,
-    Shuffle, Special, Store, Unary, Var, WarpReduce, While,
+    Continue, Declare, Expr, For, If, Kernel, Launch, Load, MakeVector, MatrixFill, MatrixLoad,
+    MatrixMultiplyAccumulate, MatrixStore, Param, Return, Select, Shuffle, Special, Store,
+    Unary, Var, WarpReduce, While,
 )
 from kir.printer import COMPONENTS, Env, natural_type
-from kir.types import BOOL, F32, I32, SCALARS, PointerType, Type, parse_type
+from kir.types import BOOL, F32, I32, SCALARS, MatrixType, PointerType, Type, parse_type
 
 _LOC_COMMENT = re.compile(r"#\s(.*):(\d+):(\d+)\s*$")
 
@@ -287,6 +288,34 @@ class _Builder:
         self.env.buffers[name] = elem
         return Alloc(name, elem, _int(size), space, dynamic is not None,  # type: ignore[arg-type]
                      loc=self._stmt_loc(meta))
+
+    def _matrix_type(self, token: Token) -> MatrixType:
+        mtype = self._type(token)
+        if not isinstance(mtype, MatrixType):
+            raise self.error(f"a matrix fragment needs a matrix type (f32m8x8), not {mtype}",
+                             token.line, token.column)
+        return mtype
+
+    def on_matrix_fill(self, meta, kids):
+        _, name, mtype, value = kids
+        return MatrixFill(_unescape(name), self._matrix_type(mtype), self._need(value, meta),
+                          loc=self._stmt_loc(meta))
+
+    def on_matrix_load(self, meta, kids):
+        _, name, mtype, buffer, index, stride, transposed = kids
+        return MatrixLoad(_unescape(name), self._matrix_type(mtype), _unescape(buffer),
+                          self._need(index, meta), self._need(stride, meta),
+                          transposed is not None, loc=self._stmt_loc(meta))
+
+    def on_matrix_mma(self, meta, kids):
+        _, acc, a, _, b = kids
+        return MatrixMultiplyAccumulate(_unescape(acc), _unescape(a), _unescape(b),
+                                        loc=self._stmt_loc(meta))
+
+    def on_matrix_store(self, meta, kids):
+        _, buffer, index, stride, name = kids
+        return MatrixStore(_unescape(buffer), self._need(index, meta), self._need(stride, meta),
+                           _unescape(name), loc=self._stmt_loc(meta))
 
     def on_ret(self, meta, kids):
         return Return(loc=self._stmt_loc(meta))

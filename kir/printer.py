@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from kir.ir import (
     COMPARISONS, Alloc, Assign, Atomic, Barrier, Binary, Block, Break, Call, Cast, Component,
-    Const, Continue, Declare, Expr, For, If, Kernel, Load, MakeVector, Return, Select, Shuffle,
-    Special, Stmt, Store, Unary, Var, WarpReduce, While,
+    Const, Continue, Declare, Expr, For, If, Kernel, Load, MakeVector, MatrixFill, MatrixLoad,
+    MatrixMultiplyAccumulate, MatrixStore, Return, Select, Shuffle, Special, Stmt, Store, Unary,
+    Var, WarpReduce, While,
 )
 from kir.types import BOOL, F32, I32, U32, PointerType, Type, VectorType
 
@@ -35,9 +36,11 @@ RESERVED = frozenset("""
     kernel grid block shared_bytes global shared local const restrict let for while do if else
     barrier atomic dynamic return break continue true false as fast select shuffle reduce
     inf nan lane warp warp_size thread block_dim grid_dim bool i32 u32 i64 u64 f16 bf16 f32 f64
+    matrix fill mload stride transposed mma mstore
 """.split())
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_TYPED = re.compile(r"(?:bool|i32|u32|i64|u64|f16|bf16|f32|f64)(?:x[234])?\Z")
+_TYPED = re.compile(
+    r"(?:bool|i32|u32|i64|u64|f16|bf16|f32|f64)(?:x[234]|m[1-9][0-9]*x[1-9][0-9]*)?\Z")
 
 COMPONENTS = "xyzw"
 
@@ -284,6 +287,20 @@ def _lines(stmt: Stmt, env: Env, depth: int) -> list[tuple[int, str, object]]:
             out.append((d, f"{s.space}{dynamic} {format_name(s.name)}: "
                            f"{format_type(s.elem)}[{s.size}]", s.loc))
             _register(s, env)
+        elif isinstance(s, MatrixFill):
+            out.append((d, f"matrix {format_name(s.name)}: {format_type(s.type)} = fill "
+                           f"{print_expr(s.value, env)}", s.loc))
+        elif isinstance(s, MatrixLoad):
+            tail = " transposed" if s.transpose else ""
+            out.append((d, f"matrix {format_name(s.name)}: {format_type(s.type)} = mload "
+                           f"{format_name(s.buffer)}[{print_expr(s.index, env)}] stride "
+                           f"{print_expr(s.stride, env)}{tail}", s.loc))
+        elif isinstance(s, MatrixMultiplyAccumulate):
+            out.append((d, f"mma {format_name(s.acc)} += {format_name(s.a)} * "
+                           f"{format_name(s.b)}", s.loc))
+        elif isinstance(s, MatrixStore):
+            out.append((d, f"mstore {format_name(s.buffer)}[{print_expr(s.index, env)}] stride "
+                           f"{print_expr(s.stride, env)} = {format_name(s.name)}", s.loc))
         elif isinstance(s, Return):
             out.append((d, "return", s.loc))
         elif isinstance(s, Break):

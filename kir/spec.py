@@ -30,7 +30,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 ROLES = ("in", "out", "inout")
-TOP_KEYS = ("kernel", "sizes", "ragged", "templates", "launch", "tolerance", "reference", "args")
+TOP_KEYS = ("kernel", "sizes", "ragged", "check", "templates", "launch", "tolerance",
+            "reference", "args")
 LAUNCH_KEYS = ("grid", "block", "shared_bytes")
 ARG_KEYS = ("dtype", "shape", "role", "init", "value", "range")
 # Names users reach for out of habit, mapped to kir's dtype names (used for "did you mean").
@@ -84,6 +85,9 @@ class Spec:
     reference: str | None
     args: dict[str, ArgSpec]
     text: str = field(default="", repr=False, compare=False)
+    # Size overrides at which a search validates candidates on the interpreter when the
+    # compiled sizes are too big for it (the GPU still checks at the compiled sizes).
+    check: dict[str, int] = field(default_factory=dict)
 
     def bind(self, overrides: dict[str, int] | None = None) -> "BoundSpec":
         """Fix the sizes: the defaults with ``overrides`` (e.g. ``--size N=4096``) applied."""
@@ -220,6 +224,12 @@ class _Checker:
                 raise self.fail(f"ragged overrides unknown size {name!r}", "ragged", name,
                                 hint=_did_you_mean(name, sizes)
                                 or f"sizes: {', '.join(sizes) or 'none'}")
+        check = self.sizes(data.get("check", {}), "check")
+        for name in check:
+            if name not in sizes:
+                raise self.fail(f"check overrides unknown size {name!r}", "check", name,
+                                hint=_did_you_mean(name, sizes)
+                                or f"sizes: {', '.join(sizes) or 'none'}")
         templates = self.table(data.get("templates", {}), "templates")
         for name, expr in templates.items():
             self.expr(expr, sizes, "templates", name)
@@ -236,7 +246,7 @@ class _Checker:
                 for name, value in self.table(data.get("args", {}), "args").items()}
         return Spec(self.path, kernel, sizes, ragged,
                     {k: str(v) for k, v in templates.items()}, grid, block, shared,
-                    rtol, atol, reference, args, self.text)
+                    rtol, atol, reference, args, self.text, check)
 
     def table(self, value: Any, *keys: str) -> dict[str, Any]:
         if not isinstance(value, dict):

@@ -64,6 +64,24 @@ class VectorType:
         return self.elem.nbytes * self.count
 
 
+@dataclass(frozen=True, slots=True)
+class MatrixType:
+    """A ``rows`` x ``cols`` matrix fragment held cooperatively by the 32 lanes of one warp
+    (Metal ``simdgroup_float8x8``, CUDA a WMMA-like fragment). Only matrix statements
+    (:class:`kir.ir.MatrixFill` ...) name values of this type; text form ``f32m8x8``."""
+
+    elem: ScalarType
+    rows: int
+    cols: int
+
+    def __str__(self) -> str:
+        return f"{self.elem}m{self.rows}x{self.cols}"
+
+    @property
+    def count(self) -> int:
+        return self.rows * self.cols
+
+
 ADDRESS_SPACES = ("global", "shared", "local")
 
 
@@ -86,7 +104,7 @@ class PointerType:
         return text
 
 
-Type = ScalarType | VectorType | PointerType
+Type = ScalarType | VectorType | PointerType | MatrixType
 
 BOOL = ScalarType("bool")
 I32 = ScalarType("i32")
@@ -102,9 +120,15 @@ SCALARS = {t.name: t for t in (BOOL, I32, U32, I64, U64, F16, BF16, F32, F64)}
 
 
 def parse_type(text: str) -> ScalarType | VectorType:
-    """Parse a scalar or vector type name such as ``f32`` or ``f32x4``."""
+    """Parse a scalar or vector type name such as ``f32`` or ``f32x4`` (or a matrix
+    fragment type such as ``f32m8x8``)."""
     if text in SCALARS:
         return SCALARS[text]
+    if "m" in text:
+        elem, _, shape = text.partition("m")
+        rows, _, cols = shape.partition("x")
+        if elem in SCALARS and rows.isdigit() and cols.isdigit() and int(rows) and int(cols):
+            return MatrixType(SCALARS[elem], int(rows), int(cols))  # type: ignore[return-value]
     if "x" in text:
         elem, _, count = text.rpartition("x")
         if elem in SCALARS and count in ("2", "3", "4"):

@@ -20,10 +20,11 @@ from kir.errors import KirError, LimitError, Loc, source_line_of
 from kir.ir import (
     ATOMIC_OPS, COMPARISONS, INTRINSICS, SHUFFLE_MODES, SPECIAL_KINDS, Alloc, Assign, Atomic,
     Barrier, Binary, Block, Break, Call, Cast, Component, Const, Continue, Declare, Expr, For,
-    If, Kernel, Load, MakeVector, Node, Return, Select, Shuffle, Special, Stmt, Store, Unary,
-    Var, WarpReduce, While,
+    If, Kernel, Load, MakeVector, MatrixFill, MatrixLoad, MatrixStore, Node, Return, Select,
+    Shuffle, Special, Stmt, Store, Unary, Var, WarpReduce, While,
 )
 from kir.types import BOOL, PointerType, ScalarType, Type, VectorType
+from kir.verify_matrix import MATRIX_STMTS, lane_varying, matrix_problem
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ def verify(kernel: Kernel, limits: TargetLimits | None = None) -> None:
     checker = _Checker(kernel)
     checker.check_types()
     checker.check_barriers()
+    checker.check_matrix_uniform()
     if limits is not None:
         check_limits(kernel, limits)
 
@@ -95,6 +97,7 @@ class _Checker:
         buffers: dict[str, tuple[Type, bool]] = {
             p.name: (p.type.elem, p.type.const) for p in self.kernel.params
             if isinstance(p.type, PointerType)}
+        fragments: dict[str, Type] = {}
         # (stmt, loop depth); a stack in program order, so declarations precede uses.
         work: list[tuple[Stmt, int]] = [(self.kernel.body, 0)]
         while work:
@@ -140,6 +143,10 @@ class _Checker:
                 buffers[stmt.name] = (stmt.elem, False)
             elif isinstance(stmt, Barrier) and stmt.scope not in ("block", "warp"):
                 raise self.fail(f"unknown barrier scope {stmt.scope!r}", loc)
+            elif isinstance(stmt, MATRIX_STMTS):
+                problem = matrix_problem(stmt, fragments, buffers, vars_)
+                if problem:
+                    raise self.fail(problem[0], loc, hint=problem[1])
 
     def check_cond(self, expr: Expr, loc: Loc | None, want: Type | None = None,
                    what: str = "condition") -> None:
@@ -193,6 +200,24 @@ class _Checker:
 
     # -- divergence ------------------------------------------------------------------------
 
+    def check_matrix_uniform(self) -> None:
+        """Matrix statements act for a whole warp: no lane of it may skip one."""
+        if not any(isinstance(n, MATRIX_STMTS) for n in self.kernel.body.walk()):
+            return
+        varying = lane_varying(self.kernel.launch.block)
+        tainted: set[str] = set()
+        while True:
+            walker = _Divergence(tainted, varying, lambda s: isinstance(s, MATRIX_STMTS))
+            walker.block(self.kernel.body, None)
+            if walker.tainted == tainted:
+                break
+            tainted = set(walker.tainted)
+        if walker.bad is not None:
+            stmt, reason = walker.bad
+            raise self.fail(f"matrix operation under lane-divergent control flow ({reason})",
+                            stmt.loc, hint="every lane of a warp must reach a matrix operation "
+                                           "together: branch on warp-uniform values only")
+
     def check_barriers(self) -> None:
         tainted: set[str] = set()
         while True:
@@ -220,6 +245,10 @@ def _exprs_of(stmt: Stmt) -> list[Expr]:
         return [stmt.init]  # cond and update see the loop variable: checked after declaring
     if isinstance(stmt, (While, If)):
         return [stmt.cond]
+    if isinstance(stmt, MatrixFill):
+        return [stmt.value]
+    if isinstance(stmt, (MatrixLoad, MatrixStore)):
+        return [stmt.index, stmt.stride]
     return []
 
 
@@ -310,10 +339,14 @@ def _varying(expr: Expr, tainted: set[str]) -> str | None:
 class _Divergence:
     """One pass of the taint analysis; ``bad`` is the first divergent block barrier."""
 
-    def __init__(self, tainted: set[str]) -> None:
+    def __init__(self, tainted: set[str], varying=None, is_target=None) -> None:
         self.tainted = set(tainted)
         self.returned: str | None = None  # set once a divergent return was seen
-        self.bad: tuple[Barrier, str] | None = None
+        self.bad: tuple[Stmt, str] | None = None
+        # Which values count as varying, and which statements must not sit under them:
+        # block barriers by default; warp-wide matrix statements for check_matrix_uniform.
+        self.varying = varying or _varying
+        self.is_target = is_target or (lambda s: isinstance(s, Barrier) and s.scope == "block")
 
     def block(self, block: Block, why: str | None) -> None:
         # Statement lists are walked with an explicit stack of (stmt, why) for depth safety.
@@ -326,32 +359,32 @@ class _Divergence:
                 work.extend((s, why) for s in reversed(stmt.stmts))
             elif isinstance(stmt, (Declare, Assign)):
                 value = stmt.init if isinstance(stmt, Declare) else stmt.value
-                if why or (value is not None and _varying(value, self.tainted)):
+                if why or (value is not None and self.varying(value, self.tainted)):
                     self.tainted.add(stmt.name)
             elif isinstance(stmt, Atomic) and stmt.result is not None:
                 self.tainted.add(stmt.result)
             elif isinstance(stmt, For):
-                if why or _varying(stmt.init, self.tainted) or \
-                        _varying(stmt.update, self.tainted):
+                if why or self.varying(stmt.init, self.tainted) or \
+                        self.varying(stmt.update, self.tainted):
                     self.tainted.add(stmt.var)
-                cond = _varying(stmt.cond, self.tainted)
+                cond = self.varying(stmt.cond, self.tainted)
                 inner = why or (cond and f"loop condition{loc} {cond}") or \
                     self.exits_divergently(stmt.body, loc)
                 work.append((stmt.body, inner))
             elif isinstance(stmt, While):
-                cond = _varying(stmt.cond, self.tainted)
+                cond = self.varying(stmt.cond, self.tainted)
                 inner = why or (cond and f"loop condition{loc} {cond}") or \
                     self.exits_divergently(stmt.body, loc)
                 work.append((stmt.body, inner))
             elif isinstance(stmt, If):
-                cond = _varying(stmt.cond, self.tainted)
+                cond = self.varying(stmt.cond, self.tainted)
                 inner = why or (cond and f"condition{loc} {cond}")
                 if stmt.orelse is not None:
                     work.append((stmt.orelse, inner))
                 work.append((stmt.then, inner))
             elif isinstance(stmt, Return) and why:
                 self.returned = self.returned or f"after a return under {why}"
-            elif isinstance(stmt, Barrier) and stmt.scope == "block" and why:
+            elif why and self.is_target(stmt):
                 self.bad = self.bad or (stmt, why)
 
     def exits_divergently(self, body: Block, loc: str) -> str | None:
@@ -362,12 +395,12 @@ class _Divergence:
             if isinstance(stmt, Block):
                 work.extend((s, varying, depth) for s in stmt.stmts)
             elif isinstance(stmt, If):
-                v = varying or bool(_varying(stmt.cond, self.tainted))
+                v = varying or bool(self.varying(stmt.cond, self.tainted))
                 work.append((stmt.then, v, depth))
                 if stmt.orelse is not None:
                     work.append((stmt.orelse, v, depth))
             elif isinstance(stmt, (For, While)):
-                v = varying or bool(_varying(stmt.cond, self.tainted))
+                v = varying or bool(self.varying(stmt.cond, self.tainted))
                 work.append((stmt.body, v, depth + 1))
             elif varying and (isinstance(stmt, Return) or (
                     isinstance(stmt, (Break, Continue)) and depth == 0)):

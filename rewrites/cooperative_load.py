@@ -79,6 +79,8 @@ class CooperativeLoad(BaseRule):
             return NotApplicable(f"{site} is not a loop from 0 to a bound with step 1")
         if kernel.launch.block[1:] != (1, 1):
             return NotApplicable("the block is not one-dimensional")
+        if analysis.has_matrix_stmts(loop.body):
+            return NotApplicable(f"{site} holds matrix-tile statements")
         tainted = analysis.thread_dependent_vars(kernel)
         if analysis.is_thread_dependent(canon.stop, tainted):
             return NotApplicable(f"the bound of {site} differs between threads")

@@ -69,6 +69,8 @@ def _check(kernel: Kernel, loop: For):
         return NotApplicable(f"{loop.label} has more barriers or a return")
     if analysis.is_thread_dependent(loop.cond, analysis.thread_dependent_vars(kernel)):
         return NotApplicable(f"{loop.label} is not uniform")
+    if analysis.has_matrix_stmts(loop.body):
+        return NotApplicable(f"{loop.label} reads tiles as matrices (indices would not move)")
     tiles = analysis.buffers_written(prefix)
     allocs = {t: find_alloc(kernel, t) for t in tiles}
     if not tiles or any(a is None or a.space != "shared" or a.dynamic for a in allocs.values()):

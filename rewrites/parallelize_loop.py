@@ -8,6 +8,7 @@ from typing import Mapping
 from kir import analysis
 from kir.analysis_parallel import eval_int, single_defs
 from kir.deps import all_deps, dependence_graph, private_buffers
+from kir.deps_block import block_private_buffers, cross_iteration_conflicts
 from kir.fold import fold_expr
 from kir.ir import (Alloc, Atomic, Barrier, Binary, Break, Cast, Const, Continue, Declare, For,
                     If, Kernel, Return, Special, Store, Var, While)
@@ -140,7 +141,11 @@ def _dependence(kernel: Kernel, loop: For, ctx: RuleContext, shared: set[str]) -
     """Why the iterations of ``loop`` may not run in separate blocks, or None."""
     assume = {k: int(v) for k, v in ctx.scalars.items() if float(v).is_integer()}
     try:
-        graph = dependence_graph(kernel, loop.label, assume=assume, cross_thread=False)
+        # Shared tiles refilled by every iteration (with the kernel's own barriers) carry
+        # nothing between iterations once each iteration has a block of its own.
+        block_private = block_private_buffers(kernel, loop.label, assume)
+        graph = dependence_graph(kernel, loop.label, assume=assume, cross_thread=False,
+                                 ignore=block_private)
         private = private_buffers(kernel, loop.label, assume)
     except (ValueError, KeyError, NotImplementedError) as exc:  # analysis gave up
         return f"dependence analysis failed: {exc}"
@@ -149,11 +154,20 @@ def _dependence(kernel: Kernel, loop: For, ctx: RuleContext, shared: set[str]) -
             return f"{loop.label} carries a dependence on {dep.what}"
     written = analysis.buffers_written(loop.body)
     barriers = any(isinstance(n, Barrier) for n in loop.body.walk())
+    shared_global = set()
     for buf in written:
-        if buf in shared and buf not in private:
+        if buf in shared and buf not in private and buf not in block_private:
             return f"shared {buf!r} may carry values between iterations of {loop.label}"
         if buf not in shared and barriers and buf in analysis.buffers_read(loop.body):
-            return f"threads share global {buf!r} across barriers in {loop.label}"
+            shared_global.add(buf)
+    if shared_global:
+        # The barriers order threads of different iterations; separate blocks do not, so
+        # no element may be touched by two iterations (whichever threads run them).
+        conflicts = cross_iteration_conflicts(kernel, loop.label, assume,
+                                              frozenset(shared_global))
+        if conflicts:
+            return (f"threads of different iterations of {loop.label} share global "
+                    f"{sorted(conflicts)[0]!r} across barriers")
     return None
 
 

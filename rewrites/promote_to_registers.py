@@ -103,6 +103,9 @@ def _plan(kernel: Kernel, buffer: str, loop: For,
           scalars: Mapping[str, int | float] | None) -> _Plan | NotApplicable:
     """Check the promotion of ``buffer`` across ``loop``; ``scalars`` None = sites() mode
     (a scalar loop bound is taken on trust)."""
+    if buffer in analysis.buffers_read(loop.body) | analysis.buffers_written(loop.body) \
+            and analysis.has_matrix_stmts(loop.body):
+        return NotApplicable(f"{loop.label} uses matrix tiles")
     accesses = access_chains(loop.body, buffer)
     if not accesses:
         return NotApplicable(f"{buffer} is not accessed in {loop.label}")

@@ -88,6 +88,8 @@ def _value_nodes(expr: Expr) -> list[Node]:
 
 def _check(kernel: Kernel, loop: For, width: int,
            scalars: Mapping[str, int | float] | None) -> NotApplicable | None:
+    if analysis.has_matrix_stmts(loop.body):
+        return NotApplicable(f"{loop.label} holds matrix-tile statements")
     c = analysis.canonical(loop)
     if c is None or c.step != 1 or c.inclusive or c.start != Const(0, loop.type):
         return NotApplicable(f"{loop.label} is not `for x = 0; x < n; x = x + 1`")

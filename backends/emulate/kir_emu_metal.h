@@ -342,6 +342,74 @@ inline bool simd_is_first(SL l = SL::current()) {
   return (uint32_t)__builtin_ctz(e.mask) == e.lane;
 }
 
+// ---------------------------------------------------------------- simdgroup matrices (MSL 6.7)
+// Each lane (fiber) keeps a full copy of the fragment: loads read the whole tile, the product
+// is computed by every lane alike, a store writes each element from one lane. Every op is a
+// SIMD-group round, so a lane that skips one (divergent code, an exited lane) is reported.
+template <class T, int Cols, int Rows>
+struct simdgroup_matrix {
+  T e[Rows][Cols];
+  simdgroup_matrix() : e{} {}
+  explicit simdgroup_matrix(T diagonal) : e{} {
+    for (int i = 0; i < Rows && i < Cols; i++) e[i][i] = diagonal;
+  }
+};
+using simdgroup_float8x8 = simdgroup_matrix<float, 8, 8>;
+using simdgroup_half8x8 = simdgroup_matrix<half, 8, 8>;
+namespace detail {
+inline uint32_t matrix_round(const char* what, SL l) {
+  auto e = kir_emu::simd_exchange(true, kir_emu::site_of(l));
+  uint32_t n = e.s->nlanes;
+  uint32_t full = n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
+  if (n != 32 || e.mask != full)
+    kir_emu::fail(std::string(what) + " needs all 32 lanes of the SIMD-group at " +
+                  kir_emu::site_str(kir_emu::site_of(l)));
+  return e.lane;
+}
+}  // namespace detail
+template <class T, int Cols, int Rows>
+inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(const T value, SL l = SL::current()) {
+  detail::matrix_round("make_filled_simdgroup_matrix", l);
+  simdgroup_matrix<T, Cols, Rows> m;
+  for (int i = 0; i < Rows; i++)
+    for (int j = 0; j < Cols; j++) m.e[i][j] = value;
+  return m;
+}
+template <class T, int Cols, int Rows, class P, class O = int>
+inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, const P* src, ulong elements_per_row = Cols,
+                           O matrix_origin = O(0), bool transpose_matrix = false, SL l = SL::current()) {
+  (void)matrix_origin;  // kir always passes the tile's first element as src
+  detail::matrix_round("simdgroup_load", l);
+  for (int i = 0; i < Rows; i++)
+    for (int j = 0; j < Cols; j++)
+      d.e[i][j] = (T)(transpose_matrix ? src[j * elements_per_row + i] : src[i * elements_per_row + j]);
+}
+template <class T, int Cols, int Rows, class P, class O = int>
+inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& a, P* dst, ulong elements_per_row = Cols,
+                            O matrix_origin = O(0), bool transpose_matrix = false, SL l = SL::current()) {
+  (void)matrix_origin;
+  uint32_t lane = detail::matrix_round("simdgroup_store", l);
+  for (int k = (int)lane; k < Rows * Cols; k += 32) {
+    int i = k / Cols, j = k % Cols;
+    dst[transpose_matrix ? j * elements_per_row + i : i * elements_per_row + j] = (P)a.e[i][j];
+  }
+  detail::matrix_round("simdgroup_store", l);  // the tile is whole before any lane goes on
+}
+template <class T, int N, int K, int M>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, N, M>& d, const simdgroup_matrix<T, K, M>& a,
+                                          const simdgroup_matrix<T, N, K>& b,
+                                          const simdgroup_matrix<T, N, M>& c, SL l = SL::current()) {
+  detail::matrix_round("simdgroup_multiply_accumulate", l);
+  simdgroup_matrix<T, N, M> r;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float acc = (float)c.e[i][j];
+      for (int k = 0; k < K; k++) acc = std::fma((float)a.e[i][k], (float)b.e[k][j], acc);
+      r.e[i][j] = (T)acc;
+    }
+  d = r;
+}
+
 // ---------------------------------------------------------------- atomics
 // One OS thread runs every GPU thread and a fiber only switches at a barrier, so a plain
 // read-modify-write is atomic here. atomic<T> has T's layout: `device atomic<float>*` may point

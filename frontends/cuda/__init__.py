@@ -24,6 +24,10 @@ DEFAULT_LAUNCH = Launch(("1", "1", "1"), (1, 1, 1), 0)
 # KirError past lower_stmt.MAX_NESTING levels; this bound covers that depth with room to
 # spare. Expression chains are lowered iteratively and need none of it.
 _RECURSION_LIMIT = 12000
+# Parsing and lowering cost about 20 us per character of a function: past this a kernel takes
+# more than a few seconds, so it is refused up front (host code around it is skipped unread and
+# only counts against the preprocessor's whole-file limit).
+MAX_FUNCTION_CHARS = 256 * 1024
 _TEMPLATE_TYPES = re.compile(r"\b(?:typename|class)\s+([A-Za-z_]\w*)")
 _TEMPLATE_VALUE_PARAMS = re.compile(r"\b(?:int|unsigned|long|size_t|bool)\s+([A-Za-z_]\w*)")
 _TYPEDEF_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*;\s*$")
@@ -103,6 +107,14 @@ def _lower(src: SourceMap, kernel: str | None, template_values: dict[str, int],
                            src.loc(0))
         chosen = matches[0]
 
+    for unit in units:
+        if unit.kind in ("global", "device") and unit.end - unit.start > MAX_FUNCTION_CHARS \
+                and (unit is chosen or unit.kind == "device"):
+            loc = src.loc(unit.start)
+            raise KirError(f"function '{unit.name}' is {unit.end - unit.start} characters long; "
+                           f"kir parses functions of at most {MAX_FUNCTION_CHARS}", loc,
+                           source_line=src.source_line(loc),
+                           hint="is this generated code? split it or shrink the unrolled parts")
     typedef_names = set()
     for u in units:
         if u.kind == "typedef":

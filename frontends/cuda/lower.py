@@ -78,17 +78,37 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, StmtMixin):
         pos = self._pos(node)
         return self.src.loc(self.offset + pos) if pos is not None else self.cur_loc
 
-    @staticmethod
-    def _pos(node) -> int | None:
-        """Offset of the first token under ``node`` (iterative: trees can be very deep)."""
-        stack = [node]
+    def _pos(self, node) -> int | None:
+        """Offset of the first token under ``node``.
+
+        Iterative (trees can be very deep) and memoized per tree: statement lowering asks for
+        the position of every enclosing statement, and a subtree without tokens (``{{{}}}``)
+        would otherwise be walked once per level, quadratic in the nesting."""
+        if isinstance(node, Token):
+            return node.start_pos
+        if not isinstance(node, Tree):
+            return None
+        # id -> (tree, offset): the tree is kept so a recycled id never matches.
+        cache = self.__dict__.setdefault("_positions", {})
+        stack: list[tuple[Tree, bool]] = [(node, False)]
         while stack:
-            current = stack.pop()
-            if isinstance(current, Token):
-                return current.start_pos
-            if isinstance(current, Tree):
-                stack.extend(reversed(current.children))
-        return None
+            current, expanded = stack.pop()
+            if id(current) in cache and cache[id(current)][0] is current:
+                continue
+            if not expanded:
+                stack.append((current, True))
+                stack.extend((c, False) for c in current.children if isinstance(c, Tree))
+                continue
+            pos = None
+            for child in current.children:
+                if isinstance(child, Token):
+                    pos = child.start_pos
+                elif isinstance(child, Tree):
+                    pos = cache[id(child)][1]
+                if pos is not None:
+                    break
+            cache[id(current)] = (current, pos)
+        return cache[id(node)][1]
 
     def error(self, message: str, node, cls: type[KirError] = KirError) -> KirError:
         """A KirError at ``node`` (a tree, a token, or None for the current statement)."""
@@ -257,7 +277,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, StmtMixin):
             self.used.add(ident)
 
     def kernel_param(self, ptree, assigned: set[str]) -> list[Param]:
-        specs, declarator = ptree.children
+        # `declarator?` in the grammar: an unnamed parameter has no placeholder child.
+        specs, declarator = ptree.children[0], next(iter(ptree.children[1:]), None)
         ctype = self.resolve_specs(specs)
         if declarator is None:
             if ctype.base is None:

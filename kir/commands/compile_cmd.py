@@ -41,6 +41,9 @@ def register(sub) -> None:
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     s.add_argument("--strategy", choices=STRATEGIES, default="evolve",
                    help="search strategy (default evolve)")
+    s.add_argument("--check-size", action="append", metavar="NAME=VALUE",
+                   help="validate candidates on the interpreter at these sizes instead of the "
+                        "compiled ones (default: the spec's `check` table); repeatable")
     s.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache dir)")
     s.add_argument("--out-dir", metavar="DIR",
                    help="folder for the module, trace, IR and report (default kir-out/STEM/)")

@@ -54,16 +54,29 @@ def resolve_target(requested: str | None) -> tuple[str, str | None]:
     return "model", MODEL_NOTE
 
 
-def make_evaluator(loaded: Loaded, target: str):
-    """The evaluator for ``target`` ("model", "metal" or "cuda")."""
+def check_sizes_for(args: argparse.Namespace, loaded: Loaded) -> dict[str, int] | None:
+    """Sizes the interpreter validates candidates at: ``--check-size``, else the spec's
+    ``check`` table, else None (validate at the compiled sizes)."""
+    from kir.load import parse_size_overrides
+
+    given = parse_size_overrides(getattr(args, "check_size", None))
+    if given:
+        loaded.spec.bind(given)  # unknown names fail here, with the spec's message
+        return given
+    return dict(loaded.spec.check) or None
+
+
+def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | None = None):
+    """The evaluator for ``target`` ("model", "metal" or "cuda"); ``check_sizes`` moves the
+    interpreter's validation (and the cost model's counting) to smaller sizes."""
     try:
         from kir.search.evaluators import MLXEvaluator, ModelEvaluator
     except ImportError as exc:
         raise KirError(f"the search evaluators are not available in this kir ({exc})",
                        hint="reinstall kir (pip install -e .)") from None
     if target == "model":
-        return ModelEvaluator(loaded, profile=MODEL_PROFILE)
-    return MLXEvaluator(loaded, target=target)
+        return ModelEvaluator(loaded, profile=MODEL_PROFILE, check_sizes=check_sizes)
+    return MLXEvaluator(loaded, target=target, check_sizes=check_sizes)
 
 
 def rule_context(loaded: Loaded, target: str) -> RuleContext:
@@ -106,7 +119,12 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     paths = output_paths(args, loaded)
     registry = load_registry(args.rules)
     ctx = rule_context(loaded, target)
-    evaluator = make_evaluator(loaded, target)
+    check_sizes = check_sizes_for(args, loaded)
+    if check_sizes:
+        label = ", ".join(f"{k}={v}" for k, v in check_sizes.items())
+        where = "validated and modelled" if target == "model" else "validated on the interpreter"
+        print(f"candidates are {where} at {label}", file=sys.stderr)
+    evaluator = make_evaluator(loaded, target, check_sizes)
     limit = parse_duration(args.time) if args.time else None
     # A time limit alone should run until the time is up, not stop at the default budget.
     budget = args.budget or (UNBOUNDED if limit else DEFAULT_BUDGET)
@@ -116,13 +134,16 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     seeds = hints(base, registry, ctx)
     db_path = Path(args.db) if args.db else default_db_path()
     bar = ProgressBar(modelled=bool(evaluator.modelled))
-    with TuningDB(db_path) as db:
+    # Results depend on where candidates were validated, so the check sizes are part of the
+    # tuning database key alongside the compiled sizes.
+    key_sizes = {**ctx.sizes, **{f"check:{k}": v for k, v in (check_sizes or {}).items()}}
+    with TuningDB(db_path) as db, evaluator:
         try:
             result = search(base, registry, evaluator, ctx, config, db,
-                            [h.steps for h in seeds], progress=bar)
+                            [h.steps for h in seeds], progress=bar, key_sizes=key_sizes)
         finally:
             bar.close()
-        key = TuningKey.make(base.fingerprint(), dict(ctx.sizes), evaluator.target,
+        key = TuningKey.make(base.fingerprint(), key_sizes, evaluator.target,
                              evaluator.device, kir_version(), base.name)
         replay = apply_trace(base, result.best_steps, registry, ctx)
         rows = ablate(base, result.best_steps, result.best_ms, registry, ctx, evaluator,

@@ -6,6 +6,7 @@ barrier checks that the whole block reaches it; warp shuffles permute lanes with
 warp of 32. Arithmetic follows C and the GPU, not numpy: see :mod:`kir.interp.cops`.
 """
 
+from kir.interp.counters import Counters
 from kir.interp.run import DEFAULT_MAX_STEPS, run_kernel
 
-__all__ = ["run_kernel", "DEFAULT_MAX_STEPS"]
+__all__ = ["Counters", "run_kernel", "DEFAULT_MAX_STEPS"]

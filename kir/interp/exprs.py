@@ -82,6 +82,11 @@ def compile_expr(expr: ir.Expr, loc: Loc | None, hoist: Hoist | None = None) -> 
     if handler is None:
         raise KirError(f"the interpreter does not support {type(expr).__name__} expressions",
                        loc)
+    counters = getattr(hoist, "counters", None)  # set only when a run is instrumented
+    if counters is not None:
+        from kir.interp.counters import wrap_expr
+
+        return wrap_expr(counters, expr, handler(expr, loc, hoist), loc)
     if hoist is None or isinstance(expr, (ir.Const, ir.Var, ir.Special)) \
             or not hoist.invariant(expr):
         return handler(expr, loc, hoist)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from kir.interp.state import Memory, State, Steps
 from kir.interp.stmts import StmtCompiler
 from kir.sizeexpr import eval_size_expr
 from kir.types import PointerType, ScalarType, VectorType
+
+if TYPE_CHECKING:
+    from kir.interp.counters import Counters
 
 DEFAULT_MAX_STEPS = 10_000_000
 """Loop iterations (each one over all lanes of a chunk) before a run counts as a hang."""
@@ -27,7 +31,8 @@ LOCAL_ELEMENTS_PER_CHUNK = 1 << 24
 
 def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
                sizes: dict[str, int] | None = None, *,
-               max_steps: int | None = None) -> dict[str, np.ndarray]:
+               max_steps: int | None = None,
+               counters: "Counters | None" = None) -> dict[str, np.ndarray]:
     """Run ``kernel`` on the CPU over its whole launch grid and return the final contents of
     every buffer parameter (new arrays of the shapes given; ``args`` is never modified).
 
@@ -36,6 +41,10 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
     launch grid's size expressions. Raises :class:`~kir.errors.KirError` for kernel bugs
     the run exposes (out-of-bounds accesses, divergent barriers, loops running past
     ``max_steps`` iterations) and for arguments that do not fit the kernel.
+
+    With ``counters`` (a :class:`kir.interp.counters.Counters`) the run also counts what a
+    GPU would execute (memory transactions, flops, barriers, ...) into it; slower, and
+    only then: without it no counting code runs.
     """
     grid = tuple(_grid_dim(g, dict(sizes or {})) for g in kernel.launch.grid)
     block = tuple(int(b) for b in kernel.launch.block)
@@ -47,13 +56,17 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
     steps = Steps(DEFAULT_MAX_STEPS if max_steps is None else int(max_steps))
 
     with deep_recursion(), np.errstate(all="ignore"):
-        body = StmtCompiler(kernel).block(kernel.body)
+        if counters is not None:
+            counters.start(kernel, grid, block)
+        body = StmtCompiler(kernel, counters).block(kernel.body)
         per_chunk = _blocks_per_chunk(kernel, threads)
         for first in range(0, total_blocks, per_chunk):
             count = min(per_chunk, total_blocks - first)
             state = State(count, threads, block, grid, first, steps, dict(buffers))
             state.env.update(scalars)
             body(state, state.full)
+    if counters is not None:
+        counters.finish()
     return {name: buffers[name].data.reshape(shapes[name]) for name in buffers}
 
 

@@ -8,7 +8,7 @@ returned lanes after each iteration and revives continued ones for the next.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from kir.interp.exprs import ExprFn, Hoist, compile_expr, compile_index
 from kir.interp.reduce import compile_sum_loop
 from kir.interp.state import LoopFrame, State
 from kir.types import BOOL, PointerType, ScalarType, Type, VectorType
+
+if TYPE_CHECKING:
+    from kir.interp.counters import Counters
 
 StmtFn = Callable[[State, np.ndarray], None]
 
@@ -72,14 +75,19 @@ def _scoped_for_vars(kernel: ir.Kernel) -> set[str]:
 class StmtCompiler:
     """Turns one kernel's statements into closures, tracking declared types for casts."""
 
-    def __init__(self, kernel: ir.Kernel) -> None:
+    def __init__(self, kernel: ir.Kernel, counters: "Counters | None" = None) -> None:
         self.kernel = kernel
+        self.counters = counters
         self.types: dict[str, Type] = {p.name: p.type for p in kernel.params}
         written = {n.name for n in kernel.body.walk() if isinstance(n, (ir.Assign, ir.Declare))}
         written |= {n.var for n in kernel.body.walk() if isinstance(n, ir.For)}
         written |= {n.result for n in kernel.body.walk() if isinstance(n, ir.Atomic)}
         self.hoist = Hoist({p.name for p in kernel.params
                             if not p.is_buffer and p.name not in written})
+        if counters is not None:
+            from kir.interp.counters import CountingHoist
+
+            self.hoist = CountingHoist(counters)  # count every operation where it runs
         self._fix_top_level_lets(kernel)
         self.scoped_for_vars = _scoped_for_vars(kernel)
 
@@ -129,10 +137,30 @@ class StmtCompiler:
 
     def stmt(self, stmt: ir.Stmt) -> StmtFn:
         method = getattr(self, "_" + type(stmt).__name__.lower(), None)
+        if isinstance(stmt, ir.MATRIX_STMTS):  # warp-wide fragments: kir.interp.matrix
+            from kir.interp.matrix import compile_matrix_stmt
+
+            return compile_matrix_stmt(self, stmt)
         if method is None:
             raise KirError(f"the interpreter does not support {type(stmt).__name__}",
                            ir.stmt_loc(stmt))
+        if self.counters is not None:
+            return self._counted(stmt, method(stmt))
         return method(stmt)
+
+    def _counted(self, stmt: ir.Stmt, fn: StmtFn) -> StmtFn:
+        """``fn`` reporting its statement's memory access or barrier to the counters."""
+        counters = self.counters
+        if isinstance(stmt, (ir.Store, ir.Atomic)):
+            from kir.interp.counters import wrap_memory_stmt
+
+            return wrap_memory_stmt(counters, stmt, fn)
+        if isinstance(stmt, ir.Barrier) and stmt.scope == "block":
+            def barrier(st: State, mask: np.ndarray) -> None:
+                fn(st, mask)
+                counters.barrier(st, mask)
+            return barrier
+        return fn
 
     # --------------------------------------------------------------------- statements
 
@@ -228,7 +256,9 @@ class StmtCompiler:
                 assign(st, var, t, update(st, live), live)
         loop = self._loop(s.cond, s.body, True, s.label, s.loc, step)
         scoped = var in self.scoped_for_vars
-        whole = compile_sum_loop(s, self.hoist, self.types) if scoped else None
+        # Counting runs every iteration: the whole-loop shortcut would hide them.
+        whole = compile_sum_loop(s, self.hoist, self.types) \
+            if scoped and self.counters is None else None
 
         def run(st: State, mask: np.ndarray) -> None:
             if scoped:
@@ -247,6 +277,13 @@ class StmtCompiler:
               loc: Loc | None, step: StmtFn | None) -> StmtFn:
         cond = self._value(cond_expr, BOOL, loc)
         body = self.block(body_block)
+        counters = self.counters
+        if counters is not None:
+            counted_body = body
+
+            def body(st: State, live: np.ndarray) -> None:
+                counters.iteration(st, live)
+                counted_body(st, live)
         body_stops = any(stops_lanes(x) for x in body_block.stmts)
 
         def run(st: State, mask: np.ndarray) -> None:

@@ -149,6 +149,7 @@ class Session:
     config: SearchConfig
     db: TuningDB | None = None
     progress: Callable[[Progress], None] | None = None
+    key_sizes: Mapping[str, int] | None = None  # database key sizes (default: ctx.sizes)
     rng: random.Random = field(init=False)
     key: TuningKey | None = field(init=False, default=None)
     seen: dict[str, Candidate] = field(init=False, default_factory=dict)
@@ -165,7 +166,8 @@ class Session:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.config.seed)
         if self.db is not None:
-            self.key = TuningKey.make(fingerprint(self.base), dict(self.ctx.sizes),
+            sizes = self.key_sizes if self.key_sizes is not None else self.ctx.sizes
+            self.key = TuningKey.make(fingerprint(self.base), dict(sizes),
                                       self.evaluator.target, self.evaluator.device,
                                       kir_version(), self.base.name)
 
@@ -345,19 +347,21 @@ def fingerprint(kernel: Kernel) -> str:
 def search(kernel: Kernel, registry: Mapping[str, Rule], evaluator: Evaluator,
            ctx: RuleContext | None = None, config: SearchConfig | None = None,
            db: TuningDB | None = None, hints: Sequence[Sequence[Step]] = (),
-           progress: Callable[[Progress], None] | None = None) -> SearchResult:
+           progress: Callable[[Progress], None] | None = None,
+           key_sizes: Mapping[str, int] | None = None) -> SearchResult:
     """Search for the fastest valid rewrite of ``kernel``.
 
     The unrewritten kernel is evaluated first (the baseline), then ``hints`` (known CUDA
     practice), then whatever the strategy proposes, until the budget, the time limit, or
     the search space runs out. With ``db`` every evaluation is written as it completes and
     candidates already measured are answered from it, so a killed search resumes and a
-    repeated one finishes at once.
+    repeated one finishes at once. ``key_sizes`` (default: the rule context's sizes) is what
+    the database key records as the sizes; pass more when validation sizes differ.
     """
     from kir.search.strategies import run_strategy
 
     session = Session(kernel, registry, evaluator, ctx or RuleContext(),
-                      config or SearchConfig(), db, progress)
+                      config or SearchConfig(), db, progress, key_sizes)
     try:
         stopped = run_strategy(session, [tuple(h) for h in hints])
     except StopSearch as stop:

@@ -1,0 +1,133 @@
+"""Matrix-fragment statements (:class:`kir.ir.MatrixFill` ...) in Metal and CUDA source.
+
+Metal: Apple's SIMD-group matrix functions (MSL specification §6.7, ``<metal_simdgroup_matrix>``;
+MLX's steel GEMM kernels are built on them): ``simdgroup_float8x8``,
+``make_filled_simdgroup_matrix``, ``simdgroup_load`` / ``simdgroup_store`` with a row stride
+and an optional transpose, ``simdgroup_multiply_accumulate(d, a, b, c)``.
+
+CUDA: tensor cores (``wmma::mma_sync`` / ``mma.sync``) multiply f16/bf16/tf32 inputs, so an
+f32 kernel would lose precision that f32 tolerances reject. kir emits instead a small f32
+fragment of its own, laid out like an m8n8 ``mma.sync`` accumulator: 64 elements over the
+32 lanes, two per lane (lane ``l`` holds row ``l / 4``, columns ``2 (l % 4)`` and ``+ 1``).
+Loads and stores are direct per-lane accesses (no shuffles); the product gathers each row of
+``a`` and column of ``b`` with ``__shfl_sync`` (3 shuffles and 2 FMAs per k step), so it is
+exact f32 arithmetic at a modest cost.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kir import ir
+from kir.errors import UnsupportedError
+from kir.types import MatrixType
+
+if TYPE_CHECKING:
+    from kir.backends.cstyle import Printer
+
+
+def _check_shape(t: MatrixType, loc, target: str, elems: tuple[str, ...]) -> None:
+    if (t.rows, t.cols) != (8, 8) or t.elem.name not in elems:
+        raise UnsupportedError(f"{target}: no {t} matrix fragment (only 8x8 of "
+                               f"{' or '.join(elems)})", loc)
+
+
+def _pointer(p: "Printer", buffer: str, index: ir.Expr, store: bool, loc) -> str:
+    info = p.info(buffer)
+    if info.atomic or info.xor_key or info.xor_key_buffer:
+        raise UnsupportedError(f"matrix access to {buffer!r}, whose accesses must be atomic "
+                               "or encoded", loc, hint="drop the mma-tile rule for this kernel")
+    if store and not info.writable:
+        raise UnsupportedError(f"kernel writes to input buffer {buffer!r}", loc)
+    return f"&{p.element(buffer, p.expr(index))}"
+
+
+def metal_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
+    """Metal lines for one matrix statement."""
+    p.helpers.add("simdgroup_matrix")
+    if isinstance(s, (ir.MatrixFill, ir.MatrixLoad)):
+        _check_shape(s.type, s.loc, "Metal", ("f32", "f16"))
+        elem = p.type_name(s.type.elem)
+        mtype = f"simdgroup_{elem}8x8"
+        name = p.name(s.name)
+        if isinstance(s, ir.MatrixFill):
+            return [f"{mtype} {name} = make_filled_simdgroup_matrix<{elem}, 8, 8>"
+                    f"({p.expr(s.value)});"]
+        ptr = _pointer(p, s.buffer, s.index, False, s.loc)
+        tail = ", ulong2(0, 0), true" if s.transpose else ""
+        return [f"{mtype} {name};",
+                f"simdgroup_load({name}, {ptr}, (ulong)({p.expr(s.stride)}){tail});"]
+    if isinstance(s, ir.MatrixMultiplyAccumulate):
+        acc = p.name(s.acc)
+        return [f"simdgroup_multiply_accumulate({acc}, {p.name(s.a)}, {p.name(s.b)}, {acc});"]
+    if isinstance(s, ir.MatrixStore):
+        ptr = _pointer(p, s.buffer, s.index, True, s.loc)
+        return [f"simdgroup_store({p.name(s.name)}, {ptr}, (ulong)({p.expr(s.stride)}));"]
+    raise UnsupportedError(f"Metal backend cannot print {type(s).__name__}", ir.stmt_loc(s))
+
+
+def cuda_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
+    """CUDA lines for one matrix statement (through the ``kir_frag`` helpers)."""
+    p.helpers.update(("lane", "matrix"))
+    if isinstance(s, (ir.MatrixFill, ir.MatrixLoad)):
+        _check_shape(s.type, s.loc, "CUDA", ("f32",))
+        name = p.name(s.name)
+        if isinstance(s, ir.MatrixFill):
+            return [f"kir_frag8x8 {name} = kir_frag_fill({p.expr(s.value)});"]
+        ptr = _pointer(p, s.buffer, s.index, False, s.loc)
+        transpose = "true" if s.transpose else "false"
+        return [f"kir_frag8x8 {name} = kir_frag_load({ptr}, {p.expr(s.stride)}, {transpose});"]
+    if isinstance(s, ir.MatrixMultiplyAccumulate):
+        return [f"kir_frag_mma({p.name(s.acc)}, {p.name(s.a)}, {p.name(s.b)});"]
+    if isinstance(s, ir.MatrixStore):
+        ptr = _pointer(p, s.buffer, s.index, True, s.loc)
+        return [f"kir_frag_store({ptr}, {p.expr(s.stride)}, {p.name(s.name)});"]
+    raise UnsupportedError(f"CUDA backend cannot print {type(s).__name__}", ir.stmt_loc(s))
+
+
+METAL_HELPER = "#include <metal_simdgroup_matrix>"
+
+CUDA_HELPER = """// An 8x8 f32 matrix held by a warp, two elements per lane (kir.backends.matrix_emit).
+struct kir_frag8x8 { float v[2]; };
+__device__ __forceinline__ kir_frag8x8 kir_frag_fill(float x) {
+    kir_frag8x8 f;
+    f.v[0] = x;
+    f.v[1] = x;
+    return f;
+}
+template <class T>
+__device__ __forceinline__ kir_frag8x8 kir_frag_load(const T* p, int stride, bool transpose) {
+    unsigned int l = kir_lane();
+    int r = (int)(l >> 2), c = (int)(l & 3u) * 2;
+    kir_frag8x8 f;
+    f.v[0] = (float)(transpose ? p[c * stride + r] : p[r * stride + c]);
+    f.v[1] = (float)(transpose ? p[(c + 1) * stride + r] : p[r * stride + c + 1]);
+    return f;
+}
+template <class T>
+__device__ __forceinline__ void kir_frag_store(T* p, int stride, const kir_frag8x8& f) {
+    unsigned int l = kir_lane();
+    int r = (int)(l >> 2), c = (int)(l & 3u) * 2;
+    p[r * stride + c] = (T)f.v[0];
+    p[r * stride + c + 1] = (T)f.v[1];
+}
+__device__ __forceinline__ void kir_frag_mma(kir_frag8x8& d, const kir_frag8x8& a,
+                                             const kir_frag8x8& b) {
+    unsigned int l = kir_lane();
+    int r = (int)(l >> 2), q = (int)(l & 3u);
+    float d0 = d.v[0], d1 = d.v[1];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        // a[r][k] sits in lane 4r + k/2, slot k%2; b[k][2q..2q+1] in lane 4k + q.
+        float ak = __shfl_sync(0xffffffffu, a.v[k & 1], (r << 2) | (k >> 1));
+        float b0 = __shfl_sync(0xffffffffu, b.v[0], (k << 2) | q);
+        float b1 = __shfl_sync(0xffffffffu, b.v[1], (k << 2) | q);
+        d0 = fmaf(ak, b0, d0);
+        d1 = fmaf(ak, b1, d1);
+    }
+    d.v[0] = d0;
+    d.v[1] = d1;
+}"""
+
+
+__all__ = ["metal_matrix", "cuda_matrix", "METAL_HELPER", "CUDA_HELPER"]

@@ -1,0 +1,148 @@
+"""Run candidate checks in worker processes, in order, with a per-candidate timeout.
+
+A :class:`CheckPool` keeps ``workers`` processes, each set up once with the evaluation
+context (inputs, references), so a candidate costs one pickled kernel. Results come back in
+submission order. A candidate running past its timeout is recorded as "timeout" and its
+worker is replaced; when a worker dies, the candidates that were running with it are retried
+one at a time, and the one that kills a worker on its own is recorded as "crash".
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Iterator, Sequence
+
+from kir.search.evaluator import Evaluation
+
+_CONTEXT: Any = None
+_CHECK: Callable[[Any, Any], Evaluation] | None = None
+
+
+def _init(check: Callable[[Any, Any], Evaluation], context: Any) -> None:
+    global _CONTEXT, _CHECK
+    _CONTEXT, _CHECK = context, check
+
+
+def _run(kernel: Any) -> Evaluation:
+    assert _CHECK is not None
+    return _CHECK(kernel, _CONTEXT)
+
+
+class CheckPool:
+    """Worker processes running ``check(kernel, context)`` (both picklable, module-level)."""
+
+    def __init__(self, check: Callable[[Any, Any], Evaluation], context: Any, *,
+                 workers: int = 2, timeout_s: float = 60.0) -> None:
+        self.check = check
+        self.context = context
+        self.workers = max(1, int(workers))
+        self.timeout_s = float(timeout_s)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # fork starts workers in milliseconds with kir already imported; elsewhere the
+            # platform default (spawn) pickles the context through initargs.
+            method = "fork" if sys.platform.startswith("linux") else None
+            ctx = multiprocessing.get_context(method)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init,
+                                             initargs=(self.check, self.context))
+        return self._pool
+
+    def _discard(self) -> None:
+        """Stop this pool's worker processes (ours, by handle) and forget the pool."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for process in list(getattr(pool, "_processes", {}).values()):
+            if process.is_alive():
+                process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Shut the workers down."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def run(self, kernels: Sequence[Any]) -> Iterator[Evaluation]:
+        """Check ``kernels``, yielding verdicts in their order as they become available."""
+        queue: deque[int] = deque(range(len(kernels)))
+        suspects: set[int] = set()  # were running when a worker died: retried alone
+        running: dict[Future, tuple[int, float]] = {}
+        results: dict[int, Evaluation] = {}
+        next_out = 0
+        while next_out < len(kernels):
+            self._fill(kernels, queue, suspects, running)
+            if running:
+                nearest = min(start for _, start in running.values()) + self.timeout_s
+                done, _ = wait(list(running), timeout=max(0.0, nearest - time.monotonic()),
+                               return_when=FIRST_COMPLETED)
+                broken = self._collect(done, running, results, suspects, queue)
+                if broken:
+                    continue
+                self._expire(running, results, queue)
+            while next_out in results:
+                yield results.pop(next_out)
+                next_out += 1
+
+    def _fill(self, kernels: Sequence[Any], queue: deque[int], suspects: set[int],
+              running: dict[Future, tuple[int, float]]) -> None:
+        while queue and len(running) < self.workers:
+            index = queue[0]
+            if index in suspects and running:
+                return  # a suspect runs alone, so a dying worker names its killer
+            queue.popleft()
+            future = self._executor().submit(_run, kernels[index])
+            running[future] = (index, time.monotonic())
+            if index in suspects:
+                return
+
+    def _collect(self, done: set[Future], running: dict[Future, tuple[int, float]],
+                 results: dict[int, Evaluation], suspects: set[int],
+                 queue: deque[int]) -> bool:
+        broken = False
+        for future in done:
+            index, _ = running.pop(future)
+            try:
+                results[index] = future.result()
+            except BrokenProcessPool:
+                broken = True
+                if index in suspects or self.workers == 1:
+                    results[index] = Evaluation.rejected(
+                        "crash", "the worker process died while checking this candidate")
+                else:
+                    suspects.add(index)
+                    queue.appendleft(index)
+            except Exception as exc:  # noqa: BLE001 - a verdict, not a traceback
+                results[index] = Evaluation.rejected(
+                    "crash", f"checking raised {type(exc).__name__}: {exc}")
+        if broken:
+            # Everything still running died with the pool: retry each alone.
+            for future, (index, _) in running.items():
+                suspects.add(index)
+                queue.appendleft(index)
+            running.clear()
+            self._discard()
+        return broken
+
+    def _expire(self, running: dict[Future, tuple[int, float]],
+                results: dict[int, Evaluation], queue: deque[int]) -> None:
+        now = time.monotonic()
+        late = [f for f, (_, start) in running.items() if now - start >= self.timeout_s]
+        if not late:
+            return
+        for future in late:
+            index, _ = running.pop(future)
+            results[index] = Evaluation.rejected(
+                "timeout", f"checking took longer than {self.timeout_s:g} s")
+        # The pool cannot stop one task: replace it and rerun the innocent ones.
+        for future, (index, _) in running.items():
+            queue.appendleft(index)
+        running.clear()
+        self._discard()

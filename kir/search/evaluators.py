@@ -1,0 +1,373 @@
+"""Evaluators the search can use: the Apple-GPU cost model, and MLX on a real GPU.
+
+Both validate a candidate the same way, on the numpy interpreter: verify it against Metal's
+limits, then run it on two random input sets at the spec's sizes and, when the spec gives
+``ragged`` sizes, at those too (the same rewritten kernel: its grid expressions and scalar
+arguments are re-evaluated with the ragged sizes), comparing with the reference (the spec's
+reference function, or the unrewritten kernel). A rejection says why: "compile_error"
+(verification), "invalid" (mismatch, with the worst error), "nan", "crash" (the run raised,
+e.g. an out-of-bounds access), "timeout" (the interpreter's step limit, or the wall clock).
+
+:class:`ModelEvaluator` then counts what the kernel does at the spec's sizes and returns the
+cost model's time, always flagged as modelled. :class:`MLXEvaluator` times the emitted kernel
+through MLX, one candidate at a time. The search imports neither: the CLI hands one in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from kir.check import compare_outputs
+from kir import ir
+from kir.errors import KirError
+from kir.ir import Kernel
+from kir.load import Loaded
+from kir.search.evalpool import CheckPool
+from kir.search.evaluator import Evaluation
+
+DEFAULT_SEEDS = (0, 1)
+DEFAULT_MAX_STEPS = 2_000_000
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input set with its expected outputs."""
+
+    label: str  # e.g. "sizes rows=64, cols=1000, seed 0"
+    sizes: dict[str, int]
+    inputs: dict[str, Any]
+    expected: dict[str, np.ndarray]
+    tolerances: dict[str, tuple[float, float]]
+    ragged: bool = False  # at sizes other than the spec's (bound) ones
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """Everything a worker needs to judge a candidate (pickled once per worker)."""
+
+    cases: tuple[Case, ...]
+    max_steps: int
+    profile: str | None = None  # a cost-model profile: count case 0 and estimate
+    notes: tuple[str, ...] = field(default=())
+    scalars_used: frozenset[str] = frozenset()  # scalar params the original kernel reads
+
+
+def scalars_used(kernel: Kernel) -> frozenset[str]:
+    """Scalar parameters ``kernel`` reads anywhere."""
+    names = {p.name for p in kernel.params if not p.is_buffer}
+    return frozenset(n.name for n in kernel.body.walk()
+                     if isinstance(n, ir.Var) and n.name in names)
+
+
+def _copy(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+
+
+def _sizes_label(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def build_cases(loaded: Loaded, validate_sizes: Sequence[dict[str, int]] | None = None,
+                seeds: Sequence[int] = DEFAULT_SEEDS, max_steps: int = DEFAULT_MAX_STEPS,
+                check_sizes: dict[str, int] | None = None
+                ) -> tuple[tuple[Case, ...], tuple[str, ...]]:
+    """The validation cases for ``loaded``: ``seeds`` at its sizes, then at each of
+    ``validate_sizes`` (overrides; default: the spec's ``ragged`` sizes). A size set at which
+    the unrewritten kernel itself disagrees with the spec's reference (a kernel with sizes
+    baked in) is dropped, with a note saying so.
+
+    ``check_sizes`` moves the interpreter's cases away from the sizes the kernel is compiled
+    for (a GPU search at N=4096 validates on the interpreter at small sizes); every case is
+    then "ragged" — not at the compiled sizes — so a candidate specialized to those sizes is
+    left to the GPU check at the compiled sizes."""
+    from kir.interp import run_kernel
+
+    if loaded.bound is None:
+        raise KirError(f"{loaded.path.name} has no spec: validation needs its sizes and inputs",
+                       hint=f"write {loaded.path.with_suffix('.kir.toml').name} beside it")
+    spec, base = loaded.spec, loaded.bound
+    assert spec is not None
+    if check_sizes is not None:
+        base = spec.bind({**base.sizes, **check_sizes})
+    extra = [dict(s) for s in validate_sizes] if validate_sizes is not None else \
+        ([dict(spec.ragged)] if spec.ragged else [])
+    binds = [base] + [spec.bind({**base.sizes, **overrides}) for overrides in extra]
+    cases: list[Case] = []
+    notes: list[str] = []
+    for i, bound in enumerate(binds):
+        if i and bound.sizes == base.sizes:
+            continue
+        tolerances = {o: bound.tolerance(spec.args[o].dtype) for o in bound.outputs}
+        found: list[Case] = []
+        for seed in seeds:
+            inputs = bound.make_inputs(seed)
+            expected = bound.reference(_copy(inputs))
+            baseline = None
+            try:
+                baseline = run_kernel(loaded.kernel, _copy(inputs), bound.sizes,
+                                      max_steps=max_steps)
+            except KirError as exc:
+                if not i:
+                    raise
+                notes.append(f"not validating at {_sizes_label(bound.sizes)}: the original "
+                             f"kernel fails there ({exc.message})")
+                found = []
+                break
+            if expected is None:
+                expected = {o: baseline[o] for o in bound.outputs}
+            elif i and not compare_outputs(baseline, expected, tolerances.get).ok:
+                notes.append(f"not validating at {_sizes_label(bound.sizes)}: the original "
+                             "kernel disagrees with the reference there")
+                found = []
+                break
+            found.append(Case(f"sizes {_sizes_label(bound.sizes)}, seed {seed}",
+                              dict(bound.sizes), inputs, expected, tolerances,
+                              bool(i) or check_sizes is not None))
+        cases.extend(found)
+    return tuple(cases), tuple(notes)
+
+
+def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
+    """Verify and validate ``kernel`` on every case; with ``ctx.profile`` also count case 0
+    and return the modelled time. Module-level so worker processes can run it."""
+    from kir.verify import METAL_LIMITS, verify
+
+    try:
+        verify(kernel, METAL_LIMITS)
+    except KirError as exc:
+        return Evaluation.rejected("compile_error", f"verify: {exc}")
+    counters = None
+    worst = 0.0
+    # A kernel that no longer reads a size parameter the original reads was specialized to
+    # the spec's sizes (a rule baked the value in): other sizes cannot check it.
+    specialized = not ctx.scalars_used <= scalars_used(kernel)
+    cases = [c for c in ctx.cases if not (specialized and c.ragged)]
+    for i, case in enumerate(cases):
+        count = ctx.profile is not None and i == 0
+        verdict, outputs, counted = _run_case(kernel, case, ctx.max_steps, count)
+        if verdict is not None:
+            return verdict
+        counters = counted if count else counters
+        verdict, err = _compare(outputs, case)
+        if verdict is not None:
+            return verdict
+        worst = max(worst, err)
+    notes = {"specialized": "validated at the spec's sizes only"} if specialized else {}
+    if ctx.profile is None:
+        return Evaluation("ok", 0.0, "", {"max_abs_err": worst, "cases": len(cases), **notes})
+    from kir.cost import estimate
+
+    cost = estimate(counters, ctx.profile)
+    return Evaluation.timed(cost.time_ms, modelled=True, bound=cost.bound,
+                            profile=cost.profile, breakdown=dict(cost.breakdown),
+                            counters=counters.as_dict(), max_abs_err=worst,
+                            cases=len(cases), **notes)
+
+
+def _run_case(kernel: Kernel, case: Case, max_steps: int, count: bool):
+    from kir.interp import Counters, run_kernel
+
+    counters = Counters() if count else None
+    try:
+        outputs = run_kernel(kernel, _copy(case.inputs), case.sizes, max_steps=max_steps,
+                             counters=counters)
+    except KirError as exc:
+        status = "timeout" if "did not terminate" in exc.message else "crash"
+        return Evaluation.rejected(status, f"{case.label}: {exc}"), None, None
+    except (RecursionError, MemoryError) as exc:
+        return Evaluation.rejected("crash", f"{case.label}: {type(exc).__name__}"), None, None
+    except Exception as exc:  # noqa: BLE001 - a rule produced something the run chokes on
+        return Evaluation.rejected(
+            "crash", f"{case.label}: interpreter raised {type(exc).__name__}: {exc}"), None, None
+    return None, outputs, counters
+
+
+def _compare(outputs: dict[str, np.ndarray], case: Case) -> tuple[Evaluation | None, float]:
+    for name, want in case.expected.items():
+        got = np.asarray(outputs.get(name))
+        if got.dtype.kind == "f" and got.shape == want.shape:
+            bad = ~np.isfinite(got) & np.isfinite(want)
+            if bad.any():
+                return Evaluation.rejected(
+                    "nan", f"{case.label}: output {name!r} has {int(bad.sum())} NaN/Inf "
+                    "where the reference is finite", output=name), 0.0
+    result = compare_outputs(outputs, case.expected, case.tolerances.get)
+    if not result.ok:
+        failed = [o for o in result.outputs if not o.ok]
+        return Evaluation.rejected(
+            "invalid", f"{case.label}: " + "; ".join(o.describe() for o in failed),
+            max_abs_err=result.max_abs_err,
+            max_rel_err=max(o.max_rel_err for o in failed)), result.max_abs_err
+    return None, result.max_abs_err
+
+
+class _Validating:
+    """Shared set-up: validation cases and a lazily started worker pool."""
+
+    def __init__(self, loaded: Loaded, profile: str | None, *,
+                 validate_sizes: Sequence[dict[str, int]] | None, seeds: Sequence[int],
+                 max_steps: int, workers: int, timeout_s: float,
+                 check_sizes: dict[str, int] | None = None) -> None:
+        cases, notes = build_cases(loaded, validate_sizes, seeds, max_steps, check_sizes)
+        self.loaded = loaded
+        self.context = CheckContext(cases, max_steps, profile, notes,
+                                    scalars_used(loaded.kernel))
+        self.notes = notes
+        self.workers = workers
+        self.timeout_s = timeout_s
+        self._pool: CheckPool | None = None
+
+    def check(self, kernel: Kernel) -> Evaluation:
+        """Verify, validate (and with a profile, model) ``kernel`` in this process."""
+        return check_kernel(kernel, self.context)
+
+    def check_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
+        """:meth:`check` for each kernel in worker processes, verdicts in order."""
+        if self._pool is None:
+            self._pool = CheckPool(check_kernel, self.context, workers=self.workers,
+                                   timeout_s=self.timeout_s)
+        return self._pool.run(list(kernels))
+
+    def close(self) -> None:
+        """Stop the worker processes (a later batch starts new ones)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ModelEvaluator(_Validating):
+    """Validate on the interpreter, then the Apple-GPU cost model's time: ``modelled``."""
+
+    modelled = True
+
+    def __init__(self, loaded: Loaded, profile: str = "apple-m2", *,
+                 validate_sizes: Sequence[dict[str, int]] | None = None,
+                 seeds: Sequence[int] = DEFAULT_SEEDS, max_steps: int = DEFAULT_MAX_STEPS,
+                 workers: int = 2, timeout_s: float = 120.0,
+                 check_sizes: dict[str, int] | None = None) -> None:
+        from kir.cost import get_profile
+
+        self.profile = get_profile(profile)
+        super().__init__(loaded, self.profile.name, validate_sizes=validate_sizes,
+                         seeds=seeds, max_steps=max_steps, workers=workers,
+                         timeout_s=timeout_s, check_sizes=check_sizes)
+        self.target = f"model:{self.profile.name}"
+        self.device = f"model:{self.profile.name}"
+
+    def evaluate(self, kernel: Kernel) -> Evaluation:
+        """Judge one candidate in this process."""
+        return self.check(kernel)
+
+    def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
+        """Judge candidates in worker processes; verdicts in the order given."""
+        return self.check_many(kernels)
+
+
+class MLXEvaluator(_Validating):
+    """Validate on the interpreter (in worker processes), then time the emitted kernel on
+    this machine's GPU through MLX, one at a time: median of ``repeat`` runs."""
+
+    modelled = False
+
+    def __init__(self, loaded: Loaded, target: str = "metal", *,
+                 validate_sizes: Sequence[dict[str, int]] | None = None,
+                 seeds: Sequence[int] = DEFAULT_SEEDS, max_steps: int = DEFAULT_MAX_STEPS,
+                 workers: int = 2, timeout_s: float = 120.0, warmup: int = 3,
+                 repeat: int = 10, check_sizes: dict[str, int] | None = None) -> None:
+        from kir.backends.mlx_runner import require_target
+
+        if target not in ("metal", "cuda"):
+            raise KirError(f"unknown MLX target {target!r}", hint="choose 'metal' or 'cuda'")
+        require_target(target)
+        super().__init__(loaded, None, validate_sizes=validate_sizes, seeds=seeds,
+                         max_steps=max_steps, workers=workers, timeout_s=timeout_s,
+                         check_sizes=check_sizes)
+        self._gpu_case: Case | None = None
+        self.target = target
+        self.device = mlx_device_name(target)
+        self.warmup = warmup
+        self.repeat = repeat
+
+    def evaluate(self, kernel: Kernel) -> Evaluation:
+        """Validate in this process, then time on the GPU."""
+        verdict = self.check(kernel)
+        return self.time(kernel) if verdict.ok else verdict
+
+    def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
+        """Validate in worker processes; time the valid ones here, one at a time, in order."""
+        for kernel, verdict in zip(kernels, self.check_many(kernels)):
+            yield self.time(kernel) if verdict.ok else verdict
+
+    def gpu_case(self) -> Case:
+        """Inputs at the compiled sizes with the spec reference's outputs (or, without a
+        reference, the unrewritten kernel's outputs on this GPU): every timed candidate is
+        first checked against them, so no candidate is timed unvalidated at these sizes."""
+        if self._gpu_case is None:
+            from kir.backends import emit
+            from kir.backends.mlx_runner import MLXKernel
+
+            bound = self.loaded.bound
+            inputs = bound.make_inputs(0)
+            expected = bound.reference(_copy(inputs))
+            if expected is None:
+                baseline = MLXKernel(emit(self.loaded.kernel, bound, self.target))
+                expected = baseline(_copy(inputs))
+            tolerances = {o: bound.tolerance(self.loaded.spec.args[o].dtype)
+                          for o in bound.outputs}
+            self._gpu_case = Case(f"GPU at sizes {_sizes_label(bound.sizes)}, seed 0",
+                                  dict(bound.sizes), inputs, expected, tolerances)
+        return self._gpu_case
+
+    def time(self, kernel: Kernel) -> Evaluation:
+        """Emit, build, check once on the GPU at the compiled sizes, then time (median)."""
+        from kir.backends import emit
+        from kir.backends.mlx_runner import MLXKernel, time_kernel
+
+        case = self.gpu_case()
+        bound = self.loaded.bound
+        try:
+            emitted = emit(kernel, bound, self.target)
+            runnable = MLXKernel(emitted)
+            got = runnable(_copy(case.inputs))
+        except KirError as exc:
+            return Evaluation.rejected("compile_error", f"{self.target}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - MLX reports compile errors as exceptions
+            return Evaluation.rejected("compile_error",
+                                       f"{self.target}: {type(exc).__name__}: {exc}")
+        verdict, err = _compare(got, case)
+        if verdict is not None:
+            return Evaluation(verdict.status, None, f"on the GPU: {verdict.error}",
+                              verdict.details)
+        try:
+            timing = time_kernel(runnable, _copy(case.inputs), self.warmup, self.repeat)
+        except Exception as exc:  # noqa: BLE001
+            return Evaluation.rejected("crash", f"timing raised {type(exc).__name__}: {exc}")
+        return Evaluation.timed(timing.median_ms, modelled=False, min_ms=timing.min_ms,
+                                max_ms=timing.max_ms, spread=timing.spread,
+                                max_abs_err=err)
+
+
+def mlx_device_name(target: str) -> str:
+    """A readable name of MLX's GPU (``Apple M2``, ``NVIDIA H200``), best effort."""
+    try:
+        import mlx.core as mx
+
+        for getter in (getattr(mx, "device_info", None),
+                       getattr(getattr(mx, target, None), "device_info", None)):
+            if getter is not None:
+                info = getter()
+                name = info.get("device_name") or info.get("name")
+                if name:
+                    return str(name)
+        return f"mlx-{target}:{mx.default_device()}"
+    except Exception:  # noqa: BLE001 - only a label
+        return f"mlx-{target}"

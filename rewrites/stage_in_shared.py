@@ -1,0 +1,224 @@
+"""stage-in-shared: load a read-only global region that a block's threads share into shared
+memory once, cooperatively, and read it from there."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from kir import analysis
+from kir.analysis_bounds import interval, loop_env
+from kir.analysis_parallel import eval_int, single_defs
+from kir.ir import (Alloc, Barrier, Binary, Block, Cast, Const, Declare, Expr, For, If,
+                    Kernel, Load, Node, Return, Special, Store, Var, transform)
+from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.types import BOOL, I32, PointerType, ScalarType
+
+SHARED_BUDGET = 32768  # Metal threadgroup memory per block, bytes
+
+
+class StageInShared(BaseRule):
+    """Stage a read-only global vector that several threads of a block reread into shared memory.
+
+    CUDA practice: CUDA C++ Programming Guide, "Shared Memory" (the tiled matrix multiply):
+    data that several threads of a block read from global memory is loaded once by the block,
+    each thread fetching a strided part (coalesced), a ``__syncthreads()``, and then read from
+    on-chip shared memory. LayerNorm's gamma/beta, read whole by each of the block's rows
+    (warps), is the textbook case; so is a per-block weight row.
+
+    Shape handled: every read of buffer B is ``B[base + v]`` where ``base`` is the same
+    block-uniform expression everywhere and ``v`` the variable of a canonical loop
+    ``for v = init; v < stop; v += step`` with the same block-uniform ``stop`` everywhere and
+    ``init`` ranging exactly over ``[0, step)`` across the block's threads, so together the
+    threads read B[base + 0 .. base + stop) and nothing else. The region (``stop`` under the
+    spec's values) must fit in the shared budget (32 KiB with the arrays already there).
+    The staging loop ``for s = thread.x; s < SIZE; s += block threads`` copies
+    ``B[base + s]`` when ``s < stop`` (zero fill otherwise), then a block barrier; both go at
+    the top level of the kernel, after the definitions of ``base`` and ``stop`` and before
+    any ``return`` (a uniform point) or read of B. Legality checked also: B is a global
+    buffer the kernel never writes; the block is one-dimensional. Not checked: that some
+    thread of every block reaches the reads (an early return could skip them all; the copy
+    then reads elements no thread of that block would have), and aliasing between B and
+    another buffer parameter (CUDA ``__restrict__``).
+    """
+
+    name = "stage-in-shared"
+    site_key = "buffer"
+
+    def sites(self, kernel: Kernel) -> list[str]:
+        written = analysis.buffers_written(kernel.body)
+        out = []
+        for p in kernel.params:
+            if isinstance(p.type, PointerType) and p.type.space == "global" \
+                    and p.name not in written and isinstance(_reads(kernel, p.name), list):
+                out.append(p.name)
+        return out
+
+    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        param = kernel.param(site)
+        if param is None or not isinstance(param.type, PointerType) \
+                or param.type.space != "global" or not isinstance(param.type.elem, ScalarType):
+            return NotApplicable(f"{site} is not a global buffer of scalars")
+        if site in analysis.buffers_written(kernel.body):
+            return NotApplicable(f"the kernel writes {site}")
+        if kernel.launch.block[1] != 1 or kernel.launch.block[2] != 1:
+            return NotApplicable("the block is not one-dimensional")
+        reads = _reads(kernel, site)
+        if isinstance(reads, NotApplicable):
+            return reads
+        base, stop = reads[0][1], reads[0][2].stop
+        if any(b != base or c.stop != stop for _, b, c in reads):
+            return NotApplicable(f"the reads of {site} do not share one base and bound")
+        tainted = analysis.thread_dependent_vars(kernel)
+        if any(analysis.is_thread_dependent(e, tainted) for e in (base, stop)):
+            return NotApplicable(f"the region of {site} differs between threads of a block")
+        values = dict(ctx.sizes)
+        values.update(ctx.scalars)
+        defs = single_defs(kernel)
+        reason = _check_starts(kernel, reads, values, defs)
+        if reason:
+            return NotApplicable(reason)
+        size = eval_int(stop, values, defs)
+        if size is None or size <= 0:
+            return NotApplicable(f"the length of {site}'s region is not known from the spec")
+        used = _shared_bytes(kernel) + size * param.type.elem.nbytes
+        if used > SHARED_BUDGET:
+            return NotApplicable(f"staging {size} elements of {site} needs {used} B of shared")
+        at = _insertion_point(kernel, site, base, stop)
+        if at is None:
+            return NotApplicable(f"no uniform point before the reads of {site} where its "
+                                 "region is known")
+        return _rewrite(kernel, site, param.type.elem, base, stop, size, at, reads)
+
+
+def _reads(kernel: Kernel, buffer: str):
+    """Every load of ``buffer`` as (load, base, canonical loop of v), or NotApplicable."""
+    loops_of: dict[str, analysis.CanonicalLoop] = {}
+    for f in analysis.loops(kernel):
+        c = analysis.canonical(f)
+        if c is not None and not c.inclusive:
+            loops_of[f.var] = c
+    out = []
+    for n in kernel.body.walk():
+        if not (isinstance(n, Load) and n.buffer == buffer):
+            continue
+        terms = _terms(n.index)
+        loop_terms = [k for k, t in enumerate(terms) if _loop_var(t) in loops_of]
+        if len(loop_terms) != 1:
+            return NotApplicable(f"a read of {buffer} is not base + a loop variable")
+        k = loop_terms[0]
+        rest = terms[:k] + terms[k + 1:]
+        base: Expr = Const(0, n.index.type)  # type: ignore[arg-type]
+        for t in rest:
+            base = t if base == Const(0, n.index.type) else Binary("+", base, t, t.type)
+        if any(isinstance(m, Var) and m.name in loops_of for m in base.walk()):
+            return NotApplicable(f"a read of {buffer} moves with two loops")
+        out.append((n, base, loops_of[_loop_var(terms[k])]))
+    if not out:
+        return NotApplicable(f"{buffer} is never read")
+    return out
+
+
+def _loop_var(term: Expr) -> str | None:
+    """``v`` or an integer cast of it (the loop keeps ``v`` in [0, stop), so casts keep it)."""
+    while isinstance(term, Cast) and isinstance(term.type, ScalarType) and term.type.is_int:
+        term = term.value
+    return term.name if isinstance(term, Var) else None
+
+
+def _terms(expr: Expr) -> list[Expr]:
+    out: list[Expr] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Binary) and e.op == "+":
+            stack += [e.right, e.left]
+        else:
+            out.append(e)
+    return out
+
+
+def _check_starts(kernel: Kernel, reads, values, defs) -> str | None:
+    """Across the block's threads, each reading loop starts at every value in [0, step)."""
+    envs = {id(s): env for s, env in loop_env(kernel, values)}
+    for _, _, c in reads:
+        env = envs.get(id(c.loop), {})
+        span = interval(c.start, kernel, env, values, defs)
+        if span != (0, c.step - 1):
+            return f"loop {c.loop.label} does not start at every value 0..{c.step - 1}"
+    return None
+
+
+def _shared_bytes(kernel: Kernel) -> int:
+    total = kernel.launch.shared_bytes
+    for n in kernel.body.walk():
+        if isinstance(n, Alloc) and n.space == "shared" and not n.dynamic:
+            total += n.size * n.elem.nbytes
+    return total
+
+
+def _insertion_point(kernel: Kernel, buffer: str, base: Expr, stop: Expr) -> int | None:
+    stmts = kernel.body.stmts
+    needed = analysis.used_vars(base) | analysis.used_vars(stop)
+    needed -= {p.name for p in kernel.params}
+    at = 0
+    for k, s in enumerate(stmts):
+        if isinstance(s, Declare) and s.name in needed:
+            needed.discard(s.name)
+            at = k + 1
+    if needed:
+        return None  # defined below the top level
+    for s in stmts[:at]:
+        if any(isinstance(n, Return) or isinstance(n, Load) and n.buffer == buffer
+               for n in s.walk()):
+            return None
+    written = analysis.assigned_vars(kernel.body) - analysis.declared_names(kernel.body)
+    if (analysis.used_vars(base) | analysis.used_vars(stop)) & written:
+        return None
+    return at
+
+
+def _rewrite(kernel: Kernel, buffer: str, elem: ScalarType, base: Expr, stop: Expr, size: int,
+             at: int, reads) -> Kernel:
+    namer_taken: set[str] = set()
+    array = analysis.fresh_name(kernel, f"{buffer}_s", namer_taken)
+    var = analysis.fresh_name(kernel, "s", {array})
+    label = analysis.next_loop_label(kernel)
+    first = kernel.body.stmts[at] if at < len(kernel.body.stmts) else None
+    loc = getattr(first, "loc", None)
+    s = Var(var, I32)
+    threads = kernel.launch.threads_per_block
+    zero = Const(0.0 if elem.is_float else 0, elem)
+    if isinstance(base, Const) and base.value == 0:
+        source: Expr = s
+    else:
+        source = Binary("+", base, s if base.type == I32 else Cast(s, base.type), base.type)
+    fill = If(Binary("<", s, stop, BOOL),
+              Block((Store(array, s, Load(buffer, source, elem), loc=loc),)),
+              Block((Store(array, s, zero, loc=loc),)), loc=loc)
+    copy = For(label, var, I32, Cast(Special("thread", "x"), I32),
+               Binary("<", s, Const(size, I32), BOOL),
+               Binary("+", s, Const(threads, I32), I32), Block((fill,)), loc=loc)
+    staged = [Alloc(array, elem, size, "shared", loc=loc), copy, Barrier("block", loc=loc)]
+
+    def visit(n: Node) -> Node | None:
+        if isinstance(n, Load) and n.buffer == buffer:
+            loop = _loop_of(n, reads)
+            return Load(array, Var(loop.var, loop.type), n.type)
+        return None
+    body = transform(kernel.body, visit)
+    assert isinstance(body, Block)
+    body = dataclasses.replace(body, stmts=body.stmts[:at] + tuple(staged) + body.stmts[at:])
+    return dataclasses.replace(kernel, body=body)
+
+
+def _loop_of(load: Load, reads) -> For:
+    """The loop whose variable indexes a (rebuilt) load: loads are compared structurally."""
+    for original, _, c in reads:
+        if original == load:
+            return c.loop
+    raise AssertionError("unmatched read")  # every load of the buffer was analysed
+
+
+RULES = [StageInShared()]

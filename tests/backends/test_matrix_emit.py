@@ -1,0 +1,75 @@
+"""Matrix fragments in emitted Metal and CUDA: spellings, refusals, and emulated results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kir.backends import emit
+from kir.backends.emulate import emulator_available
+from kir.errors import UnsupportedError
+from kir.interp import run_kernel
+from kir.parser import parse_kernel
+from kir.spec import ArgSpec
+
+from tests.backends.conftest import make_spec
+from tests.test_matrix_ir import ALL_NODES
+
+AVAILABLE, REASON = emulator_available()
+
+
+def _spec():
+    args = {"A": ArgSpec("A", "f32", ("R", "W")), "B": ArgSpec("B", "f32", ("Q",)),
+            "C": ArgSpec("C", "f32", ("P",), role="out", init=0.0),
+            "N": ArgSpec("N", "i32", (), value="W"), "one": ArgSpec("one", "f32", (), value="1")}
+    return make_spec(args, {"R": 8, "W": 16, "Q": 64, "P": 128}, grid=("1", "1", "1"),
+                     block=("64", "1", "1")).bind()
+
+
+def _emit(target: str, text: str = ALL_NODES):
+    return emit(parse_kernel(text), _spec(), target)
+
+
+def test_metal_spells_simdgroup_matrix_functions() -> None:
+    e = _emit("metal")
+    assert e.header.strip() == "#include <metal_simdgroup_matrix>"
+    lines = [line.strip() for line in e.source.splitlines()]
+    assert "simdgroup_float8x8 acc = make_filled_simdgroup_matrix<float, 8, 8>(one);" in lines
+    assert "simdgroup_load(a, &A[(int)simdgroup_index_in_threadgroup * 8], (ulong)(N));" in lines
+    assert "simdgroup_load(b, &Bs[0], (ulong)(8), ulong2(0, 0), true);" in lines
+    assert "simdgroup_multiply_accumulate(acc, a, b, acc);" in lines
+    assert "simdgroup_store(acc, &C[(int)simdgroup_index_in_threadgroup * 64], (ulong)(8));" \
+        in lines
+
+
+def test_cuda_uses_the_f32_fragment_helper() -> None:
+    e = _emit("cuda")
+    assert "struct kir_frag8x8" in e.header and "kir_lane()" in e.header
+    assert e.header.index("unsigned int kir_lane()") < e.header.index("struct kir_frag8x8")
+    lines = [line.strip() for line in e.source.splitlines()]
+    assert "kir_frag8x8 acc = kir_frag_fill(one[0]);" in lines
+    assert "kir_frag8x8 b = kir_frag_load(&Bs[0], 8, true);" in lines
+    assert "kir_frag_mma(acc, a, b);" in lines
+    assert "kir_frag_store(&C[(int)kir_warp() * 64], 8, acc);" in lines
+
+
+@pytest.mark.parametrize("target", ["metal", "cuda"])
+def test_unsupported_fragment_shapes_are_refused(target: str) -> None:
+    text = ALL_NODES.replace("f32m8x8", "f32m16x16").replace("stride 8", "stride 16")
+    with pytest.raises(UnsupportedError) as info:
+        _emit(target, text)
+    assert "f32m16x16" in info.value.message
+
+
+@pytest.mark.skipif(not AVAILABLE, reason=f"CPU emulator unavailable: {REASON}")
+@pytest.mark.parametrize("target", ["metal", "cuda"])
+def test_emulated_fragments_match_the_interpreter(target: str) -> None:
+    from kir.backends.emulated_runner import EmulatedKernel
+
+    bound = _spec()
+    inputs = bound.make_inputs(3)
+    kernel = parse_kernel(ALL_NODES)
+    expected = run_kernel(kernel, {k: (v.copy() if isinstance(v, np.ndarray) else v)
+                                   for k, v in inputs.items()}, bound.sizes)["C"]
+    got = EmulatedKernel(emit(kernel, bound, target))(inputs)["C"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,124 @@
+"""stage-in-shared: golden IR, semantics, refusals, layernorm's gamma/beta, example sweep."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+from loop_sizes import sweep_summary
+
+from kir.frontends.cuda import load_cuda
+from kir.interp import run_kernel
+from kir.ir import Launch
+from kir.printer import print_kernel
+from kir.rewrites.stage_in_shared import RULES
+from kir.rules import NotApplicable, RuleContext
+from kir.verify import verify
+
+RULE = RULES[0]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+# Two warps per block, one row each; both reread the whole weight vector w.
+SRC = """
+__global__ void k(const float* x, const float* w, float* y, int n) {
+    int lane = threadIdx.x % 32;
+    int row = blockIdx.x * 2 + threadIdx.x / 32;
+    for (int c = lane; c < n; c += 32) {
+        y[row * n + c] = x[row * n + c] * w[c];
+    }
+}
+"""
+CTX = RuleContext(sizes={"n": 40}, scalars={"n": 40})
+
+
+def _kernel(src: str = SRC):
+    return load_cuda(src, "t.cu", launch=Launch(("2", "1", "1"), (64, 1, 1), 0))
+
+
+def _args():
+    rng = np.random.default_rng(3)
+    return {"x": rng.random(160, dtype=np.float32), "w": rng.random(40, dtype=np.float32),
+            "y": np.zeros(160, np.float32), "n": 40}
+
+
+def test_golden_and_semantics():
+    k = _kernel()
+    out = RULE.apply(k, "w", {}, CTX)
+    verify(out)
+    assert print_kernel(out, locations=False) == """\
+kernel @k(x: f32* global const, w: f32* global const, y: f32* global, n: i32)
+    grid=("2", "1", "1") block=(64, 1, 1) shared_bytes=0 {
+  shared w_s: f32[40]
+  for L1 s: i32 = i32(thread.x); s < 40; s = s + 64 {
+    if s < n {
+      w_s[s] = w[s]
+    } else {
+      w_s[s] = 0.0
+    }
+  }
+  barrier block
+  let %lane: i32 = i32(thread.x % 32_u32)
+  let row: i32 = i32(block.x * 2_u32 + thread.x / 32_u32)
+  for L0 c: i32 = %lane; c < n; c = c + 32 {
+    y[row * n + c] = x[row * n + c] * w_s[c]
+  }
+}
+"""
+    want = run_kernel(k, _args(), {})
+    got = run_kernel(out, _args(), {})
+    np.testing.assert_array_equal(got["y"], want["y"])
+
+
+def test_offset_region_keeps_its_base():
+    src = SRC.replace("w[c]", "w[blockIdx.x * n + c]")
+    out = RULE.apply(_kernel(src), "w", {}, CTX)
+    assert not isinstance(out, NotApplicable), out
+    text = print_kernel(out, locations=False)
+    assert "w_s[s] = w[block.x * u32(n) + u32(s)]" in text and "* w_s[c]" in text
+    args = _args()
+    args["w"] = np.random.default_rng(4).random(80, dtype=np.float32)
+    want = run_kernel(_kernel(src), dict(args), {})
+    got = run_kernel(out, dict(args), {})
+    np.testing.assert_array_equal(got["y"], want["y"])
+
+
+def test_refusals():
+    res = RULE.apply(_kernel(SRC.replace("w[c]", "w[row * n + c]")), "w", {}, CTX)
+    assert isinstance(res, NotApplicable) and "differs between threads" in res.reason
+    res = RULE.apply(_kernel(SRC.replace("int c = lane;", "int c = lane + 1;")), "w", {}, CTX)
+    assert isinstance(res, NotApplicable) and "does not start" in res.reason
+    res = RULE.apply(_kernel(SRC.replace("w[c]", "w[c * 2]")), "w", {}, CTX)
+    assert isinstance(res, NotApplicable) and "not base + a loop variable" in res.reason
+    big = RuleContext(sizes={"n": 9000}, scalars={"n": 9000})
+    res = RULE.apply(_kernel(), "w", {}, big)
+    assert isinstance(res, NotApplicable) and "shared" in res.reason
+    assert "y" not in RULE.sites(_kernel())  # written
+
+
+def test_layernorm_gamma_beta():
+    from kir.load import load_kernel
+    from kir.rulecheck import context_for
+    from kir.targets import copy_inputs, run_interp
+
+    loaded = load_kernel(EXAMPLES / "layernorm.cu", sizes={"rows": 3, "cols": 37})
+    ctx = context_for(loaded)
+    assert {"gamma", "beta"} <= set(RULE.sites(loaded.kernel))
+    out = RULE.apply(loaded.kernel, "gamma", {}, ctx)
+    out = RULE.apply(out, "beta", {}, ctx)
+    assert not isinstance(out, NotApplicable), out
+    verify(out)
+    text = print_kernel(out, locations=False)
+    assert "shared gamma_s: f32[37]" in text and "gamma_s[c_2]" in text
+    assert text.index("barrier block") < text.index("return")
+    inputs = loaded.bound.make_inputs(0)
+    want = run_interp(loaded, copy_inputs(inputs))
+    got = run_interp(dataclasses.replace(loaded, kernel=out), copy_inputs(inputs))
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)
+
+
+def test_examples():
+    counts, bad = sweep_summary([RULE])
+    print("stage-in-shared sweep:", counts)
+    assert not bad, bad
+    assert counts.get("same", 0) >= 4  # layernorm gamma and beta at two sizes

@@ -1,0 +1,211 @@
+"""ModelEvaluator (interpreter validation + cost model), its worker pool, and MLXEvaluator."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+
+import pytest
+
+from kir import ir
+from kir.load import load_kernel
+from kir.search import Evaluation, Evaluator
+from kir.search.evalpool import CheckPool
+from kir.search.evaluators import MLXEvaluator, ModelEvaluator, build_cases
+from kir.types import F32
+
+SIZES = {"rows": 8, "cols": 100}
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return load_kernel("examples/softmax.cu", sizes=SIZES)
+
+
+@pytest.fixture(scope="module")
+def evaluator(loaded):
+    ev = ModelEvaluator(loaded, max_steps=20_000)
+    yield ev
+    ev.close()
+
+
+def edit(kernel: ir.Kernel, fn) -> ir.Kernel:
+    """The kernel with ``fn`` applied bottom-up to every node (None keeps a node)."""
+    return ir.transform(kernel, fn)  # type: ignore[return-value]
+
+
+def broken_constant(kernel):
+    """``local_sum`` starts at 1.0 instead of 0.0: a wrong result."""
+    def fn(n):
+        if isinstance(n, ir.Declare) and n.name == "local_sum":
+            return ir.Declare(n.name, n.type, ir.Const(1.0, F32), loc=n.loc)
+        return None
+    return edit(kernel, fn)
+
+
+def out_of_bounds(kernel):
+    """The output store writes one element further: past the end on the last row."""
+    def fn(n):
+        if isinstance(n, ir.Store) and n.buffer == "y":
+            shifted = ir.Binary("+", n.index, ir.Const(1, n.index.type), n.index.type)
+            return ir.Store(n.buffer, shifted, n.value, loc=n.loc)
+        return None
+    return edit(kernel, fn)
+
+
+def nan_output(kernel):
+    def fn(n):
+        if isinstance(n, ir.Declare) and n.name == "inv_sum":
+            return ir.Declare(n.name, n.type, ir.Const(float("nan"), F32), loc=n.loc)
+        return None
+    return edit(kernel, fn)
+
+
+def endless(kernel):
+    """The warp-reduction loop never halves its offset."""
+    def fn(n):
+        if isinstance(n, ir.For) and n.label == "L1":
+            return ir.For(n.label, n.var, n.type, n.init, n.cond, ir.Var(n.var, n.type),
+                          n.body, loc=n.loc)
+        return None
+    return edit(kernel, fn)
+
+
+def test_protocol_and_labels(evaluator):
+    assert isinstance(evaluator, Evaluator)
+    assert evaluator.device == "model:apple-m2" and evaluator.target == "model:apple-m2"
+    assert evaluator.modelled is True
+
+
+def test_cases_cover_two_seeds_at_default_and_ragged_sizes(loaded):
+    cases, notes = build_cases(loaded)
+    assert [c.sizes["cols"] for c in cases] == [100, 100, 333, 333]
+    assert all(c.sizes["rows"] == 8 for c in cases) and notes == ()
+    assert not (cases[0].inputs["x"] == cases[1].inputs["x"]).all()  # different seeds
+
+
+def test_baseline_is_ok_and_modelled(evaluator, loaded):
+    result = evaluator.evaluate(loaded.kernel)
+    assert result.status == "ok", result.error
+    assert result.time_ms > 0
+    assert result.details["modelled"] is True
+    assert result.details["bound"] in ("memory", "compute", "latency", "sync")
+    assert result.details["counters"]["groups"] == 8
+    assert result.details["cases"] == 4
+
+
+def test_wrong_constant_is_invalid_with_its_error(evaluator, loaded):
+    result = evaluator.evaluate(broken_constant(loaded.kernel))
+    assert result.status == "invalid"
+    assert "MISMATCH" in result.error and "cols=100" in result.error
+    assert result.details["max_abs_err"] > 1e-3
+
+
+def test_out_of_bounds_is_a_crash_with_the_reason(evaluator, loaded):
+    result = evaluator.evaluate(out_of_bounds(loaded.kernel))
+    assert result.status == "crash"
+    assert "out-of-bounds store" in result.error and "'y'" in result.error
+
+
+def test_nan_and_timeout(evaluator, loaded):
+    assert evaluator.evaluate(nan_output(loaded.kernel)).status == "nan"
+    result = evaluator.evaluate(endless(loaded.kernel))
+    assert result.status == "timeout" and "did not terminate" in result.error
+
+
+def test_verification_failure_is_a_compile_error(evaluator, loaded):
+    k = loaded.kernel
+    too_big = ir.Kernel(k.name, k.params, k.body, ir.Launch(k.launch.grid, (2048, 1, 1)))
+    result = evaluator.evaluate(too_big)
+    assert result.status == "compile_error" and "verify" in result.error
+
+
+def test_ragged_validation_catches_a_size_assumption(evaluator, loaded):
+    """The last loop rounds cols down to a multiple of 4: right at cols=100 only."""
+    def fn(n):
+        if isinstance(n, ir.For) and n.label == "L6":
+            cols = n.cond.right
+            four = ir.Const(4, cols.type)
+            rounded = ir.Binary("*", ir.Binary("/", cols, four, cols.type), four, cols.type)
+            cond = ir.Binary(n.cond.op, n.cond.left, rounded, n.cond.type)
+            return ir.For(n.label, n.var, n.type, n.init, cond, n.update, n.body, loc=n.loc)
+        return None
+    result = evaluator.evaluate(edit(loaded.kernel, fn))
+    assert result.status == "invalid" and "cols=333" in result.error
+
+
+def test_a_specialized_kernel_is_validated_at_its_own_sizes(evaluator, loaded):
+    """A rule that bakes cols=100 in leaves nothing to check at cols=333."""
+    def fn(n):
+        if isinstance(n, ir.Var) and n.name == "cols":
+            return ir.Const(100, n.type)
+        return None
+    result = evaluator.evaluate(edit(loaded.kernel, fn))
+    assert result.status == "ok" and result.details["cases"] == 2
+    assert "specialized" in result.details
+
+
+def test_evaluate_many_returns_in_order(evaluator, loaded):
+    good = loaded.kernel
+    kernels = [good, broken_constant(good), out_of_bounds(good), nan_output(good), good]
+    copies = pickle.loads(pickle.dumps(kernels))  # what the workers receive
+    assert [k.fingerprint() for k in copies] == [k.fingerprint() for k in kernels]
+    results = list(evaluator.evaluate_many(kernels))
+    assert [r.status for r in results] == ["ok", "invalid", "crash", "nan", "ok"]
+    assert results[0].time_ms == results[-1].time_ms == evaluator.evaluate(good).time_ms
+
+
+def test_profiles_change_the_modelled_time(loaded):
+    with ModelEvaluator(loaded, "apple-m1", seeds=(0,)) as m1:
+        assert m1.device == "model:apple-m1"
+        slow = m1.evaluate(loaded.kernel).time_ms
+    with ModelEvaluator(loaded, "apple-m4-max", seeds=(0,)) as big:
+        assert big.evaluate(loaded.kernel).time_ms < slow
+
+
+# ------------------------------------------------------------------ the worker pool
+
+
+def fake_check(item, context):
+    """A check that sleeps, kills its worker, or answers, by the item's name."""
+    if item == "die":
+        os._exit(3)
+    if item == "sleep":
+        time.sleep(30)
+    return Evaluation.timed(float(len(item)) + context)
+
+
+def test_pool_replaces_dead_and_stuck_workers():
+    pool = CheckPool(fake_check, 0.5, workers=2, timeout_s=1.5)
+    try:
+        items = ["a", "die", "bbb", "sleep", "cc"]
+        start = time.monotonic()
+        results = list(pool.run(items))
+        assert time.monotonic() - start < 20
+        assert [r.status for r in results] == ["ok", "crash", "ok", "timeout", "ok"]
+        assert [r.time_ms for r in results if r.ok] == [1.5, 3.5, 2.5]
+        assert "died" in results[1].error and "longer than" in results[3].error
+        assert [r.time_ms for r in pool.run(["dddd"])] == [4.5]  # the pool still works
+    finally:
+        pool.close()
+
+
+# -------------------------------------------------------------------------- MLX
+
+
+def _cuda_available() -> bool:
+    from kir.backends.mlx_runner import available_targets
+
+    return "cuda" in available_targets()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not _cuda_available(), reason="needs MLX's CUDA back end and a GPU")
+def test_mlx_evaluator_times_the_baseline(loaded):
+    with MLXEvaluator(loaded, "cuda", repeat=3) as ev:
+        assert ev.modelled is False and ev.target == "cuda"
+        results = list(ev.evaluate_many([loaded.kernel, broken_constant(loaded.kernel)]))
+        assert results[0].status == "ok" and results[0].time_ms > 0
+        assert results[0].details["modelled"] is False
+        assert results[1].status == "invalid"
