@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlx_builtins import builtin  # benchmarks/ is the script's folder
+
 from kir.backends import emit
 from kir.backends.mlx_runner import MLXKernel, time_kernel
 from kir.check import compare_outputs
@@ -41,27 +43,6 @@ BENCH_SIZES = {
     "reduce": {"n": 1 << 26},
     "selective_scan": {"B": 1, "L": 2048, "D": 1536, "S": 16},
 }
-
-
-def builtin(name: str, inputs: dict):
-    """The MLX built-in doing the example's job, as (label, thunk returning arrays), or None."""
-    import mlx.core as mx
-
-    a = {k: mx.array(v) for k, v in inputs.items() if isinstance(v, np.ndarray)}
-    if name == "flash_attn":
-        scale = float(inputs["softmax_scale"])
-        return "mx.fast.scaled_dot_product_attention", \
-            lambda: mx.fast.scaled_dot_product_attention(a["Q"], a["K"], a["V"], scale=scale)
-    if name == "softmax":
-        return "mx.softmax", lambda: mx.softmax(a["x"], axis=-1)
-    if name == "layernorm":
-        eps = float(inputs["eps"])
-        return "mx.fast.layer_norm", lambda: mx.fast.layer_norm(a["x"], a["gamma"], a["beta"], eps)
-    if name == "sgemm":
-        return "a @ b", lambda: a["A"] @ a["B"]
-    if name == "reduce":
-        return "mx.sum", lambda: mx.sum(a["in"])
-    return None
 
 
 def time_mlx(thunk, repeat: int) -> float:

@@ -1,0 +1,26 @@
+"""MLX's built-in for each example's job, shared by the GPU benchmark scripts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def builtin(name: str, inputs: dict):
+    """The MLX built-in doing the example's job, as (label, thunk returning arrays), or None."""
+    import mlx.core as mx
+
+    a = {k: mx.array(v) for k, v in inputs.items() if isinstance(v, np.ndarray)}
+    if name == "flash_attn":
+        scale = float(inputs["softmax_scale"])
+        return "mx.fast.scaled_dot_product_attention", \
+            lambda: mx.fast.scaled_dot_product_attention(a["Q"], a["K"], a["V"], scale=scale)
+    if name == "softmax":
+        return "mx.softmax", lambda: mx.softmax(a["x"], axis=-1)
+    if name == "layernorm":
+        eps = float(inputs["eps"])
+        return "mx.fast.layer_norm", lambda: mx.fast.layer_norm(a["x"], a["gamma"], a["beta"], eps)
+    if name == "sgemm":
+        return "a @ b", lambda: a["A"] @ a["B"]
+    if name == "reduce":
+        return "mx.sum", lambda: mx.sum(a["in"])
+    return None

@@ -1,0 +1,211 @@
+"""The search on a real GPU: for each example, the best kernel kir's search finds through
+MLX's CUDA back end next to the unrewritten kernel and the MLX built-in, measured in the same
+run; ``evolve`` against ``random`` at the same budget; and the two composition traces
+(FlashAttention-2, parallel selective scan) timed against the unrewritten kernels.
+
+    python benchmarks/search_gpu.py --out DIR [--budget 60] [--time 40] [--only NAME ...]
+    python benchmarks/search_gpu.py --target model ...   # the same flow on the cost model
+
+Candidates are validated on the interpreter (worker processes) at each example's small
+"check" sizes and, before being timed, on the GPU at the benchmark sizes against the numpy
+reference. ``evolve`` starts from the hints (known CUDA practice) plus random genomes;
+``random`` draws random genomes only. Writes ``search_gpu.json`` and ``search_gpu.md``.
+Run it from outside the repository root when kir is installed non-editable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from kir.load import load_kernel
+from kir.registry import load_registry
+from kir.rules import apply_trace, load_trace
+from kir.search import SearchConfig, search
+from kir.search.hints import hints
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_SIZES = {
+    "flash_attn": {"B": 1, "H": 16, "N": 1024, "D": 64},
+    "softmax": {"rows": 8192, "cols": 8192},
+    "layernorm": {"rows": 8192, "cols": 8192},
+    "sgemm": {"M": 2048, "N": 2048, "K": 2048},
+    "reduce": {"n": 1 << 24},
+    "selective_scan": {"B": 1, "L": 2048, "D": 1536, "S": 16},
+}
+CHECK_SIZES = {
+    "flash_attn": {"B": 1, "H": 1, "N": 64, "D": 64},
+    "softmax": {"rows": 4, "cols": 1000},
+    "layernorm": {"rows": 8, "cols": 512},
+    "sgemm": {"M": 64, "N": 48, "K": 32},
+    "reduce": {"n": 20000},
+    "selective_scan": {"B": 1, "L": 64, "D": 8, "S": 16},
+}
+TRACES = {"flash_attn": "flash_attn.fa2.json", "selective_scan": "selective_scan.parallel.json"}
+
+
+def evaluator_for(loaded, target: str, check: dict, repeat: int):
+    from kir.search.evaluators import MLXEvaluator, ModelEvaluator
+
+    if target == "model":
+        return ModelEvaluator(loaded, check_sizes=check, workers=4)
+    return MLXEvaluator(loaded, target=target, check_sizes=check, workers=12, repeat=repeat)
+
+
+def within(history, final: float | None, fraction: float = 0.05) -> int | None:
+    """Evaluations until the best-so-far first came within ``fraction`` of ``final``."""
+    if final is None:
+        return None
+    for record in history:
+        if record.best_ms is not None and record.best_ms <= final * (1 + fraction):
+            return record.index + 1
+    return None
+
+
+def run_strategy(loaded, registry, ctx, strategy: str, args, check: dict) -> dict:
+    seeds = [h.steps for h in hints(loaded.kernel, registry, ctx)] if strategy == "evolve" else []
+    config = SearchConfig(strategy=strategy, budget=args.budget, time_limit_s=args.time,
+                          seed=args.seed)
+    with evaluator_for(loaded, args.target, check, args.repeat) as evaluator:
+        result = search(loaded.kernel, registry, evaluator, ctx, config, None, seeds)
+    return {"best_ms": result.best_ms, "baseline_ms": result.baseline_ms,
+            "speedup": result.speedup, "evaluations": len(result.history),
+            "to_within_5pct": within(result.history, result.best_ms),
+            "counts": dict(result.counts), "wall_s": result.wall_s, "stopped": result.stopped,
+            "best_steps": [str(s) for s in result.best_steps], "modelled": result.modelled,
+            "curve": [r.best_ms for r in result.history]}
+
+
+def time_trace(loaded, registry, ctx, name: str, target: str, repeat: int) -> dict | None:
+    """The composition trace's kernel, checked on the GPU and timed, with the baseline."""
+    if name not in TRACES or target == "model":
+        return None
+    from kir.backends import emit
+    from kir.backends.mlx_runner import MLXKernel, time_kernel
+    from kir.check import compare_outputs
+    from kir.targets import copy_inputs
+
+    steps = load_trace(ROOT / "examples" / "traces" / TRACES[name], registry)
+    rewritten = apply_trace(loaded.kernel, steps, registry, ctx, strict=True).kernel
+    bound = loaded.bound
+    inputs = bound.make_inputs(0)
+    expected = bound.reference(copy_inputs(inputs))
+    row = {"trace": [str(s) for s in steps]}
+    for label, kernel in (("unrewritten", loaded.kernel), ("rewritten", rewritten)):
+        runnable = MLXKernel(emit(kernel, bound, target))
+        ok = compare_outputs(runnable(copy_inputs(inputs)), expected,
+                             lambda o: bound.tolerance(bound.spec.args[o].dtype)).ok
+        row[label] = {"ok": ok, "ms": time_kernel(runnable, inputs, 3, repeat).median_ms}
+    row["speedup"] = row["unrewritten"]["ms"] / row["rewritten"]["ms"]
+    return row
+
+
+def builtin_ms(name: str, loaded, repeat: int) -> tuple[str, float] | None:
+    import mlx.core as mx
+
+    from mlx_builtins import builtin  # benchmarks/ is the script's folder
+
+    found = builtin(name, loaded.bound.make_inputs(0))
+    if not found:
+        return None
+    label, thunk = found
+    for _ in range(3):
+        mx.eval(thunk())
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        mx.eval(thunk())
+        times.append((time.perf_counter() - start) * 1e3)
+    return label, sorted(times)[len(times) // 2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=".")
+    parser.add_argument("--target", default="cuda", choices=["cuda", "metal", "model"])
+    parser.add_argument("--budget", type=int, default=60)
+    parser.add_argument("--time", type=float, default=40.0, help="seconds per search")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", nargs="*", default=list(BENCH_SIZES))
+    parser.add_argument("--sizes", choices=["bench", "check"], default="bench",
+                        help="compile at the benchmark sizes (GPU) or the check sizes (quick)")
+    args = parser.parse_args()
+    from kir.commands.compile_search import rule_context
+
+    registry = load_registry()
+    report: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                    "target": args.target, "budget": args.budget, "time_s": args.time,
+                    "examples": {}}
+    if args.target != "model":
+        import mlx.core as mx
+
+        report["mlx"] = mx.__version__
+    for name in args.only:
+        sizes = BENCH_SIZES[name] if args.sizes == "bench" else CHECK_SIZES[name]
+        entry: dict = {"sizes": sizes}
+        try:
+            loaded = load_kernel(ROOT / "examples" / f"{name}.cu", sizes=sizes)
+            ctx = rule_context(loaded, args.target)
+            if args.target != "model":
+                found = builtin_ms(name, loaded, args.repeat)
+                if found:
+                    entry["builtin"], entry["builtin_ms"] = found
+                entry["composition"] = time_trace(loaded, registry, ctx, name, args.target,
+                                                  args.repeat)
+            for strategy in ("evolve", "random"):
+                entry[strategy] = run_strategy(loaded, registry, ctx, strategy, args,
+                                               CHECK_SIZES[name])
+        except Exception as exc:  # keep going: the error is part of the report
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        report["examples"][name] = entry
+        print(name, json.dumps({k: v for k, v in entry.items()
+                                if k not in ("evolve", "random")}), flush=True)
+        for strategy in ("evolve", "random"):
+            if strategy in entry:
+                s = entry[strategy]
+                print(f"  {strategy}: best {s['best_ms']} ms, baseline {s['baseline_ms']} ms, "
+                      f"{s['evaluations']} evals, within 5% at {s['to_within_5pct']}, "
+                      f"{s['wall_s']:.0f} s, {s['best_steps']}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "search_gpu.json").write_text(json.dumps(report, indent=2))
+    (out / "search_gpu.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+def markdown(report: dict) -> str:
+    unit = " (modelled)" if report["target"] == "model" else ""
+    lines = [f"| example | unrewritten{unit} | evolve best{unit} | MLX built-in | best vs built-in "
+             f"| random best{unit} | evals to 5% (evolve / random) | search wall s (evolve / "
+             "random) | winning steps (evolve) |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, e in report["examples"].items():
+        if "error" in e:
+            lines.append(f"| {name} | error: {e['error']} | | | | | | | |")
+            continue
+        ev, rd = e["evolve"], e["random"]
+        built = f"{e['builtin']} {e['builtin_ms']:.3f} ms" if "builtin" in e else "—"
+        ratio = f"{e['builtin_ms'] / ev['best_ms']:.3f}×" if "builtin" in e and ev["best_ms"] \
+            else "—"
+        fmt = (lambda v: f"{v:.4g} ms" if v is not None else "none valid")
+        lines.append(f"| {name} | {fmt(ev['baseline_ms'])} | {fmt(ev['best_ms'])} | {built} | "
+                     f"{ratio} | {fmt(rd['best_ms'])} | {ev['to_within_5pct']} / "
+                     f"{rd['to_within_5pct']} | {ev['wall_s']:.0f} / {rd['wall_s']:.0f} | "
+                     f"{', '.join(ev['best_steps']) or '(none)'} |")
+    comps = [(n, e["composition"]) for n, e in report["examples"].items()
+             if e.get("composition")]
+    if comps:
+        lines += ["", "| composition | unrewritten | rewritten | speed-up | checks |",
+                  "|---|---|---|---|---|"]
+        for name, c in comps:
+            ok = c["unrewritten"]["ok"] and c["rewritten"]["ok"]
+            lines.append(f"| {name}: {' → '.join(c['trace'])} | {c['unrewritten']['ms']:.3f} ms "
+                         f"| {c['rewritten']['ms']:.3f} ms | {c['speedup']:.2f}× | "
+                         f"{'pass' if ok else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
