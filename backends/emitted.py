@@ -76,6 +76,8 @@ class Emitted:
     inout_decode: tuple[InoutEncoding, ...] = ()
     scalar_values: tuple[tuple[str, int | float], ...] = ()
     blocks: tuple[int, int, int] = (1, 1, 1)
+    # The kernel's own name (``name`` adds a hash of the text: MLX caches kernels by name).
+    kernel_name: str = ""
 
     def scalar(self, arg: str) -> int | float:
         """The bound value of scalar argument ``arg``."""

@@ -9,6 +9,8 @@ around the body, atomics and the XOR encoding of outputs' initial contents (see
 
 from __future__ import annotations
 
+import hashlib
+
 import dataclasses
 
 from kir import ir
@@ -135,7 +137,8 @@ def emit(kernel: ir.Kernel, bound, target: str, *, partial_groups_safe: bool = F
 
     grid = tuple(b * t for b, t in zip(blocks, block))
     return Emitted(
-        target=target, name=kernel.name, source=source, header=header,
+        target=target, name=unique_name(kernel.name, source, header), source=source,
+        header=header, kernel_name=kernel.name,
         input_names=tuple(r[0] for r in input_rows), input_args=tuple(r[1] for r in input_rows),
         input_kinds=tuple(r[2] for r in input_rows), input_dtypes=tuple(r[3] for r in input_rows),
         input_shapes=tuple(r[4] for r in input_rows),
@@ -268,3 +271,11 @@ def _rename(kernel: ir.Kernel, reserved: set[str], inputs: list[str]) -> dict[st
             taken.add(new)
             mapping[name] = new
     return mapping
+
+
+def unique_name(base: str, source: str, header: str) -> str:
+    """The kernel's name with a hash of its text: MLX caches compiled custom kernels by NAME
+    (``custom_kernel_<name>``) for the life of the process, so two different bodies under one
+    name would silently run the first one compiled — every rewrite of a kernel must differ."""
+    digest = hashlib.sha256(f"{source}\0{header}".encode()).hexdigest()[:10]
+    return f"{base}_{digest}"

@@ -61,7 +61,7 @@ def module_source(emitted: Emitted, spec) -> str:
     """The text of the generated module (see :func:`write_module`)."""
     spec = getattr(spec, "spec", spec)
     e = emitted
-    fn = python_name(e.name)
+    fn = python_name(e.kernel_name or e.name)
     shapes = {a: s for a, s in zip(e.input_args, e.input_shapes)}
     shapes.update(zip(e.output_args, e.output_shapes))
     dtypes = {a: d for a, d, k in zip(e.input_args, e.input_dtypes, e.input_kinds) if k != "key"}
@@ -149,22 +149,26 @@ def write_module(emitted: Emitted, path: str | Path, spec) -> Path:
     the kernel taking buffer arguments in spec order (scalars as keyword arguments defaulting
     to the spec's values) and returning the outputs. ``spec`` is the Spec or BoundSpec."""
     path = Path(path)
-    if not emitted.name.isidentifier():
-        raise KirError(f"kernel name {emitted.name!r} is not a Python identifier")
+    if not (emitted.kernel_name or emitted.name).isidentifier():
+        raise KirError(f"kernel name {emitted.kernel_name or emitted.name!r} is not a Python "
+                       "identifier")
     path.write_text(module_source(emitted, spec))
     return path
 
 
 def full_metal_source(emitted: Emitted) -> str:
     """The whole Metal source MLX would compile: header, then the ``[[kernel]]`` function
-    with the signature MLX generates from the inputs, outputs and attributes used."""
+    with the signature MLX generates from the inputs, outputs and attributes used — named
+    ``custom_kernel_<kernel>``, without the per-text hash ``Emitted.name`` carries for MLX's
+    kernel cache."""
     if emitted.target != "metal":
         raise KirError(f"full Metal source asked for a {emitted.target} kernel")
     inputs = list(zip(emitted.input_names, emitted.input_dtypes, emitted.input_shapes))
     outputs = list(zip(emitted.output_names, emitted.output_dtypes))
     prelude = "#include <metal_stdlib>\nusing namespace metal;\n\n"
     header = emitted.header + "\n\n" if emitted.header else ""
-    return prelude + header + metal_signature(emitted.name, inputs, outputs, emitted.source,
+    return prelude + header + metal_signature(emitted.kernel_name or emitted.name, inputs,
+                                              outputs, emitted.source,
                                               emitted.atomic_outputs, list(emitted.template))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 
 import pytest
@@ -13,6 +15,7 @@ from kir.backends import emit
 from kir.backends.cstyle import BufferInfo, Printer
 from kir.backends.metal import METAL
 from kir.errors import KirError, LimitError, UnsupportedError
+from kir.ir import Barrier
 from kir.spec import ArgSpec
 from kir.types import F32, F64, I32, PointerType
 
@@ -20,7 +23,7 @@ from kir.types import F32, F64, I32, PointerType
 def test_metal_block_sum(block_sum):
     kernel, bound = block_sum
     e = emit(kernel, bound, "metal")
-    assert e.target == "metal" and e.name == "block_sum"
+    assert e.target == "metal" and e.name.startswith("block_sum_")
     assert "threadgroup float red[256];" in e.source
     assert e.source.count("threadgroup_barrier(mem_flags::mem_threadgroup);") == 2
     assert "simd_shuffle_xor(v, 16)" in e.source
@@ -170,3 +173,14 @@ def test_unknown_target_and_missing_arg(block_sum):
     spec = make_spec({k: v for k, v in bound.spec.args.items() if k != "n"}, bound.sizes)
     with pytest.raises(KirError, match="'n' has no entry"):
         emit(kernel, spec.bind(), "metal")
+
+
+def test_each_body_gets_its_own_kernel_name(block_sum):
+    """MLX caches compiled custom kernels by name: a rewritten body under the old name would
+    silently run the old code, so the name carries a hash of the text."""
+    kernel, bound = block_sum
+    first = emit(kernel, bound, "metal")
+    assert emit(kernel, bound, "metal").name == first.name
+    changed = dataclasses.replace(
+        kernel, body=dataclasses.replace(kernel.body, stmts=kernel.body.stmts + (Barrier(),)))
+    assert emit(changed, bound, "metal").name != first.name
