@@ -122,10 +122,14 @@ def plan_inits(outputs: list[tuple[str, str, ScalarType, float | str | None]],
                prefer: set[str] = frozenset()) -> tuple[float | None, list[InoutEncoding]]:
     """Choose MLX's one ``init_value`` and the encodings for outputs that differ from it.
 
-    ``outputs`` holds (emitted name, arg, dtype, init) with init a float, ``"input"`` or None
-    (taken as 0). Outputs named in ``prefer`` (atomically updated ones) decide the choice when
+    ``outputs`` holds (emitted name, arg, dtype, init) with init a float, ``"input"``,
+    ``"none"`` (the kernel writes every element: no fill needed) or None (taken as 0).
+    ``init_value`` is None when no output needs a fill (MLX then skips it). Outputs named in ``prefer`` (atomically updated ones) decide the choice when
     they have constant inits, because they cannot be encoded.
     """
+    outputs = [o for o in outputs if o[3] != "none"]  # written in full by the kernel
+    if not outputs:
+        return None, []
     inits = {name: (0.0 if init is None else init) for name, _, _, init in outputs}
     constants = [v for n, v in inits.items() if not isinstance(v, str)]
     preferred = [v for n, v in inits.items() if n in prefer and not isinstance(v, str)]

@@ -132,7 +132,17 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=list(BENCH_SIZES))
     parser.add_argument("--sizes", choices=["bench", "check"], default="bench",
                         help="compile at the benchmark sizes (GPU) or the check sizes (quick)")
+    parser.add_argument("--merge", nargs="*", metavar="JSON",
+                        help="only merge earlier runs' search_gpu.json files into one report")
     args = parser.parse_args()
+    if args.merge:
+        merged: dict = {}
+        for path in args.merge:
+            part = json.loads(Path(path).read_text())
+            examples = {**merged.get("examples", {}), **part["examples"]}
+            merged = {**part, "examples": examples}
+        write(merged, Path(args.out))
+        return
     from kir.commands.compile_search import rule_context
 
     registry = load_registry()
@@ -169,7 +179,10 @@ def main() -> None:
                 print(f"  {strategy}: best {s['best_ms']} ms, baseline {s['baseline_ms']} ms, "
                       f"{s['evaluations']} evals, within 5% at {s['to_within_5pct']}, "
                       f"{s['wall_s']:.0f} s, {s['best_steps']}", flush=True)
-    out = Path(args.out)
+    write(report, Path(args.out))
+
+
+def write(report: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "search_gpu.json").write_text(json.dumps(report, indent=2))
     (out / "search_gpu.md").write_text(markdown(report))

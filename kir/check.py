@@ -69,7 +69,9 @@ def compare_output(name: str, got: np.ndarray, want: np.ndarray, rtol: float,
     exact = both_nan | same_inf
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(g - w)
-        bad = ~exact & ~(diff <= atol + rtol * np.abs(w))
+        # A finite diff is required: against an infinite reference the bound is inf too,
+        # and inf <= inf would pass any value (even the opposite infinity).
+        bad = ~exact & ~(np.isfinite(diff) & (diff <= atol + rtol * np.abs(w)))
         finite = ~exact & np.isfinite(diff)
         max_abs = float(diff[finite].max()) if finite.any() else 0.0
         rel = diff[finite] / np.maximum(np.abs(w[finite]), np.finfo(np.float64).tiny)

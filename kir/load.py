@@ -86,6 +86,10 @@ def load_kernel(
         # IR text carries its own launch (rules may have changed it); the spec's sizes are
         # still what its grid expressions and scalar arguments are evaluated with.
         kernel = parse_kernel(text, filename=str(path))
+        if bound is not None:
+            from kir.limits import check_index_range
+
+            check_index_range(kernel, bound)
         return Loaded(kernel, bound, path, text)
     if path.suffix not in CUDA_SUFFIXES:
         raise KirError(f"don't know how to read {path.name}",
@@ -99,5 +103,9 @@ def load_kernel(
         template_values=bound.template_values() if bound else {},
         launch=bound.launch() if bound else None,
     )
+    if bound is not None:
+        from kir.limits import check_index_range
+
+        check_index_range(kernel, bound)  # before any input is allocated or run
     return Loaded(kernel, bound, path, text)
 

@@ -47,8 +47,9 @@ _DTYPE_ALIASES = {
 class ArgSpec:
     """One kernel argument: a buffer (``shape`` non-empty) or a scalar (``value`` given).
 
-    ``init`` is a float (``0.0``, ``-inf``) or ``"input"`` (random like an input); ``None``
-    for inputs. ``dtype`` of a scalar may be ``None``: the kernel's parameter type decides.
+    ``init`` is a float (``0.0``, ``-inf``), ``"input"`` (random like an input), or
+    ``"none"`` for an output the kernel writes in full (no fill on the GPU; validation starts it
+    as NaN, so an element the kernel forgets shows up); ``None`` for inputs. ``dtype`` of a scalar may be ``None``: the kernel's parameter type decides.
     """
 
     name: str
@@ -379,7 +380,10 @@ class _Checker:
         elif isinstance(init, (int, float)):
             return float(init)
         elif isinstance(init, str):
-            if init == "input":
+            if init in ("input", "none"):
+                if init == "none" and role != "out":
+                    raise self.fail(f"argument {name!r}: init = 'none' is for role 'out' (the "
+                                    "kernel writes every element)", "args", name, "init")
                 return init
             try:
                 number = float(init)
@@ -387,7 +391,8 @@ class _Checker:
                 number = None
             if number is not None and not math.isnan(number):
                 return number
-        raise self.fail(f"argument {name!r}: init must be a number, '-inf', 'inf' or 'input'",
+        raise self.fail(f"argument {name!r}: init must be a number, '-inf', 'inf', 'input' "
+                        "or 'none'",
                         "args", name, "init")
 
     def range(self, name: str, bounds: Any) -> tuple[float, float]:

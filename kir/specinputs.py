@@ -151,6 +151,10 @@ class BoundSpec:
             shape = self.shape(arg.name)
             if arg.init is None or arg.init == "input":
                 out[arg.name] = _random(rng, dtype, shape, arg.range)
+            elif arg.init == "none":
+                # Poison: an element the kernel never writes fails validation.
+                poison = np.nan if dtype.is_float else np.iinfo(dtype.numpy).min
+                out[arg.name] = np.full(shape, poison, dtype=dtype.numpy)
             else:
                 out[arg.name] = np.full(shape, arg.init, dtype=dtype.numpy)
         return out

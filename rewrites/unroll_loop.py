@@ -66,6 +66,12 @@ class UnrollLoop(BaseRule):
             return replace_loop(kernel, site, main)
         if not t.is_signed and trips is None:
             return NotApplicable(f"unsigned loop {site} with a non-constant bound")
+        if not t.is_signed and (not isinstance(c.stop, Const)
+                                or int(c.stop.value) < (k - 1) * c.step):
+            # stop - (k-1)*step would wrap around to a huge bound (found by the soundness
+            # fuzzer: a 2-trip u32 loop unrolled by 4 ran ~2^30 iterations).
+            return NotApplicable(f"unsigned loop {site}: its bound is below {(k - 1) * c.step}, "
+                                 "the main loop's bound would wrap")
         var = Var(loop.var, t)
         stop_minus = fold_expr(Binary("-", c.stop, Const((k - 1) * c.step, t), t))
         main_cond = Binary(loop.cond.op, var, stop_minus, BOOL)  # type: ignore[attr-defined]

@@ -261,7 +261,7 @@ def test_bad_role(tmp_path: Path) -> None:
 def test_bad_init(tmp_path: Path, init: str) -> None:
     error = load_error(tmp_path, MINIMAL
                        + f'x = {{ dtype = "f32", shape = ["N"], role = "out", init = {init} }}')
-    assert "init must be a number, '-inf', 'inf' or 'input'" in str(error)
+    assert "init must be a number, '-inf', 'inf', 'input' or 'none'" in str(error)
 
 
 def test_toml_inf_literal_is_accepted(tmp_path: Path) -> None:
@@ -328,3 +328,13 @@ def test_example_specs_follow_kernel_signature(spec_path: Path) -> None:
         bound = spec.bind(spec.ragged if ragged else None)
         outputs = bound.reference(bound.make_inputs())
         assert set(outputs) == set(bound.outputs)
+
+
+def test_init_none_is_for_outputs_only_and_poisons(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, MINIMAL + 'x = { dtype = "f32", shape = ["N"], '
+                                               'role = "out", init = "none" }'))
+    assert spec.args["x"].init == "none"
+    assert np.isnan(spec.bind().make_inputs(0)["x"]).all()  # unwritten elements show up
+    error = load_error(tmp_path, MINIMAL + 'x = { dtype = "f32", shape = ["N"], '
+                                           'role = "inout", init = "none" }')
+    assert "init = 'none' is for role 'out'" in str(error)

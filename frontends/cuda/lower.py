@@ -321,7 +321,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, StmtMixin):
         for fn in self.functions[name]:
             params = split_function(fn.tree)[4]
             count = len(params.children) if params is not None else 0
-            if count == 1 and params.children[0].children[1] is None:
+            if count == 1 and len(params.children[0].children) < 2:
                 count = 0  # f(void)
             if count == nargs:
                 return fn

@@ -45,8 +45,12 @@ def launch_comment(emitted, spec=None, comment: str = "//") -> str:
                                        e.output_shapes):
         enc = e.encoding_for(arg)
         wanted = spec.args[arg].init if spec is not None and arg in spec.args else None
-        init = f"init {e.init_value}" if enc is None else \
-            f"init {wanted if wanted is not None else '?'}, xor-encoded"
+        if wanted == "none":
+            init = "written in full by the kernel, no fill"
+        elif enc is None:
+            init = f"init {e.init_value}"
+        else:
+            init = f"init {wanted if wanted is not None else '?'}, xor-encoded"
         outs.append(f"{name}: {dtype}{list(shape)} ({init})")
     lines.append("outputs: " + ", ".join(outs))
     lines.append(f"init_value = {e.init_value}"

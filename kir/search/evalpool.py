@@ -10,6 +10,7 @@ one at a time, and the one that kills a worker on its own is recorded as "crash"
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import sys
 import time
 from collections import deque
@@ -23,8 +24,24 @@ _CONTEXT: Any = None
 _CHECK: Callable[[Any, Any], Evaluation] | None = None
 
 
+def die_with_parent() -> None:
+    """On Linux, have the kernel kill this worker process when its parent (the search) dies:
+    a SIGKILLed search runs no cleanup, and a worker left behind would hold the search's
+    output pipes open (and a GPU) forever."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _init(check: Callable[[Any, Any], Evaluation], context: Any) -> None:
     global _CONTEXT, _CHECK
+    die_with_parent()
     _CONTEXT, _CHECK = context, check
 
 

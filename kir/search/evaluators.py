@@ -10,7 +10,9 @@ e.g. an out-of-bounds access), "timeout" (the interpreter's step limit, or the w
 
 :class:`ModelEvaluator` then counts what the kernel does at the spec's sizes and returns the
 cost model's time, always flagged as modelled. :class:`MLXEvaluator` times the emitted kernel
-through MLX, one candidate at a time. The search imports neither: the CLI hands one in.
+through MLX, one candidate at a time, in a worker process that a crashing or hanging candidate
+cannot take down (:mod:`kir.search.gpu_worker`). The search imports neither: the CLI hands one
+in.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kir.ir import Kernel
 from kir.load import Loaded
 from kir.search.evalpool import CheckPool
 from kir.search.evaluator import Evaluation
+from kir.search.gpu_worker import GpuJob, GpuWorker, MLXRunner, Runner, build_gpu_case
 
 DEFAULT_SEEDS = (0, 1)
 DEFAULT_MAX_STEPS = 2_000_000
@@ -274,7 +277,12 @@ class ModelEvaluator(_Validating):
 
 class MLXEvaluator(_Validating):
     """Validate on the interpreter (in worker processes), then time the emitted kernel on
-    this machine's GPU through MLX, one at a time: median of ``repeat`` runs."""
+    this machine's GPU through MLX, one at a time: median of ``repeat`` runs.
+
+    The GPU work happens in a separate worker process (:mod:`kir.search.gpu_worker`), so a
+    candidate that crashes or hangs it is recorded as "crash" / "timeout" and the next one
+    gets a fresh worker. ``gpu_timeout_s`` bounds one candidate there (``gpu_startup_s`` more
+    for a fresh worker's first job); ``runner`` replaces MLX (e.g. the CPU emulator)."""
 
     modelled = False
 
@@ -282,20 +290,31 @@ class MLXEvaluator(_Validating):
                  validate_sizes: Sequence[dict[str, int]] | None = None,
                  seeds: Sequence[int] = DEFAULT_SEEDS, max_steps: int = DEFAULT_MAX_STEPS,
                  workers: int = 2, timeout_s: float = 120.0, warmup: int = 3,
-                 repeat: int = 10, check_sizes: dict[str, int] | None = None) -> None:
-        from kir.backends.mlx_runner import require_target
-
+                 repeat: int = 10, check_sizes: dict[str, int] | None = None,
+                 runner: Runner | None = None, gpu_timeout_s: float = 60.0,
+                 gpu_startup_s: float = 60.0) -> None:
         if target not in ("metal", "cuda"):
             raise KirError(f"unknown MLX target {target!r}", hint="choose 'metal' or 'cuda'")
-        require_target(target)
+        if runner is None:
+            from kir.backends.mlx_runner import require_target
+
+            require_target(target)
         super().__init__(loaded, None, validate_sizes=validate_sizes, seeds=seeds,
                          max_steps=max_steps, workers=workers, timeout_s=timeout_s,
                          check_sizes=check_sizes)
         self._gpu_case: Case | None = None
         self.target = target
-        self.device = mlx_device_name(target)
+        self.device = mlx_device_name(target) if runner is None else \
+            f"{type(runner).__name__}:{target}"
         self.warmup = warmup
         self.repeat = repeat
+        self.gpu = GpuWorker(runner or MLXRunner(), timeout_s=gpu_timeout_s,
+                             startup_s=gpu_startup_s)
+
+    def close(self) -> None:
+        """Stop the validation workers and the GPU worker."""
+        super().close()
+        self.gpu.close()
 
     def evaluate(self, kernel: Kernel) -> Evaluation:
         """Validate in this process, then time on the GPU."""
@@ -307,53 +326,27 @@ class MLXEvaluator(_Validating):
         for kernel, verdict in zip(kernels, self.check_many(kernels)):
             yield self.time(kernel) if verdict.ok else verdict
 
+    def gpu_job(self, kernel: Kernel) -> GpuJob:
+        """The GPU worker's job for ``kernel``: check at the compiled sizes, then time."""
+        bound = self.loaded.bound
+        baseline = None if bound.spec.reference else self.loaded.kernel
+        return GpuJob(kernel, str(bound.spec.path.resolve()), dict(bound.sizes), self.target,
+                      self.warmup, self.repeat, 0, baseline)
+
     def gpu_case(self) -> Case:
         """Inputs at the compiled sizes with the spec reference's outputs (or, without a
-        reference, the unrewritten kernel's outputs on this GPU): every timed candidate is
-        first checked against them, so no candidate is timed unvalidated at these sizes."""
+        reference, the unrewritten kernel's outputs on the GPU): every timed candidate is
+        first checked against them. Computed IN THIS PROCESS (for inspection); :meth:`time`
+        has the GPU worker build its own copy."""
         if self._gpu_case is None:
-            from kir.backends import emit
-            from kir.backends.mlx_runner import MLXKernel
-
-            bound = self.loaded.bound
-            inputs = bound.make_inputs(0)
-            expected = bound.reference(_copy(inputs))
-            if expected is None:
-                baseline = MLXKernel(emit(self.loaded.kernel, bound, self.target))
-                expected = baseline(_copy(inputs))
-            tolerances = {o: bound.tolerance(self.loaded.spec.args[o].dtype)
-                          for o in bound.outputs}
-            self._gpu_case = Case(f"GPU at sizes {_sizes_label(bound.sizes)}, seed 0",
-                                  dict(bound.sizes), inputs, expected, tolerances)
+            self._gpu_case = build_gpu_case(self.gpu_job(self.loaded.kernel),
+                                            self.gpu.runner).case
         return self._gpu_case
 
     def time(self, kernel: Kernel) -> Evaluation:
-        """Emit, build, check once on the GPU at the compiled sizes, then time (median)."""
-        from kir.backends import emit
-        from kir.backends.mlx_runner import MLXKernel, time_kernel
-
-        case = self.gpu_case()
-        bound = self.loaded.bound
-        try:
-            emitted = emit(kernel, bound, self.target)
-            runnable = MLXKernel(emitted)
-            got = runnable(_copy(case.inputs))
-        except KirError as exc:
-            return Evaluation.rejected("compile_error", f"{self.target}: {exc}")
-        except Exception as exc:  # noqa: BLE001 - MLX reports compile errors as exceptions
-            return Evaluation.rejected("compile_error",
-                                       f"{self.target}: {type(exc).__name__}: {exc}")
-        verdict, err = _compare(got, case)
-        if verdict is not None:
-            return Evaluation(verdict.status, None, f"on the GPU: {verdict.error}",
-                              verdict.details)
-        try:
-            timing = time_kernel(runnable, _copy(case.inputs), self.warmup, self.repeat)
-        except Exception as exc:  # noqa: BLE001
-            return Evaluation.rejected("crash", f"timing raised {type(exc).__name__}: {exc}")
-        return Evaluation.timed(timing.median_ms, modelled=False, min_ms=timing.min_ms,
-                                max_ms=timing.max_ms, spread=timing.spread,
-                                max_abs_err=err)
+        """Emit, build, check once on the GPU at the compiled sizes, then time (median) — in
+        the GPU worker process, so a crash or a hang costs this candidate only."""
+        return self.gpu.run(self.gpu_job(kernel))
 
 
 def mlx_device_name(target: str) -> str:

@@ -132,7 +132,9 @@ def test_ragged_validation_catches_a_size_assumption(evaluator, loaded):
             return ir.For(n.label, n.var, n.type, n.init, cond, n.update, n.body, loc=n.loc)
         return None
     result = evaluator.evaluate(edit(loaded.kernel, fn))
-    assert result.status == "invalid" and "cols=333" in result.error
+    # The kernel leaves some of y unwritten at cols=333: its NaN poison (init = "none") or a
+    # wrong value there rejects it.
+    assert result.status in ("invalid", "nan") and "cols=333" in result.error
 
 
 def test_a_specialized_kernel_is_validated_at_its_own_sizes(evaluator, loaded):

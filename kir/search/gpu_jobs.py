@@ -1,0 +1,218 @@
+"""What the GPU worker runs: jobs, runners, and the check-then-time of one candidate.
+
+Kept apart from :mod:`kir.search.gpu_worker` (the process management) so the worker's work
+can be read, and run in-process, on its own. Backends are imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kir.errors import KirError
+from kir.ir import Kernel
+from kir.search.evaluator import Evaluation
+
+TRACE_CHARS = 4000  # how much of a dead or hung worker's log a verdict keeps
+
+# Errors after which a GPU context (CUDA) or device queue (Metal) is unusable in this process.
+FATAL_PATTERNS = (
+    "illegal memory access", "illegal address", "misaligned address", "illegal instruction",
+    "unspecified launch failure", "launch failure", "device-side assert", "launch timed out",
+    "hardware stack error", "context is destroyed", "uncorrectable ecc",
+    "not supported on global/shared address space", "cudaerrorinvalidaddressspace",
+    "cudaerrorillegal", "cudaerrorlaunch", "cudaerrormisaligned",
+    "command buffer execution failed", "kiogpucommandbuffercallbackerror", "gpu address fault",
+    "caused gpu timeout",
+)
+
+
+def is_fatal_gpu_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the GPU context of this process is now unusable."""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return any(pattern in text for pattern in FATAL_PATTERNS)
+
+
+@dataclass(frozen=True)
+class GpuJob:
+    """One candidate to check at the compiled sizes and time. ``baseline`` (the unrewritten
+    kernel) gives the expected outputs when the spec has no reference."""
+
+    kernel: Kernel
+    spec_path: str
+    sizes: dict[str, int]
+    target: str
+    warmup: int = 3
+    repeat: int = 10
+    seed: int = 0
+    baseline: Kernel | None = None
+
+    def case_key(self) -> tuple:
+        """What the worker's cached inputs and expected outputs depend on."""
+        return (self.spec_path, tuple(sorted(self.sizes.items())), self.target, self.seed,
+                self.baseline)
+
+
+class Runner:
+    """Builds and times emitted kernels inside the worker. Subclasses must be picklable
+    (module-level classes with plain attributes): the worker receives one at start-up."""
+
+    def build(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """A callable running ``emitted`` once: numpy inputs in, outputs by name out."""
+        raise NotImplementedError
+
+    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int) -> Any:
+        """A :class:`kir.backends.mlx_runner.Timing` of ``built`` on ``inputs``."""
+        raise NotImplementedError
+
+    def fatal(self, exc: BaseException) -> bool:
+        """Whether the worker must exit after ``exc`` (its GPU context is unusable)."""
+        return is_fatal_gpu_error(exc)
+
+    def health(self) -> str | None:
+        """None when the device still computes correctly, else what went wrong."""
+        return None
+
+
+class MLXRunner(Runner):
+    """Run through MLX on this machine's GPU (``mx.fast.metal_kernel`` / ``cuda_kernel``)."""
+
+    def build(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from kir.backends.mlx_runner import MLXKernel
+
+        return MLXKernel(emitted)
+
+    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int) -> Any:
+        from kir.backends.mlx_runner import time_kernel
+
+        return time_kernel(built, inputs, warmup, repeat)
+
+    def health(self) -> str | None:
+        """A tiny allocation, kernel and read-back: fails once a fault broke the context."""
+        try:
+            import mlx.core as mx
+
+            total = (mx.arange(1024, dtype=mx.float32) * 2).sum()
+            mx.eval(total)
+            value = float(total.item())
+        except Exception as exc:  # noqa: BLE001 - any failure means the context is gone
+            return f"{type(exc).__name__}: {exc}"
+        return None if value == 1047552.0 else f"a probe computed {value}, not 1047552"
+
+
+class EmulatorRunner(Runner):
+    """Run on the CPU emulator of emitted source; the time is the wall time of whole calls
+    (for tests and GPU-less dry runs: not a measure of any GPU)."""
+
+    def build(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from kir.backends.emulated_runner import EmulatedKernel
+
+        return EmulatedKernel(emitted)
+
+    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int) -> Any:
+        from kir.backends.mlx_runner import Timing
+        from kir.search.evaluators import _copy
+
+        for _ in range(max(warmup, 0)):
+            built(_copy(inputs))
+        times = []
+        for _ in range(max(repeat, 1)):
+            start = time.perf_counter()
+            built(_copy(inputs))
+            times.append((time.perf_counter() - start) * 1e3)
+        median = statistics.median(times)
+        return Timing(median, min(times), max(times),
+                      (max(times) - min(times)) / median if median > 0 else 0.0)
+
+
+@dataclass
+class _Prepared:
+    bound: Any
+    case: Any  # kir.search.evaluators.Case
+
+
+def build_gpu_case(job: GpuJob, runner: Runner) -> _Prepared:
+    """The bound spec and the check case at the job's sizes: seeded inputs, and the spec
+    reference's outputs (or, without one, the baseline kernel's outputs through ``runner``)."""
+    from kir.backends import emit
+    from kir.search.evaluators import Case, _copy, _sizes_label
+    from kir.spec import load_spec
+
+    bound = load_spec(job.spec_path).bind(dict(job.sizes))
+    inputs = bound.make_inputs(job.seed)
+    expected = bound.reference(_copy(inputs))
+    if expected is None:
+        if job.baseline is None:
+            raise KirError(f"{bound.spec.path.name} has no reference and the job no baseline "
+                           "kernel: nothing to check GPU outputs against")
+        expected = runner.build(emit(job.baseline, bound, job.target))(_copy(inputs))
+    tolerances = {o: bound.tolerance(bound.spec.args[o].dtype) for o in bound.outputs}
+    case = Case(f"GPU at sizes {_sizes_label(bound.sizes)}, seed {job.seed}",
+                dict(bound.sizes), inputs, expected, tolerances)
+    return _Prepared(bound, case)
+
+
+def run_job(job: GpuJob, runner: Runner,
+            cache: dict[tuple, _Prepared]) -> tuple[Evaluation, bool]:
+    """Emit, build, check once at the compiled sizes, then time. Returns the verdict and
+    whether the worker must exit (its GPU context is unusable).
+
+    After every candidate the runner probes the GPU (:meth:`Runner.health`): a fault shows
+    under many messages, some raised only by the next call, so a context the candidate broke
+    is blamed on it, not on whichever candidate comes next."""
+    verdict, fatal = _check_and_time(job, runner, cache)
+    sick = runner.health()
+    if sick is None:
+        return verdict, fatal
+    error = f"{job.target}: the GPU context is unusable after this candidate ({sick})"
+    if verdict.error:
+        error += f"; the candidate's own error: {verdict.error}"
+    return Evaluation.rejected("crash", error, trace=verdict.details.get("trace", "")), True
+
+
+def _check_and_time(job: GpuJob, runner: Runner,
+                    cache: dict[tuple, _Prepared]) -> tuple[Evaluation, bool]:
+    from kir.backends import emit
+    from kir.search.evaluators import _compare, _copy
+
+    key = job.case_key()
+    try:
+        if key not in cache:
+            cache[key] = build_gpu_case(job, runner)
+    except Exception as exc:  # noqa: BLE001 - a verdict, the worker lives on
+        fatal = runner.fatal(exc)
+        return Evaluation.rejected("crash", f"setting up the GPU check failed: "
+                                   f"{type(exc).__name__}: {exc}", trace=_trace()), fatal
+    prepared = cache[key]
+    case = prepared.case
+    try:
+        emitted = emit(job.kernel, prepared.bound, job.target)
+        built = runner.build(emitted)
+        got = built(_copy(case.inputs))
+    except KirError as exc:
+        return Evaluation.rejected("compile_error", f"{job.target}: {exc}"), False
+    except Exception as exc:  # noqa: BLE001 - MLX reports compile errors as exceptions
+        if runner.fatal(exc):
+            return Evaluation.rejected("crash", f"{job.target}: GPU fault: {exc}",
+                                       trace=_trace()), True
+        return Evaluation.rejected("compile_error",
+                                   f"{job.target}: {type(exc).__name__}: {exc}"), False
+    verdict, err = _compare(got, case)
+    if verdict is not None:
+        return Evaluation(verdict.status, None, f"on the GPU: {verdict.error}",
+                          verdict.details), False
+    try:
+        timing = runner.time(built, _copy(case.inputs), job.warmup, job.repeat)
+    except Exception as exc:  # noqa: BLE001
+        return Evaluation.rejected("crash", f"timing raised {type(exc).__name__}: {exc}",
+                                   trace=_trace()), runner.fatal(exc)
+    return Evaluation.timed(timing.median_ms, modelled=False, min_ms=timing.min_ms,
+                            max_ms=timing.max_ms, spread=timing.spread,
+                            max_abs_err=err), False
+
+
+def _trace() -> str:
+    return traceback.format_exc()[-TRACE_CHARS:]
