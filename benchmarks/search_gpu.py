@@ -132,6 +132,9 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=list(BENCH_SIZES))
     parser.add_argument("--sizes", choices=["bench", "check"], default="bench",
                         help="compile at the benchmark sizes (GPU) or the check sizes (quick)")
+    parser.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a benchmark size of the chosen example(s)")
+    parser.add_argument("--strategies", nargs="*", default=["evolve", "random"])
     parser.add_argument("--merge", nargs="*", metavar="JSON",
                         help="only merge earlier runs' search_gpu.json files into one report")
     args = parser.parse_args()
@@ -154,7 +157,10 @@ def main() -> None:
 
         report["mlx"] = mx.__version__
     for name in args.only:
+        from kir.load import parse_size_overrides
+
         sizes = BENCH_SIZES[name] if args.sizes == "bench" else CHECK_SIZES[name]
+        sizes = {**sizes, **parse_size_overrides(args.size)}
         entry: dict = {"sizes": sizes}
         try:
             loaded = load_kernel(ROOT / "examples" / f"{name}.cu", sizes=sizes)
@@ -165,7 +171,7 @@ def main() -> None:
                     entry["builtin"], entry["builtin_ms"] = found
                 entry["composition"] = time_trace(loaded, registry, ctx, name, args.target,
                                                   args.repeat)
-            for strategy in ("evolve", "random"):
+            for strategy in args.strategies:
                 entry[strategy] = run_strategy(loaded, registry, ctx, strategy, args,
                                                CHECK_SIZES[name])
         except Exception as exc:  # keep going: the error is part of the report
@@ -197,6 +203,8 @@ def markdown(report: dict) -> str:
     for name, e in report["examples"].items():
         if "error" in e:
             lines.append(f"| {name} | error: {e['error']} | | | | | | | |")
+            continue
+        if "evolve" not in e or "random" not in e:
             continue
         ev, rd = e["evolve"], e["random"]
         built = f"{e['builtin']} {e['builtin_ms']:.3f} ms" if "builtin" in e else "—"
