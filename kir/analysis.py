@@ -267,3 +267,36 @@ def map_stmts(node: Node, fn: Callable[[Stmt], Stmt | list[Stmt] | None]) -> Nod
             return dataclasses.replace(n, stmts=tuple(out)) if changed else None
         return None
     return transform(node, visit)
+
+
+def own_exprs(stmt: Stmt) -> list[Expr]:
+    """The expressions a statement evaluates itself (not those of nested statements)."""
+    if isinstance(stmt, Declare):
+        return [stmt.init] if stmt.init is not None else []
+    if isinstance(stmt, Assign):
+        return [stmt.value]
+    if isinstance(stmt, (Store, Atomic)):
+        return [stmt.index, stmt.value]
+    if isinstance(stmt, For):
+        return [stmt.init, stmt.cond, stmt.update]
+    if isinstance(stmt, (If, While)):
+        return [stmt.cond]
+    return []
+
+
+def has_own_exit(loop: For) -> bool:
+    """Whether a ``break``/``continue`` binding to ``loop`` itself (not to a nested loop)
+    appears in its body."""
+    from kir.ir import Break, Continue
+
+    stack: list[Stmt] = list(loop.body.stmts)
+    while stack:
+        s = stack.pop()
+        if isinstance(s, (Break, Continue)):
+            return True
+        if isinstance(s, If):
+            stack.extend(s.then.stmts)
+            stack.extend(s.orelse.stmts if s.orelse is not None else ())
+        elif isinstance(s, Block):
+            stack.extend(s.stmts)
+    return False

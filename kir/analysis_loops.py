@@ -12,7 +12,7 @@ from typing import Mapping
 
 from kir.analysis import all_names, loop_labels
 from kir.ir import (Alloc, Assign, Atomic, Barrier, Block, Break, Continue, Declare, Expr, For,
-                    If, Kernel, Load, Node, Return, Stmt, Store, Var, While, transform)
+                    Kernel, Load, Node, Return, Stmt, Store, Var, While, transform)
 
 
 class Namer:
@@ -74,21 +74,6 @@ def copy_body(body: Block, namer: Namer, subst: Mapping[str, Expr]) -> Block:
     return transform(body, visit)  # type: ignore[return-value]
 
 
-def own_exits(loop: For) -> bool:
-    """Whether ``break``/``continue`` of this loop itself appear in its body."""
-    stack: list[Stmt] = list(loop.body.stmts)
-    while stack:
-        s = stack.pop()
-        if isinstance(s, (Break, Continue)):
-            return True
-        if isinstance(s, If):
-            stack.extend(s.then.stmts)
-            stack.extend(s.orelse.stmts if s.orelse is not None else ())
-        elif isinstance(s, Block):
-            stack.extend(s.stmts)
-    return False
-
-
 def contains(node: Node, kinds: tuple[type, ...]) -> bool:
     return any(isinstance(n, kinds) for n in node.walk())
 
@@ -116,5 +101,5 @@ def int_assume(scalars: Mapping[str, object]) -> dict[str, int]:
             if isinstance(v, int) and not isinstance(v, bool)}
 
 
-__all__ = ["Namer", "copy_body", "own_exits", "has_barrier", "has_exit", "parent_block",
+__all__ = ["Namer", "copy_body", "has_barrier", "has_exit", "parent_block",
            "int_assume", "contains", "While"]

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping
 
+from kir.analysis import own_exprs
 from kir.deps_affine import Poly, special_atom, to_poly
 from kir.ir import (Alloc, Assign, Atomic, Block, Declare, Expr, For, If, Kernel, Load, Node,
                     Special, Stmt, Store, Var, While, transform)
@@ -120,27 +121,13 @@ class Access:
         return isinstance(self.node, (Store, Atomic))
 
 
-def _stmt_exprs(stmt: Stmt) -> list[Node]:
-    if isinstance(stmt, Declare):
-        return [stmt.init] if stmt.init is not None else []
-    if isinstance(stmt, Assign):
-        return [stmt.value]
-    if isinstance(stmt, (Store, Atomic)):
-        return [stmt.index, stmt.value]
-    if isinstance(stmt, For):
-        return [stmt.init, stmt.cond, stmt.update]
-    if isinstance(stmt, (If, While)):
-        return [stmt.cond]
-    return []
-
-
 def access_chains(root: Stmt, buffer: str) -> list[Access]:
     """Every access of ``buffer`` under ``root`` (pre-order), with its enclosing chain."""
     out: list[Access] = []
     stack: list[tuple[Stmt, tuple[tuple[Stmt, str], ...]]] = [(root, ())]
     while stack:
         stmt, chain = stack.pop()
-        for expr in _stmt_exprs(stmt):
+        for expr in own_exprs(stmt):
             for n in expr.walk():
                 if isinstance(n, Load) and n.buffer == buffer:
                     out.append(Access(n, stmt, chain))

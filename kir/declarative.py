@@ -29,8 +29,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from kir.errors import KirError, Loc, source_line_of
-from kir.ir import (Binary, Call, Cast, Const, Expr, Kernel, Node, Select, Unary, Var,
-                    transform)
+from kir.ir import (Binary, Call, Cast, Const, Expr, Kernel, Node, Select, Unary, transform)
 from kir.rules import NotApplicable, RuleContext
 from kir.types import BOOL, ScalarType
 

@@ -12,9 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from kir.analysis import assigned_vars, canonical, find_loop
+from kir.analysis import assigned_vars, canonical, find_loop, has_own_exit, own_exprs
 from kir.deps_affine import Poly, Range, rename_atoms, substitute_values, to_poly
-from kir.ir import (Alloc, Assign, Atomic, Break, Continue, Declare, Expr, For, If, Kernel,
+from kir.ir import (Alloc, Assign, Atomic, Declare, Expr, For, If, Kernel,
                     Load, Stmt, Store, Var, While)
 from kir.types import PointerType, VectorType
 
@@ -147,20 +147,6 @@ def _lookup(kernel: Kernel, loop: For):
     return lookup
 
 
-def _header_exprs(stmt: Stmt) -> list[Expr]:
-    if isinstance(stmt, (Declare,)):
-        return [stmt.init] if stmt.init is not None else []
-    if isinstance(stmt, Assign):
-        return [stmt.value]
-    if isinstance(stmt, (Store, Atomic)):
-        return [stmt.index, stmt.value]
-    if isinstance(stmt, For):
-        return [stmt.init, stmt.cond, stmt.update]
-    if isinstance(stmt, (If, While)):
-        return [stmt.cond]
-    return []
-
-
 def _walk(region: Region, loop: For, poly, within: str | None) -> None:
     iteration = {n.var for n in loop.walk() if isinstance(n, For)}
     written = assigned_vars(loop) - iteration
@@ -197,7 +183,7 @@ def _walk(region: Region, loop: For, poly, within: str | None) -> None:
 
 def _record(region: Region, stmt: Stmt, node: int, pos, loops, chain, poly,
             written: set[str]) -> None:
-    for expr in _header_exprs(stmt):
+    for expr in own_exprs(stmt):
         for n in expr.walk():
             if isinstance(n, Load):
                 width = n.type.count if isinstance(n.type, VectorType) else 1
@@ -262,21 +248,6 @@ def _interval(p: Poly | None, region: Region) -> tuple[int, int] | None:
     return lo_sum, hi_sum
 
 
-def _exits(loop: For) -> bool:
-    """Whether a break/continue of ``loop`` itself (not of a nested loop) appears."""
-    stack: list[Stmt] = list(loop.body.stmts)
-    while stack:
-        s = stack.pop()
-        if isinstance(s, (Break, Continue)):
-            return True
-        if isinstance(s, If):
-            stack.extend(s.then.stmts)
-            stack.extend(s.orelse.stmts if s.orelse is not None else ())
-        elif type(s).__name__ == "Block":
-            stack.extend(s.stmts)  # type: ignore[attr-defined]
-    return False
-
-
 def _sibling_write(region: Region, w: Access, j: int) -> bool:
     """Whether the other branch of the if at ``w.chain[j]`` writes the same element, so
     the element is written whichever way the condition goes."""
@@ -306,7 +277,7 @@ def covered(region: Region, w: Access, r: Access, threads: bool = False) -> bool
             return False
     w_loops = [region.fors[i] for kind, i in w.chain[k:] if kind == "for"]
     r_loops = [region.fors[i] for kind, i in r.chain[k:] if kind == "for"]
-    if any(_exits(f) or region.bounds.get(f.label) is None for f in w_loops):
+    if any(has_own_exit(f) or region.bounds.get(f.label) is None for f in w_loops):
         return False
     axes = [a for a in region.thread_ranges if threads and (a,) in w.index]
     for chosen in itertools.permutations(r_loops, len(w_loops) + len(axes)):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-from kir.errors import KirError
 from kir.ir import Atomic, Kernel, Load, Store
 
 INDEX_LIMIT = 2**31  # first element count a signed 32-bit index cannot reach

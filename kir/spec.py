@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from kir.errors import KirError, Loc, source_line_of
-from kir.sizeexpr import eval_size_expr, size_names
+from kir.sizeexpr import size_names
 from kir.types import SCALARS, ScalarType
 
 if sys.version_info >= (3, 11):

@@ -7,7 +7,8 @@ from typing import Mapping
 
 from kir.analysis import (assigned_vars, declared_names, find_loop, is_thread_dependent,
                           loops, replace_loop, thread_dependent_vars, used_vars)
-from kir.analysis_loops import has_barrier, has_exit, int_assume, own_exits
+from kir.analysis import has_own_exit
+from kir.analysis_loops import has_barrier, has_exit, int_assume
 from kir.deps import all_deps, can_interchange, dependence_graph
 from kir.ir import Alloc, Atomic, Barrier, Block, For, Kernel, Load, Stmt, Store
 from kir.rules import BaseRule, NotApplicable, RuleContext
@@ -73,7 +74,7 @@ class InterchangeLoops(BaseRule):
 
 
 def _check_shape(kernel: Kernel, outer: For, inner: For, around: Block) -> str | None:
-    if own_exits(outer) or own_exits(inner) or has_exit(around):
+    if has_own_exit(outer) or has_own_exit(inner) or has_exit(around):
         return "break/continue/return in the nest"
     header = used_vars(inner.init) | used_vars(inner.cond) | used_vars(inner.update)
     if header & (assigned_vars(outer.body) - {inner.var} | {outer.var}):

@@ -10,8 +10,8 @@ from kir.analysis_parallel import eval_int, single_defs
 from kir.deps import all_deps, dependence_graph, private_buffers
 from kir.deps_block import block_private_buffers, cross_iteration_conflicts
 from kir.fold import fold_expr
-from kir.ir import (Alloc, Atomic, Barrier, Binary, Break, Cast, Const, Continue, Declare, For,
-                    If, Kernel, Return, Special, Store, Var, While)
+from kir.ir import (Alloc, Atomic, Barrier, Binary, Cast, Const, Declare, For,
+                    If, Kernel, Return, Special, Store, Var)
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
 from kir.types import PointerType
 
@@ -99,7 +99,7 @@ class ParallelizeLoop(BaseRule):
                     return NotApplicable(f"global writes before {site} would repeat per block")
         if any(isinstance(n, Return) for n in loop.body.walk()):
             return NotApplicable(f"{site} returns from the kernel")
-        if _own_exit(loop):
+        if analysis.has_own_exit(loop):
             return NotApplicable(f"{site} has a break or continue of its own")
         trip = _trip_count(kernel, loop, ctx)
         if trip is None:
@@ -119,22 +119,6 @@ class ParallelizeLoop(BaseRule):
                                    + stmts[index + 1:])
         launch = dataclasses.replace(kernel.launch, grid=tuple(grid))
         return dataclasses.replace(kernel, body=body, launch=launch)
-
-
-def _own_exit(loop: For) -> bool:
-    """A break/continue in ``loop``'s body that binds to ``loop`` itself."""
-    stack = list(loop.body.stmts)
-    while stack:
-        s = stack.pop()
-        if isinstance(s, (Break, Continue)):
-            return True
-        if isinstance(s, If):
-            stack.extend(s.then.stmts)
-            if s.orelse is not None:
-                stack.extend(s.orelse.stmts)
-        elif hasattr(s, "stmts") and not isinstance(s, (For, While)):
-            stack.extend(s.stmts)  # type: ignore[attr-defined]
-    return False
 
 
 def _dependence(kernel: Kernel, loop: For, ctx: RuleContext, shared: set[str]) -> str | None:

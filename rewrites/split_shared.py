@@ -8,8 +8,7 @@ from typing import Mapping
 from kir import analysis
 from kir.analysis_bounds import interval, loop_env
 from kir.analysis_parallel import eval_int, single_defs
-from kir.ir import (Alloc, Assign, Atomic, Binary, Block, Const, Declare, Expr, For, If,
-                    Kernel, Load, Node, Store, Var, While, transform)
+from kir.ir import (Alloc, Atomic, Binary, Block, Const, Declare, Expr, Kernel, Load, Node, Store, Var, transform)
 from kir.rules import BaseRule, NotApplicable, RuleContext
 from kir.types import VectorType
 
@@ -116,7 +115,7 @@ def _check_bounds(kernel: Kernel, site: str, offsets: dict[str, int], size_of: d
             why = _fits(kernel, stmt.index, width, env, offsets, size_of, values, defs)
             if why:
                 return why
-        for e in _stmt_exprs(stmt):
+        for e in analysis.own_exprs(stmt):
             for n in e.walk():
                 if isinstance(n, Load) and n.buffer == site:
                     width = n.type.count if isinstance(n.type, VectorType) else 1
@@ -124,21 +123,6 @@ def _check_bounds(kernel: Kernel, site: str, offsets: dict[str, int], size_of: d
                     if why:
                         return why
     return None
-
-
-def _stmt_exprs(stmt) -> list[Expr]:
-    """Expressions a statement evaluates itself (not those of nested statements)."""
-    if isinstance(stmt, Declare):
-        return [stmt.init] if stmt.init is not None else []
-    if isinstance(stmt, Assign):
-        return [stmt.value]
-    if isinstance(stmt, (Store, Atomic)):
-        return [stmt.index, stmt.value]
-    if isinstance(stmt, For):
-        return [stmt.init, stmt.cond, stmt.update]
-    if isinstance(stmt, (If, While)):
-        return [stmt.cond]
-    return []
 
 
 def _fits(kernel, index, width, env, offsets, size_of, values, defs) -> str | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from kir.analysis import canonical, constant_trip_count, find_loop, loops, replace_loop
-from kir.analysis_loops import Namer, copy_body, own_exits
+from kir.analysis import has_own_exit
+from kir.analysis_loops import Namer, copy_body
 from kir.fold import fold, fold_expr
 from kir.ir import Assign, Binary, Block, Const, Declare, Expr, For, Kernel, Var
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
@@ -46,7 +47,7 @@ class UnrollLoop(BaseRule):
         c = canonical(loop) if loop is not None else None
         if loop is None or c is None:
             return NotApplicable(f"{site} is not a counted loop (v = a; v < b; v += const)")
-        if own_exits(loop):
+        if has_own_exit(loop):
             return NotApplicable(f"{site} has break/continue")
         factor = params.get("factor", 4)
         trips = constant_trip_count(loop)

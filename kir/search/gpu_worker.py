@@ -55,7 +55,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
 
 from kir.search.evalpool import die_with_parent
 from kir.search.evaluator import Evaluation

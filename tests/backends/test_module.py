@@ -8,7 +8,6 @@ import importlib.util
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import inout_kernel, inout_spec
 
 from kir.backends import emit
 from kir.backends.emitted import Emitted, decode, key_array, value_bits
