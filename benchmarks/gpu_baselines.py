@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlx_builtins import builtin  # benchmarks/ is the script's folder
+from mlx_builtins import BENCH_SIZES, builtin  # benchmarks/ is the script's folder
 
 from kir.backends import emit
 from kir.backends.mlx_runner import MLXKernel, time_kernel
@@ -35,14 +35,6 @@ from kir.targets import copy_inputs, run_interp
 
 ROOT = Path(__file__).resolve().parent.parent
 
-BENCH_SIZES = {
-    "flash_attn": {"B": 1, "H": 16, "N": 1024, "D": 64},
-    "softmax": {"rows": 8192, "cols": 8192},
-    "layernorm": {"rows": 8192, "cols": 8192},
-    "sgemm": {"M": 4096, "N": 4096, "K": 4096},
-    "reduce": {"n": 1 << 26},
-    "selective_scan": {"B": 1, "L": 2048, "D": 1536, "S": 16},
-}
 
 
 def time_mlx(thunk, repeat: int) -> float:

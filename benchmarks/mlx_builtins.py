@@ -1,8 +1,19 @@
-"""MLX's built-in for each example's job, shared by the GPU benchmark scripts."""
+"""What the GPU benchmark scripts share: each example's benchmark sizes and MLX's built-in
+for its job."""
 
 from __future__ import annotations
 
 import numpy as np
+
+# The sizes of the README's MLX reference table, where an example has a counterpart there.
+BENCH_SIZES = {
+    "flash_attn": {"B": 1, "H": 16, "N": 1024, "D": 64},
+    "softmax": {"rows": 8192, "cols": 8192},
+    "layernorm": {"rows": 8192, "cols": 8192},
+    "sgemm": {"M": 4096, "N": 4096, "K": 4096},
+    "reduce": {"n": 1 << 26},
+    "selective_scan": {"B": 1, "L": 2048, "D": 1536, "S": 16},
+}
 
 
 def builtin(name: str, inputs: dict):
