@@ -300,3 +300,21 @@ def has_own_exit(loop: For) -> bool:
         elif isinstance(s, Block):
             stack.extend(s.stmts)
     return False
+
+
+def single_defs(kernel: Kernel) -> dict[str, Expr]:
+    """Locals declared once with an initializer and never written again: name -> initializer
+    (the values a rule may substitute for the name anywhere)."""
+    declared: dict[str, Expr | None] = {}
+    assigned: set[str] = set()
+    for n in kernel.body.walk():
+        if isinstance(n, Declare):
+            declared[n.name] = n.init if n.name not in declared else None
+        elif isinstance(n, Assign):
+            assigned.add(n.name)
+        elif isinstance(n, For):
+            assigned.add(n.var)
+        elif isinstance(n, Atomic) and n.result:
+            assigned.add(n.result)
+    return {k: v for k, v in declared.items() if v is not None and k not in assigned}
+

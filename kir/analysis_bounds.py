@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Iterator, Mapping
 
 from kir.analysis import canonical
-from kir.analysis_parallel import single_defs
+from kir.analysis import single_defs
 from kir.ir import (Binary, Block, Cast, Const, Expr, For, If, Kernel, Special, Stmt, Var,
                     While)
 

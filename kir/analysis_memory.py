@@ -12,33 +12,14 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping
 
 from kir.analysis import own_exprs
 from kir.deps_affine import Poly, special_atom, to_poly
-from kir.ir import (Alloc, Assign, Atomic, Block, Declare, Expr, For, If, Kernel, Load, Node,
+from kir.ir import (Alloc, Atomic, Block, Expr, For, If, Kernel, Load, Node,
                     Special, Stmt, Store, Var, While, transform)
 from kir.types import PointerType, ScalarType
-
-
-def single_defs(kernel: Kernel) -> dict[str, Expr]:
-    """Locals declared once with an initializer and never written again -> initializer."""
-    writes: Counter[str] = Counter()
-    inits: dict[str, Expr] = {}
-    for n in kernel.body.walk():
-        if isinstance(n, Declare):
-            writes[n.name] += 1
-            if n.init is not None:
-                inits[n.name] = n.init
-        elif isinstance(n, Assign):
-            writes[n.name] += 1
-        elif isinstance(n, For):
-            writes[n.var] += 2
-        elif isinstance(n, Atomic) and n.result:
-            writes[n.result] += 2
-    return {name: init for name, init in inits.items() if writes[name] == 1}
 
 
 def inline_locals(expr: Expr, defs: Mapping[str, Expr], names: set[str] | None = None) -> Expr:

@@ -207,18 +207,3 @@ def eval_int(expr: Expr, values: Mapping[str, int | float],
     return None
 
 
-def single_defs(kernel: Kernel) -> dict[str, Expr]:
-    """Locals declared once with an initializer and never assigned: name -> initializer."""
-    declared: dict[str, Expr | None] = {}
-    assigned: set[str] = set()
-    for n in kernel.body.walk():
-        if isinstance(n, Declare):
-            declared[n.name] = n.init if n.name not in declared else None
-        elif isinstance(n, Assign):
-            assigned.add(n.name)
-        elif isinstance(n, For):
-            assigned.add(n.var)
-        elif isinstance(n, Atomic) and n.result:
-            assigned.add(n.result)
-    return {k: v for k, v in declared.items() if v is not None and k not in assigned}
-

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kir.analysis import canonical, loops
-from kir.analysis_memory import index_poly, single_defs
+from kir.analysis import single_defs
+from kir.analysis_memory import index_poly
 from kir.deps_affine import Poly, to_poly
 from kir.ir import (Alloc, Atomic, Binary, Cast, Const, Expr, Kernel, Load, Node, Special, Store,
                     Var, transform)

@@ -8,11 +8,11 @@ scalar reads and writes, and the ranges of the loop variables and thread indices
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from kir.analysis import assigned_vars, canonical, find_loop, has_own_exit, own_exprs
+from kir.analysis import (assigned_vars, canonical, find_loop, has_own_exit, own_exprs,
+                          single_defs)
 from kir.deps_affine import Poly, Range, rename_atoms, substitute_values, to_poly
 from kir.ir import (Alloc, Assign, Atomic, Declare, Expr, For, If, Kernel,
                     Load, Stmt, Store, Var, While)
@@ -108,19 +108,7 @@ def _spaces(kernel: Kernel, region: Region) -> None:
 
 
 def _lookup(kernel: Kernel, loop: For):
-    writes: Counter[str] = Counter()
-    inits: dict[str, Expr] = {}
-    for n in kernel.body.walk():
-        if isinstance(n, Declare):
-            writes[n.name] += 1
-            if n.init is not None:
-                inits[n.name] = n.init
-        elif isinstance(n, Assign):
-            writes[n.name] += 1
-        elif isinstance(n, For):
-            writes[n.var] += 2  # never substituted
-        elif isinstance(n, Atomic) and n.result:
-            writes[n.result] += 2
+    inits = single_defs(kernel)
     iteration = {n.var for n in loop.walk() if isinstance(n, For)}
     assigned = assigned_vars(loop)
     memo: dict[str, Poly | None] = {}
@@ -132,7 +120,7 @@ def _lookup(kernel: Kernel, loop: For):
         if name in memo:
             return memo[name]
         result: Poly | None
-        if name in inits and writes[name] == 1 and name not in busy:
+        if name in inits and name not in busy:
             busy.add(name)
             result = to_poly(inits[name], lookup)
             busy.discard(name)

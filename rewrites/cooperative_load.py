@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from kir import analysis
-from kir.analysis_parallel import is_thread_x, position_of, single_defs
+from kir.analysis import single_defs
+from kir.analysis_parallel import is_thread_x, position_of
 from kir.ir import (Alloc, Assign, Atomic, Barrier, Binary, Block, Cast, Const, Declare, Expr,
                     For, If, Kernel, Load, Special, Stmt, Store, Var, While, transform)
 from kir.rules import BaseRule, NotApplicable, RuleContext

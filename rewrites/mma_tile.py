@@ -6,7 +6,7 @@ import dataclasses
 from typing import Mapping
 
 from kir import analysis
-from kir.analysis_parallel import single_defs
+from kir.analysis import single_defs
 from kir.errors import KirError
 from kir.ir import (
     Alloc, Assign, Barrier, Binary, Block, Cast, Const, Declare, Expr, For, Kernel, Load,

@@ -6,7 +6,8 @@ import dataclasses
 from typing import Mapping
 
 from kir import analysis
-from kir.analysis_parallel import eval_int, single_defs
+from kir.analysis import single_defs
+from kir.analysis_parallel import eval_int
 from kir.deps import all_deps, dependence_graph, private_buffers
 from kir.deps_block import block_private_buffers, cross_iteration_conflicts
 from kir.fold import fold_expr

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from kir import analysis
+from kir.analysis import single_defs
 from kir.analysis_memory import (Access, access_chains, buffer_elem, index_poly, inline_locals,
-                                 involves_all_threads, single_defs)
+                                 involves_all_threads)
 from kir.deps_affine import difference
 from kir.fold import fold_expr
 from kir.ir import (Alloc, Assign, Atomic, Binary, Block, Const, Declare, Expr, For, If, Kernel,

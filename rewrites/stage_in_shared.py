@@ -8,7 +8,8 @@ from typing import Mapping
 
 from kir import analysis
 from kir.analysis_bounds import interval, loop_env
-from kir.analysis_parallel import eval_int, single_defs
+from kir.analysis import single_defs
+from kir.analysis_parallel import eval_int
 from kir.ir import (Alloc, Barrier, Binary, Block, Cast, Const, Declare, Expr, For, If,
                     Kernel, Load, Node, Return, Special, Store, Var, transform)
 from kir.rules import BaseRule, NotApplicable, RuleContext

@@ -6,7 +6,8 @@ import dataclasses
 from typing import Mapping
 
 from kir import analysis
-from kir.analysis_memory import index_poly, single_defs
+from kir.analysis import single_defs
+from kir.analysis_memory import index_poly
 from kir.deps_affine import difference, substitute_values
 from kir.ir import (Binary, Block, Const, Expr, For, If, Kernel, Load, MakeVector, Node, Stmt,
                     Store, Var, transform)

@@ -6,7 +6,8 @@ import dataclasses
 from typing import Mapping
 
 from kir import analysis
-from kir.analysis_parallel import is_thread_x, position_of, single_defs
+from kir.analysis import single_defs
+from kir.analysis_parallel import is_thread_x, position_of
 from kir.ir import (Assign, Barrier, Binary, Block, Call, Cast, Const, Declare, Expr, For, If,
                     Kernel, Load, Shuffle, Special, Store, Var, WarpReduce, While, const)
 from kir.rules import BaseRule, NotApplicable, RuleContext
