@@ -139,20 +139,8 @@ class CudaKernel:
                  verbose: bool = False, shared_memory: int | None = None,
                  timeout: float = L.DEFAULT_TIMEOUT_S, **_: Any) -> list[np.ndarray]:
         """Run the kernel; returns the outputs as numpy arrays (MLX's call signature)."""
-        arrays = [L.as_input_array(v) for v in inputs]
-        if len(arrays) != len(self.input_names):
-            raise L.EmulatorError(f"[cuda_kernel] Expected `inputs` to have size "
-                                  f"{len(self.input_names)} but got size {len(arrays)}.", kind="launch")
-        if len(output_shapes) != len(self.output_names) or len(output_dtypes) != len(self.output_names):
-            raise L.EmulatorError(f"[cuda_kernel] Expected {len(self.output_names)} output shapes "
-                                  "and dtypes.", kind="launch")
-        template = list(template.items() if isinstance(template, dict) else template)
-        unit, slots = self.generate(arrays, output_dtypes, template)
-        self.last_source = unit
-        if verbose:
-            print(unit)
-        sources = {self.body_file: self.source, self.header_file: self.header}
-        so_path = compile_shared(unit, "cuda", tag=self.name, sources=sources)
+        arrays, slots, sources, so_path = L.compile_call(self, "cuda", inputs, output_shapes,
+                                                         output_dtypes, template, verbose)
         g = L.triple(grid, "grid")
         t = L.triple(threadgroup, "threadgroup")
         dims = L.cuda_dims([-(-a // b) for a, b in zip(g, t)], t)

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from kir.backends.emulate.toolchain import EmulatorError
+from kir.backends.emulate.toolchain import EmulatorError, compile_shared
 from kir.backends.emulate.worker import run_request
 from kir.errors import Loc
 
@@ -112,3 +112,30 @@ def runtime_error(message: str, sources: dict[str, str]) -> EmulatorError:
             return EmulatorError(message.rstrip(), Loc(name, line, col), kind=kind,
                                  source_line=source_line)
     return EmulatorError(message.rstrip(), kind=kind)
+
+
+def compile_call(kernel: Any, dialect: str, inputs: Sequence[Any],
+                 output_shapes: Sequence[Sequence[int]], output_dtypes: Sequence[Any],
+                 template: Any, verbose: bool) -> tuple[list[np.ndarray], Any, dict, Any]:
+    """What both dialects' kernel objects do first when called (as MLX does): check the
+    argument counts with MLX's messages, generate the translation unit for these inputs and
+    compile it. Returns (input arrays, argument slots, body sources, shared-object path)."""
+    label = f"[{dialect}_kernel]"
+    arrays = [as_input_array(v) for v in inputs]
+    if len(arrays) != len(kernel.input_names):
+        raise EmulatorError(f"{label} Expected `inputs` to have size "
+                            f"{len(kernel.input_names)} but got size {len(arrays)}.",
+                            kind="launch")
+    if len(output_shapes) != len(kernel.output_names) \
+            or len(output_dtypes) != len(kernel.output_names):
+        raise EmulatorError(f"{label} Expected {len(kernel.output_names)} output shapes "
+                            "and dtypes.", kind="launch")
+    template = list(template.items() if isinstance(template, dict) else template)
+    unit, slots = kernel.generate(arrays, output_dtypes, template)
+    kernel.last_source = unit
+    if verbose:
+        print(unit)
+    sources = {kernel.body_file: kernel.source, kernel.header_file: kernel.header}
+    so_path = compile_shared(unit, dialect, tag=kernel.name, sources=sources)
+    return arrays, slots, sources, so_path
+

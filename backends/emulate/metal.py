@@ -17,7 +17,6 @@ import numpy as np
 
 from kir.backends.emulate import launch as L
 from kir.backends.emulate.source import rewrite_group_memory, strip_metal_includes
-from kir.backends.emulate.toolchain import compile_shared
 
 MAX_CONSTANT_ARRAY_SIZE = 8
 
@@ -184,20 +183,8 @@ class MetalKernel:
                  verbose: bool = False, timeout: float = L.DEFAULT_TIMEOUT_S,
                  **_: Any) -> list[np.ndarray]:
         """Run the kernel; returns the outputs as numpy arrays (MLX's call signature)."""
-        arrays = [L.as_input_array(v) for v in inputs]
-        if len(arrays) != len(self.input_names):
-            raise L.EmulatorError(f"[metal_kernel] Expected `inputs` to have size "
-                                  f"{len(self.input_names)} but got size {len(arrays)}.", kind="launch")
-        if len(output_shapes) != len(self.output_names) or len(output_dtypes) != len(self.output_names):
-            raise L.EmulatorError(f"[metal_kernel] Expected {len(self.output_names)} output shapes "
-                                  "and dtypes.", kind="launch")
-        template = list(template.items() if isinstance(template, dict) else template)
-        unit, slots = self.generate(arrays, output_dtypes, template)
-        self.last_source = unit
-        if verbose:
-            print(unit)
-        sources = {self.body_file: self.source, self.header_file: self.header}
-        so_path = compile_shared(unit, "metal", tag=self.name, sources=sources)
+        arrays, slots, sources, so_path = L.compile_call(self, "metal", inputs, output_shapes,
+                                                         output_dtypes, template, verbose)
         dims = L.metal_dims(grid, threadgroup)
         outputs = L.poisoned_outputs(output_shapes, output_dtypes, init_value)
         buffers: list[np.ndarray] = []
