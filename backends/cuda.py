@@ -113,7 +113,8 @@ HELPERS = {
     "xor_i32": """__device__ __forceinline__ int kir_xor(int v, unsigned int key) {
     return (int)((unsigned int)v ^ key);
 }""",
-    "xor_u32": """__device__ __forceinline__ unsigned int kir_xor(unsigned int v, unsigned int key) {
+    "xor_u32": """__device__ __forceinline__
+unsigned int kir_xor(unsigned int v, unsigned int key) {
     return v ^ key;
 }""",
     "xor_f16": """__device__ __forceinline__ __half kir_xor(__half v, unsigned int key) {

@@ -124,7 +124,8 @@ def plan_inits(outputs: list[tuple[str, str, ScalarType, float | str | None]],
 
     ``outputs`` holds (emitted name, arg, dtype, init) with init a float, ``"input"``,
     ``"none"`` (the kernel writes every element: no fill needed) or None (taken as 0).
-    ``init_value`` is None when no output needs a fill (MLX then skips it). Outputs named in ``prefer`` (atomically updated ones) decide the choice when
+    ``init_value`` is None when no output needs a fill (MLX then skips it). Outputs named in
+    ``prefer`` (atomically updated ones) decide the choice when
     they have constant inits, because they cannot be encoded.
     """
     outputs = [o for o in outputs if o[3] != "none"]  # written in full by the kernel

@@ -87,7 +87,8 @@ def cuda_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
 
 METAL_HELPER = "#include <metal_simdgroup_matrix>"
 
-CUDA_HELPER = """// An 8x8 f32 matrix held by a warp, two elements per lane (kir.backends.matrix_emit).
+CUDA_HELPER = """// An 8x8 f32 matrix held by a warp, two elements per lane
+// (kir.backends.matrix_emit).
 struct kir_frag8x8 { float v[2]; };
 __device__ __forceinline__ kir_frag8x8 kir_frag_fill(float x) {
     kir_frag8x8 f;

@@ -44,7 +44,8 @@ def main() -> None:
             if i >= 3:
                 times.append((time.perf_counter() - start) * 1e3)
         total = float(np.asarray(out[0]).sum())
-        print(f"n={n}: blocks={blocks} atomic {ms:.3f} ms | plain store {statistics.median(times):.3f} ms "
+        plain_ms = statistics.median(times)
+        print(f"n={n}: blocks={blocks} atomic {ms:.3f} ms | plain store {plain_ms:.3f} ms "
               f"(sum ok: {abs(total - inputs['in'].sum()) < 1e-2 * max(1, abs(total))})",
               flush=True)
 

@@ -21,7 +21,8 @@ def add_kernel_args(parser: argparse.ArgumentParser) -> None:
     """Arguments every command that loads a kernel takes."""
     parser.add_argument("file", help="CUDA source (.cu) or kir IR text (.kir)")
     parser.add_argument("--kernel", help="which __global__ function (when the file has several)")
-    parser.add_argument("--spec", help="kernel spec TOML (default: FILE's stem + .kir.toml beside it)")
+    parser.add_argument("--spec",
+                        help="kernel spec TOML (default: FILE's stem + .kir.toml beside it)")
     parser.add_argument("--size", action="append", metavar="NAME=VALUE",
                         help="override a spec size (repeatable)")
 
@@ -31,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="kir",
-        description="Port CUDA kernels to Apple Silicon: CUDA -> kir IR -> rewrites -> Metal for MLX.",
+        description="Port CUDA kernels to Apple Silicon: "
+                    "CUDA -> kir IR -> rewrites -> Metal for MLX.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

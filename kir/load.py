@@ -38,7 +38,8 @@ def parse_size_overrides(items: list[str] | None) -> dict[str, int]:
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip().isidentifier():
-            raise KirError(f"bad --size {item!r}", hint="write --size NAME=VALUE, e.g. --size N=4096")
+            raise KirError(f"bad --size {item!r}",
+                           hint="write --size NAME=VALUE, e.g. --size N=4096")
         try:
             sizes[name.strip()] = int(value)
         except ValueError:

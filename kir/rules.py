@@ -112,7 +112,8 @@ def parse_step(text: str, registry: "Mapping[str, Rule]") -> Step:
     match = _STEP.match(text)
     if not match:
         raise KirError(f"malformed step {text!r}",
-                       hint="write RULE{SITEKEY=SITE,PARAM=VALUE}, e.g. tile-loop{loop=L2,factor=4}")
+                       hint="write RULE{SITEKEY=SITE,PARAM=VALUE}, "
+                            "e.g. tile-loop{loop=L2,factor=4}")
     name, body = match.group(1), match.group(2) or ""
     rule = registry.get(name)
     if rule is None:
@@ -200,7 +201,8 @@ def load_trace(path: str | Path, registry: "Mapping[str, Rule]") -> list[Step]:
     except FileNotFoundError:
         raise KirError(f"no such trace file: {path}") from None
     except json.JSONDecodeError as exc:
-        raise KirError(f"{path}:{exc.lineno}:{exc.colno}: malformed trace JSON: {exc.msg}") from None
+        raise KirError(f"{path}:{exc.lineno}:{exc.colno}: malformed trace JSON: "
+                       f"{exc.msg}") from None
     steps = data.get("steps") if isinstance(data, dict) else data
     if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
         raise KirError(f"{path}: a trace is a JSON list of step strings, or an object with "

@@ -49,7 +49,8 @@ class ArgSpec:
 
     ``init`` is a float (``0.0``, ``-inf``), ``"input"`` (random like an input), or
     ``"none"`` for an output the kernel writes in full (no fill on the GPU; validation starts it
-    as NaN, so an element the kernel forgets shows up); ``None`` for inputs. ``dtype`` of a scalar may be ``None``: the kernel's parameter type decides.
+    as NaN, so an element the kernel forgets shows up); ``None`` for inputs. ``dtype`` of a
+    scalar may be ``None``: the kernel's parameter type decides.
     """
 
     name: str

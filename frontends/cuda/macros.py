@@ -24,7 +24,8 @@ NL, WS, ID, NUM, STR, CHR, PUNCT, RAW, MARK = range(9)
 # C's placemarker, the stand-in for an empty argument next to ``##``.
 
 MAX_DEPTH = 100  # nested macro invocations inside macro arguments
-MAX_EXPANDED_TOKENS = 500_000  # tokens macro bodies may produce per file: a blow-up stops in seconds
+# Tokens macro bodies may produce per file: a macro blow-up stops in seconds.
+MAX_EXPANDED_TOKENS = 500_000
 SPECIAL_NAMES = frozenset({"_Pragma", "__LINE__", "__FILE__"})
 EMPTY: frozenset[str] = frozenset()
 

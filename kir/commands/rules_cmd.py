@@ -65,7 +65,8 @@ def show_rule(registry, name: str | None, file: str | None) -> int:
     if rule is None:
         close = [n for n in registry if name in n or n in name]
         raise KirError(f"no rule named {name!r}",
-                       hint=f"did you mean {', '.join(close)}?" if close else "`kir rules` lists them")
+                       hint=f"did you mean {', '.join(close)}?" if close
+                       else "`kir rules` lists them")
     doc = getattr(rule, "doc", None) or type(rule).__doc__ or rule.summary
     print(f"{rule.name}  ({registry.origins[name]})\n")
     print(inspect.cleandoc(doc))

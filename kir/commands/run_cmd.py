@@ -15,7 +15,8 @@ from kir.targets import TARGETS, check_on_target
 def register(sub) -> None:
     from kir.cli import add_kernel_args
 
-    p = sub.add_parser("run", help="run a kernel on random inputs and check it against the reference",
+    p = sub.add_parser("run",
+                       help="run a kernel on random inputs and check it against the reference",
                        description="Run FILE on random inputs made from its spec and compare the "
                                    "outputs with the spec's reference (or, without one, with the "
                                    "kir interpreter). Exit 0 when they match, 1 when not.")
