@@ -318,3 +318,16 @@ def single_defs(kernel: Kernel) -> dict[str, Expr]:
             assigned.add(n.result)
     return {k: v for k, v in declared.items() if v is not None and k not in assigned}
 
+
+def sum_terms(expr: Expr) -> list[Expr]:
+    """The operands of a chain of ``+`` (``a + b + c`` → ``[a, b, c]``), left to right."""
+    out: list[Expr] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Binary) and e.op == "+":
+            stack += [e.right, e.left]
+        else:
+            out.append(e)
+    return out
+

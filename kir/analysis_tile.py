@@ -202,3 +202,19 @@ def _replace(n: Node, **changes) -> Node:
 
 __all__ = ["TileForm", "tile_form", "relayout", "scale", "add", "poly_expr", "split_index",
            "atom_ranges", "poly_range"]
+
+
+def tile_sites(kernel: Kernel) -> list[str]:
+    """Shared arrays every access of which has the 2-D tile form (sites of tile re-layouts)."""
+    return [n.name for n in kernel.body.walk()
+            if isinstance(n, Alloc) and isinstance(tile_form(kernel, n.name), TileForm)]
+
+
+def tile_at(kernel: Kernel, name: str) -> TileForm | str:
+    """The tile form of shared array ``name``, or why there is none (or no such array)."""
+    from kir.analysis_memory import find_alloc
+
+    if find_alloc(kernel, name) is None:
+        return f"no shared array {name}"
+    return tile_form(kernel, name)
+

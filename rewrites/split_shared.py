@@ -75,22 +75,9 @@ class SplitShared(BaseRule):
         return _rewrite(kernel, alloc, offsets, size_of)
 
 
-def _terms(expr: Expr) -> list[Expr]:
-    """The operands of a chain of ``+``."""
-    out: list[Expr] = []
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Binary) and e.op == "+":
-            stack += [e.right, e.left]
-        else:
-            out.append(e)
-    return out
-
-
 def _split_index(index: Expr, defs: Mapping[str, Expr]) -> tuple[str, Expr | None] | None:
     """``off + rest`` -> (off, rest or None), ``off`` a single-definition local."""
-    terms = _terms(index)
+    terms = analysis.sum_terms(index)
     bases = [k for k, t in enumerate(terms) if isinstance(t, Var) and t.name in defs
              and isinstance(defs[t.name], Expr) and _is_offset_def(defs[t.name])]
     if len(bases) != 1:

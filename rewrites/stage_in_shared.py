@@ -104,7 +104,7 @@ def _reads(kernel: Kernel, buffer: str):
     for n in kernel.body.walk():
         if not (isinstance(n, Load) and n.buffer == buffer):
             continue
-        terms = _terms(n.index)
+        terms = analysis.sum_terms(n.index)
         loop_terms = [k for k, t in enumerate(terms) if _loop_var(t) in loops_of]
         if len(loop_terms) != 1:
             return NotApplicable(f"a read of {buffer} is not base + a loop variable")
@@ -126,18 +126,6 @@ def _loop_var(term: Expr) -> str | None:
     while isinstance(term, Cast) and isinstance(term.type, ScalarType) and term.type.is_int:
         term = term.value
     return term.name if isinstance(term, Var) else None
-
-
-def _terms(expr: Expr) -> list[Expr]:
-    out: list[Expr] = []
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Binary) and e.op == "+":
-            stack += [e.right, e.left]
-        else:
-            out.append(e)
-    return out
 
 
 def _check_starts(kernel: Kernel, reads, values, defs) -> str | None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kir.analysis_memory import find_alloc
-from kir.analysis_tile import TileForm, add, relayout, scale, tile_form
-from kir.ir import Alloc, Kernel
+from kir.analysis_tile import add, relayout, scale, tile_at, tile_sites
+from kir.ir import Kernel
 from kir.rules import BaseRule, NotApplicable, RuleContext
 
 
@@ -28,14 +27,11 @@ class TransposeShared(BaseRule):
     site_key = "buffer"
 
     def sites(self, kernel: Kernel) -> list[str]:
-        return [n.name for n in kernel.body.walk()
-                if isinstance(n, Alloc) and isinstance(tile_form(kernel, n.name), TileForm)]
+        return tile_sites(kernel)
 
     def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
               ctx: RuleContext) -> Kernel | NotApplicable:
-        if find_alloc(kernel, site) is None:
-            return NotApplicable(f"no shared array {site}")
-        form = tile_form(kernel, site)
+        form = tile_at(kernel, site)
         if isinstance(form, str):
             return NotApplicable(form)
         if form.rows == 1:
