@@ -12,7 +12,7 @@ import hashlib
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -97,12 +97,43 @@ def build_kernel(emitted: Emitted):
 
 @dataclass(frozen=True)
 class Timing:
-    """Wall-clock times of repeated runs, in milliseconds; ``spread`` = (max-min)/median."""
+    """Wall-clock times of repeated runs, in milliseconds; ``spread`` = (max-min)/median.
+    ``runs`` counts the timed runs; ``cut_short`` says timing stopped after the first because
+    that run already took longer than the caller's ``give_up_ms``."""
 
     median_ms: float
     min_ms: float
     max_ms: float
     spread: float
+    runs: int = 0
+    cut_short: bool = False
+
+
+def measure(run_once: Callable[[], None], warmup: int = 3, repeat: int = 10,
+            give_up_ms: float | None = None) -> Timing:
+    """Time ``run_once`` (which must block until its work is done): ``warmup`` untimed runs,
+    then ``repeat`` timed ones. With ``give_up_ms``, the first warm-up run is timed and, when
+    it alone takes longer, timing stops there: a search does not need ten runs of a
+    candidate several times slower than its best to know it lost (the one run is reported,
+    flagged ``cut_short``)."""
+    warmup = max(warmup, 0)
+    if give_up_ms is not None and warmup:
+        start = time.perf_counter()
+        run_once()
+        first = (time.perf_counter() - start) * 1e3
+        if first > give_up_ms:
+            return Timing(first, first, first, 0.0, 1, True)
+        warmup -= 1
+    for _ in range(warmup):
+        run_once()
+    times = []
+    for _ in range(max(repeat, 1)):
+        start = time.perf_counter()
+        run_once()
+        times.append((time.perf_counter() - start) * 1e3)
+    median = statistics.median(times)
+    return Timing(median, min(times), max(times),
+                  (max(times) - min(times)) / median if median > 0 else 0.0, len(times))
 
 
 class MLXKernel:
@@ -184,22 +215,14 @@ def decode_outputs(e: Emitted, outs: list[np.ndarray], keys: dict) -> dict[str, 
 
 
 def time_kernel(kernel: MLXKernel, inputs: dict[str, Any], warmup: int = 3,
-                repeat: int = 10) -> Timing:
-    """Time ``kernel`` on ``inputs``: ``warmup`` untimed runs, then ``repeat`` timed ones,
-    each evaluated with ``mx.eval`` before the clock stops."""
+                repeat: int = 10, give_up_ms: float | None = None) -> Timing:
+    """Time ``kernel`` on ``inputs`` with :func:`measure`, each launch evaluated with
+    ``mx.eval`` before the clock stops (so MLX's launch overhead is included, as it is in
+    the built-ins' times)."""
     mx = _mx()
     arrays, _ = kernel.prepare(inputs)
     mx.eval(arrays)
-    for _ in range(max(warmup, 0)):
-        mx.eval(kernel.launch(arrays))
-    times = []
-    for _ in range(max(repeat, 1)):
-        start = time.perf_counter()
-        mx.eval(kernel.launch(arrays))
-        times.append((time.perf_counter() - start) * 1e3)
-    median = statistics.median(times)
-    return Timing(median, min(times), max(times),
-                  (max(times) - min(times)) / median if median > 0 else 0.0)
+    return measure(lambda: mx.eval(kernel.launch(arrays)), warmup, repeat, give_up_ms)
 
 
 def _np_dtype(name: str) -> np.dtype:

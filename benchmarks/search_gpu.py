@@ -26,6 +26,7 @@ from kir.load import load_kernel
 from kir.registry import load_registry
 from kir.rules import apply_trace, load_trace
 from kir.search import SearchConfig, search
+from kir.search.db import TuningDB
 from kir.search.hints import hints
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,12 +45,13 @@ CHECK_SIZES = {
 TRACES = {"flash_attn": "flash_attn.fa2.json", "selective_scan": "selective_scan.parallel.json"}
 
 
-def evaluator_for(loaded, target: str, check: dict, repeat: int):
+def evaluator_for(loaded, target: str, check: dict, repeat: int, workers: int):
     from kir.search.evaluators import MLXEvaluator, ModelEvaluator
 
     if target == "model":
-        return ModelEvaluator(loaded, check_sizes=check, workers=4)
-    return MLXEvaluator(loaded, target=target, check_sizes=check, workers=12, repeat=repeat)
+        return ModelEvaluator(loaded, check_sizes=check, workers=workers)
+    return MLXEvaluator(loaded, target=target, check_sizes=check, workers=workers,
+                        repeat=repeat)
 
 
 def within(history, final: float | None, fraction: float = 0.05) -> int | None:
@@ -62,17 +64,21 @@ def within(history, final: float | None, fraction: float = 0.05) -> int | None:
     return None
 
 
-def run_strategy(loaded, registry, ctx, strategy: str, args, check: dict) -> dict:
+def run_strategy(loaded, registry, ctx, strategy: str, args, check: dict, db=None) -> dict:
+    """One search; with ``db`` (shared by the strategies of one example) a candidate another
+    strategy already measured is answered from it instead of being timed again."""
     seeds = [h.steps for h in hints(loaded.kernel, registry, ctx)] if strategy == "evolve" else []
     config = SearchConfig(strategy=strategy, budget=args.budget, time_limit_s=args.time,
                           seed=args.seed)
-    with evaluator_for(loaded, args.target, check, args.repeat) as evaluator:
-        result = search(loaded.kernel, registry, evaluator, ctx, config, None, seeds)
+    with evaluator_for(loaded, args.target, check, args.repeat, args.workers) as evaluator:
+        result = search(loaded.kernel, registry, evaluator, ctx, config, db, seeds)
+        stats = {k: round(v, 3) for k, v in getattr(evaluator, "stats", {}).items()}
     return {"best_ms": result.best_ms, "baseline_ms": result.baseline_ms,
             "speedup": result.speedup, "evaluations": len(result.history),
             "to_within_5pct": within(result.history, result.best_ms),
             "counts": dict(result.counts), "wall_s": result.wall_s, "stopped": result.stopped,
             "best_steps": [str(s) for s in result.best_steps], "modelled": result.modelled,
+            "cached": result.cached, "stats": stats,
             "curve": [r.best_ms for r in result.history]}
 
 
@@ -133,6 +139,13 @@ def main() -> None:
     parser.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                         help="override a benchmark size of the chosen example(s)")
     parser.add_argument("--strategies", nargs="*", default=["evolve", "random"])
+    parser.add_argument("--workers", type=int, default=12,
+                        help="interpreter validation worker processes")
+    parser.add_argument("--no-compositions", action="store_true",
+                        help="skip timing the two composition traces")
+    parser.add_argument("--share-db", action="store_true",
+                        help="the strategies of an example share one tuning database (in "
+                        "--out): a candidate measured by one is not timed again by the next")
     parser.add_argument("--merge", nargs="*", metavar="JSON",
                         help="only merge earlier runs' search_gpu.json files into one report")
     args = parser.parse_args()
@@ -167,11 +180,17 @@ def main() -> None:
                 found = builtin_ms(name, loaded, args.repeat)
                 if found:
                     entry["builtin"], entry["builtin_ms"] = found
-                entry["composition"] = time_trace(loaded, registry, ctx, name, args.target,
-                                                  args.repeat)
-            for strategy in args.strategies:
-                entry[strategy] = run_strategy(loaded, registry, ctx, strategy, args,
-                                               CHECK_SIZES[name])
+                if not args.no_compositions:
+                    entry["composition"] = time_trace(loaded, registry, ctx, name,
+                                                      args.target, args.repeat)
+            db = TuningDB(Path(args.out) / f"{name}.tuning.sqlite") if args.share_db else None
+            try:
+                for strategy in args.strategies:
+                    entry[strategy] = run_strategy(loaded, registry, ctx, strategy, args,
+                                                   CHECK_SIZES[name], db)
+            finally:
+                if db is not None:
+                    db.close()
         except Exception as exc:  # keep going: the error is part of the report
             entry["error"] = f"{type(exc).__name__}: {exc}"
         report["examples"][name] = entry
@@ -181,8 +200,9 @@ def main() -> None:
             if strategy in entry:
                 s = entry[strategy]
                 print(f"  {strategy}: best {s['best_ms']} ms, baseline {s['baseline_ms']} ms, "
-                      f"{s['evaluations']} evals, within 5% at {s['to_within_5pct']}, "
-                      f"{s['wall_s']:.0f} s, {s['best_steps']}", flush=True)
+                      f"{s['evaluations']} evals ({s['cached']} from the database), within "
+                      f"5% at {s['to_within_5pct']}, {s['wall_s']:.0f} s, {s['counts']}, "
+                      f"{s['stats']}, {s['best_steps']}", flush=True)
     write(report, Path(args.out))
 
 

@@ -17,6 +17,8 @@ in.
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -93,8 +95,10 @@ def build_cases(loaded: Loaded, validate_sizes: Sequence[dict[str, int]] | None 
                        hint=f"write {loaded.path.with_suffix('.kir.toml').name} beside it")
     spec, base = loaded.spec, loaded.bound
     assert spec is not None
+    compiled = dict(base.sizes)
     if check_sizes is not None:
         base = spec.bind({**base.sizes, **check_sizes})
+    moved = base.sizes != compiled  # check sizes other than the compiled ones
     extra = [dict(s) for s in validate_sizes] if validate_sizes is not None else \
         ([dict(spec.ragged)] if spec.ragged else [])
     binds = [base] + [spec.bind({**base.sizes, **overrides}) for overrides in extra]
@@ -128,7 +132,7 @@ def build_cases(loaded: Loaded, validate_sizes: Sequence[dict[str, int]] | None 
                 break
             found.append(Case(f"sizes {_sizes_label(bound.sizes)}, seed {seed}",
                               dict(bound.sizes), inputs, expected, tolerances,
-                              bool(i) or check_sizes is not None))
+                              bool(i) or moved))
         cases.extend(found)
     return tuple(cases), tuple(notes)
 
@@ -148,6 +152,12 @@ def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
     # the spec's sizes (a rule baked the value in): other sizes cannot check it.
     specialized = not ctx.scalars_used <= scalars_used(kernel)
     cases = [c for c in ctx.cases if not (specialized and c.ragged)]
+    if not cases and ctx.profile is not None:
+        # The cost model counts on the interpreter at the check sizes, where a kernel
+        # specialized to the compiled sizes cannot run: there is nothing to judge it by.
+        return Evaluation.rejected(
+            "not_applicable", "specialized to the compiled sizes, but the cost model counts "
+            "at the check sizes: use check sizes equal to the compiled ones to model it")
     for i, case in enumerate(cases):
         count = ctx.profile is not None and i == 0
         verdict, outputs, counted = _run_case(kernel, case, ctx.max_steps, count)
@@ -282,7 +292,12 @@ class MLXEvaluator(_Validating):
     The GPU work happens in a separate worker process (:mod:`kir.search.gpu_worker`), so a
     candidate that crashes or hangs it is recorded as "crash" / "timeout" and the next one
     gets a fresh worker. ``gpu_timeout_s`` bounds one candidate there (``gpu_startup_s`` more
-    for a fresh worker's first job); ``runner`` replaces MLX (e.g. the CPU emulator)."""
+    for a fresh worker's first job); ``runner`` replaces MLX (e.g. the CPU emulator).
+
+    The search tells the evaluator its best time so far (:meth:`note_best`); a candidate
+    whose first run is ``give_up_factor`` times slower than that is timed once only (its
+    verdict says ``cut_short``): most candidates of a search lose by far, and timing each of
+    them ``warmup + repeat`` times would spend the GPU time the search needs for the rest."""
 
     modelled = False
 
@@ -292,7 +307,7 @@ class MLXEvaluator(_Validating):
                  workers: int = 2, timeout_s: float = 120.0, warmup: int = 3,
                  repeat: int = 10, check_sizes: dict[str, int] | None = None,
                  runner: Runner | None = None, gpu_timeout_s: float = 60.0,
-                 gpu_startup_s: float = 60.0) -> None:
+                 gpu_startup_s: float = 60.0, give_up_factor: float | None = 3.0) -> None:
         if target not in ("metal", "cuda"):
             raise KirError(f"unknown MLX target {target!r}", hint="choose 'metal' or 'cuda'")
         if runner is None:
@@ -308,6 +323,11 @@ class MLXEvaluator(_Validating):
             f"{type(runner).__name__}:{target}"
         self.warmup = warmup
         self.repeat = repeat
+        self.give_up_factor = give_up_factor
+        self.best_ms: float | None = None
+        # Where the evaluation time went (GPU jobs and their wall time, compile+check
+        # ("build_s") and timing seconds inside them, waits for interpreter validation).
+        self.stats: Counter = Counter()
         self.gpu = GpuWorker(runner or MLXRunner(), timeout_s=gpu_timeout_s,
                              startup_s=gpu_startup_s)
 
@@ -323,15 +343,25 @@ class MLXEvaluator(_Validating):
 
     def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
         """Validate in worker processes; time the valid ones here, one at a time, in order."""
-        for kernel, verdict in zip(kernels, self.check_many(kernels)):
+        verdicts = self.check_many(kernels)
+        for kernel in kernels:
+            waited = time.perf_counter()
+            verdict = next(verdicts)
+            self.stats["check_wait_s"] += time.perf_counter() - waited
             yield self.time(kernel) if verdict.ok else verdict
+
+    def note_best(self, best_ms: float | None) -> None:
+        """The search's best valid time so far (sets where timing gives up)."""
+        self.best_ms = best_ms
 
     def gpu_job(self, kernel: Kernel) -> GpuJob:
         """The GPU worker's job for ``kernel``: check at the compiled sizes, then time."""
         bound = self.loaded.bound
         baseline = None if bound.spec.reference else self.loaded.kernel
+        give_up = self.best_ms * self.give_up_factor \
+            if self.best_ms and self.give_up_factor else None
         return GpuJob(kernel, str(bound.spec.path.resolve()), dict(bound.sizes), self.target,
-                      self.warmup, self.repeat, 0, baseline)
+                      self.warmup, self.repeat, 0, baseline, give_up)
 
     def gpu_case(self) -> Case:
         """Inputs at the compiled sizes with the spec reference's outputs (or, without a
@@ -346,7 +376,14 @@ class MLXEvaluator(_Validating):
     def time(self, kernel: Kernel) -> Evaluation:
         """Emit, build, check once on the GPU at the compiled sizes, then time (median) — in
         the GPU worker process, so a crash or a hang costs this candidate only."""
-        return self.gpu.run(self.gpu_job(kernel))
+        started = time.perf_counter()
+        verdict = self.gpu.run(self.gpu_job(kernel))
+        self.stats["gpu_jobs"] += 1
+        self.stats["gpu_wall_s"] += time.perf_counter() - started
+        for phase in ("build_s", "time_s"):
+            self.stats[phase] += float(verdict.details.get(phase, 0.0))
+        self.stats["cut_short"] += bool(verdict.details.get("cut_short"))
+        return verdict
 
 
 def mlx_device_name(target: str) -> str:

@@ -6,7 +6,6 @@ can be read, and run in-process, on its own. Backends are imported inside functi
 
 from __future__ import annotations
 
-import statistics
 import time
 import traceback
 from dataclasses import dataclass
@@ -39,7 +38,8 @@ def is_fatal_gpu_error(exc: BaseException) -> bool:
 @dataclass(frozen=True)
 class GpuJob:
     """One candidate to check at the compiled sizes and time. ``baseline`` (the unrewritten
-    kernel) gives the expected outputs when the spec has no reference."""
+    kernel) gives the expected outputs when the spec has no reference; ``give_up_ms`` stops
+    timing after one run slower than it (the search passes a multiple of its best time)."""
 
     kernel: Kernel
     spec_path: str
@@ -49,6 +49,7 @@ class GpuJob:
     repeat: int = 10
     seed: int = 0
     baseline: Kernel | None = None
+    give_up_ms: float | None = None
 
     def case_key(self) -> tuple:
         """What the worker's cached inputs and expected outputs depend on."""
@@ -64,8 +65,10 @@ class Runner:
         """A callable running ``emitted`` once: numpy inputs in, outputs by name out."""
         raise NotImplementedError
 
-    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int) -> Any:
-        """A :class:`kir.backends.mlx_runner.Timing` of ``built`` on ``inputs``."""
+    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
+             give_up_ms: float | None = None) -> Any:
+        """A :class:`kir.backends.mlx_runner.Timing` of ``built`` on ``inputs`` (cut short
+        after one run slower than ``give_up_ms``, see :func:`~kir.backends.mlx_runner.measure`)."""
         raise NotImplementedError
 
     def fatal(self, exc: BaseException) -> bool:
@@ -85,10 +88,11 @@ class MLXRunner(Runner):
 
         return MLXKernel(emitted)
 
-    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int) -> Any:
+    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
+             give_up_ms: float | None = None) -> Any:
         from kir.backends.mlx_runner import time_kernel
 
-        return time_kernel(built, inputs, warmup, repeat)
+        return time_kernel(built, inputs, warmup, repeat, give_up_ms)
 
     def health(self) -> str | None:
         """A tiny allocation, kernel and read-back: fails once a fault broke the context."""
@@ -112,20 +116,12 @@ class EmulatorRunner(Runner):
 
         return EmulatedKernel(emitted)
 
-    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int) -> Any:
-        from kir.backends.mlx_runner import Timing
+    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
+             give_up_ms: float | None = None) -> Any:
+        from kir.backends.mlx_runner import measure
         from kir.search.evaluators import _copy
 
-        for _ in range(max(warmup, 0)):
-            built(_copy(inputs))
-        times = []
-        for _ in range(max(repeat, 1)):
-            start = time.perf_counter()
-            built(_copy(inputs))
-            times.append((time.perf_counter() - start) * 1e3)
-        median = statistics.median(times)
-        return Timing(median, min(times), max(times),
-                      (max(times) - min(times)) / median if median > 0 else 0.0)
+        return measure(lambda: built(_copy(inputs)), warmup, repeat, give_up_ms)
 
 
 @dataclass
@@ -188,10 +184,11 @@ def _check_and_time(job: GpuJob, runner: Runner,
                                    f"{type(exc).__name__}: {exc}", trace=_trace()), fatal
     prepared = cache[key]
     case = prepared.case
+    started = time.perf_counter()
     try:
         emitted = emit(job.kernel, prepared.bound, job.target)
         built = runner.build(emitted)
-        got = built(_copy(case.inputs))
+        got = built(_copy(case.inputs))  # the first call compiles (NVRTC / Metal)
     except KirError as exc:
         return Evaluation.rejected("compile_error", f"{job.target}: {exc}"), False
     except Exception as exc:  # noqa: BLE001 - MLX reports compile errors as exceptions
@@ -200,18 +197,25 @@ def _check_and_time(job: GpuJob, runner: Runner,
                                        trace=_trace()), True
         return Evaluation.rejected("compile_error",
                                    f"{job.target}: {type(exc).__name__}: {exc}"), False
+    built_at = time.perf_counter()
     verdict, err = _compare(got, case)
     if verdict is not None:
         return Evaluation(verdict.status, None, f"on the GPU: {verdict.error}",
                           verdict.details), False
     try:
-        timing = runner.time(built, _copy(case.inputs), job.warmup, job.repeat)
+        timing = runner.time(built, _copy(case.inputs), job.warmup, job.repeat,
+                             job.give_up_ms)
     except Exception as exc:  # noqa: BLE001
         return Evaluation.rejected("crash", f"timing raised {type(exc).__name__}: {exc}",
                                    trace=_trace()), runner.fatal(exc)
+    done = time.perf_counter()
+    # Where a candidate's seconds went (build = emit + compile + the checked first run):
+    # what the search's throughput depends on, kept with every verdict.
+    phases = {"build_s": round(built_at - started, 4), "time_s": round(done - built_at, 4)}
+    extra = {"cut_short": True} if timing.cut_short else {}
     return Evaluation.timed(timing.median_ms, modelled=False, min_ms=timing.min_ms,
-                            max_ms=timing.max_ms, spread=timing.spread,
-                            max_abs_err=err), False
+                            max_ms=timing.max_ms, spread=timing.spread, runs=timing.runs,
+                            max_abs_err=err, **phases, **extra), False
 
 
 def _trace() -> str:

@@ -211,3 +211,22 @@ def test_mlx_evaluator_times_the_baseline(loaded):
         assert results[0].status == "ok" and results[0].time_ms > 0
         assert results[0].details["modelled"] is False
         assert results[1].status == "invalid"
+
+
+def test_check_sizes_equal_to_the_compiled_ones_still_validate_a_specialized_kernel(loaded):
+    from kir.commands.compile_search import rule_context
+    from kir.rewrites.specialize_param import RULES
+    from kir.rules import apply_trace, parse_step
+
+    registry = {rule.name: rule for rule in RULES}
+    step = parse_step("specialize-param{param=cols}", registry)
+    special = apply_trace(loaded.kernel, [step], registry, rule_context(loaded, "metal"),
+                          strict=True).kernel
+    with ModelEvaluator(loaded, max_steps=20_000, check_sizes=dict(SIZES)) as same:
+        verdict = same.evaluate(special)
+        assert verdict.ok and verdict.details["specialized"], verdict
+    # Check sizes away from the compiled ones: the model cannot count it there, and says so
+    # (a verdict, never an exception from the evaluator).
+    with ModelEvaluator(loaded, max_steps=20_000, check_sizes={"rows": 4}) as moved:
+        verdict = moved.evaluate(special)
+        assert verdict.status == "not_applicable" and "specialized" in verdict.error

@@ -60,8 +60,9 @@ def loaded():
 
 def job(loaded, kernel=None, **kw):
     bound = loaded.bound
+    kw = {"warmup": 0, "repeat": 2, **kw}
     return GpuJob(kernel or loaded.kernel, str(bound.spec.path.resolve()), dict(bound.sizes),
-                  "cuda", warmup=0, repeat=2, **kw)
+                  "cuda", **kw)
 
 
 @pytest.fixture
@@ -208,3 +209,56 @@ def test_search_completes_its_budget_through_crashes_and_hangs(loaded):
     assert result.counts["crash"] == 1 and result.counts["timeout"] == 1
     assert result.best_ms is not None
     assert started == 3  # the first worker, and one after each of the crash and the hang
+
+
+class SlowRunner(EmulatorRunner):
+    """The emulator, 50 ms slower per call for kernels whose name ends in ``_slow``."""
+
+    def build(self, emitted):
+        built = super().build(emitted)
+        if not emitted.kernel_name.endswith("_slow"):
+            return built
+
+        def slow(inputs):
+            time.sleep(0.05)
+            return built(inputs)
+        return slow
+
+
+def test_timing_gives_up_after_one_run_slower_than_the_limit(loaded):
+    cache = {}
+    slow = planted(loaded.kernel, "slow")
+    cut, _ = run_job(job(loaded, slow, give_up_ms=10.0, warmup=2, repeat=5), SlowRunner(),
+                     cache)
+    assert cut.ok and cut.details["cut_short"] and cut.details["runs"] == 1
+    assert cut.time_ms >= 50.0
+    full, _ = run_job(job(loaded, slow, warmup=2, repeat=5), SlowRunner(), cache)
+    assert full.ok and full.details["runs"] == 5 and "cut_short" not in full.details
+    # where the seconds went is kept with the verdict
+    assert full.details["build_s"] > 0 and full.details["time_s"] >= 0.05 * 7
+
+
+def test_search_tells_the_gpu_evaluator_its_best_and_slow_candidates_are_cut(loaded):
+    registry = {"plant-fault": PlantFault()}
+    # "none" renames to an ordinary kernel; the baseline is timed in full first
+    with MLXEvaluator(loaded, "cuda", runner=SlowRunner(), warmup=2, repeat=3,
+                      workers=1, give_up_factor=3.0) as ev:
+        job_before = ev.gpu_job(loaded.kernel)
+        assert job_before.give_up_ms is None  # nothing to compare with yet
+        verdicts = [ev.time(loaded.kernel)]
+        ev.note_best(verdicts[0].time_ms)
+        slow_job = ev.gpu_job(planted(loaded.kernel, "slow"))
+        assert slow_job.give_up_ms == pytest.approx(3.0 * verdicts[0].time_ms)
+        slow = ev.gpu.run(slow_job)
+        assert slow.ok and slow.details.get("cut_short") and slow.details["runs"] == 1
+    noted = []
+
+    class Noting(MLXEvaluator):
+        def note_best(self, best_ms):
+            noted.append(best_ms)
+            super().note_best(best_ms)
+
+    with Noting(loaded, "cuda", runner=SlowRunner(), warmup=0, repeat=2, workers=1) as ev:
+        result = search(loaded.kernel, registry, ev, RuleContext(sizes=dict(SIZES)),
+                        SearchConfig(strategy="random", budget=2, seed=1))
+    assert noted and noted[0] == result.history[0].time_ms  # the baseline, first
