@@ -26,8 +26,12 @@ class _Plan:
     accesses: list[Access]
     index: Expr                 # case 1: the element's index; case 2: the base
     guard: list[Expr]           # L-invariant conditions every access sits under
-    array: tuple[str, Expr, int] | None  # case 2: (inner loop var, stop expr, D)
+    array: tuple[Expr, int] | None  # case 2: (stop expr, D)
     written: bool
+    # case 2: each access's own index (as written) -> the variable of ITS 0..D loop, so
+    # B[base + x] becomes B_reg[x] with the x of that access (accesses in different inner
+    # loops have different variables).
+    offsets: Mapping[Expr, str] | None = None
 
 
 class PromoteToRegisters(BaseRule):
@@ -43,13 +47,16 @@ class PromoteToRegisters(BaseRule):
     loop). Case 1: every access of B in the loop has one index, invariant in the loop -> a
     local scalar. Case 2: every access is ``B[base + x]`` with ``base`` invariant and ``x`` the
     variable of an inner loop ``for x = 0; x < D; x++`` (D a constant, or a scalar argument
-    specialized from the spec, at most 128) -> a local array ``B_reg[D]``.
+    specialized from the spec, at most 128) -> a local array ``B_reg[D]``; each access becomes
+    ``B_reg[x]`` with the ``x`` of its own inner loop (different accesses may sit in different
+    0..D loops with different variables).
 
     Legality checked: the index mentions every thread axis of the block (different threads
     own different elements), all accesses of B in the loop share the same loop-invariant
     guards (replicated around the load before / store after), at least one access runs
     whenever the loop runs under those guards (so the hoisted load touches only an element
-    the original touched), no ``return`` in the loop, no atomics or vector accesses of B.
+    the original touched; no ``break``/``continue`` of the loop, nor of that access's 0..D
+    loop, may skip it), no ``return`` in the loop, no atomics or vector accesses of B.
     Not checked: that B does not alias another buffer parameter (CUDA ``__restrict__``), and
     injectivity of the index in the thread indices beyond their presence.
     """
@@ -112,6 +119,12 @@ def _plan(kernel: Kernel, buffer: str, loop: For,
         return NotApplicable(f"{buffer} is not accessed in {loop.label}")
     if any(isinstance(n, Return) for n in loop.body.walk()):
         return NotApplicable(f"{loop.label} may return")
+    if any(isinstance(n, (Load, Atomic)) and n.buffer == buffer
+           for e in (loop.init, loop.cond, loop.update) for n in e.walk()):
+        return NotApplicable(f"the header of {loop.label} reads {buffer}")
+    if analysis.has_own_exit(loop):
+        return NotApplicable(f"{loop.label} has a break or continue (an iteration may skip "
+                             f"the accesses of {buffer})")
     if any(isinstance(a.node, Atomic) or not isinstance(a.node.type if isinstance(a.node, Load)
            else a.node.value.type, ScalarType) for a in accesses):
         return NotApplicable(f"atomic or vector access of {buffer} in {loop.label}")
@@ -125,29 +138,40 @@ def _plan(kernel: Kernel, buffer: str, loop: For,
 
     indices = [inline_locals(a.index, defs, set(inner)) for a in accesses]
     array = None
+    loop_vars: list[str] | None = None
+    offsets: dict[Expr, str] | None = None
     if all(e == indices[0] for e in indices) and invariant(indices[0]) is not None:
         index = indices[0]
     else:
         split = _split_array(kernel, loop, accesses, indices, assigned, scalars)
         if isinstance(split, NotApplicable):
             return split
-        index, array = split
+        index, array, loop_vars = split
+        # The rewrite maps each access by its index as written; one written index must name
+        # one inner loop variable.
+        offsets = {}
+        for access, var in zip(accesses, loop_vars):
+            if offsets.setdefault(access.index, var) != var:
+                return NotApplicable(f"index {print_expr(access.index)} of {buffer} stands for "
+                                     "different inner loops")
     poly = index_poly(index, defs)
     if poly is None or not involves_all_threads(kernel, poly):
         return NotApplicable(f"index of {buffer} does not involve every thread index")
-    guard = _common_guard(accesses, invariant, array[0] if array else None)
+    guard = _common_guard(accesses, invariant, loop_vars)
     if isinstance(guard, NotApplicable):
         return guard
     written = any(a.is_write for a in accesses)
-    return _Plan(loop, accesses, index, guard, array, written)
+    return _Plan(loop, accesses, index, guard, array, written, offsets)
 
 
 def _split_array(kernel, loop, accesses, indices, assigned, scalars):
-    """Case 2: every index is ``base + x`` with x an inner 0..D loop variable."""
+    """Case 2: every index is ``base + x`` with x the variable of an inner 0..D loop around
+    that access (its own loop: different accesses may use different loops). Returns (base,
+    (stop, D), the x of each access)."""
     base_poly = None
     stop = None
-    var = None
     base_expr = None
+    loop_vars: list[str] = []
     for access, index in zip(accesses, indices):
         loops = [s for s, _ in access.chain if isinstance(s, For)]
         found = None
@@ -168,10 +192,11 @@ def _split_array(kernel, loop, accesses, indices, assigned, scalars):
                                  "nor base + x")
         inner_loop, c, rest = found
         if base_poly is None:
-            base_poly, stop, var = rest, c.stop, inner_loop.var
+            base_poly, stop = rest, c.stop
             base_expr = analysis.substitute(index, inner_loop.var, Const(0, I32))
         elif rest != base_poly or c.stop != stop:
             return NotApplicable("accesses do not share one base and one range")
+        loop_vars.append(inner_loop.var)
     base_expr = fold_expr(base_expr)
     if analysis.used_vars(base_expr) & assigned:
         return NotApplicable(f"base {print_expr(base_expr)} varies in {loop.label}")
@@ -188,12 +213,13 @@ def _split_array(kernel, loop, accesses, indices, assigned, scalars):
                              "scalar")
     if not 0 < size <= MAX_REGISTERS:
         return NotApplicable(f"{size} elements do not fit in registers (<= {MAX_REGISTERS})")
-    return base_expr, (var, stop, size)
+    return base_expr, (stop, size), loop_vars
 
 
-def _common_guard(accesses: list[Access], invariant, array_var: str | None):
+def _common_guard(accesses: list[Access], invariant, loop_vars: list[str] | None):
     """The loop-invariant if-conditions (then-branches) every access sits under; at least
-    one access must sit under nothing else (bar its own 0..D loop in case 2)."""
+    one access must sit under nothing else (bar its own 0..D loop in case 2, whose variable
+    is ``loop_vars[i]`` for access i, and which must not end early)."""
     prefix = list(accesses[0].chain)
     for a in accesses[1:]:
         n = 0
@@ -211,12 +237,13 @@ def _common_guard(accesses: list[Access], invariant, array_var: str | None):
         guard.append(cond)
     depth = len(guard)
 
-    def unconditional(a: Access) -> bool:
+    def unconditional(i: int, a: Access) -> bool:
         rest = a.chain[depth:]
-        if array_var is None:
+        if loop_vars is None:
             return not rest
-        return len(rest) == 1 and isinstance(rest[0][0], For) and rest[0][0].var == array_var
-    if not any(unconditional(a) for a in accesses):
+        return (len(rest) == 1 and isinstance(rest[0][0], For)
+                and rest[0][0].var == loop_vars[i] and not analysis.has_own_exit(rest[0][0]))
+    if not any(unconditional(i, a) for i, a in enumerate(accesses)):
         return NotApplicable("no access runs on every iteration (the hoisted load could "
                              "touch an element the loop never touches)")
     return guard
@@ -245,13 +272,16 @@ def _rewrite(kernel: Kernel, buffer: str, plan: _Plan) -> Kernel:
         load = [Assign(reg, Load(buffer, plan.index, elem), loc=loc)]
         store = [Store(buffer, plan.index, Var(reg, elem), loc=loc)]
     else:
-        var, stop, size = plan.array
+        stop, size = plan.array
+        offsets = plan.offsets
+        assert offsets is not None
 
         def replace(n: Node) -> Node | None:
+            # Each access by its own inner loop's variable (_plan mapped every index).
             if isinstance(n, Load) and n.buffer == buffer:
-                return Load(reg, Var(var, I32), elem)
+                return Load(reg, Var(offsets[n.index], I32), elem)
             if isinstance(n, Store) and n.buffer == buffer:
-                return Store(reg, Var(var, I32), n.value, loc=n.loc)
+                return Store(reg, Var(offsets[n.index], I32), n.value, loc=n.loc)
             return None
         new.append(Alloc(reg, elem, size, "local", loc=loc))
         x = analysis.fresh_name(kernel, "r", taken | {reg})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from kir.frontends.cuda import load_cuda
 from kir.interp import run_kernel
@@ -177,3 +178,121 @@ def test_examples_sweep():
            if a.status in ("changed", "error")]
     assert not bad, bad
     print(f"{len(results)} applications checked on the examples")
+
+
+# ------------------------------------------------ each access keeps its own inner loop variable
+
+# A thread-private shared row written in one loop and read (and updated) in two others, each
+# with its own loop variable: B_reg must be indexed by the variable of the loop around each
+# access (a, b or c), never by the first access's.
+PRIVATE_ROW = """
+__global__ void k(const float* x, float* out, int n) {
+    __shared__ float row[32];
+    int t = threadIdx.x;
+    for (int i = 0; i < n; i++) {
+        for (int a = 0; a < 4; a++) {
+            row[t * 4 + a] = x[(i * 8 + t) * 4 + a];
+        }
+        float s = 0.0f;
+        for (int b = 0; b < 4; b++) {
+            s += row[t * 4 + b] * (b + 1);
+        }
+        for (int c = 0; c < 4; c++) {
+            row[t * 4 + c] = row[t * 4 + c] * s + c;
+            out[(i * 8 + t) * 4 + c] = row[t * 4 + c];
+        }
+    }
+}
+"""
+PRIVATE_LAUNCH = Launch(("1", "1", "1"), (8, 1, 1))
+
+
+def _run_private_row(kernel, n: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    args = {"x": rng.standard_normal(32 * max(n, 1)).astype(np.float32),
+            "out": np.zeros(32 * max(n, 1), np.float32), "n": n}
+    return run_kernel(kernel, args)
+
+
+def test_shared_row_read_in_loops_with_different_variables():
+    kernel = load_cuda(PRIVATE_ROW, "t.cu", launch=PRIVATE_LAUNCH)
+    result = RULE.apply(kernel, "row", {}, RuleContext())
+    assert not isinstance(result, NotApplicable), result
+    verify(result)
+    # Every access of row_reg in the loops uses the variable of its own loop.
+    text = print_kernel(result, locations=False)
+    for var in ("a", "b", "c"):
+        assert f"row_reg[{var}]" in text, text
+    for n in (0, 1, 3):
+        want, got = _run_private_row(kernel, n), _run_private_row(result, n)
+        np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def test_break_in_the_row_loop_is_refused():
+    # The only access that would touch the whole row may stop early: the hoisted load could
+    # touch elements the loop never touches.
+    text = SNIPPET.replace("row[t * 4 + c] += x[i * 16 + t] * c;",
+                           "if (c == n) { break; }\n            row[t * 4 + c] += x[i * 16 + t];")
+    result = RULE.apply(snippet_kernel(text), "row@L0", {}, RuleContext())
+    assert isinstance(result, NotApplicable)
+    assert "every iteration" in result.reason
+
+
+def test_continue_in_the_loop_is_refused():
+    text = SNIPPET.replace("acc[t] = acc[t] + x[i * 16 + t];",
+                           "if (i == 0) { continue; }\n        acc[t] = acc[t] + x[i * 16 + t];")
+    result = RULE.apply(snippet_kernel(text), "acc@L0", {}, RuleContext())
+    assert isinstance(result, NotApplicable)
+    assert "break or continue" in result.reason
+
+
+def test_buffer_read_in_the_loop_header_is_refused():
+    text = SNIPPET.replace("i < n;", "i < n + int(acc[0] * 0.0f);")
+    result = RULE.apply(snippet_kernel(text), "acc@L0", {}, RuleContext())
+    assert isinstance(result, NotApplicable)
+    assert "header" in result.reason
+
+
+# FA-1 with the shared tiles split, the tile loops swapped and the query tiles in blocks: Qi's
+# row is written in L3 (variable x_1) and read in the dot product L5 (x_2); S's row is written
+# in L4 (y), updated in L6 (y_1) and read in L8 (y_2).
+FA_PREFIX = ["split-shared{buffer=sram}", "interchange-loops{loop=L0}",
+             "parallelize-loop{loop=L2,dim=z}"]
+
+
+def _fa_rewritten(steps, sizes):
+    from kir.load import load_kernel
+    from kir.registry import load_registry
+    from kir.rules import apply_trace, context_for, parse_step
+
+    registry = load_registry(plugins=False)
+    loaded = load_kernel(EXAMPLES / "flash_attn.cu", sizes=sizes)
+    done = apply_trace(loaded.kernel, [parse_step(s, registry) for s in steps], registry,
+                       context_for(loaded, "cuda"), strict=True)
+    return loaded, done.kernel
+
+
+@pytest.mark.parametrize("sizes", [{}, {"N": 200}], ids=["spec", "N200"])
+@pytest.mark.parametrize("buffers", [["sram_Qi"], ["sram_S"], ["sram_Qi", "sram_S"]],
+                         ids=["Qi", "S", "Qi+S"])
+def test_flash_shared_rows_keep_results(sizes, buffers):
+    from kir.check import compare_outputs
+    from kir.targets import copy_inputs, reference_outputs, run_interp
+
+    steps = FA_PREFIX + [f"promote-to-registers{{buffer={b}}}" for b in buffers]
+    loaded, out = _fa_rewritten(steps, sizes)
+    verify(out)
+    _, before = _fa_rewritten(FA_PREFIX, sizes)
+    bound = loaded.bound
+    inputs = bound.make_inputs(0)
+    original = run_interp(loaded, copy_inputs(inputs))
+    want, _ = reference_outputs(loaded, copy_inputs(inputs))
+    got = run_kernel(out, copy_inputs(inputs), bound.sizes)
+    unpromoted = run_kernel(before, copy_inputs(inputs), bound.sizes)
+    tolerance = lambda o: bound.tolerance(bound.spec.args[o].dtype)  # noqa: E731
+    for expected in (original, want):
+        result = compare_outputs(got, expected, tolerance)
+        assert result.ok, result.describe()
+    # Registers instead of shared memory change no arithmetic: bit-identical results.
+    for name in ("O", "l", "m"):
+        np.testing.assert_array_equal(got[name], unpromoted[name])
