@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, Mapping
 from kir.check import compare_outputs
 from kir.errors import KirError
 from kir.load import Loaded, load_kernel
-from kir.rules import NotApplicable, Rule, RuleContext, Step
+from kir.rules import NotApplicable, Rule, RuleContext, Step, context_for
 from kir.targets import copy_inputs, run_interp
 from kir.verify import verify
 
@@ -42,12 +42,6 @@ def example_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.cu") if p.with_suffix(".kir.toml").exists())
 
 
-def context_for(loaded: Loaded) -> RuleContext:
-    bound = loaded.bound
-    if bound is None:
-        return RuleContext()
-    scalars = {n: bound.scalar(n) for n, a in bound.spec.args.items() if a.is_scalar}
-    return RuleContext(sizes=dict(bound.sizes), scalars=scalars)
 
 
 def steps_of(rule: Rule, kernel) -> Iterator[Step]:

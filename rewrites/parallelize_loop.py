@@ -13,7 +13,9 @@ from kir.deps_block import block_private_buffers, cross_iteration_conflicts
 from kir.fold import fold_expr
 from kir.ir import (Alloc, Atomic, Barrier, Binary, Cast, Const, Declare, For,
                     If, Kernel, Return, Special, Store, Var)
+from kir.errors import KirError
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.sizeexpr import eval_size_expr
 from kir.types import PointerType
 
 
@@ -43,9 +45,22 @@ def _trip_count(kernel: Kernel, loop: For, ctx: RuleContext) -> tuple[str, int] 
         bound = bound.value
     if isinstance(canon.start, Const) and canon.start.value == 0 and canon.step == 1 \
             and not canon.inclusive and isinstance(bound, Var) \
-            and ctx.sizes.get(bound.name) == stop and kernel.param(bound.name) is not None:
-        return bound.name, count
+            and kernel.param(bound.name) is not None:
+        if ctx.sizes.get(bound.name) == stop:
+            return bound.name, count
+        # A scalar the spec computes from the sizes (Tr = ceil(N / T)): the grid takes the
+        # same expression, so it grows with the sizes instead of keeping today's count.
+        expr = ctx.scalar_exprs.get(bound.name)
+        if expr is not None and _evaluates_to(expr, ctx.sizes, stop):
+            return expr, count
     return str(count), count
+
+
+def _evaluates_to(expr: str, sizes, value: int) -> bool:
+    try:
+        return int(eval_size_expr(expr, dict(sizes))) == value
+    except KirError:
+        return False
 
 
 class ParallelizeLoop(BaseRule):
@@ -63,8 +78,10 @@ class ParallelizeLoop(BaseRule):
     reductions included); shared buffers it writes are private to each iteration, and global
     buffers are not shared between threads across barriers in it; the grid's <dim> was 1 and
     ``block.<dim>``/``grid_dim.<dim>`` are unused. When the bound is a runtime scalar the
-    grid is the number computed from the spec's values: the kernel is then specialized to
-    those sizes (a guard ``if (var < stop)`` keeps it safe, not complete, at others).
+    grid is the spec's expression for it (``Tr = "ceil(N / T)"`` gives grid ``ceil(N / T)``),
+    so the kernel stays complete at every size; only a scalar with no such expression gives
+    the number computed from the spec's values, and the kernel is then specialized to those
+    sizes (a guard ``if (var < stop)`` keeps it safe, not complete, at others).
     """
 
     name = "parallelize-loop"

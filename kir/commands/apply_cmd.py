@@ -9,7 +9,7 @@ from kir.errors import KirError
 from kir.load import load_kernel, parse_size_overrides
 from kir.printer import print_kernel
 from kir.registry import load_registry
-from kir.rules import RuleContext, apply_trace, load_trace, parse_step
+from kir.rules import apply_trace, context_for, load_trace, parse_step
 from kir.verify import verify
 
 
@@ -40,10 +40,7 @@ def run(args: argparse.Namespace) -> int:
     steps += [parse_step(s, registry) for s in args.step]
     if not steps:
         raise KirError("nothing to apply", hint="give --step 'RULE{...}' or --trace FILE")
-    bound = loaded.bound
-    ctx = RuleContext(sizes=dict(bound.sizes) if bound else {},
-                      scalars={n: bound.scalar(n) for n, a in bound.spec.args.items()
-                               if a.is_scalar} if bound else {})
+    ctx = context_for(loaded)
     result = apply_trace(loaded.kernel, steps, registry, ctx, strict=True)
     verify(result.kernel)
     if args.diff:

@@ -10,6 +10,7 @@ writes the winner as an MLX module.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 from kir.errors import KirError
 from kir.load import Loaded
 from kir.printer import print_kernel
-from kir.rules import RuleContext, apply_trace, save_trace
+from kir.rules import RuleContext, apply_trace, context_for, save_trace
 
 DEFAULT_BUDGET = 40
 MODEL_PROFILE = "apple-m2"
@@ -76,16 +77,17 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
                        hint="reinstall kir (pip install -e .)") from None
     if target == "model":
         return ModelEvaluator(loaded, profile=MODEL_PROFILE, check_sizes=check_sizes)
-    return MLXEvaluator(loaded, target=target, check_sizes=check_sizes)
+    # Half the cores compile candidates in GPU workers (a compile takes about a second of one
+    # core); timings still run one at a time.
+    cores = os.cpu_count() or 2
+    return MLXEvaluator(loaded, target=target, check_sizes=check_sizes,
+                        workers=max(2, cores // 4), gpu_workers=max(1, min(8, cores // 2)))
 
 
 def rule_context(loaded: Loaded, target: str) -> RuleContext:
     """What rules may know: the bound sizes and scalar values (as ``kir apply`` gives them, so
     a saved trace replays to the same kernel) and the emission target."""
-    bound = loaded.bound
-    scalars = {n: bound.scalar(n) for n, a in bound.spec.args.items() if a.is_scalar}
-    return RuleContext(sizes=dict(bound.sizes), scalars=scalars,
-                       target="cuda" if target == "cuda" else "metal")
+    return context_for(loaded, target)
 
 
 def output_paths(args: argparse.Namespace, loaded: Loaded) -> dict[str, Path]:
