@@ -45,13 +45,13 @@ CHECK_SIZES = {
 TRACES = {"flash_attn": "flash_attn.fa2.json", "selective_scan": "selective_scan.parallel.json"}
 
 
-def evaluator_for(loaded, target: str, check: dict, repeat: int, workers: int):
+def evaluator_for(loaded, target: str, check: dict, args):
     from kir.search.evaluators import MLXEvaluator, ModelEvaluator
 
     if target == "model":
-        return ModelEvaluator(loaded, check_sizes=check, workers=workers)
-    return MLXEvaluator(loaded, target=target, check_sizes=check, workers=workers,
-                        repeat=repeat)
+        return ModelEvaluator(loaded, check_sizes=check, workers=args.workers)
+    return MLXEvaluator(loaded, target=target, check_sizes=check, workers=args.workers,
+                        repeat=args.repeat, gpu_workers=args.gpu_workers)
 
 
 def within(history, final: float | None, fraction: float = 0.05) -> int | None:
@@ -70,7 +70,7 @@ def run_strategy(loaded, registry, ctx, strategy: str, args, check: dict, db=Non
     seeds = [h.steps for h in hints(loaded.kernel, registry, ctx)] if strategy == "evolve" else []
     config = SearchConfig(strategy=strategy, budget=args.budget, time_limit_s=args.time,
                           seed=args.seed)
-    with evaluator_for(loaded, args.target, check, args.repeat, args.workers) as evaluator:
+    with evaluator_for(loaded, args.target, check, args) as evaluator:
         result = search(loaded.kernel, registry, evaluator, ctx, config, db, seeds)
         stats = {k: round(v, 3) for k, v in getattr(evaluator, "stats", {}).items()}
     return {"best_ms": result.best_ms, "baseline_ms": result.baseline_ms,
@@ -139,8 +139,10 @@ def main() -> None:
     parser.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                         help="override a benchmark size of the chosen example(s)")
     parser.add_argument("--strategies", nargs="*", default=["evolve", "random"])
-    parser.add_argument("--workers", type=int, default=12,
+    parser.add_argument("--workers", type=int, default=6,
                         help="interpreter validation worker processes")
+    parser.add_argument("--gpu-workers", type=int, default=8,
+                        help="GPU worker processes (compile in parallel, time one at a time)")
     parser.add_argument("--no-compositions", action="store_true",
                         help="skip timing the two composition traces")
     parser.add_argument("--share-db", action="store_true",

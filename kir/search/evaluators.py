@@ -24,13 +24,14 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from kir.check import compare_outputs
+from kir.check import CheckResult, compare_outputs
 from kir import ir
 from kir.errors import KirError
 from kir.ir import Kernel
 from kir.load import Loaded
 from kir.search.evalpool import CheckPool
 from kir.search.evaluator import Evaluation
+from kir.search.gpu_pool import GpuPool
 from kir.search.gpu_worker import GpuJob, GpuWorker, MLXRunner, Runner, build_gpu_case
 
 DEFAULT_SEEDS = (0, 1)
@@ -199,15 +200,16 @@ def _run_case(kernel: Kernel, case: Case, max_steps: int, count: bool):
 
 
 def _compare(outputs: dict[str, np.ndarray], case: Case) -> tuple[Evaluation | None, float]:
-    for name, want in case.expected.items():
-        got = np.asarray(outputs.get(name))
-        if got.dtype.kind == "f" and got.shape == want.shape:
-            bad = ~np.isfinite(got) & np.isfinite(want)
-            if bad.any():
-                return Evaluation.rejected(
-                    "nan", f"{case.label}: output {name!r} has {int(bad.sum())} NaN/Inf "
-                    "where the reference is finite", output=name), 0.0
-    result = compare_outputs(outputs, case.expected, case.tolerances.get)
+    return verdict_of(compare_outputs(outputs, case.expected, case.tolerances.get), case)
+
+
+def verdict_of(result: CheckResult, case: Case) -> tuple[Evaluation | None, float]:
+    """A rejection ("nan" or "invalid", with the worst errors) or None, and the max error."""
+    for check in result.outputs:
+        if check.nonfinite:
+            return Evaluation.rejected(
+                "nan", f"{case.label}: output {check.name!r} has {check.nonfinite} NaN/Inf "
+                "where the reference is finite", output=check.name), 0.0
     if not result.ok:
         failed = [o for o in result.outputs if not o.ok]
         return Evaluation.rejected(
@@ -307,7 +309,8 @@ class MLXEvaluator(_Validating):
                  workers: int = 2, timeout_s: float = 120.0, warmup: int = 3,
                  repeat: int = 10, check_sizes: dict[str, int] | None = None,
                  runner: Runner | None = None, gpu_timeout_s: float = 60.0,
-                 gpu_startup_s: float = 60.0, give_up_factor: float | None = 3.0) -> None:
+                 gpu_startup_s: float = 60.0, give_up_factor: float | None = 3.0,
+                 gpu_workers: int = 1) -> None:
         if target not in ("metal", "cuda"):
             raise KirError(f"unknown MLX target {target!r}", hint="choose 'metal' or 'cuda'")
         if runner is None:
@@ -325,11 +328,14 @@ class MLXEvaluator(_Validating):
         self.repeat = repeat
         self.give_up_factor = give_up_factor
         self.best_ms: float | None = None
-        # Where the evaluation time went (GPU jobs and their wall time, compile+check
-        # ("build_s") and timing seconds inside them, waits for interpreter validation).
+        # Where the evaluation time went: GPU jobs and their seconds, the compile + first
+        # run ("build_s"), output check and timing seconds inside them, and the waits for
+        # interpreter validation.
         self.stats: Counter = Counter()
-        self.gpu = GpuWorker(runner or MLXRunner(), timeout_s=gpu_timeout_s,
-                             startup_s=gpu_startup_s)
+        runner = runner or MLXRunner()
+        self.gpu: GpuWorker | GpuPool = GpuWorker(
+            runner, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s) if gpu_workers <= 1 \
+            else GpuPool(runner, gpu_workers, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s)
 
     def close(self) -> None:
         """Stop the validation workers and the GPU worker."""
@@ -342,13 +348,37 @@ class MLXEvaluator(_Validating):
         return self.time(kernel) if verdict.ok else verdict
 
     def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
-        """Validate in worker processes; time the valid ones here, one at a time, in order."""
+        """Validate in worker processes, then check and time the valid ones on the GPU;
+        verdicts in order. With a pool of GPU workers every valid candidate is handed to
+        the pool as soon as its validation is in (they compile side by side)."""
         verdicts = self.check_many(kernels)
-        for kernel in kernels:
-            waited = time.perf_counter()
-            verdict = next(verdicts)
-            self.stats["check_wait_s"] += time.perf_counter() - waited
-            yield self.time(kernel) if verdict.ok else verdict
+        if not isinstance(self.gpu, GpuPool):
+            for kernel in kernels:
+                verdict = self._checked(verdicts)
+                yield self.time(kernel) if verdict.ok else verdict
+            return
+        pending: list = []
+        try:
+            for kernel in kernels:
+                verdict = self._checked(verdicts)
+                pending.append((self.gpu.submit(self.gpu_job(kernel)), time.perf_counter())
+                               if verdict.ok else verdict)
+            for item in pending:
+                if isinstance(item, Evaluation):
+                    yield item
+                    continue
+                future, submitted = item
+                yield self._account(future.result(), time.perf_counter() - submitted)
+        finally:  # the search stopped early: do not start what it will not read
+            for item in pending:
+                if not isinstance(item, Evaluation):
+                    item[0].cancel()
+
+    def _checked(self, verdicts: Iterator[Evaluation]) -> Evaluation:
+        waited = time.perf_counter()
+        verdict = next(verdicts)
+        self.stats["check_wait_s"] += time.perf_counter() - waited
+        return verdict
 
     def note_best(self, best_ms: float | None) -> None:
         """The search's best valid time so far (sets where timing gives up)."""
@@ -378,9 +408,14 @@ class MLXEvaluator(_Validating):
         the GPU worker process, so a crash or a hang costs this candidate only."""
         started = time.perf_counter()
         verdict = self.gpu.run(self.gpu_job(kernel))
+        return self._account(verdict, time.perf_counter() - started)
+
+    def _account(self, verdict: Evaluation, wall_s: float) -> Evaluation:
+        """Add one GPU job to :attr:`stats` (with a pool, jobs overlap: their seconds add up
+        to more than the wall time)."""
         self.stats["gpu_jobs"] += 1
-        self.stats["gpu_wall_s"] += time.perf_counter() - started
-        for phase in ("build_s", "time_s"):
+        self.stats["gpu_job_s"] += wall_s
+        for phase in ("build_s", "check_s", "time_s"):
             self.stats[phase] += float(verdict.details.get(phase, 0.0))
         self.stats["cut_short"] += bool(verdict.details.get("cut_short"))
         return verdict

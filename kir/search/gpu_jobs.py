@@ -14,6 +14,7 @@ from typing import Any, Callable
 from kir.errors import KirError
 from kir.ir import Kernel
 from kir.search.evaluator import Evaluation
+from kir.search.gpu_lock import GpuLock
 
 TRACE_CHARS = 4000  # how much of a dead or hung worker's log a verdict keeps
 
@@ -39,7 +40,8 @@ def is_fatal_gpu_error(exc: BaseException) -> bool:
 class GpuJob:
     """One candidate to check at the compiled sizes and time. ``baseline`` (the unrewritten
     kernel) gives the expected outputs when the spec has no reference; ``give_up_ms`` stops
-    timing after one run slower than it (the search passes a multiple of its best time)."""
+    timing after one run slower than it (the search passes a multiple of its best time);
+    ``lock_path`` names the lock that keeps parallel workers off the GPU while one times."""
 
     kernel: Kernel
     spec_path: str
@@ -50,6 +52,7 @@ class GpuJob:
     seed: int = 0
     baseline: Kernel | None = None
     give_up_ms: float | None = None
+    lock_path: str | None = None  # shared by parallel workers, see kir.search.gpu_lock
 
     def case_key(self) -> tuple:
         """What the worker's cached inputs and expected outputs depend on."""
@@ -58,12 +61,26 @@ class GpuJob:
 
 
 class Runner:
-    """Builds and times emitted kernels inside the worker. Subclasses must be picklable
-    (module-level classes with plain attributes): the worker receives one at start-up."""
+    """Builds, runs, checks and times emitted kernels inside the worker. Subclasses must be
+    picklable (module-level classes with plain attributes): the worker receives one at
+    start-up."""
 
     def build(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """A callable running ``emitted`` once: numpy inputs in, outputs by name out."""
         raise NotImplementedError
+
+    def run(self, built: Any, case: Any) -> Any:
+        """Run ``built`` once on the case's inputs (the first run compiles); what
+        :meth:`compare` takes."""
+        from kir.search.evaluators import _copy
+
+        return built(_copy(case.inputs))
+
+    def compare(self, ran: Any, case: Any) -> Any:
+        """A :class:`kir.check.CheckResult` of one run's outputs against the case."""
+        from kir.check import compare_outputs
+
+        return compare_outputs(ran, case.expected, case.tolerances.get)
 
     def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
              give_up_ms: float | None = None) -> Any:
@@ -81,18 +98,59 @@ class Runner:
 
 
 class MLXRunner(Runner):
-    """Run through MLX on this machine's GPU (``mx.fast.metal_kernel`` / ``cuda_kernel``)."""
+    """Run through MLX on this machine's GPU (``mx.fast.metal_kernel`` / ``cuda_kernel``).
+
+    Every candidate of a search runs on the same inputs: they are turned into MLX arrays once
+    and kept on the GPU, and outputs are checked there (:mod:`kir.backends.mlx_check`), so a
+    candidate costs its compile, one checked run and its timing — not seconds of copying
+    64 M-element arrays back and forth."""
+
+    def __init__(self) -> None:
+        self._arrays: dict = {}  # prepared MLX inputs, see MLXKernel.prepare_cached
+        self._references: dict[int, tuple[Any, Any]] = {}  # id(case) -> (case, on GPU)
+
+    def __getstate__(self) -> dict:
+        return {}  # caches hold GPU arrays: a worker starts with empty ones
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
 
     def build(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
         from kir.backends.mlx_runner import MLXKernel
 
         return MLXKernel(emitted)
 
+    def run(self, built: Any, case: Any) -> Any:
+        import mlx.core as mx
+
+        arrays, keys = built.prepare_cached(case.inputs, self._arrays)
+        outs = built.launch(arrays)
+        mx.eval(outs)
+        return built, outs, keys
+
+    def compare(self, ran: Any, case: Any) -> Any:
+        from kir.backends.mlx_check import DeviceReference
+
+        built, outs, keys = ran
+        held = self._references.get(id(case))
+        if held is None or held[0] is not case:
+            held = self._references[id(case)] = (
+                case, DeviceReference(case.expected, case.tolerances.get))
+        emitted = built.emitted
+        on_device = held[1].compare(dict(zip(emitted.output_args, outs)),
+                                    {e.arg for e in emitted.inout_decode})
+        if on_device is not None:
+            return on_device
+        return super().compare(built.finish(outs, keys), case)
+
     def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
              give_up_ms: float | None = None) -> Any:
-        from kir.backends.mlx_runner import time_kernel
+        import mlx.core as mx
 
-        return time_kernel(built, inputs, warmup, repeat, give_up_ms)
+        from kir.backends.mlx_runner import measure
+
+        arrays, _ = built.prepare_cached(inputs, self._arrays)
+        return measure(lambda: mx.eval(built.launch(arrays)), warmup, repeat, give_up_ms)
 
     def health(self) -> str | None:
         """A tiny allocation, kernel and read-back: fails once a fault broke the context."""
@@ -159,8 +217,13 @@ def run_job(job: GpuJob, runner: Runner,
     After every candidate the runner probes the GPU (:meth:`Runner.health`): a fault shows
     under many messages, some raised only by the next call, so a context the candidate broke
     is blamed on it, not on whichever candidate comes next."""
-    verdict, fatal = _check_and_time(job, runner, cache)
-    sick = runner.health()
+    lock = GpuLock(job.lock_path)
+    try:
+        verdict, fatal = _check_and_time(job, runner, cache, lock)
+        with lock.shared():
+            sick = runner.health()
+    finally:
+        lock.close()
     if sick is None:
         return verdict, fatal
     error = f"{job.target}: the GPU context is unusable after this candidate ({sick})"
@@ -169,15 +232,16 @@ def run_job(job: GpuJob, runner: Runner,
     return Evaluation.rejected("crash", error, trace=verdict.details.get("trace", "")), True
 
 
-def _check_and_time(job: GpuJob, runner: Runner,
-                    cache: dict[tuple, _Prepared]) -> tuple[Evaluation, bool]:
+def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
+                    lock: GpuLock) -> tuple[Evaluation, bool]:
     from kir.backends import emit
-    from kir.search.evaluators import _compare, _copy
+    from kir.search.evaluators import verdict_of
 
     key = job.case_key()
     try:
         if key not in cache:
-            cache[key] = build_gpu_case(job, runner)
+            with lock.shared():  # without a spec reference the baseline runs on the GPU
+                cache[key] = build_gpu_case(job, runner)
     except Exception as exc:  # noqa: BLE001 - a verdict, the worker lives on
         fatal = runner.fatal(exc)
         return Evaluation.rejected("crash", f"setting up the GPU check failed: "
@@ -188,7 +252,8 @@ def _check_and_time(job: GpuJob, runner: Runner,
     try:
         emitted = emit(job.kernel, prepared.bound, job.target)
         built = runner.build(emitted)
-        got = built(_copy(case.inputs))  # the first call compiles (NVRTC / Metal)
+        with lock.shared():  # other workers may compile and check meanwhile, not time
+            ran = runner.run(built, case)  # the first run compiles (NVRTC / Metal)
     except KirError as exc:
         return Evaluation.rejected("compile_error", f"{job.target}: {exc}"), False
     except Exception as exc:  # noqa: BLE001 - MLX reports compile errors as exceptions
@@ -198,20 +263,30 @@ def _check_and_time(job: GpuJob, runner: Runner,
         return Evaluation.rejected("compile_error",
                                    f"{job.target}: {type(exc).__name__}: {exc}"), False
     built_at = time.perf_counter()
-    verdict, err = _compare(got, case)
+    try:
+        with lock.shared():
+            verdict, err = verdict_of(runner.compare(ran, case), case)
+    except Exception as exc:  # noqa: BLE001 - reading the outputs back can fault too
+        return Evaluation.rejected("crash", f"checking the outputs raised "
+                                   f"{type(exc).__name__}: {exc}", trace=_trace()), \
+            runner.fatal(exc)
+    del ran  # the outputs: free them before timing
     if verdict is not None:
         return Evaluation(verdict.status, None, f"on the GPU: {verdict.error}",
                           verdict.details), False
+    checked_at = time.perf_counter()
     try:
-        timing = runner.time(built, _copy(case.inputs), job.warmup, job.repeat,
-                             job.give_up_ms)
+        with lock.exclusive():  # alone on the GPU
+            timing = runner.time(built, case.inputs, job.warmup, job.repeat, job.give_up_ms)
     except Exception as exc:  # noqa: BLE001
         return Evaluation.rejected("crash", f"timing raised {type(exc).__name__}: {exc}",
                                    trace=_trace()), runner.fatal(exc)
     done = time.perf_counter()
     # Where a candidate's seconds went (build = emit + compile + the checked first run):
     # what the search's throughput depends on, kept with every verdict.
-    phases = {"build_s": round(built_at - started, 4), "time_s": round(done - built_at, 4)}
+    phases = {"build_s": round(built_at - started, 4),
+              "check_s": round(checked_at - built_at, 4),
+              "time_s": round(done - checked_at, 4)}
     extra = {"cut_short": True} if timing.cut_short else {}
     return Evaluation.timed(timing.median_ms, modelled=False, min_ms=timing.min_ms,
                             max_ms=timing.max_ms, spread=timing.spread, runs=timing.runs,

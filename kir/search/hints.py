@@ -148,17 +148,29 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
     nest = attention_nest(kernel)
     if nest:
         tiles, rows = nest
-        out.append(("flash-attention-2", [
-            Want("interchange-loops", (tiles,)),
-            Want("parallelize-loop", (rows, tiles)),
-            Want("promote-to-registers", any_site=True, repeat=3),
-            Want("hoist-invariant", any_site=True),
-            *_finishing(kernel)]))
+        tile_loop = next(loop for loop in _loops(kernel.body) if loop.label == tiles)
+        # The first loop inside the tile loop stages the K/V tile: all threads share it.
+        staging = tuple(loop.label for loop in _loops(tile_loop.body)[:1])
+        fa2 = [Want("interchange-loops", (tiles,)),
+               Want("parallelize-loop", (rows, tiles)),
+               Want("promote-to-registers", any_site=True, repeat=4),  # Q, l, m, O
+               Want("cooperative-load", staging),
+               Want("hoist-invariant", any_site=True),
+               *_finishing(kernel)]
+        out.append(("flash-attention-2", fa2))
+        # The same with the shared tiles split apart first, so each thread's query row and
+        # score row (read with a stride of a whole row: every lane on one bank) can move to
+        # registers too, as FlashAttention-2 keeps them.
+        out.append(("flash-attention-2-registers", [
+            Want("split-shared", any_site=True), *fa2[:2],
+            Want("promote-to-registers", any_site=True, repeat=8), *fa2[3:]]))
     mm = None if nest else matmul_nest(kernel)  # attention holds matmuls; FA2 covers them
     if mm:
         tiles, inner = mm
+        # Matrix units for the inner product (simdgroup_matrix / mma); what else applies to
+        # a tile loop must leave its fragments alone, so it is a recipe of its own.
+        out.append(("mma-matmul", [Want("mma-tile", any_site=True), *_finishing(kernel)]))
         out.append(("tiled-matmul", [
-            Want("mma-tile", any_site=True),
             Want("cooperative-load", (tiles,)),
             Want("vectorize-access", (tiles,), {"width": 4}),
             Want("double-buffer", (tiles,)),
@@ -166,9 +178,20 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             Want("unroll-loop", (inner,), {"factor": 4}),
             Want("coarsen-threads", ("x",)),
             *_finishing(kernel)]))
+        # Register blocking (Volkov 2010; every fast SGEMM): each thread computes a 4 x 4
+        # (or 4 x 1) patch of C, reusing each shared-memory operand it loads 4 times.
+        out.append(("register-blocked-matmul", [
+            Want("merge-threads", ("y",), {"factor": 4}),
+            Want("merge-threads", ("x",), {"factor": 4}), *_finishing(kernel)]))
+        out.append(("register-blocked-matmul-rows", [
+            Want("merge-threads", ("y",), {"factor": 4}), *_finishing(kernel)]))
     if shuffle_reduction(kernel):
         out.append(("warp-reduce", [Want("warp-reduce", any_site=True, repeat=4),
                                     *_finishing(kernel)]))
+        # Row kernels (softmax, norms): 128-bit loads in every lane-strided loop.
+        out.append(("vectorized-rows", [
+            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            *_finishing(kernel)]))
     scans = recurrence_loops(kernel)
     if scans:
         out.append(("parallel-scan", [Want("parallel-scan", tuple(scans)), *_finishing(kernel)]))

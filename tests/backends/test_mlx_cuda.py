@@ -51,3 +51,40 @@ def test_timing():
     k = MLXKernel(emit(block_sum_kernel(), bound, "cuda"))
     t = time_kernel(k, bound.make_inputs(0), warmup=1, repeat=5)
     assert 0 < t.min_ms <= t.median_ms <= t.max_ms and t.spread >= 0
+
+
+def test_gpu_worker_jobs_check_on_the_device_and_reuse_inputs():
+    """run_job with MLXRunner: a good candidate is checked on the GPU (no host copy of its
+    outputs) and timed; a wrong one is caught by the device check; both reuse the MLX
+    inputs made for the first; the reduction's atomic output (MLX's init value) checks too."""
+    import dataclasses
+
+    from kir import ir
+    from kir.load import load_kernel
+    from kir.search.gpu_jobs import GpuJob, MLXRunner, run_job
+
+    loaded = load_kernel("examples/softmax.cu", sizes={"rows": 64, "cols": 1000})
+    bound = loaded.bound
+    runner, cache = MLXRunner(), {}
+
+    def job(kernel):
+        return GpuJob(kernel, str(bound.spec.path.resolve()), dict(bound.sizes), "cuda",
+                      warmup=1, repeat=3)
+
+    good, fatal = run_job(job(loaded.kernel), runner, cache)
+    assert good.ok and not fatal and good.details["check_s"] >= 0
+    assert len(runner._arrays) == 1
+
+    def off_by_one(n):  # the row sum starts at 1: every output is wrong
+        if isinstance(n, ir.Declare) and n.name == "local_sum":
+            return dataclasses.replace(n, init=ir.Const(1.0, n.init.type))
+        return None
+    wrong, _ = run_job(job(ir.transform(loaded.kernel, off_by_one)), runner, cache)
+    assert wrong.status == "invalid" and "elements outside tolerance" in wrong.error
+    assert len(runner._arrays) == 1  # the same inputs served both candidates
+
+    reduce = load_kernel("examples/reduce.cu", sizes={"n": 100000})
+    rb = reduce.bound
+    verdict, _ = run_job(GpuJob(reduce.kernel, str(rb.spec.path.resolve()), dict(rb.sizes),
+                                "cuda", warmup=1, repeat=3), runner, {})
+    assert verdict.ok, verdict

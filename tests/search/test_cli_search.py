@@ -250,3 +250,26 @@ def test_ablation_verdicts():
     assert verdict(1.01, "ok") == "neutral (<2%)"
     assert verdict(0.9, "ok") == "hurt"
     assert verdict(None, "invalid") == "needed (without it: invalid)"
+
+
+SMALL = {"flash_attn": {"H": 1, "N": 64}, "softmax": {}, "layernorm": {}, "sgemm": {},
+         "reduce": {}, "selective_scan": {}}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_every_hint_of_every_example_is_a_valid_kernel(name):
+    """The hints are the search's first candidates: each must apply strictly and compute what
+    the unrewritten kernel computes (default and ragged sizes, two seeds)."""
+    from kir.rules import apply_trace
+    from kir.search.evaluators import ModelEvaluator
+
+    loaded = load_kernel(EXAMPLES / f"{name}.cu", sizes=SMALL[name])
+    registry = load_registry()
+    found = hints(loaded.kernel, registry, _ctx(loaded))
+    assert found
+    with ModelEvaluator(loaded, workers=1) as evaluator:
+        for hint in found:
+            kernel = apply_trace(loaded.kernel, hint.steps, registry, _ctx(loaded),
+                                 strict=True).kernel
+            verdict = evaluator.evaluate(kernel)
+            assert verdict.ok, f"{hint.name}: {verdict.status}: {verdict.error}"

@@ -212,7 +212,8 @@ def test_search_completes_its_budget_through_crashes_and_hangs(loaded):
 
 
 class SlowRunner(EmulatorRunner):
-    """The emulator, 50 ms slower per call for kernels whose name ends in ``_slow``."""
+    """The emulator, 250 ms slower per call for kernels whose name ends in ``_slow`` (far
+    slower than any emulated run of the small softmax, even on a loaded machine)."""
 
     def build(self, emitted):
         built = super().build(emitted)
@@ -220,7 +221,7 @@ class SlowRunner(EmulatorRunner):
             return built
 
         def slow(inputs):
-            time.sleep(0.05)
+            time.sleep(0.25)
             return built(inputs)
         return slow
 
@@ -231,11 +232,11 @@ def test_timing_gives_up_after_one_run_slower_than_the_limit(loaded):
     cut, _ = run_job(job(loaded, slow, give_up_ms=10.0, warmup=2, repeat=5), SlowRunner(),
                      cache)
     assert cut.ok and cut.details["cut_short"] and cut.details["runs"] == 1
-    assert cut.time_ms >= 50.0
+    assert cut.time_ms >= 250.0
     full, _ = run_job(job(loaded, slow, warmup=2, repeat=5), SlowRunner(), cache)
     assert full.ok and full.details["runs"] == 5 and "cut_short" not in full.details
     # where the seconds went is kept with the verdict
-    assert full.details["build_s"] > 0 and full.details["time_s"] >= 0.05 * 7
+    assert full.details["build_s"] > 0 and full.details["time_s"] >= 0.25 * 7
 
 
 def test_search_tells_the_gpu_evaluator_its_best_and_slow_candidates_are_cut(loaded):

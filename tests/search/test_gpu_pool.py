@@ -1,0 +1,119 @@
+"""Parallel GPU workers: the readers-writer lock keeps timings alone on the GPU while
+candidates compile and check side by side; the pool returns verdicts in order and keeps each
+worker's isolation. Runs on the CPU emulator (no GPU here); the lock is real (flock)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from kir.load import load_kernel
+from kir.rules import RuleContext, parse_step
+from kir.search import SearchConfig, search
+from kir.search.evaluators import MLXEvaluator
+from kir.search.gpu_jobs import EmulatorRunner, GpuJob
+from kir.search.gpu_lock import GpuLock
+from kir.search.gpu_pool import GpuPool
+
+from .test_gpu_worker import PlantedRunner, PlantFault
+
+SIZES = {"rows": 8, "cols": 100}
+
+
+def _hold(path: str, mode: str, hold_s: float, log: str, delay_s: float) -> None:
+    time.sleep(delay_s)
+    lock = GpuLock(path)
+    with getattr(lock, mode)():
+        start = time.monotonic()
+        time.sleep(hold_s)
+        end = time.monotonic()
+    with open(log, "a") as f:
+        f.write(json.dumps([mode, start, end]) + "\n")
+
+
+def test_exclusive_waits_for_shared_and_new_shared_waits_behind_it(tmp_path):
+    path, log = str(tmp_path / "gpu.lock"), str(tmp_path / "log")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_hold, args=(path, "shared", 0.6, log, 0.0)),
+             ctx.Process(target=_hold, args=(path, "exclusive", 0.3, log, 0.2)),
+             ctx.Process(target=_hold, args=(path, "shared", 0.1, log, 0.4))]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(10)
+    rows = [json.loads(line) for line in open(log)]
+    held = {(mode, round(start, 3)): (start, end) for mode, start, end in rows}
+    (ex_start, ex_end), = [v for (m, _), v in held.items() if m == "exclusive"]
+    shared = sorted(v for (m, _), v in held.items() if m == "shared")
+    first, late = shared
+    assert ex_start >= first[1]  # the timer waited for the running check to end
+    assert late[0] >= ex_end  # the check that came while it waited went after it
+
+
+class LoggingRunner(EmulatorRunner):
+    """The emulator, logging when each process runs a kernel and when it times one."""
+
+    def __init__(self, log: str) -> None:
+        self.log = log
+
+    def _note(self, what, start):
+        with open(self.log, "a") as f:
+            f.write(json.dumps([what, os.getpid(), start, time.monotonic()]) + "\n")
+
+    def run(self, built, case):
+        start = time.monotonic()
+        time.sleep(0.05)  # a compile's worth of overlap to catch
+        out = super().run(built, case)
+        self._note("run", start)
+        return out
+
+    def time(self, built, inputs, warmup, repeat, give_up_ms=None):
+        start = time.monotonic()
+        timing = super().time(built, inputs, warmup, repeat, give_up_ms)
+        self._note("time", start)
+        return timing
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return load_kernel("examples/softmax.cu", sizes=SIZES)
+
+
+def test_pool_runs_in_order_and_no_timing_overlaps_another_run(tmp_path, loaded):
+    log = str(tmp_path / "log")
+    bound = loaded.bound
+    job = GpuJob(loaded.kernel, str(bound.spec.path.resolve()), dict(bound.sizes), "cuda",
+                 warmup=1, repeat=3)
+    with GpuPool(LoggingRunner(log), workers=3, timeout_s=30.0, startup_s=60.0) as pool:
+        verdicts = list(pool.run_many([job] * 9))
+        assert pool.started == 3
+    assert all(v.ok for v in verdicts)
+    rows = [json.loads(line) for line in open(log)]
+    timings = [r for r in rows if r[0] == "time"]
+    runs = [r for r in rows if r[0] == "run"]
+    assert len(timings) == 9 and len(runs) == 9 and len({r[1] for r in rows}) == 3
+    for _, pid, t0, t1 in timings:
+        for what, other, r0, r1 in rows:
+            if other != pid:
+                assert r1 <= t0 or r0 >= t1, f"{what} of {other} overlapped a timing"
+
+
+def test_search_through_a_pool_survives_crashes(loaded):
+    registry = {"plant-fault": PlantFault()}
+    hints = [[parse_step(f"plant-fault{{kernel=k,fault={f}}}", registry)]
+             for f in ("abort", "wrong", "none")]
+    with MLXEvaluator(loaded, "cuda", runner=PlantedRunner(), warmup=0, repeat=2,
+                      gpu_timeout_s=10.0, gpu_startup_s=60.0, workers=1,
+                      gpu_workers=2) as ev:
+        result = search(loaded.kernel, registry, ev, RuleContext(sizes=dict(SIZES)),
+                        SearchConfig(strategy="random", budget=4, seed=1), hints=hints)
+        assert ev.stats["gpu_jobs"] == 4
+    statuses = {r.genome: r.status for r in result.history}
+    assert statuses[()] == "ok"
+    assert statuses[("plant-fault{kernel=k,fault=abort}",)] == "crash"
+    assert statuses[("plant-fault{kernel=k,fault=wrong}",)] == "invalid"
+    assert statuses[("plant-fault{kernel=k,fault=none}",)] == "ok"
