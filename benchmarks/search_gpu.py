@@ -190,6 +190,8 @@ def main() -> None:
                 for strategy in args.strategies:
                     entry[strategy] = run_strategy(loaded, registry, ctx, strategy, args,
                                                    CHECK_SIZES[name], db)
+                    report["examples"][name] = entry
+                    write(report, Path(args.out), quiet=True)  # a later kill keeps this
             finally:
                 if db is not None:
                     db.close()
@@ -208,11 +210,12 @@ def main() -> None:
     write(report, Path(args.out))
 
 
-def write(report: dict, out: Path) -> None:
+def write(report: dict, out: Path, quiet: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "search_gpu.json").write_text(json.dumps(report, indent=2))
     (out / "search_gpu.md").write_text(markdown(report))
-    print(markdown(report))
+    if not quiet:
+        print(markdown(report))
 
 
 def markdown(report: dict) -> str:

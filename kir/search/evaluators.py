@@ -415,7 +415,7 @@ class MLXEvaluator(_Validating):
         to more than the wall time)."""
         self.stats["gpu_jobs"] += 1
         self.stats["gpu_job_s"] += wall_s
-        for phase in ("build_s", "check_s", "time_s"):
+        for phase in ("build_s", "check_s", "lock_wait_s", "time_s"):
             self.stats[phase] += float(verdict.details.get(phase, 0.0))
         self.stats["cut_short"] += bool(verdict.details.get("cut_short"))
         return verdict

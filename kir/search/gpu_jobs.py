@@ -277,6 +277,7 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
     checked_at = time.perf_counter()
     try:
         with lock.exclusive():  # alone on the GPU
+            locked_at = time.perf_counter()
             timing = runner.time(built, case.inputs, job.warmup, job.repeat, job.give_up_ms)
     except Exception as exc:  # noqa: BLE001
         return Evaluation.rejected("crash", f"timing raised {type(exc).__name__}: {exc}",
@@ -286,7 +287,8 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
     # what the search's throughput depends on, kept with every verdict.
     phases = {"build_s": round(built_at - started, 4),
               "check_s": round(checked_at - built_at, 4),
-              "time_s": round(done - checked_at, 4)}
+              "lock_wait_s": round(locked_at - checked_at, 4),
+              "time_s": round(done - locked_at, 4)}
     extra = {"cut_short": True} if timing.cut_short else {}
     return Evaluation.timed(timing.median_ms, modelled=False, min_ms=timing.min_ms,
                             max_ms=timing.max_ms, spread=timing.spread, runs=timing.runs,
