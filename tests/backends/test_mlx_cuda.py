@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import (atomic_kernel, atomic_spec, block_sum_kernel, block_sum_spec,
@@ -63,7 +65,8 @@ def test_gpu_worker_jobs_check_on_the_device_and_reuse_inputs():
     from kir.load import load_kernel
     from kir.search.gpu_jobs import GpuJob, MLXRunner, run_job
 
-    loaded = load_kernel("examples/softmax.cu", sizes={"rows": 64, "cols": 1000})
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    loaded = load_kernel(examples / "softmax.cu", sizes={"rows": 64, "cols": 1000})
     bound = loaded.bound
     runner, cache = MLXRunner(), {}
 
@@ -83,7 +86,7 @@ def test_gpu_worker_jobs_check_on_the_device_and_reuse_inputs():
     assert wrong.status == "invalid" and "elements outside tolerance" in wrong.error
     assert len(runner._arrays) == 1  # the same inputs served both candidates
 
-    reduce = load_kernel("examples/reduce.cu", sizes={"n": 100000})
+    reduce = load_kernel(examples / "reduce.cu", sizes={"n": 100000})
     rb = reduce.bound
     verdict, _ = run_job(GpuJob(reduce.kernel, str(rb.spec.path.resolve()), dict(rb.sizes),
                                 "cuda", warmup=1, repeat=3), runner, {})
