@@ -155,7 +155,15 @@ def main() -> None:
         merged: dict = {}
         for path in args.merge:
             part = json.loads(Path(path).read_text())
-            examples = {**merged.get("examples", {}), **part["examples"]}
+            # the same example at other sizes (an --size run) keeps a row of its own
+            seen = merged.get("examples", {})
+            renamed = {}
+            for n, e in part["examples"].items():
+                if n in seen:  # name it by the sizes that differ
+                    n += " (" + ", ".join(f"{k}={v}" for k, v in e["sizes"].items()
+                                          if seen[n]["sizes"].get(k) != v) + ")"
+                renamed[n] = e
+            examples = {**merged.get("examples", {}), **renamed}
             merged = {**part, "examples": examples}
         write(merged, Path(args.out))
         return
@@ -218,26 +226,51 @@ def write(report: dict, out: Path, quiet: bool = False) -> None:
         print(markdown(report))
 
 
+def same_budget(first: dict, second: dict) -> tuple[int, float | None, float | None]:
+    """Both strategies' best after the same number of evaluations (the smaller count)."""
+    n = min(len(first["curve"]), len(second["curve"]))
+    return n, (first["curve"][n - 1] if n else None), (second["curve"][n - 1] if n else None)
+
+
 def markdown(report: dict) -> str:
     unit = " (modelled)" if report["target"] == "model" else ""
-    lines = [f"| example | unrewritten{unit} | evolve best{unit} | MLX built-in | best vs built-in "
-             f"| random best{unit} | evals to 5% (evolve / random) | search wall s (evolve / "
-             "random) | winning steps (evolve) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| example | sizes | unrewritten{unit} | best{unit} (strategy) | MLX built-in | "
+             "built-in time / best time | evolve: best, evaluations (stop), to 5%, wall s | "
+             "random: best, evaluations (from the database), to 5%, wall s | same budget: "
+             "evolve / random after N evaluations | winning steps |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    fmt = (lambda v: f"{v:.4g} ms" if v is not None else "none valid")
     for name, e in report["examples"].items():
         if "error" in e:
-            lines.append(f"| {name} | error: {e['error']} | | | | | | | |")
+            lines.append(f"| {name} | error: {e['error']} | | | | | | | | |")
             continue
-        if "evolve" not in e or "random" not in e:
+        runs = {k: e[k] for k in ("evolve", "random") if k in e}
+        if not runs:
             continue
-        ev, rd = e["evolve"], e["random"]
+        valid = [(r["best_ms"], k) for k, r in runs.items() if r["best_ms"] is not None]
+        best_ms, winner = min(valid) if valid else (None, "evolve")
+        base = next(iter(runs.values()))["baseline_ms"]
         built = f"{e['builtin']} {e['builtin_ms']:.3f} ms" if "builtin" in e else "—"
-        ratio = f"{e['builtin_ms'] / ev['best_ms']:.3f}×" if "builtin" in e and ev["best_ms"] \
-            else "—"
-        fmt = (lambda v: f"{v:.4g} ms" if v is not None else "none valid")
-        lines.append(f"| {name} | {fmt(ev['baseline_ms'])} | {fmt(ev['best_ms'])} | {built} | "
-                     f"{ratio} | {fmt(rd['best_ms'])} | {ev['to_within_5pct']} / "
-                     f"{rd['to_within_5pct']} | {ev['wall_s']:.0f} / {rd['wall_s']:.0f} | "
-                     f"{', '.join(ev['best_steps']) or '(none)'} |")
+        ratio = f"{e['builtin_ms'] / best_ms:.3f}×" if "builtin" in e and best_ms else "—"
+        cells = []
+        for key in ("evolve", "random"):
+            r = runs.get(key)
+            if r is None:
+                cells.append("not run")
+                continue
+            extra = f" ({r['cached']} from the database)" if key == "random" else \
+                f" ({r['stopped']})"
+            cells.append(f"{fmt(r['best_ms'])}, {r['evaluations']}{extra}, "
+                         f"{r['to_within_5pct']}, {r['wall_s']:.0f}")
+        if len(runs) == 2:
+            n, a, b = same_budget(runs["evolve"], runs["random"])
+            same = f"{fmt(a)} / {fmt(b)} (N = {n})"
+        else:
+            same = "—"
+        sizes = ", ".join(f"{k}={v}" for k, v in e["sizes"].items())
+        lines.append(f"| {name} | {sizes} | {fmt(base)} | {fmt(best_ms)} ({winner}) | {built} | "
+                     f"{ratio} | {cells[0]} | {cells[1]} | {same} | "
+                     f"{', '.join(runs[winner]['best_steps']) or '(none)'} |")
     comps = [(n, e["composition"]) for n, e in report["examples"].items()
              if e.get("composition")]
     if comps:
