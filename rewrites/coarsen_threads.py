@@ -7,9 +7,10 @@ from typing import Mapping
 
 from kir import analysis
 from kir.errors import KirError
-from kir.ir import (Alloc, Barrier, Binary, Block, Const, Continue, Declare, For, If, Kernel,
-                    Return, Special, Stmt, Var, While, transform)
+from kir.ir import (Alloc, Barrier, Binary, Block, Const, Continue, Declare, Expr, For, If,
+                    Kernel, Return, Special, Stmt, Var, While, transform)
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.size_to_ir import grid_to_ir
 from kir.sizeexpr import eval_size_expr
 from kir.types import BOOL, U32
 
@@ -36,8 +37,16 @@ class CoarsenThreads(BaseRule):
     atomics); shared arrays are hoisted out of the loop and a barrier ends each coarsened
     iteration so the next one cannot overwrite shared data still being read; a ``return`` in
     the body becomes ``continue`` (not allowed inside inner loops, nor together with
-    barriers, where the lanes that left would miss them). The old grid size is evaluated with
-    the spec's sizes for the overrun guard, so the kernel is specialized to them.
+    barriers, where the lanes that left would miss them).
+
+    The overrun guard (and any ``gridDim.<d>`` read) needs the old grid size at run time.
+    When the old grid is a number, or is written over sizes that scalar parameters of the
+    kernel carry (the spec says ``n_rows = { value = "rows" }``, so grid ``ceil(rows / 4)``
+    is computed as ``(u32(n_rows) + 3) / 4``; see :mod:`kir.size_to_ir`), the guard computes
+    it from those parameters, and the kernel is right at every size. Only when it cannot be
+    (softmax's grid ``rows`` has no ``rows`` parameter) is the old grid evaluated at the
+    spec's sizes and baked in: the kernel is then SPECIALIZED to those sizes, and at others
+    it skips blocks (larger grids) or runs blocks past the old grid (smaller ones).
     """
 
     name = "coarsen-threads"
@@ -77,20 +86,30 @@ class CoarsenThreads(BaseRule):
         c = analysis.fresh_name(kernel, "coarse")
         b = analysis.fresh_name(kernel, f"block_{site}", {c})
         bvar = Var(b, U32)
+        loc = next((s.loc for s in rest if s.loc is not None), None)
+        # The old grid size at run time from the kernel's scalar parameters; else the number
+        # at the spec's sizes (the kernel is then specialized to them).
+        runtime = grid_to_ir(kernel, old, ctx.scalar_exprs, U32, check=ctx.sizes)
+        prelude: list[Stmt] = []
+        if runtime is None or isinstance(runtime, Const):
+            old_grid: Expr = Const(count, U32)
+        else:
+            g = analysis.fresh_name(kernel, f"grid_{site}", {c, b})
+            prelude.append(Declare(g, U32, runtime, loc=loc))
+            old_grid = Var(g, U32)
 
         def subst(n):
             if isinstance(n, Special) and n.axis == site and n.kind == "block":
                 return bvar
             if isinstance(n, Special) and n.axis == site and n.kind == "grid_dim":
-                return Const(count, U32)
+                return old_grid
             return None
 
         body = transform(body, subst)
-        loc = next((s.loc for s in rest if s.loc is not None), None)
         index = Binary("+", Binary("*", Special("block", site), Const(factor, U32), U32),
                        Var(c, U32), U32)
         inner: list[Stmt] = [Declare(b, U32, index, loc=loc),
-                             If(Binary("<", bvar, Const(count, U32), BOOL), body, loc=loc)]
+                             If(Binary("<", bvar, old_grid, BOOL), body, loc=loc)]
         if barriers and allocs:
             inner.append(Barrier("block", loc=loc))
         loop = For(analysis.next_loop_label(kernel), c, U32, Const(0, U32),
@@ -99,7 +118,7 @@ class CoarsenThreads(BaseRule):
         grid = list(kernel.launch.grid)
         grid[axis] = f"ceil(({old}) / {factor})"
         return dataclasses.replace(
-            kernel, body=Block(tuple(allocs) + (loop,), loc=kernel.body.loc),
+            kernel, body=Block(tuple(allocs) + tuple(prelude) + (loop,), loc=kernel.body.loc),
             launch=dataclasses.replace(kernel.launch, grid=tuple(grid)))
 
 
