@@ -439,11 +439,14 @@ class Param(Node):
 class Launch(Node):
     """How the kernel is launched: ``grid`` in blocks, as size expressions in the spec's
     expression language (``"B"``, ``"ceil(N / 32)"``; see :mod:`kir.sizeexpr`), ``block``
-    threads per block, ``shared_bytes`` of dynamic shared memory."""
+    threads per block, ``shared_bytes`` of dynamic shared memory. ``specialized`` says a rule
+    baked a count computed at the spec's sizes into the kernel (a guard, a grid size): it is
+    right at those sizes only, and validation does not try it at others."""
 
     grid: tuple[str, str, str]
     block: tuple[int, int, int]
     shared_bytes: int = 0
+    specialized: bool = False
 
     @property
     def threads_per_block(self) -> int:

@@ -199,6 +199,9 @@ class _Builder:
     on_scope = on_space
 
     def on_launch(self, meta, kids):
+        specialized = bool(kids) and kids[-1] is not None and \
+            getattr(kids[-1], "type", "") == "SPECIALIZED"
+        kids = [k for k in kids if k is not None and getattr(k, "type", "") != "SPECIALIZED"]
         dims = []
         for token in kids:
             if token.type == "STRING":
@@ -214,7 +217,7 @@ class _Builder:
             if not isinstance(value, int):
                 raise self.error("block sizes and shared_bytes are whole numbers",
                                  token.line, token.column)
-        return Launch(grid, block, dims[6])  # type: ignore[arg-type]
+        return Launch(grid, block, dims[6], specialized)  # type: ignore[arg-type]
 
     # -- statements ----------------------------------------------------------------------
 

@@ -33,8 +33,8 @@ INDENT = "  "
 
 # Words of the IR text grammar; a variable with one of these names prints as `%name`.
 RESERVED = frozenset("""
-    kernel grid block shared_bytes global shared local const restrict let for while do if else
-    barrier atomic dynamic return break continue true false as fast select shuffle reduce
+    kernel grid block shared_bytes specialized global shared local const restrict let for while
+    do if else barrier atomic dynamic return break continue true false as fast select shuffle reduce
     inf nan lane warp warp_size thread block_dim grid_dim bool i32 u32 i64 u64 f16 bf16 f32 f64
     matrix fill mload stride transposed mma mstore
 """.split())
@@ -358,7 +358,8 @@ def print_kernel(kernel: Kernel, locations: bool = True) -> str:
     grid = ", ".join(_format_dim(g) for g in launch.grid)
     block = ", ".join(str(b) for b in launch.block)
     head = [(0, f"kernel @{format_name(kernel.name)}({params})", None),
-            (2, f"grid=({grid}) block=({block}) shared_bytes={launch.shared_bytes} {{", None)]
+            (2, f"grid=({grid}) block=({block}) shared_bytes={launch.shared_bytes}"
+                f"{' specialized' if launch.specialized else ''} {{", None)]
     body = _lines(kernel.body, env, 0)
     # The body block's own "{" is the header's; keep its closing line (and loc).
     return _render(head + body[1:], locations) + "\n"

@@ -45,8 +45,9 @@ class CoarsenThreads(BaseRule):
     is computed as ``(u32(n_rows) + 3) / 4``; see :mod:`kir.size_to_ir`), the guard computes
     it from those parameters, and the kernel is right at every size. Only when it cannot be
     (softmax's grid ``rows`` has no ``rows`` parameter) is the old grid evaluated at the
-    spec's sizes and baked in: the kernel is then SPECIALIZED to those sizes, and at others
-    it skips blocks (larger grids) or runs blocks past the old grid (smaller ones).
+    spec's sizes and baked in: the kernel is then SPECIALIZED to those sizes (its launch says
+    ``specialized``, so validation does not try it at others, where it would skip blocks
+    (larger grids) or run blocks past the old grid (smaller ones)).
     """
 
     name = "coarsen-threads"
@@ -117,9 +118,11 @@ class CoarsenThreads(BaseRule):
                    Binary("+", Var(c, U32), Const(1, U32), U32), Block(tuple(inner)), loc=loc)
         grid = list(kernel.launch.grid)
         grid[axis] = f"ceil(({old}) / {factor})"
+        specialized = kernel.launch.specialized or runtime is None
         return dataclasses.replace(
             kernel, body=Block(tuple(allocs) + tuple(prelude) + (loop,), loc=kernel.body.loc),
-            launch=dataclasses.replace(kernel.launch, grid=tuple(grid)))
+            launch=dataclasses.replace(kernel.launch, grid=tuple(grid),
+                                       specialized=specialized))
 
 
 RULES = [CoarsenThreads()]

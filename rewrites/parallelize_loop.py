@@ -135,7 +135,11 @@ class ParallelizeLoop(BaseRule):
         grid[axis] = trip[0]
         body = dataclasses.replace(kernel.body, stmts=stmts[:index] + tuple(new)
                                    + stmts[index + 1:])
-        launch = dataclasses.replace(kernel.launch, grid=tuple(grid))
+        # A count computed from runtime values at the spec's sizes holds at those sizes only.
+        baked = trip[0].isdigit() and bool(analysis.used_vars(canon.start)
+                                           | analysis.used_vars(canon.stop))
+        launch = dataclasses.replace(kernel.launch, grid=tuple(grid),
+                                     specialized=kernel.launch.specialized or baked)
         return dataclasses.replace(kernel, body=body, launch=launch)
 
 

@@ -258,3 +258,20 @@ def test_random_kernels_round_trip(kernel):
     back = parse_kernel(text)
     assert back == kernel
     assert print_kernel(back) == text
+
+
+def test_specialized_launch_round_trips():
+    import dataclasses as dc
+
+    from kir.load import load_kernel
+    from kir.parser import parse_kernel as parse
+    from kir.printer import print_kernel as dump
+
+    kernel = load_kernel("examples/softmax.cu").kernel
+    assert " specialized " not in dump(kernel)
+    special = dc.replace(kernel, launch=dc.replace(kernel.launch, specialized=True))
+    text = dump(special)
+    assert "shared_bytes=0 specialized {" in text
+    back = parse(text)
+    assert back.launch.specialized and back == special
+    assert parse(dump(kernel)).launch.specialized is False

@@ -151,7 +151,7 @@ def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
     worst = 0.0
     # A kernel that no longer reads a size parameter the original reads was specialized to
     # the spec's sizes (a rule baked the value in): other sizes cannot check it.
-    specialized = not ctx.scalars_used <= scalars_used(kernel)
+    specialized = kernel.launch.specialized or not ctx.scalars_used <= scalars_used(kernel)
     cases = [c for c in ctx.cases if not (specialized and c.ragged)]
     if not cases and ctx.profile is not None:
         # The cost model counts on the interpreter at the check sizes, where a kernel

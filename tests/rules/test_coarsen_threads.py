@@ -30,12 +30,13 @@ __global__ void k(const float* x, float* y, int n) {
 
 
 def test_golden_and_semantics():
-    """Without the spec's parameter expressions the old grid is baked in (the fallback)."""
+    """Without the spec's parameter expressions the old grid is baked in (the fallback), and
+    the launch says the kernel is specialized."""
     k = kernel(SRC, grid=("ceil(n / 32)", "1", "1"))
     out = RULE.apply(k, "x", {"factor": 2}, RuleContext(sizes={"n": 100}))
     assert text(out) == """\
 kernel @k(x: f32* global const, y: f32* global, n: i32)
-    grid=("ceil((ceil(n / 32)) / 2)", "1", "1") block=(32, 1, 1) shared_bytes=0 {
+    grid=("ceil((ceil(n / 32)) / 2)", "1", "1") block=(32, 1, 1) shared_bytes=0 specialized {
   for L0 coarse: u32 = 0_u32; coarse < 2_u32; coarse = coarse + 1_u32 {
     let block_x: u32 = block.x * 2_u32 + coarse
     if block_x < 4_u32 {
@@ -201,26 +202,37 @@ def test_examples_right_at_other_sizes(name, built, others, factor):
         assert _agree(loaded, got, want), (name, sizes)
 
 
-def test_softmax_stays_specialized():
+def test_softmax_stays_specialized_and_says_so():
     """softmax's grid is ``rows`` and no parameter carries rows: the fallback bakes the
-    count in, and the kernel is right at the sizes it is compiled for."""
+    count in, marks the launch ``specialized``, and the kernel is right at the sizes it is
+    compiled for."""
     loaded, out = _coarsened("softmax.cu", {"rows": 6, "cols": 64}, 4)
     assert "if block_x < 6_u32" in text(out)
+    assert out.launch.specialized and "shared_bytes=0 specialized {" in text(out)
     inputs = loaded.bound.make_inputs(0)
     want = run_kernel(loaded.kernel, copy_inputs(inputs), loaded.bound.sizes)
     got = run_kernel(out, copy_inputs(inputs), loaded.bound.sizes)
     assert _agree(loaded, got, want)
+    ok, runtime = _coarsened("layernorm.cu", {"rows": 6, "cols": 64}, 4)
+    assert not runtime.launch.specialized  # the run-time guard holds at every size
 
 
-def test_softmax_search_repro():
-    """The search's repro: softmax coarsened at 8192 rows validates at the check sizes."""
-    big = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 8192, "cols": 8192})
-    reg = load_registry()
-    k = apply_trace(big.kernel, [parse_step("coarsen-threads{dim=x,factor=4}", reg)], reg,
-                    context_for(big, "cuda"), strict=True).kernel
-    with ModelEvaluator(big, workers=1, check_sizes={"rows": 4, "cols": 1000}) as ev:
-        result = ev.evaluate(k)
-    assert result.status == "ok", result
+def test_a_specialized_candidate_is_validated_at_its_compiled_sizes_only():
+    """The search does not try the specialized softmax at the check sizes (3 rows, where its
+    baked guard runs blocks past the end: a false "crash" before), and checks it on the
+    "GPU" (here the CPU emulator) at the compiled sizes."""
+    from kir.search.gpu_jobs import EmulatorRunner
+    from kir.search.evaluators import MLXEvaluator
+
+    loaded, out = _coarsened("softmax.cu", {"rows": 6, "cols": 64}, 4)
+    check = {"rows": 3, "cols": 40}
+    with ModelEvaluator(loaded, workers=1, check_sizes=check) as model:
+        verdict = model.evaluate(out)
+        assert verdict.status == "not_applicable" and "specialized" in verdict.error
+    with MLXEvaluator(loaded, "cuda", runner=EmulatorRunner(), warmup=0, repeat=1,
+                      workers=1, check_sizes=check) as gpu:
+        verdict = gpu.evaluate(out)
+        assert verdict.ok, verdict
 
 
 SPEC = """\

@@ -54,3 +54,22 @@ def test_not_applicable():
 
 def test_examples():
     sweep_examples([RULE])
+
+
+def test_a_bound_without_a_spec_expression_gives_a_specialized_launch():
+    """With the spec's expressions the grid is ``ceil(N / T)`` (right at any N); without them
+    only the count at the spec's sizes is known, and the launch says it is specialized."""
+    from kir.load import load_kernel
+    from kir.registry import load_registry
+    from kir.rules import RuleContext, apply_trace, context_for, parse_step
+
+    loaded = load_kernel("examples/flash_attn.cu")
+    registry = load_registry()
+    steps = [parse_step(s, registry) for s in ("interchange-loops{loop=L0}",
+                                                "parallelize-loop{loop=L2,dim=z}")]
+    full = context_for(loaded)
+    out = apply_trace(loaded.kernel, steps, registry, full, strict=True).kernel
+    assert out.launch.grid[2] == "ceil(N / T)" and not out.launch.specialized
+    bare = RuleContext(sizes=full.sizes, scalars=full.scalars)
+    out = apply_trace(loaded.kernel, steps, registry, bare, strict=True).kernel
+    assert out.launch.grid[2] == "8" and out.launch.specialized
