@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,12 +16,13 @@ from kir.search.evalpool import CheckPool
 from kir.search.evaluators import MLXEvaluator, ModelEvaluator, build_cases
 from kir.types import F32
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SIZES = {"rows": 8, "cols": 100}
 
 
 @pytest.fixture(scope="module")
 def loaded():
-    return load_kernel("examples/softmax.cu", sizes=SIZES)
+    return load_kernel(EXAMPLES / "softmax.cu", sizes=SIZES)
 
 
 @pytest.fixture(scope="module")

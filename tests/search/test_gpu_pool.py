@@ -8,6 +8,7 @@ import json
 import multiprocessing
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from kir.search.gpu_pool import GpuPool
 
 from .test_gpu_worker import PlantedRunner, PlantFault
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SIZES = {"rows": 8, "cols": 100}
 
 
@@ -80,7 +82,7 @@ class LoggingRunner(EmulatorRunner):
 
 @pytest.fixture(scope="module")
 def loaded():
-    return load_kernel("examples/softmax.cu", sizes=SIZES)
+    return load_kernel(EXAMPLES / "softmax.cu", sizes=SIZES)
 
 
 def test_pool_runs_in_order_and_no_timing_overlaps_another_run(tmp_path, loaded):

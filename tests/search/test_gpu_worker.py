@@ -18,6 +18,7 @@ from kir.search.evaluators import MLXEvaluator
 from kir.search.gpu_worker import (EmulatorRunner, GpuJob, GpuWorker, is_fatal_gpu_error,
                                    run_job)
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SIZES = {"rows": 8, "cols": 100}
 FAULTS = ("none", "abort", "hang", "wrong", "cudafault", "badsource", "poison")
 _POISONED: list[str] = []  # in the worker: a planted fault broke "the context"
@@ -55,7 +56,7 @@ def planted(kernel, fault):
 
 @pytest.fixture(scope="module")
 def loaded():
-    return load_kernel("examples/softmax.cu", sizes=SIZES)
+    return load_kernel(EXAMPLES / "softmax.cu", sizes=SIZES)
 
 
 def job(loaded, kernel=None, **kw):
@@ -151,7 +152,7 @@ def test_compile_error_and_wrong_outputs_keep_the_worker(worker, loaded):
 def test_without_reference_the_baseline_gives_expected_outputs(tmp_path, loaded):
     # A spec without a reference: expected outputs come from the unrewritten kernel, run in
     # the worker (never in this process).
-    example = Path("examples")
+    example = EXAMPLES
     (tmp_path / "softmax.cu").write_text((example / "softmax.cu").read_text())
     spec = (example / "softmax.kir.toml").read_text()
     (tmp_path / "softmax.kir.toml").write_text(
