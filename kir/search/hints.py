@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from kir.ir import Assign, Binary, Call, For, Kernel, Node, Shuffle, Var
+from kir.analysis import used_vars
+from kir.ir import Assign, Atomic, Binary, Call, For, Kernel, Node, Shuffle, Var
 from kir.rules import Rule, RuleContext, Step, apply_step
 from kir.search.genome import safe_sites
 
@@ -192,6 +193,14 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         out.append(("vectorized-rows", [
             Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
             *_finishing(kernel)]))
+    if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
+           for n in kernel.body.walk()):
+        # Block partials added atomically to one fixed address (a reduction to a scalar):
+        # fewer, fatter blocks, each adding its running sum once (three rounds: 64 former
+        # blocks per block).
+        rounds = [Want("coarsen-threads", ("x",), {"factor": 4}),
+                  Want("privatize-atomic", any_site=True)]
+        out.append(("aggregated-atomics", rounds * 3 + _finishing(kernel)))
     scans = recurrence_loops(kernel)
     if scans:
         out.append(("parallel-scan", [Want("parallel-scan", tuple(scans)), *_finishing(kernel)]))
