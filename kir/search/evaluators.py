@@ -422,7 +422,8 @@ class MLXEvaluator(_Validating):
 
 
 def mlx_device_name(target: str) -> str:
-    """A readable name of MLX's GPU (``Apple M2``, ``NVIDIA H200``), best effort."""
+    """A readable name of MLX's GPU (``Apple M2``, ``NVIDIA H200``), best effort: the tuning
+    database keys results by it, so two different GPUs must not share a name."""
     try:
         import mlx.core as mx
 
@@ -433,6 +434,33 @@ def mlx_device_name(target: str) -> str:
                 name = info.get("device_name") or info.get("name")
                 if name:
                     return str(name)
-        return f"mlx-{target}:{mx.default_device()}"
+        # MLX's CUDA back end (0.30) names no device; the driver's tool does.
+        name = nvidia_gpu_name() if target == "cuda" else None
+        return name or f"mlx-{target}:{mx.default_device()}"
     except Exception:  # noqa: BLE001 - only a label
         return f"mlx-{target}"
+
+
+def nvidia_gpu_name() -> str | None:
+    """The name of the first GPU this process sees (``CUDA_VISIBLE_DEVICES``), from
+    ``nvidia-smi``; None when there is no such tool or it fails."""
+    import os
+    import shutil
+    import subprocess
+
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    command = [tool, "--query-gpu=name", "--format=csv,noheader"]
+    if visible and not visible.isdigit():
+        command.append(f"--id={visible}")  # a UUID or PCI bus id
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not names:
+        return None
+    index = int(visible) if visible.isdigit() else 0
+    return names[index] if index < len(names) else None

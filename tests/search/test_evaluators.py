@@ -232,3 +232,24 @@ def test_check_sizes_equal_to_the_compiled_ones_still_validate_a_specialized_ker
     with ModelEvaluator(loaded, max_steps=20_000, check_sizes={"rows": 4}) as moved:
         verdict = moved.evaluate(special)
         assert verdict.status == "not_applicable" and "specialized" in verdict.error
+
+
+def test_nvidia_gpu_name_comes_from_the_driver_tool(tmp_path, monkeypatch):
+    """This machine has no NVIDIA GPU, so a stand-in ``nvidia-smi`` on PATH prints what the
+    real one prints for two GPUs; the name follows CUDA_VISIBLE_DEVICES."""
+    from kir.search.evaluators import nvidia_gpu_name
+
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\nprintf 'NVIDIA H200\\nNVIDIA A100-SXM4-80GB\\n'\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert nvidia_gpu_name() == "NVIDIA H200"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    assert nvidia_gpu_name() == "NVIDIA A100-SXM4-80GB"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    assert nvidia_gpu_name() is None
+    tool.write_text("#!/bin/sh\nexit 9\n")
+    assert nvidia_gpu_name() is None
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert nvidia_gpu_name() is None
