@@ -249,10 +249,13 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
     prepared = cache[key]
     case = prepared.case
     started = time.perf_counter()
+    shared_wait = 0.0
     try:
         emitted = emit(job.kernel, prepared.bound, job.target)
         built = runner.build(emitted)
+        waiting = time.perf_counter()
         with lock.shared():  # other workers may compile and check meanwhile, not time
+            shared_wait = time.perf_counter() - waiting
             ran = runner.run(built, case)  # the first run compiles (NVRTC / Metal)
     except KirError as exc:
         return Evaluation.rejected("compile_error", f"{job.target}: {exc}"), False
@@ -283,11 +286,11 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
         return Evaluation.rejected("crash", f"timing raised {type(exc).__name__}: {exc}",
                                    trace=_trace()), runner.fatal(exc)
     done = time.perf_counter()
-    # Where a candidate's seconds went (build = emit + compile + the checked first run):
-    # what the search's throughput depends on, kept with every verdict.
-    phases = {"build_s": round(built_at - started, 4),
+    # Where a candidate's seconds went (build = emit + compile + the first run; waits for
+    # the GPU lock apart): what the search's throughput depends on, kept with every verdict.
+    phases = {"build_s": round(built_at - started - shared_wait, 4),
               "check_s": round(checked_at - built_at, 4),
-              "lock_wait_s": round(locked_at - checked_at, 4),
+              "lock_wait_s": round(shared_wait + locked_at - checked_at, 4),
               "time_s": round(done - locked_at, 4)}
     extra = {"cut_short": True} if timing.cut_short else {}
     return Evaluation.timed(timing.median_ms, modelled=False, min_ms=timing.min_ms,
