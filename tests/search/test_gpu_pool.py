@@ -40,9 +40,10 @@ def _hold(path: str, mode: str, hold_s: float, log: str, delay_s: float) -> None
 def test_exclusive_waits_for_shared_and_new_shared_waits_behind_it(tmp_path):
     path, log = str(tmp_path / "gpu.lock"), str(tmp_path / "log")
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_hold, args=(path, "shared", 0.6, log, 0.0)),
-             ctx.Process(target=_hold, args=(path, "exclusive", 0.3, log, 0.2)),
-             ctx.Process(target=_hold, args=(path, "shared", 0.1, log, 0.4))]
+    # Generous gaps (0.5 s) so a loaded machine still starts them in this order.
+    procs = [ctx.Process(target=_hold, args=(path, "shared", 1.5, log, 0.0)),
+             ctx.Process(target=_hold, args=(path, "exclusive", 0.3, log, 0.5)),
+             ctx.Process(target=_hold, args=(path, "shared", 0.1, log, 1.0))]
     for p in procs:
         p.start()
     for p in procs:
