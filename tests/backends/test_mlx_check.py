@@ -31,7 +31,8 @@ def cases():
     yield "NaN and Inf", want, nan
 
 
-@pytest.mark.parametrize("label,want,got", list(cases()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("label,want,got", list(cases()),
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_device_check_matches_the_host_check(label, want, got):
     host = compare_outputs(got, want, TOL.get)
     device = DeviceReference(want, TOL.get).compare({k: mx.array(v) for k, v in got.items()},
