@@ -22,7 +22,9 @@ class SpecializeParam(BaseRule):
     Best Practices Guide recommends compile-time loop bounds so ``#pragma unroll`` can fully
     unroll). The parameter stays in the signature (runners keep passing it) but is unused.
     Legality: exact for the specialized value; the kernel is then only valid for specs giving
-    that same value, which the search's validation at other sizes exposes.
+    that same value, and its launch says ``specialized`` so validation checks it at those
+    sizes only (a later rule may read the parameter again — coarsen-threads' run-time guard
+    does — so "no longer reads it" is not a reliable sign).
     """
 
     name = "specialize-param"
@@ -59,7 +61,8 @@ class SpecializeParam(BaseRule):
         def visit(n: Node) -> Node | None:
             return literal if isinstance(n, Var) and n.name == site else None
         body = fold(transform(kernel.body, visit))
-        return dataclasses.replace(kernel, body=body)  # type: ignore[arg-type]
+        launch = dataclasses.replace(kernel.launch, specialized=True)
+        return dataclasses.replace(kernel, body=body, launch=launch)  # type: ignore[arg-type]
 
 
 RULES = [SpecializeParam()]

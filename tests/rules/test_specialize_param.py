@@ -25,8 +25,10 @@ SRC = HEAD + '''  let tx: i32 = i32(thread.x)
 
 
 def test_golden():
+    """The value is folded in and the launch says the kernel is specialized."""
     out = RULE.apply(parse_kernel(SRC), "n", {}, RuleContext(scalars={"n": 3, "a": 0.5}))
-    assert print_kernel(out, locations=False) == HEAD + '''  let tx: i32 = i32(thread.x)
+    head = HEAD.replace("shared_bytes=0 {", "shared_bytes=0 specialized {")
+    assert print_kernel(out, locations=False) == head + '''  let tx: i32 = i32(thread.x)
   for L0 i: i32 = 0; i < 6; i = i + 1 {
     y[i * 4 + tx] = x[i * 4 + tx] * a
   }

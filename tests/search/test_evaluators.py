@@ -253,3 +253,25 @@ def test_nvidia_gpu_name_comes_from_the_driver_tool(tmp_path, monkeypatch):
     assert nvidia_gpu_name() is None
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     assert nvidia_gpu_name() is None
+
+
+def test_specialize_then_coarsen_is_validated_at_its_own_sizes():
+    """specialize-param bakes n in; coarsen-threads then reads n again for its run-time
+    guard, so "stopped reading n" no longer shows the specialization — the launch's
+    ``specialized`` mark does, and the ragged size (n=12345, where the baked value reads out
+    of bounds) is not tried."""
+    from kir.commands.compile_search import rule_context
+    from kir.registry import load_registry
+    from kir.rules import apply_trace, parse_step
+
+    reduce = load_kernel(EXAMPLES / "reduce.cu", sizes={"n": 100000})
+    registry = load_registry()
+    steps = [parse_step(s, registry) for s in ("specialize-param{param=n}",
+                                                "coarsen-threads{dim=x,factor=4}")]
+    kernel = apply_trace(reduce.kernel, steps, registry, rule_context(reduce, "metal"),
+                         strict=True).kernel
+    assert kernel.launch.specialized
+    with ModelEvaluator(reduce, workers=1) as evaluator:
+        verdict = evaluator.evaluate(kernel)
+    assert verdict.ok, verdict
+    assert verdict.details["specialized"] and verdict.details["cases"] == 2
