@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 # A unit header that opens a scope whose contents are top-level units themselves.
 _SCOPE_OPENER = re.compile(r'^\s*(namespace\b[\w\s:]*|extern\s*"C"\s*)$')
+# C linkage written before one function (``extern "C" __global__ void k(...)``, the form
+# CuPy's RawKernel and ctypes users need): it changes symbol names only, so it is skipped.
+_LINKAGE = re.compile(r'extern\s*"C(?:\+\+)?"\s*')
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _FN_NAME = re.compile(r"([A-Za-z_]\w*)\s*$")
 
@@ -127,6 +130,9 @@ def scan_units(text: str) -> list[Unit]:
         while start < end and text[start].isspace():
             start += 1
         if body >= 0:
+            linkage = _LINKAGE.match(text, start, body)
+            if linkage:
+                start = linkage.end()
             header = text[start:body]
             words = set(_IDENT.findall(header))
             if "__global__" in words or "__device__" in words:

@@ -398,3 +398,15 @@ def test_examples_lower(path):
     assert k.body.stmts and nodes(k, For)
     labels = [f.label for f in nodes(k, For)]
     assert labels == [f"L{i}" for i in range(len(labels))]
+
+
+def test_extern_c_before_a_function_is_skipped():
+    """``extern "C"`` on one function (how CuPy's RawKernel and ctypes users declare kernels)
+    and the block form both reach the same kernel; locations still point into the file."""
+    single = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 2.0f; }\n' \
+             'extern "C++" __device__ float h(float v) { return v; }\n'
+    block = 'extern "C" {\n__global__ void k(float* x) { x[threadIdx.x] = 2.0f; }\n}\n'
+    a, b = load_cuda(single, "e.cu"), load_cuda(block, "e.cu")
+    assert stmts(a) == stmts(b) == (Store("x", Special("thread", "x"), Const(2.0, F32)),)
+    assert list_kernels(single, "e.cu") == ["k"]
+    assert stmts(a)[0].loc.line == 1 and stmts(a)[0].loc.col == 42  # the `x` of `x[...]`
