@@ -22,6 +22,7 @@ from kir.frontends.cuda.lower_assign import AssignMixin
 from kir.frontends.cuda.lower_calls import CallMixin
 from kir.frontends.cuda.lower_expr import ExprMixin
 from kir.frontends.cuda.lower_stmt import StmtMixin
+from kir.frontends.cuda.lower_switch import SwitchMixin
 from kir.frontends.cuda.parser import SourceMap, error
 from kir.frontends.cuda.values import (OFFSET_TYPE, BufferInfo, ConstSym, FnContext, FunctionSym,
                                        PtrSym, PtrVal, VarSym)
@@ -47,7 +48,7 @@ def assigned_names(tree) -> set[str]:
     return names
 
 
-class Lowerer(ExprMixin, AssignMixin, CallMixin, StmtMixin):
+class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` scalar typedefs."""
 

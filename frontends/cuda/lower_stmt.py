@@ -145,11 +145,8 @@ class StmtMixin:
     def _s_label_stmt(self, tree) -> None:
         self._unsupported("labels (goto targets)", tree)
 
-    def _s_switch_stmt(self, tree) -> None:
-        self._unsupported("switch statements", tree)
-
-    def _s_case_stmt(self, tree) -> None:
-        self._unsupported("case labels (switch statements)", tree)
+    def _s_case_stmt(self, tree) -> None:  # switches: kir.frontends.cuda.lower_switch
+        self._unsupported("case labels outside a switch's own block", tree)
 
     # ----------------------------------------------------------------- control flow
 

@@ -410,3 +410,69 @@ def test_extern_c_before_a_function_is_skipped():
     assert stmts(a) == stmts(b) == (Store("x", Special("thread", "x"), Const(2.0, F32)),)
     assert list_kernels(single, "e.cu") == ["k"]
     assert stmts(a)[0].loc.line == 1 and stmts(a)[0].loc.col == 42  # the `x` of `x[...]`
+
+
+SWITCH = """
+__device__ int pick(int v) {
+    switch (v) {
+    case 0: return 10;
+    case 3: case 4: return 34;
+    default: break;
+    }
+    return -1;
+}
+__global__ void k(const int* in, int* out, int n) {
+    int i = threadIdx.x;
+    if (i >= n) return;
+    int v = in[i];
+    int r = 0;
+    switch (v % 4) {
+    case 0:
+        r = 100;
+        break;
+    default:
+        r = -5;
+        break;
+    case 2: {
+        for (int j = 0; j < 10; ++j) { if (j == v) break; r += 1; }
+        break;
+    }
+    case 3:
+        r = pick(v);
+    }
+    out[i] = r;
+}
+"""
+
+
+def _switch_expected(v: int) -> int:
+    m = v % 4  # inputs are non-negative: C's % agrees with Python's
+    if m == 0:
+        return 100
+    if m == 2:
+        return min(v, 10)
+    if m == 3:
+        return {0: 10, 3: 34, 4: 34}.get(v, -1)
+    return -5
+
+
+def test_switch_becomes_an_if_chain_with_cs_meaning():
+    """Several labels on one case, default in the middle, a loop's own break inside a case,
+    return inside a device function's cases, and a last case without break."""
+    import numpy as np
+
+    from kir.interp import run_kernel
+
+    k = load_cuda(SWITCH, "s.cu", kernel="k")
+    assert not any(type(n).__name__ == "Switch" for n in k.body.walk())
+    values = np.array([0, 1, 2, 3, 4, 5, 6, 7, 11, 14, 15, 8], dtype=np.int32)
+    got = run_kernel(dataclasses_replace_launch(k, len(values)),
+                     {"in": values, "out": np.zeros_like(values), "n": len(values)}, {})
+    assert got["out"].tolist() == [_switch_expected(int(v)) for v in values]
+
+
+def dataclasses_replace_launch(kernel, threads):
+    import dataclasses
+
+    return dataclasses.replace(kernel, launch=dataclasses.replace(
+        kernel.launch, block=(threads, 1, 1)))
