@@ -5,7 +5,8 @@ and stores, vector constructors) and inlining of ``__device__`` functions (a Low
 from __future__ import annotations
 
 from kir.errors import UnsupportedError
-from kir.ir import Atomic, Barrier, Call, Const, Declare, Expr, Load, MakeVector, Shuffle, Var
+from kir.ir import (Atomic, Barrier, Binary, Call, Const, Declare, Expr, Load, MakeVector, Select,
+                    Shuffle, Special, Var, WarpReduce)
 from kir.types import BOOL, F16, F32, F64, I32, U32, BF16, ScalarType, VectorType
 
 from kir.frontends.cuda import ctypes_ as ct
@@ -36,6 +37,8 @@ CONVERSIONS = {
 }
 SHUFFLES = {"__shfl_sync": "idx", "__shfl_xor_sync": "xor", "__shfl_down_sync": "down",
             "__shfl_up_sync": "up"}
+VOTES = ("__any_sync", "__all_sync", "__ballot_sync")
+FULL_MASK = 0xFFFFFFFF
 ATOMICS = {"atomicAdd": "add", "atomicMax": "max", "atomicMin": "min", "atomicExch": "exch"}
 VECTORS = {"make_float2": VectorType(F32, 2), "make_float3": VectorType(F32, 3),
            "make_float4": VectorType(F32, 4), "make_int2": VectorType(I32, 2),
@@ -46,7 +49,6 @@ STORES = ("__stcs", "__stcg", "__stwb", "__stwt")
 UNSUPPORTED_CALLS = {
     "printf": "printf", "assert": "assert", "malloc": "device malloc", "free": "device free",
     "__threadfence": "memory fences", "__threadfence_block": "memory fences",
-    "__ballot_sync": "warp votes", "__any_sync": "warp votes", "__all_sync": "warp votes",
     "__activemask": "__activemask", "__syncthreads_count": "__syncthreads_count",
     "__syncthreads_or": "__syncthreads_or", "__syncthreads_and": "__syncthreads_and",
     "tex1Dfetch": "texture fetches", "tex1D": "texture fetches", "tex2D": "texture fetches",
@@ -75,6 +77,8 @@ class CallMixin:
             return self._math(name, arg_trees, tree)
         if name in SHUFFLES:
             return self._shuffle(SHUFFLES[name], arg_trees, tree)
+        if name in VOTES:
+            return self._vote(name, arg_trees, tree)
         if name in ATOMICS:
             return self._atomic(ATOMICS[name], arg_trees, tree, discard)
         if name in VECTORS:
@@ -157,6 +161,24 @@ class CallMixin:
                                  arg_trees[3])
             width = int(w)
         return Shuffle(mode, value, lane, value.type, width)
+
+    def _vote(self, name: str, arg_trees: list, tree) -> Expr:
+        """Warp votes as warp reductions over the whole warp: ``__any_sync`` / ``__all_sync``
+        are the max / min of the 0-or-1 predicate, ``__ballot_sync`` the sum of each voting
+        lane's own bit (distinct bits: the sum is their OR). Only the full mask: kir's warp
+        operations cover the whole warp, as the full mask requires of CUDA code."""
+        self._arity(name, arg_trees, 2, 2, tree)
+        mask = self.constant(arg_trees[0], "the vote mask")
+        if mask != FULL_MASK:
+            raise self.error(f"{name} over a partial mask ({mask:#x}) not supported: kir's warp "
+                             "operations cover the whole warp (use 0xffffffff)", arg_trees[0],
+                             UnsupportedError)
+        pred = ct.to_bool(self.rvalue(arg_trees[1]))
+        if name == "__ballot_sync":
+            bit = Binary("<<", Const(1, U32), Special("lane"), U32)
+            return WarpReduce("sum", Select(pred, bit, Const(0, U32), U32), U32)
+        flag = Select(pred, Const(1, I32), Const(0, I32), I32)
+        return WarpReduce("max" if name == "__any_sync" else "min", flag, I32)
 
     def _atomic(self, op: str, arg_trees: list, tree, discard: bool) -> Expr:
         self._arity(op, arg_trees, 2, 2, tree)

@@ -476,3 +476,28 @@ def dataclasses_replace_launch(kernel, threads):
 
     return dataclasses.replace(kernel, launch=dataclasses.replace(
         kernel.launch, block=(threads, 1, 1)))
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-metal", "emulate-cuda"])
+def test_warp_votes_match_numpy(target):
+    """__ballot_sync / __any_sync / __all_sync with the full mask, on the interpreter and as
+    emitted Metal and CUDA on the emulator, against a numpy reference per warp."""
+    from pathlib import Path
+
+    from kir.load import load_kernel
+    from kir.targets import check_on_target
+
+    if target != "interp":
+        from kir.backends.emulate import emulator_available
+
+        if not emulator_available():
+            pytest.skip("no host C++ compiler for the emulator")
+    loaded = load_kernel(Path(__file__).parent / "data" / "votes.cu")
+    for seed in (0, 1):
+        outcome = check_on_target(loaded, target, seed=seed)
+        assert outcome.result.ok, outcome.result.describe()
+
+
+def test_a_vote_over_a_partial_mask_is_refused():
+    with pytest.raises(UnsupportedError, match="partial mask"):
+        lower("unsigned b = __ballot_sync(0xffff, x[0] > 0.0f); y[0] = (float)b;")
