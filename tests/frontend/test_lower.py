@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import math
 import os
+import shutil
 
 import pytest
 
@@ -501,3 +502,26 @@ def test_warp_votes_match_numpy(target):
 def test_a_vote_over_a_partial_mask_is_refused():
     with pytest.raises(UnsupportedError, match="partial mask"):
         lower("unsigned b = __ballot_sync(0xffff, x[0] > 0.0f); y[0] = (float)b;")
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_warp_votes_compile_with_nvcc(tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    from kir.backends import emit
+    from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
+    from kir.load import load_kernel
+
+    loaded = load_kernel(Path(__file__).parent / "data" / "votes.cu")
+    e = emit(loaded.kernel, loaded.bound, "cuda")
+    inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
+    outputs = list(zip(e.output_names, e.output_dtypes))
+    source = tmp_path / "votes.cu"
+    source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n"
+                      + cuda_signature(e.name, inputs, outputs, e.source, "", prelude=""))
+    done = subprocess.run(["nvcc", "-c", "-arch=sm_90", str(source), "-o",
+                           str(tmp_path / "votes.o")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
