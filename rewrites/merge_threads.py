@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from kir.analysis import canonical, declared_names, has_own_exit, has_matrix_stmts
+from kir.analysis import (canonical, declared_names, has_matrix_stmts, has_own_exit,
+                          single_defs)
 from kir.analysis_loops import Namer
 from kir.ir import (Alloc, Assign, Atomic, Barrier, Binary, Block, Const, Declare, Expr, For,
                     If, Kernel, Load, Node, Return, Shuffle, Special, Stmt, Store, Var,
@@ -159,18 +160,7 @@ def _dim_tainted(kernel: Kernel, dim: str) -> set[str]:
 def _shareable(kernel: Kernel, tainted: set[str]) -> set[str]:
     """Locals declared once with an initializer, never written again and not tainted: one
     declaration can serve every copy."""
-    count: dict[str, int] = {}
-    written: set[str] = set()
-    for n in kernel.body.walk():
-        if isinstance(n, Declare):
-            count[n.name] = count.get(n.name, 0) + (1 if n.init is not None else 2)
-        elif isinstance(n, Assign):
-            written.add(n.name)
-        elif isinstance(n, For):
-            written.add(n.var)
-        elif isinstance(n, Atomic) and n.result:
-            written.add(n.result)
-    return {k for k, v in count.items() if v == 1 and k not in written and k not in tainted}
+    return set(single_defs(kernel)) - tainted
 
 
 def _has_barrier(node: Node) -> bool:

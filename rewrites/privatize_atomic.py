@@ -118,8 +118,8 @@ def _refusal(kernel: Kernel, loop: For, buffer: str, mine: list[Atomic]) -> str 
     return None
 
 
-def _zero(t) -> int | float:
-    return 0.0 if t.name.startswith(("f", "bf")) else 0
+def _zero(t: ScalarType) -> int | float:
+    return 0.0 if t.is_float else 0
 
 
 RULES = [PrivatizeAtomic()]

@@ -152,9 +152,13 @@ class StmtMixin:
 
     def block_of(self, tree) -> Block:
         """Lower one statement (usually a compound) into its own Block and scope."""
+        return self.scoped_block(lambda: self.lower_stmt(tree))
+
+    def scoped_block(self, lower) -> Block:
+        """What ``lower()`` emits, in a scope of its own, as one Block."""
         self.push_scope()
         try:
-            stmts, _ = self.capture(lambda: self.lower_stmt(tree))
+            stmts, _ = self.capture(lower)
         finally:
             self.pop_scope()
         return Block(tuple(stmts))

@@ -136,9 +136,4 @@ class SwitchMixin:
             self.out.extend(orelse.stmts)
 
     def _case_block(self, stmts: list) -> Block:
-        self.push_scope()
-        try:
-            lowered, _ = self.capture(lambda: self.lower_stmt_list(stmts))
-        finally:
-            self.pop_scope()
-        return Block(tuple(lowered))
+        return self.scoped_block(lambda: self.lower_stmt_list(stmts))

@@ -40,33 +40,25 @@ class GpuLock:
             self._fds = (turnstile, main)
         return self._fds
 
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
+    def shared(self) -> contextlib.AbstractContextManager[None]:
         """Held while compiling and checking: many at once, never during a timing."""
-        if self.path is None:
-            yield
-            return
-        turnstile, main = self._open()
-        fcntl.flock(turnstile, fcntl.LOCK_EX)  # wait behind a timer that is queued
-        try:
-            fcntl.flock(main, fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(main, fcntl.LOCK_UN)
+        return self._held(fcntl.LOCK_SH if fcntl else 0)
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """Held while timing: the GPU runs nothing of ours but this."""
+        return self._held(fcntl.LOCK_EX if fcntl else 0)
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Held while timing: the GPU runs nothing of ours but this."""
+    def _held(self, mode: int) -> Iterator[None]:
         if self.path is None:
             yield
             return
         turnstile, main = self._open()
-        fcntl.flock(turnstile, fcntl.LOCK_EX)  # no new check starts from now on
+        # Through the turnstile: a queued timer holds it, so no new holder of either kind
+        # passes it until that timer has the lock (writer priority).
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
         try:
-            fcntl.flock(main, fcntl.LOCK_EX)
+            fcntl.flock(main, mode)
         finally:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
         try:
