@@ -10,9 +10,9 @@ import dataclasses
 import itertools
 from typing import Callable, Iterator
 
-from kir.ir import (MATRIX_STMTS, Alloc, Assign, Atomic, Binary, Block, Const, Declare, Expr,
-                    For, If, Kernel, Load, MatrixFill, MatrixLoad, MatrixStore, Node, Special,
-                    Stmt, Store, Var, While, transform)
+from kir.ir import (MATRIX_STMTS, Alloc, Assign, Atomic, Binary, Block, Call, Const, Declare,
+                    Expr, For, If, Kernel, Load, MatrixFill, MatrixLoad, MatrixStore, Node,
+                    Special, Stmt, Store, Var, While, transform)
 
 # ---------------------------------------------------------------------------- navigation
 
@@ -317,6 +317,23 @@ def single_defs(kernel: Kernel) -> dict[str, Expr]:
         elif isinstance(n, Atomic) and n.result:
             assigned.add(n.result)
     return {k: v for k, v in declared.items() if v is not None and k not in assigned}
+
+
+def accumulation(value: Expr, acc: Expr) -> tuple[str, Expr] | None:
+    """``(op, term)`` when ``value`` accumulates into ``acc``: ``acc + term``, ``term + acc``,
+    ``max(acc, term)``, ``max(term, acc)`` or the same with ``min``; op is ``"+"``, ``"max"``
+    or ``"min"``. The shape every reduction rule recognizes (``acc = <value>``)."""
+    if isinstance(value, Binary) and value.op == "+":
+        op, pair = "+", (value.left, value.right)
+    elif isinstance(value, Call) and value.fn in ("max", "min") and len(value.args) == 2:
+        op, pair = value.fn, tuple(value.args)
+    else:
+        return None
+    if pair[0] == acc:
+        return op, pair[1]
+    if pair[1] == acc:
+        return op, pair[0]
+    return None
 
 
 def sum_terms(expr: Expr) -> list[Expr]:

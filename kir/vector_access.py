@@ -20,8 +20,8 @@ from kir import analysis
 from kir.analysis_parallel import (Position, is_lane_varying, lane_varying_context,
                                    position_of)
 from kir.deps_affine import Poly, difference, substitute_values, to_poly
-from kir.ir import (Assign, Binary, Call, Cast, Const, Declare, Expr, For, Kernel, Node,
-                    Shuffle, Stmt, Var, transform)
+from kir.ir import (Assign, Binary, Cast, Const, Declare, Expr, For, Kernel, Node, Shuffle,
+                    Stmt, Var, transform)
 from kir.types import I32
 
 WARP = 32
@@ -110,14 +110,10 @@ def lane_combine(stmt: Stmt) -> tuple[str, str, str] | None:
     if not isinstance(assign, Assign):
         return None
     v = Var(assign.name, assign.value.type)
-    value = assign.value
-    if isinstance(value, Binary) and value.op == "+":
-        op, pair = "+", (value.left, value.right)
-    elif isinstance(value, Call) and value.fn in ("max", "min") and len(value.args) == 2:
-        op, pair = value.fn, tuple(value.args)
-    else:
+    found = analysis.accumulation(assign.value, v)
+    if found is None:
         return None
-    shuffle = pair[1] if pair[0] == v else pair[0] if pair[1] == v else None
+    op, shuffle = found
     if not (isinstance(shuffle, Shuffle) and shuffle.value == v and shuffle.width == WARP
             and shuffle.mode in ("xor", "down")
             and _strip(shuffle.lane) == Var(stmt.var, stmt.type)):

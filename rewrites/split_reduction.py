@@ -26,24 +26,14 @@ def reduction_of(loop: For) -> tuple[str, str, Expr] | None:
     last = stmts[-1]
     if not isinstance(last.value.type, ScalarType):
         return None
-    acc = Var(last.name, last.value.type)
-    v = last.value
-    if isinstance(v, Binary) and v.op == "+":
-        op, parts = "sum", (v.left, v.right)
-    elif isinstance(v, Call) and v.fn in ("max", "min") and len(v.args) == 2:
-        op, parts = v.fn, v.args
-    else:
+    found = analysis.accumulation(last.value, Var(last.name, last.value.type))
+    if found is None:
         return None
-    if parts[0] == acc:
-        term = parts[1]
-    elif parts[1] == acc:
-        term = parts[0]
-    else:
+    op, term = ("sum" if found[0] == "+" else found[0]), found[1]
+    if last.name in analysis.used_vars(term) or any(
+            last.name in analysis.used_vars(s) for s in stmts[:-1]):
         return None
-    if acc.name in analysis.used_vars(term) or any(
-            acc.name in analysis.used_vars(s) for s in stmts[:-1]):
-        return None
-    return acc.name, op, term
+    return last.name, op, term
 
 
 def _identity(op: str, t: ScalarType) -> Const | None:

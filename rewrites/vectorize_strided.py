@@ -11,8 +11,8 @@ from kir.analysis_loops import Namer, copy_body
 from kir.analysis_memory import inline_locals
 from kir.analysis_parallel import (is_thread_x, lane_varying_context, lane_varying_vars,
                                    position_of)
-from kir.ir import (Assign, Atomic, Barrier, Binary, Block, Call, Cast, Component, Const,
-                    Declare, Expr, For, Kernel, Load, MakeVector, Node, Shuffle, Special, Stmt,
+from kir.ir import (Assign, Atomic, Barrier, Binary, Block, Cast, Component, Const, Declare,
+                    Expr, For, Kernel, Load, MakeVector, Node, Shuffle, Special, Stmt,
                     Store, Var, WarpReduce, transform)
 from kir.printer import print_expr
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
@@ -229,19 +229,12 @@ def _body(kernel: Kernel, loop: For, width: int, scalars: Mapping[str, object] |
 
 def _reduction(stmt: Assign) -> tuple[str, Expr] | None:
     """``acc = acc + f`` / ``f + acc`` / ``max(acc, f)`` / min: (operator, f)."""
-    acc, v = Var(stmt.name, F32), stmt.value
-    if isinstance(v, Binary) and v.op == "+" and v.type == F32:
-        pair = (v.left, v.right)
-        op = "+"
-    elif isinstance(v, Call) and v.fn in ("max", "min") and len(v.args) == 2 and v.type == F32:
-        pair = v.args
-        op = v.fn
-    else:
+    if stmt.value.type != F32:
         return None
-    for a, f in (pair, pair[::-1]):
-        if a == acc and stmt.name not in analysis.used_vars(f):
-            return op, f
-    return None
+    found = analysis.accumulation(stmt.value, Var(stmt.name, F32))
+    if found is None or stmt.name in analysis.used_vars(found[1]):
+        return None
+    return found
 
 
 def _isolated(kernel: Kernel, loop: For) -> NotApplicable | None:

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Mapping
 
 from kir import analysis
-from kir.analysis import single_defs
+from kir.analysis import accumulation, single_defs
 from kir.analysis_parallel import is_thread_x, position_of
 from kir.ir import (Assign, Barrier, Binary, Block, Call, Cast, Const, Declare, Expr, For, If,
                     Kernel, Load, Shuffle, Special, Store, Var, WarpReduce, While, const)
@@ -33,16 +33,10 @@ def _halving(loop: For, start_ok) -> bool:
 def _combine(value: Expr, a: Expr, b_ok) -> str | None:
     """The reduction op when ``value`` is ``a + B``, ``B + a``, ``max(a, B)``, ``min(...)``
     with ``b_ok(B)``."""
-    if isinstance(value, Binary) and value.op == "+":
-        if value.left == a and b_ok(value.right):
-            return "sum"
-        if value.right == a and b_ok(value.left):
-            return "sum"
-    if isinstance(value, Call) and value.fn in ("max", "min") and len(value.args) == 2:
-        x, y = value.args
-        if (x == a and b_ok(y)) or (y == a and b_ok(x)):
-            return value.fn
-    return None
+    found = accumulation(value, a)
+    if found is None or not b_ok(found[1]):
+        return None
+    return "sum" if found[0] == "+" else found[0]
 
 
 def butterfly(loop: For) -> tuple[str, str] | None:
