@@ -167,7 +167,7 @@ def main() -> None:
             merged = {**part, "examples": examples}
         write(merged, Path(args.out))
         return
-    from kir.commands.compile_search import rule_context
+    from kir.rules import context_for
 
     registry = load_registry()
     report: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -185,7 +185,7 @@ def main() -> None:
         entry: dict = {"sizes": sizes}
         try:
             loaded = load_kernel(ROOT / "examples" / f"{name}.cu", sizes=sizes)
-            ctx = rule_context(loaded, args.target)
+            ctx = context_for(loaded, args.target)
             if args.target != "model":
                 found = builtin_ms(name, loaded, args.repeat)
                 if found:

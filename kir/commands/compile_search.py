@@ -18,7 +18,7 @@ from pathlib import Path
 from kir.errors import KirError
 from kir.load import Loaded
 from kir.printer import print_kernel
-from kir.rules import RuleContext, apply_trace, context_for, save_trace
+from kir.rules import apply_trace, context_for, save_trace
 
 DEFAULT_BUDGET = 40
 MODEL_PROFILE = "apple-m2"
@@ -84,12 +84,6 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
                         workers=max(2, cores // 4), gpu_workers=max(1, min(8, cores // 2)))
 
 
-def rule_context(loaded: Loaded, target: str) -> RuleContext:
-    """What rules may know: the bound sizes and scalar values (as ``kir apply`` gives them, so
-    a saved trace replays to the same kernel) and the emission target."""
-    return context_for(loaded, target)
-
-
 def output_paths(args: argparse.Namespace, loaded: Loaded) -> dict[str, Path]:
     """Where each file goes: ``kir-out/<stem>/`` unless ``--out-dir``; ``-o`` names the module,
     ``--report`` the report folder."""
@@ -120,7 +114,7 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
         print(note, file=sys.stderr)
     paths = output_paths(args, loaded)
     registry = load_registry(args.rules)
-    ctx = rule_context(loaded, target)
+    ctx = context_for(loaded, target)
     check_sizes = check_sizes_for(args, loaded)
     if check_sizes:
         label = ", ".join(f"{k}={v}" for k, v in check_sizes.items())

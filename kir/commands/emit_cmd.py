@@ -73,13 +73,13 @@ def run(args: argparse.Namespace) -> int:
                        hint="write a .kir.toml beside the kernel (see examples/) or pass --spec")
     kernel = loaded.kernel
     if args.trace:
-        from kir.commands.compile_search import rule_context
+        from kir.rules import context_for
         from kir.registry import load_registry
         from kir.rules import apply_trace, load_trace
 
         registry = load_registry(args.rules)
         steps = load_trace(args.trace, registry)
-        kernel = apply_trace(kernel, steps, registry, rule_context(loaded, args.target),
+        kernel = apply_trace(kernel, steps, registry, context_for(loaded, args.target),
                              strict=True).kernel
     verify(kernel)
     emitted = emit(kernel, loaded.bound, args.target)

@@ -22,7 +22,7 @@ from kir.ir import Call, Kernel
 from kir.load import load_kernel
 from kir.printer import print_kernel
 from kir.registry import load_registry
-from kir.rules import RuleContext
+from kir.rules import RuleContext, context_for
 from kir.search import Evaluation, TuningDB
 from kir.search.hints import attention_nest, hints, matmul_nest, recurrence_loops
 
@@ -190,7 +190,7 @@ def test_duration_parsing():
 
 
 def _ctx(loaded) -> RuleContext:
-    return compile_search.rule_context(loaded, "model")
+    return context_for(loaded, "model")
 
 
 def test_hint_detectors_see_the_shapes():

@@ -216,13 +216,12 @@ def test_mlx_evaluator_times_the_baseline(loaded):
 
 
 def test_check_sizes_equal_to_the_compiled_ones_still_validate_a_specialized_kernel(loaded):
-    from kir.commands.compile_search import rule_context
     from kir.rewrites.specialize_param import RULES
-    from kir.rules import apply_trace, parse_step
+    from kir.rules import apply_trace, context_for, parse_step
 
     registry = {rule.name: rule for rule in RULES}
     step = parse_step("specialize-param{param=cols}", registry)
-    special = apply_trace(loaded.kernel, [step], registry, rule_context(loaded, "metal"),
+    special = apply_trace(loaded.kernel, [step], registry, context_for(loaded, "metal"),
                           strict=True).kernel
     with ModelEvaluator(loaded, max_steps=20_000, check_sizes=dict(SIZES)) as same:
         verdict = same.evaluate(special)
@@ -260,15 +259,14 @@ def test_specialize_then_coarsen_is_validated_at_its_own_sizes():
     guard, so "stopped reading n" no longer shows the specialization — the launch's
     ``specialized`` mark does, and the ragged size (n=12345, where the baked value reads out
     of bounds) is not tried."""
-    from kir.commands.compile_search import rule_context
     from kir.registry import load_registry
-    from kir.rules import apply_trace, parse_step
+    from kir.rules import apply_trace, context_for, parse_step
 
     reduce = load_kernel(EXAMPLES / "reduce.cu", sizes={"n": 100000})
     registry = load_registry()
     steps = [parse_step(s, registry) for s in ("specialize-param{param=n}",
                                                 "coarsen-threads{dim=x,factor=4}")]
-    kernel = apply_trace(reduce.kernel, steps, registry, rule_context(reduce, "metal"),
+    kernel = apply_trace(reduce.kernel, steps, registry, context_for(reduce, "metal"),
                          strict=True).kernel
     assert kernel.launch.specialized
     with ModelEvaluator(reduce, workers=1) as evaluator:
