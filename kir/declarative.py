@@ -244,6 +244,11 @@ class DeclarativeRule:
     def summary(self) -> str:
         return self.doc.splitlines()[0] if self.doc else f"{self.name} (declarative)"
 
+    @property
+    def text(self) -> str:
+        """The rule's content as text (patterns and guards): what its behaviour depends on."""
+        return f"{self.pattern!r} => {self.replacement!r} if {self.guards!r}"
+
     def _matches(self, expr: Node) -> dict[str, Expr] | None:
         if not isinstance(expr, Expr):
             return None

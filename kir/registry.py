@@ -11,9 +11,11 @@ Names must be unique; a clash is an error that names both origins.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import pkgutil
+import sys
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Iterable
@@ -44,6 +46,31 @@ class Registry(dict):
     def add_all(self, rules: Iterable[Rule], origin: str) -> None:
         for rule in rules:
             self.add(rule, origin)
+
+    def fingerprint(self) -> str:
+        """A hash of every rule's name and source (its module's file, or a declarative
+        rule's text): a changed rule, built in or the user's, changes it."""
+        digest = hashlib.sha256()
+        for name in sorted(self):
+            digest.update(f"\0{name}\0".encode() + rule_source(self[name]))
+        return digest.hexdigest()[:16]
+
+
+def rule_source(rule: Rule) -> bytes:
+    """The source a rule's behaviour comes from, as bytes: a declarative rule's own text, or
+    the file of the module that defines a Python rule's class (its representation when the
+    file cannot be read)."""
+    text = getattr(rule, "text", None)
+    if isinstance(text, str):
+        return text.encode()
+    module = sys.modules.get(type(rule).__module__)
+    file = getattr(module, "__file__", None)
+    if file:
+        try:
+            return Path(file).read_bytes()
+        except OSError:
+            pass
+    return repr(rule).encode()
 
 
 def _rules_of(obj: object, origin: str) -> list[Rule]:

@@ -217,10 +217,32 @@ def _round_bf16(values: np.ndarray) -> np.ndarray:
     return rounded.view(np.float32)
 
 
+def reference_file(spec: Spec) -> Path | None:
+    """The file of the spec's reference module (beside the spec), or None without one."""
+    if spec.reference is None:
+        return None
+    module_name = spec.reference.split(":")[0]
+    return spec.path.resolve().parent / (module_name.replace(".", "/") + ".py")
+
+
+def validation_fingerprint(spec: Spec) -> str:
+    """A hash of what judging a kernel against ``spec`` depends on: the spec's text
+    (tolerances, ragged and check sizes, input ranges, ``init``, the reference's name) and the
+    reference module's source. Two specs with the same fingerprint judge alike."""
+    digest = hashlib.sha256(spec.text.encode())
+    file = reference_file(spec)
+    if file is not None:
+        try:
+            digest.update(b"\0reference\0" + file.read_bytes())
+        except OSError:
+            digest.update(b"\0reference missing\0" + str(file).encode())
+    return digest.hexdigest()[:16]
+
+
 def _reference_function(spec: Spec) -> Callable[..., Any]:
     module_name, function_name = spec.reference.split(":")  # type: ignore[union-attr]
-    directory = spec.path.resolve().parent
-    file = directory / (module_name.replace(".", "/") + ".py")
+    file = reference_file(spec)
+    assert file is not None
     module = _REFERENCE_MODULES.get(file)
     if module is None:
         if not file.is_file():

@@ -84,6 +84,15 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
                         workers=max(2, cores // 4), gpu_workers=max(1, min(8, cores // 2)))
 
 
+def validation_fingerprint(loaded: Loaded, registry) -> str:
+    """What a stored verdict depends on besides the candidate, its sizes and the target: the
+    spec and its reference's source (:func:`kir.specinputs.validation_fingerprint`) and every
+    rule's source (:meth:`kir.registry.Registry.fingerprint`)."""
+    from kir.specinputs import validation_fingerprint as spec_fingerprint
+
+    return f"{spec_fingerprint(loaded.spec)}-{registry.fingerprint()}"
+
+
 def output_paths(args: argparse.Namespace, loaded: Loaded) -> dict[str, Path]:
     """Where each file goes: ``kir-out/<stem>/`` unless ``--out-dir``; ``-o`` names the module,
     ``--report`` the report folder."""
@@ -103,7 +112,8 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     from kir.commands.progress import UNBOUNDED, ProgressBar
     from kir.registry import load_registry
     from kir.report import ablate, write_report
-    from kir.search import SearchConfig, TuningDB, TuningKey, default_db_path, kir_version, search
+    from kir.search import SearchConfig, TuningDB, default_db_path, search
+    from kir.search.engine import default_key
     from kir.search.hints import hints
 
     if loaded.bound is None:
@@ -131,16 +141,16 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     db_path = Path(args.db) if args.db else default_db_path()
     bar = ProgressBar(modelled=bool(evaluator.modelled))
     # Results depend on where candidates were validated, so the check sizes are part of the
-    # tuning database key alongside the compiled sizes.
+    # tuning database key alongside the compiled sizes, and so is everything else a verdict
+    # was judged by (spec, reference, rules).
     key_sizes = {**ctx.sizes, **{f"check:{k}": v for k, v in (check_sizes or {}).items()}}
+    key = default_key(base, evaluator, key_sizes, validation_fingerprint(loaded, registry))
     with TuningDB(db_path) as db, evaluator:
         try:
             result = search(base, registry, evaluator, ctx, config, db,
-                            [h.steps for h in seeds], progress=bar, key_sizes=key_sizes)
+                            [h.steps for h in seeds], progress=bar, key=key)
         finally:
             bar.close()
-        key = TuningKey.make(base.fingerprint(), key_sizes, evaluator.target,
-                             evaluator.device, kir_version(), base.name)
         replay = apply_trace(base, result.best_steps, registry, ctx)
         rows = ablate(base, result.best_steps, result.best_ms, registry, ctx, evaluator,
                       db, key) if result.best_ms else []

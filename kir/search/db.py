@@ -4,7 +4,7 @@ second run is instant.
 SQLite in WAL mode, one transaction per evaluation, written as each evaluation completes, so a
 search killed at any moment leaves every completed evaluation on disk and no half-written row.
 Results are keyed by :class:`TuningKey` (base kernel fingerprint, sizes, target, device, kir
-version); under a key, one row per candidate fingerprint.
+version, and what validation depends on); under a key, one row per candidate fingerprint.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from kir.errors import KirError
 from kir.search.evaluator import Evaluation
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -31,8 +31,8 @@ CREATE TABLE IF NOT EXISTS keys (
     id INTEGER PRIMARY KEY,
     kernel_fp TEXT NOT NULL, sizes TEXT NOT NULL, target TEXT NOT NULL,
     device TEXT NOT NULL, version TEXT NOT NULL, kernel_name TEXT NOT NULL DEFAULT '',
-    created REAL NOT NULL,
-    UNIQUE (kernel_fp, sizes, target, device, version)
+    created REAL NOT NULL, validation TEXT NOT NULL DEFAULT '',
+    UNIQUE (kernel_fp, sizes, target, device, version, validation)
 );
 CREATE TABLE IF NOT EXISTS evaluations (
     key_id INTEGER NOT NULL REFERENCES keys(id),
@@ -43,8 +43,24 @@ CREATE TABLE IF NOT EXISTS evaluations (
 );
 """
 
-EXPORT_FIELDS = ("kernel", "kernel_fp", "sizes", "target", "device", "version",
+EXPORT_FIELDS = ("kernel", "kernel_fp", "sizes", "target", "device", "version", "validation",
                  "fingerprint", "genome", "status", "time_ms", "error", "timestamp")
+
+# Schema 1 keyed rows without what validation depends on; its rows stay listed (under an empty
+# validation, which no search asks for) but never answer a search again.
+_MIGRATE_1_TO_2 = """
+CREATE TABLE keys_v2 (
+    id INTEGER PRIMARY KEY,
+    kernel_fp TEXT NOT NULL, sizes TEXT NOT NULL, target TEXT NOT NULL,
+    device TEXT NOT NULL, version TEXT NOT NULL, kernel_name TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL, validation TEXT NOT NULL DEFAULT '',
+    UNIQUE (kernel_fp, sizes, target, device, version, validation)
+);
+INSERT INTO keys_v2 (id, kernel_fp, sizes, target, device, version, kernel_name, created)
+    SELECT id, kernel_fp, sizes, target, device, version, kernel_name, created FROM keys;
+DROP TABLE keys;
+ALTER TABLE keys_v2 RENAME TO keys
+"""
 
 
 def kir_version() -> str:
@@ -84,7 +100,12 @@ def canonical_sizes(sizes: Mapping[str, int]) -> str:
 
 @dataclass(frozen=True)
 class TuningKey:
-    """What a measurement depends on besides the candidate itself."""
+    """What a measurement depends on besides the candidate itself.
+
+    ``validation`` fingerprints what a verdict was judged by: the spec (tolerances, ragged
+    and check sizes, input ranges, ``init``), the reference's source and the rules' sources
+    (see ``kir.commands.compile_search.validation_fingerprint``). Without it a verdict given
+    under a loose tolerance would answer a later search under a strict one."""
 
     kernel_fp: str
     sizes: str  # canonical JSON, see canonical_sizes
@@ -92,17 +113,20 @@ class TuningKey:
     device: str
     version: str
     kernel_name: str = ""  # for listings only; not part of the identity
+    validation: str = ""
 
     @classmethod
     def make(cls, kernel_fp: str, sizes: Mapping[str, int], target: str, device: str,
-             version: str | None = None, kernel_name: str = "") -> "TuningKey":
+             version: str | None = None, kernel_name: str = "",
+             validation: str = "") -> "TuningKey":
         """A key from a fingerprint and raw sizes (the version defaults to this kir's)."""
         return cls(kernel_fp, canonical_sizes(sizes), target, device,
-                   version or kir_version(), kernel_name)
+                   version or kir_version(), kernel_name, validation)
 
     @property
-    def identity(self) -> tuple[str, str, str, str, str]:
-        return (self.kernel_fp, self.sizes, self.target, self.device, self.version)
+    def identity(self) -> tuple[str, str, str, str, str, str]:
+        return (self.kernel_fp, self.sizes, self.target, self.device, self.version,
+                self.validation)
 
 
 @dataclass(frozen=True)
@@ -187,6 +211,10 @@ class TuningDB:
                 raise KirError(f"tuning database {self.path} has schema {row[0]}, newer than "
                                f"this kir understands ({SCHEMA_VERSION})",
                                hint="upgrade kir, or pass --db to use another file")
+            elif int(row[0]) == 1:
+                for statement in filter(None, (s.strip() for s in _MIGRATE_1_TO_2.split(";"))):
+                    conn.execute(statement)
+                conn.execute("UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA_VERSION),))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -217,14 +245,14 @@ class TuningDB:
         if cached is not None:
             return cached
         rows = self._query("SELECT id FROM keys WHERE kernel_fp=? AND sizes=? AND target=? "
-                           "AND device=? AND version=?", key.identity)
+                           "AND device=? AND version=? AND validation=?", key.identity)
         if rows:
             self._key_ids[key.identity] = rows[0][0]
             return rows[0][0]
         if not create:
             return None
         self._query("INSERT OR IGNORE INTO keys (kernel_fp, sizes, target, device, version, "
-                    "kernel_name, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "validation, kernel_name, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (*key.identity, key.kernel_name, time.time()))
         return self._key_id(key, create=False)
 
@@ -289,12 +317,12 @@ class TuningDB:
         """Every key with its row count, valid count, best and baseline times."""
         rows = self._query(
             "SELECT k.kernel_fp, k.sizes, k.target, k.device, k.version, k.kernel_name, "
-            "count(e.fingerprint), sum(e.status='ok'), min(CASE WHEN e.status='ok' "
+            "k.validation, count(e.fingerprint), sum(e.status='ok'), min(CASE WHEN e.status='ok' "
             "THEN e.time_ms END), max(CASE WHEN e.genome='[]' AND e.status='ok' "
             "THEN e.time_ms END), coalesce(max(e.timestamp), k.created) "
             "FROM keys k LEFT JOIN evaluations e ON e.key_id = k.id "
             "GROUP BY k.id ORDER BY k.created, k.id")
-        return [KeyInfo(TuningKey(*r[:6]), r[6], int(r[7] or 0), r[8], r[9], r[10])
+        return [KeyInfo(TuningKey(*r[:7]), r[7], int(r[8] or 0), r[9], r[10], r[11])
                 for r in rows]
 
     def export(self, fmt: str = "json", key: TuningKey | None = None) -> str:
@@ -307,7 +335,7 @@ class TuningDB:
                 ev = row.evaluation
                 records.append(dict(zip(EXPORT_FIELDS, (
                     k.kernel_name, k.kernel_fp, k.sizes, k.target, k.device, k.version,
-                    row.fingerprint, " ".join(row.genome), ev.status, ev.time_ms, ev.error,
+                    k.validation, row.fingerprint, " ".join(row.genome), ev.status, ev.time_ms, ev.error,
                     row.timestamp))))
         if fmt == "json":
             return json.dumps(records, indent=2) + "\n"

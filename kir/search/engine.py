@@ -149,9 +149,8 @@ class Session:
     config: SearchConfig
     db: TuningDB | None = None
     progress: Callable[[Progress], None] | None = None
-    key_sizes: Mapping[str, int] | None = None  # database key sizes (default: ctx.sizes)
+    key: TuningKey | None = None  # the tuning database key (default: from ctx.sizes)
     rng: random.Random = field(init=False)
-    key: TuningKey | None = field(init=False, default=None)
     seen: dict[str, Candidate] = field(init=False, default_factory=dict)
     history: list[EvalRecord] = field(init=False, default_factory=list)
     counts: Counter = field(init=False, default_factory=Counter)
@@ -165,11 +164,8 @@ class Session:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.config.seed)
-        if self.db is not None:
-            sizes = self.key_sizes if self.key_sizes is not None else self.ctx.sizes
-            self.key = TuningKey.make(fingerprint(self.base), dict(sizes),
-                                      self.evaluator.target, self.evaluator.device,
-                                      kir_version(), self.base.name)
+        if self.db is not None and self.key is None:
+            self.key = default_key(self.base, self.evaluator, self.ctx.sizes)
 
     # --------------------------------------------------------------------------- helpers
 
@@ -342,6 +338,14 @@ def _describe(exc: BaseException, doing: str) -> str:
     return f"{doing} raised {type(exc).__name__}: {exc}"
 
 
+def default_key(kernel: Kernel, evaluator: Evaluator, sizes: Mapping[str, int],
+                validation: str = "") -> TuningKey:
+    """The tuning database key of a search of ``kernel`` at ``sizes`` through ``evaluator``;
+    ``validation`` fingerprints what verdicts were judged by (see :class:`TuningKey`)."""
+    return TuningKey.make(fingerprint(kernel), dict(sizes), evaluator.target, evaluator.device,
+                          kir_version(), kernel.name, validation)
+
+
 def fingerprint(kernel: Kernel) -> str:
     """The kernel's content hash (:meth:`Kernel.fingerprint`)."""
     return kernel.fingerprint()
@@ -351,20 +355,21 @@ def search(kernel: Kernel, registry: Mapping[str, Rule], evaluator: Evaluator,
            ctx: RuleContext | None = None, config: SearchConfig | None = None,
            db: TuningDB | None = None, hints: Sequence[Sequence[Step]] = (),
            progress: Callable[[Progress], None] | None = None,
-           key_sizes: Mapping[str, int] | None = None) -> SearchResult:
+           key: TuningKey | None = None) -> SearchResult:
     """Search for the fastest valid rewrite of ``kernel``.
 
     The unrewritten kernel is evaluated first (the baseline), then ``hints`` (known CUDA
     practice), then whatever the strategy proposes, until the budget, the time limit, or
     the search space runs out. With ``db`` every evaluation is written as it completes and
     candidates already measured are answered from it, so a killed search resumes and a
-    repeated one finishes at once. ``key_sizes`` (default: the rule context's sizes) is what
-    the database key records as the sizes; pass more when validation sizes differ.
+    repeated one finishes at once. ``key`` is the database key (default:
+    :func:`default_key` at the rule context's sizes); it must say everything a verdict
+    depends on, or a stored verdict answers a search it does not apply to.
     """
     from kir.search.strategies import run_strategy
 
     session = Session(kernel, registry, evaluator, ctx or RuleContext(),
-                      config or SearchConfig(), db, progress, key_sizes)
+                      config or SearchConfig(), db, progress, key)
     try:
         stopped = run_strategy(session, [tuple(h) for h in hints])
     except StopSearch as stop:

@@ -204,3 +204,39 @@ def test_kill_mid_search_keeps_completed_rows(tmp_path):
         resumed = _search(db, len(rows) + 5, ev)
     assert ev.calls == 5
     assert [r.cached for r in resumed.history] == [True] * len(rows) + [False] * 5
+
+
+def test_schema_1_database_is_migrated_and_its_rows_answer_no_search(tmp_path):
+    """Schema 1 keyed verdicts without what validation depends on (issue 10, W1): after the
+    migration its rows are still listed, but a key with a validation fingerprint misses them."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema', '1');
+        CREATE TABLE keys (id INTEGER PRIMARY KEY, kernel_fp TEXT NOT NULL,
+            sizes TEXT NOT NULL, target TEXT NOT NULL, device TEXT NOT NULL,
+            version TEXT NOT NULL, kernel_name TEXT NOT NULL DEFAULT '', created REAL NOT NULL,
+            UNIQUE (kernel_fp, sizes, target, device, version));
+        CREATE TABLE evaluations (key_id INTEGER NOT NULL REFERENCES keys(id),
+            fingerprint TEXT NOT NULL, genome TEXT NOT NULL, status TEXT NOT NULL,
+            time_ms REAL, error TEXT NOT NULL DEFAULT '', details TEXT NOT NULL DEFAULT '{}',
+            timestamp REAL NOT NULL, PRIMARY KEY (key_id, fingerprint));
+        INSERT INTO keys VALUES (1, 'abc123', '{"B":2,"N":64}', 'model:apple-m2', 'Apple M2',
+            '0.1.0', 'toy', 1.0);
+        INSERT INTO evaluations VALUES (1, 'f0', '[]', 'ok', 2.0, '', '{}', 2.0);
+    """)
+    conn.close()
+    with TuningDB(path) as db:
+        (info,) = db.runs()
+        assert info.count == 1 and info.key.validation == ""
+        strict = TuningKey.make("abc123", {"N": 64, "B": 2}, "model:apple-m2", "Apple M2",
+                                "0.1.0", "toy", validation="spec-and-rules")
+        assert db.lookup(strict, "f0") is None
+        db.record(strict, "f0", [], Evaluation.rejected("invalid", "mismatch"))
+        assert db.lookup(strict, "f0").status == "invalid"
+        assert db.lookup(KEY, "f0").status == "ok"  # the old row, untouched
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()[0] == \
+        str(SCHEMA_VERSION)
+    conn.close()
