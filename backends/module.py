@@ -69,11 +69,11 @@ def module_source(emitted: Emitted, spec) -> str:
     data_args = {a for a, k in zip(e.input_args, e.input_kinds) if k in ("buffer", "key")}
     order = [a for a in spec.args if a in data_args] + \
         [a for a in e.input_args if a in data_args and a not in spec.args]
-    scalars = [(a, v) for a, v in e.scalar_values]
+    # Scalar arguments are fixed at the compiled sizes, like the grid and the shapes: a module
+    # that took them as keywords would run the kernel with a size that no longer matches its
+    # grid, shapes or shared tiles.
+    scalars = dict(e.scalar_values)
     params = ", ".join(python_name(a) for a in order)
-    if scalars:
-        params += (", " if params else "") + "*, " + ", ".join(
-            f"{python_name(a)}={v!r}" for a, v in scalars)
 
     # Dtype template values become MLX dtype attribute names (resolved at call time).
     template = [(n, _MX.get(v, v) if isinstance(v, str) else v) for n, v in e.template]
@@ -94,6 +94,7 @@ def module_source(emitted: Emitted, spec) -> str:
         f"TEMPLATE = {template!r}", f"INIT_VALUE = {e.init_value!r}",
         f"ATOMIC_OUTPUTS = {e.atomic_outputs!r}", f"SHARED_MEMORY = {e.shared_memory!r}",
         f"OUTPUT_SHAPES = {[tuple(s) for s in e.output_shapes]!r}",
+        f"SCALARS = {scalars!r}",
         _RUNTIME, "",
         f"def {fn}({params}):",
         f'    """Run {e.name} ({e.target}); shapes as in the spec it was generated for."""',
@@ -105,7 +106,7 @@ def module_source(emitted: Emitted, spec) -> str:
     for name, arg, kind, dtype in zip(e.input_names, e.input_args, e.input_kinds,
                                       e.input_dtypes):
         if kind == "scalar":
-            inputs.append(f"mx.array({python_name(arg)}, dtype=mx.{_MX[dtype]})")
+            inputs.append(f"mx.array(SCALARS[{arg!r}], dtype=mx.{_MX[dtype]})")
         elif kind == "buffer":
             inputs.append(python_name(arg))
         else:
@@ -146,8 +147,8 @@ def module_source(emitted: Emitted, spec) -> str:
 
 def write_module(emitted: Emitted, path: str | Path, spec) -> Path:
     """Write the self-contained MLX module for ``emitted`` to ``path``: a function named after
-    the kernel taking buffer arguments in spec order (scalars as keyword arguments defaulting
-    to the spec's values) and returning the outputs. ``spec`` is the Spec or BoundSpec."""
+    the kernel taking buffer arguments in spec order (scalar arguments fixed at the spec's
+    values, in ``SCALARS``) and returning the outputs. ``spec`` is the Spec or BoundSpec."""
     path = Path(path)
     if not (emitted.kernel_name or emitted.name).isidentifier():
         raise KirError(f"kernel name {emitted.kernel_name or emitted.name!r} is not a Python "

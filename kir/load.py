@@ -86,10 +86,11 @@ def load_kernel(
 
         # IR text carries its own launch (rules may have changed it); the spec's sizes are
         # still what its grid expressions and scalar arguments are evaluated with.
-        kernel = parse_kernel(text, filename=str(path))
+        kernel = parse_kernel(text, filename=str(path), locate_unmarked=True)
         if bound is not None:
             from kir.limits import check_index_range
 
+            check_spec_fits(kernel, bound.spec)
             check_index_range(kernel, bound)
         return Loaded(kernel, bound, path, text)
     if path.suffix not in CUDA_SUFFIXES:
@@ -107,6 +108,33 @@ def load_kernel(
     if bound is not None:
         from kir.limits import check_index_range
 
+        check_spec_fits(kernel, bound.spec)
         check_index_range(kernel, bound)  # before any input is allocated or run
     return Loaded(kernel, bound, path, text)
+
+
+def check_spec_fits(kernel: Kernel, spec: Spec) -> None:
+    """Raise a KirError at the spec's argument when its dtype or kind (buffer or scalar)
+    disagrees with the kernel's parameter: an ``f16`` spec for a ``float*`` would otherwise
+    make inputs of one type and run the kernel on them converted to another."""
+    from kir.types import PointerType, VectorType
+
+    for param in kernel.params:
+        arg = spec.args.get(param.name)
+        if arg is None:
+            continue  # a missing argument is reported where the inputs are bound
+        if param.is_buffer != arg.is_buffer:
+            what = "a buffer (pointer)" if param.is_buffer else "a scalar"
+            fix = 'give it shape = [...]' if param.is_buffer else 'give it value = "..."'
+            raise spec.error(f"argument {param.name!r}: the kernel's parameter is {what} "
+                             f"({param.type}), the spec says otherwise", "args", param.name,
+                             hint=fix)
+        elem = param.type.elem if isinstance(param.type, PointerType) else param.type
+        if isinstance(elem, VectorType):
+            elem = elem.elem  # a float4* buffer holds f32 elements
+        if arg.dtype is not None and arg.dtype != getattr(elem, "name", arg.dtype):
+            raise spec.error(f"argument {param.name!r}: dtype {arg.dtype!r} in the spec, but "
+                             f"the kernel's parameter is {param.type}", "args", param.name,
+                             "dtype", hint=f'write dtype = "{elem}" (kir does not convert '
+                                           "between them)")
 

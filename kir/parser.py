@@ -42,14 +42,17 @@ def _lark() -> Lark:
                 maybe_placeholders=True)
 
 
-def parse_kernel(text: str, filename: str = "<ir>") -> Kernel:
+def parse_kernel(text: str, filename: str = "<ir>", *, locate_unmarked: bool = False) -> Kernel:
     """Parse IR text into a :class:`Kernel`; malformed text raises :class:`KirError` naming
-    ``filename:line:col`` with the offending line and a caret."""
+    ``filename:line:col`` with the offending line and a caret. Statements keep the source
+    location of their ``# file:line:col`` comment; with ``locate_unmarked`` a statement
+    without one (written or edited by hand in a dump) is located in ``filename`` itself, so
+    the verifier's and the interpreter's errors still point at it."""
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as exc:
         raise _syntax_error(exc, text, filename) from None
-    return _Builder(text, filename).build(tree)
+    return _Builder(text, filename, locate_unmarked).build(tree)
 
 
 def _syntax_error(exc: UnexpectedInput, text: str, filename: str) -> KirError:
@@ -101,9 +104,10 @@ def _int(token: Token) -> int:
 class _Builder:
     """Turns the lark tree into IR nodes bottom-up (explicit stack, no recursion)."""
 
-    def __init__(self, text: str, filename: str) -> None:
+    def __init__(self, text: str, filename: str, locate_unmarked: bool = False) -> None:
         self.text = text
         self.filename = filename
+        self.locate_unmarked = locate_unmarked
         self.env = Env()
         self.locs: dict[int, Loc] = {}
         self.positions: dict[int, tuple[int, int]] = {}
@@ -165,7 +169,10 @@ class _Builder:
         return dataclasses.replace(node, type=natural_type(node, self.env))
 
     def _stmt_loc(self, meta) -> Loc | None:
-        return self.locs.get(meta.line)
+        found = self.locs.get(meta.line)
+        if found is None and self.locate_unmarked:
+            return Loc(self.filename, meta.line, meta.column)
+        return found
 
     # -- kernel --------------------------------------------------------------------------
 

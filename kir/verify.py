@@ -38,6 +38,7 @@ class TargetLimits:
 
 METAL_LIMITS = TargetLimits("metal", 1024, 32768)
 CUDA_LIMITS = TargetLimits("cuda", 1024, 49152)
+LIMITS = {"metal": METAL_LIMITS, "cuda": CUDA_LIMITS}
 
 _ARITY = {"max": 2, "min": 2, "pow": 2, "fma": 3}
 _VARYING_SPECIALS = ("thread", "lane", "warp")
@@ -408,4 +409,4 @@ class _Divergence:
         return None
 
 
-__all__ = ["TargetLimits", "METAL_LIMITS", "CUDA_LIMITS", "verify", "check_limits"]
+__all__ = ["TargetLimits", "METAL_LIMITS", "CUDA_LIMITS", "LIMITS", "verify", "check_limits"]

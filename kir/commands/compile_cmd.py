@@ -6,13 +6,14 @@ valid rewrite for the target (see :mod:`kir.commands.compile_search`)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from kir.errors import KirError
 from kir.load import load_kernel, parse_size_overrides
 from kir.printer import print_kernel
 from kir.targets import check_on_target
-from kir.verify import verify
+from kir.verify import LIMITS, verify
 
 
 def register(sub) -> None:
@@ -56,7 +57,8 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     overrides = parse_size_overrides(args.size)
     loaded = load_kernel(args.file, spec_path=args.spec, sizes=overrides, kernel_name=args.kernel)
-    verify(loaded.kernel)
+    # The target's limits come first: a kernel no GPU of the target can launch must not PASS.
+    verify(loaded.kernel, LIMITS["cuda" if args.target == "cuda" else "metal"])
     if args.search:
         from kir.commands.compile_search import run_search
 
@@ -85,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
         if not outcome.result.ok:
             print(outcome.result.describe())
         ok &= outcome.result.ok
-    if args.output:
+    if args.output and not ok:
+        print(f"{args.output} not written: the kernel failed its check", file=sys.stderr)
+    elif args.output:
         write_output(loaded, Path(args.output), args.target)
     return 0 if ok else 1
 

@@ -10,6 +10,7 @@ import time
 from kir.errors import KirError
 from kir.load import load_kernel, parse_size_overrides
 from kir.targets import TARGETS, check_on_target
+from kir.verify import LIMITS, verify
 
 
 def register(sub) -> None:
@@ -33,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
     if loaded.bound is None:
         raise KirError(f"{args.file} has no spec: kir needs one to make inputs",
                        hint="write a .kir.toml beside the kernel (see examples/) or pass --spec")
+    # As `kir compile` does: a kernel the verifier refuses does not run anywhere, and one over
+    # its GPU's limits does not run on it (the interpreter takes CUDA's, the looser).
+    language = "metal" if "metal" in args.target else "cuda"
+    verify(loaded.kernel, LIMITS[language])
     start = time.perf_counter()
     outcome = check_on_target(loaded, args.target, seed=args.seed)
     elapsed = time.perf_counter() - start

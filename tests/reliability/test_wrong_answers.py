@@ -3,9 +3,13 @@ exit code. Each test failed on main before its fix."""
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import json
 import shutil
 from pathlib import Path
+
+import pytest
 
 from kir.cli import main
 from kir.load import load_kernel
@@ -54,3 +58,92 @@ def test_w1_a_loose_specs_verdicts_do_not_answer_a_strict_search(tmp_path, capsy
     loaded = load_kernel(best, spec_path=tmp_path / "strict" / "layernorm.kir.toml",
                          sizes={"rows": 8, "cols": 64})
     assert check_on_target(loaded, "interp").result.ok
+
+
+def test_w3_module_takes_no_size_derived_scalars(tmp_path):
+    """`softmax_rows(x, cols=500)` on a (64, 1000) input gave half-NaN rows: the scalar moved
+    and the grid, shapes and check did not. Scalars are now fixed with the rest."""
+
+    module_path = tmp_path / "softmax_mod.py"
+    assert main(["compile", "-q", str(EXAMPLES / "softmax.cu"), "-o", str(module_path)]) == 0
+    spec = importlib.util.spec_from_file_location("softmax_mod", module_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    params = inspect.signature(module.softmax_rows).parameters
+    assert list(params) == ["x"]
+    assert module.SCALARS == {"cols": 1000}
+    with pytest.raises(TypeError):
+        module.softmax_rows(None, cols=500)
+
+
+SCALE_CU = """
+__global__ void scale(const float* x, float* y, int n) {
+    __shared__ float tile[SHARED];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = x[i];
+    __syncthreads();
+    if (i < n) y[i] = tile[threadIdx.x] * 2.0f;
+}
+"""
+SCALE_SPEC = """
+sizes = {{ N = 256 }}
+launch = {{ grid = ["ceil(N / {block})"], block = [{block}] }}
+{reference}
+[args]
+x = {{ dtype = "{dtype}", shape = ["N"] }}
+y = {{ dtype = "f32", shape = ["N"], role = "out" }}
+n = {{ value = "N", dtype = "i32" }}
+"""
+WRONG_REF = """
+def scale(args, sizes):
+    return {"y": args["x"] * 3.0}
+"""
+
+
+def _scale(tmp_path: Path, *, shared: str = "128", block: int = 128, dtype: str = "f32",
+           wrong_reference: bool = False) -> Path:
+    source = tmp_path / "scale.cu"
+    source.write_text(SCALE_CU.replace("SHARED", shared))
+    reference = ""
+    if wrong_reference:
+        (tmp_path / "refs.py").write_text(WRONG_REF)
+        reference = 'reference = "refs:scale"'
+    (tmp_path / "scale.kir.toml").write_text(
+        SCALE_SPEC.format(block=block, dtype=dtype, reference=reference))
+    return source
+
+
+@pytest.mark.parametrize("shared,block", [("1 << 30", 128), ("128", 2048)])
+def test_w5_kernels_over_the_targets_limits_do_not_pass(tmp_path, capsys, shared, block):
+    source = _scale(tmp_path, shared=shared, block=block)
+    assert main(["compile", "-q", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert "scale.cu:" in err and ("allows at most" in err), err
+    assert "PASS" not in capsys.readouterr().out
+
+
+def test_w6_o_writes_nothing_when_the_check_fails(tmp_path, capsys):
+    source = _scale(tmp_path, wrong_reference=True)
+    module = tmp_path / "scale_mod.py"
+    assert main(["compile", "-q", str(source), "-o", str(module)]) == 1
+    assert not module.exists()
+    assert "not written" in capsys.readouterr().err
+
+
+def test_w7_spec_dtype_must_match_the_parameter(tmp_path, capsys):
+    source = _scale(tmp_path, dtype="f16")
+    assert main(["run", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert "scale.kir.toml:6:" in err and "dtype 'f16'" in err and "f32*" in err, err
+
+
+def test_w8_run_verifies_ir_text(tmp_path, capsys):
+    source = _scale(tmp_path)
+    assert main(["parse", str(source)]) == 0
+    text = capsys.readouterr().out
+    ir_path = tmp_path / "scale.kir"
+    broken = text.replace("{", "{\n  let bogus: i32 = 1.5", 1)
+    ir_path.write_text(broken)
+    assert main(["run", str(ir_path), "--spec", str(tmp_path / "scale.kir.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "scale.kir:" in err and "error" in err, err
