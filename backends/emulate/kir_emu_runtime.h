@@ -223,6 +223,42 @@ inline std::string describe_threads(const Runtime& R) {
   __builtin_unreachable();
 }
 
+// ---------------------------------------------------------------- array bounds
+// Kernels are compiled with -fsanitize=bounds, and these are its handlers (the UBSan ABI that
+// GCC and clang share), defined here so no sanitizer runtime is linked: an index past a
+// fixed-size array (threadgroup / __shared__ / a thread's local array) fails the launch at the
+// access's line, as the interpreter reports it. Pointers (device buffers) are not covered.
+namespace ubsan {
+struct SourceLocation { const char* file; uint32_t line; uint32_t column; };
+struct TypeDescriptor { uint16_t kind; uint16_t info; char name[1]; };
+struct OutOfBoundsData { SourceLocation loc; const TypeDescriptor* array_type; const TypeDescriptor* index_type; };
+inline std::string index_text(const TypeDescriptor* type, uintptr_t value) {
+  if (type->kind != 0) return "";
+  unsigned bits = 1u << (type->info >> 1);
+  bool is_signed = type->info & 1;
+  if (bits > 64) return "";
+  if (is_signed) {
+    long long v = (long long)(value << (64 - bits)) >> (64 - bits);
+    return std::to_string(v);
+  }
+  return std::to_string((unsigned long long)(bits == 64 ? value : value & ((1ull << bits) - 1)));
+}
+}  // namespace ubsan
+}  // namespace kir_emu
+extern "C" __attribute__((used)) void __ubsan_handle_out_of_bounds(kir_emu::ubsan::OutOfBoundsData* d, uintptr_t index) {
+  std::string type = d->array_type->name;
+  std::string where = std::string(d->loc.file ? d->loc.file : "?") + ":" + std::to_string(d->loc.line) +
+                      ":" + std::to_string(d->loc.column);
+  std::string what = type.find("][") == std::string::npos
+      ? "index " + kir_emu::ubsan::index_text(d->index_type, index) + " is out of bounds for " + type
+      : "an index is out of bounds for " + type;
+  kir_emu::fail("out-of-bounds array access at " + where + ": " + what);
+}
+extern "C" __attribute__((used)) void __ubsan_handle_out_of_bounds_abort(kir_emu::ubsan::OutOfBoundsData* d, uintptr_t index) {
+  __ubsan_handle_out_of_bounds(d, index);
+}
+namespace kir_emu {
+
 // ---------------------------------------------------------------- barriers
 inline void tg_barrier(Site s) {
   Runtime& R = *rt();

@@ -103,12 +103,13 @@ def runtime_error(message: str, sources: dict[str, str]) -> EmulatorError:
     """An EmulatorError for a failed launch, located at the first user line it names."""
     kind = "barrier" if re.search(r"barrier|SIMD|warp|deadlock", message) else "launch"
     for name, text in sources.items():
-        match = re.search(re.escape(name) + r":(\d+)", message)
+        match = re.search(re.escape(name) + r":(\d+)(?::(\d+))?", message)
         if match:
             line = int(match.group(1))
             lines = text.splitlines()
             source_line = lines[line - 1] if 1 <= line <= len(lines) else None
-            col = 1 + (len(source_line) - len(source_line.lstrip())) if source_line else 1
+            col = int(match.group(2)) if match.group(2) else \
+                1 + (len(source_line) - len(source_line.lstrip())) if source_line else 1
             return EmulatorError(message.rstrip(), Loc(name, line, col), kind=kind,
                                  source_line=source_line)
     return EmulatorError(message.rstrip(), kind=kind)

@@ -28,7 +28,10 @@ HEADER_DIR = Path(__file__).resolve().parent
 CUDA_STUB_DIR = HEADER_DIR / "cuda_include"
 SHIM_HEADERS = ("kir_emu_runtime.h", "kir_emu_vec.h", "kir_emu_metal.h", "kir_emu_cuda.h")
 DIALECT_HEADER = {"metal": "kir_emu_metal.h", "cuda": "kir_emu_cuda.h"}
-BASE_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-w", "-fno-strict-aliasing", "-fvisibility=hidden")
+# -fsanitize=bounds checks indexes into fixed-size arrays (threadgroup, shared, local); its
+# handlers live in kir_emu_runtime.h, so the link below needs no sanitizer runtime.
+BASE_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-w", "-fno-strict-aliasing", "-fvisibility=hidden",
+              "-fsanitize=bounds")
 
 
 class EmulatorError(KirError):
@@ -175,13 +178,16 @@ def compile_shared(source: str, dialect: str, *, tag: str, sources: dict[str, st
     with tempfile.TemporaryDirectory(prefix="kir-emu-", dir=cache_dir()) as tmp:
         cpp = Path(tmp) / f"{safe_tag}.cpp"
         cpp.write_text(source)
-        out = Path(tmp) / "out.so"
-        cmd = [comp.path, *flags, *pch, *includes, "-shared", str(cpp), "-o", str(out)]
+        obj, out = Path(tmp) / "out.o", Path(tmp) / "out.so"
+        cmd = [comp.path, *flags, *pch, *includes, "-c", str(cpp), "-o", str(obj)]
+        # Linked apart, without the sanitizer flag: it would pull in a runtime we replace.
+        link = [comp.path, "-shared", str(obj), "-o", str(out)]
         if sys.platform == "darwin":
-            cmd.insert(-3, "-undefined")
-            cmd.insert(-3, "dynamic_lookup")
+            link[2:2] = ["-undefined", "dynamic_lookup"]
         started = time.perf_counter()
         result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode == 0:
+            result = subprocess.run(link, capture_output=True, text=True)
         compile_shared.last_seconds = time.perf_counter() - started  # type: ignore[attr-defined]
         if result.returncode != 0:
             raise compile_error(result.stderr, sources, tag)

@@ -147,3 +147,55 @@ def test_w8_run_verifies_ir_text(tmp_path, capsys):
     assert main(["run", str(ir_path), "--spec", str(tmp_path / "scale.kir.toml")]) == 2
     err = capsys.readouterr().err
     assert "scale.kir:" in err and "error" in err, err
+
+
+OOB_CU = """
+__global__ void k(const float* x, float* y, int n) {
+    __shared__ float tile[64];
+    float acc[4];
+    int t = threadIdx.x;
+    tile[t] = x[t];
+    __syncthreads();
+    for (int j = 0; j < TAPS; j++) acc[j % 4] = tile[(t + j) % LIMIT];
+    acc[TAPS % 5] = 1.0f;
+    y[t] = acc[0] + acc[3];
+}
+"""
+OOB_SPEC = """
+sizes = { N = 64 }
+launch = { grid = [1], block = [64] }
+reference = "oobref:k"
+[args]
+x = { dtype = "f32", shape = ["N"] }
+y = { dtype = "f32", shape = ["N"], role = "out" }
+n = { value = "N", dtype = "i32" }
+"""
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-metal", "emulate-cuda",
+                                    "emulate-original"])
+@pytest.mark.parametrize("taps,limit,array", [(4, 65, "'tile'|float \\[64\\]"),
+                                              (4, 64, "'acc'|float \\[4\\]")])
+def test_w9_emulators_report_out_of_bounds_arrays(tmp_path, capsys, target, taps, limit,
+                                                  array):
+    """The interpreter reported out-of-bounds threadgroup and local accesses that emulated
+    Metal let pass (W9): every target now fails them, at the access's line."""
+    import re
+
+    from kir.backends.emulate import emulator_available
+
+    if target != "interp" and not emulator_available()[0]:
+        pytest.skip(f"no C++20 compiler for the emulator: {emulator_available()[1]}")
+    source = tmp_path / "oob.cu"
+    # taps=4, limit=65: thread 63 reads tile[64]; limit=64 keeps tile in bounds and the
+    # store acc[4 % 5] = acc[4] is past the local array.
+    source.write_text(OOB_CU.replace("TAPS", str(taps)).replace("LIMIT", str(limit)))
+    (tmp_path / "oob.kir.toml").write_text(OOB_SPEC)
+    (tmp_path / "oobref.py").write_text(
+        "def k(args, sizes):\n    return {'y': args['x'] * 2}\n")
+    assert main(["run", str(source), "--target", target]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"out-of-bounds", err) and re.search(array, err), err
+    # In the user's file for the interpreter and the original; in the emitted source otherwise.
+    line = r"oob\.cu:(8|9)" if target in ("interp", "emulate-original") else r"\.(metal|cu):\d+"
+    assert re.search(line + r":\d+: error", err), err
