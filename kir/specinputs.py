@@ -169,7 +169,10 @@ class BoundSpec:
         args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
         try:
             result = function(args, dict(self.sizes))
-        except Exception as exc:  # the user's code: report it, not a kir traceback
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the user's code (even sys.exit): report it, not a
+            # kir traceback and not an exit code the reference chose
             raise KirError(f"{self.spec.path.name}: reference {self.spec.reference} raised "
                            f"{type(exc).__name__}: {exc}",
                            hint=_last_frame(exc)) from exc
@@ -256,7 +259,10 @@ def _reference_function(spec: Spec) -> Callable[..., Any]:
         sys.modules[unique] = module
         try:
             loader_spec.loader.exec_module(module)  # type: ignore[union-attr]
-        except Exception as exc:
+        except KeyboardInterrupt:
+            del sys.modules[unique]
+            raise
+        except BaseException as exc:  # a module-level sys.exit() included
             del sys.modules[unique]
             raise spec.error(f"importing reference module {file} failed: "
                              f"{type(exc).__name__}: {exc}", "reference",

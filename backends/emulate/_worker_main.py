@@ -9,6 +9,7 @@ time limit, and notices a crash as end-of-file on the pipe.
 import ctypes
 import os
 import pickle
+import signal
 import struct
 import sys
 
@@ -43,6 +44,8 @@ def handle(request, libraries):
 
 
 def main():
+    # Ctrl-C is for the parent to handle; a worker's KeyboardInterrupt traceback is noise.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # printf in kernels must not corrupt the reply stream

@@ -10,10 +10,13 @@ writes the winner as an MLX module.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from kir.errors import KirError
 from kir.load import Loaded
@@ -95,51 +98,94 @@ def validation_fingerprint(loaded: Loaded, registry) -> str:
 
 def output_paths(args: argparse.Namespace, loaded: Loaded) -> dict[str, Path]:
     """Where each file goes: ``kir-out/<stem>/`` unless ``--out-dir``; ``-o`` names the module,
-    ``--report`` the report folder."""
+    ``--report`` the report folder. Checked (and the folders made) before any work, so a
+    search never ends with nowhere to write its result."""
     stem = loaded.path.name.split(".")[0]
     out_dir = Path(args.out_dir) if args.out_dir else Path("kir-out") / stem
     module = Path(args.output) if args.output else out_dir / f"{stem}_kir.py"
     if module.suffix != ".py":
         raise KirError(f"-o {args.output}: with --search the output is the MLX module (.py)",
                        hint="write -o NAME.py; the trace, IR and report go to --out-dir")
+    report = Path(args.report) if args.report else out_dir
+    for folder, option in ((out_dir, "--out-dir"), (report, "--report")):
+        make_folder(folder, option)
+    if args.output and not module.parent.is_dir():
+        raise KirError(f"-o {args.output}: folder {module.parent} does not exist",
+                       hint="create it first, or write the module elsewhere")
     return {"dir": out_dir, "module": module, "trace": out_dir / "best.trace.json",
-            "ir": out_dir / "best.kir",
-            "report": Path(args.report) if args.report else out_dir}
+            "ir": out_dir / "best.kir", "report": report}
+
+
+def make_folder(folder: Path, option: str) -> None:
+    """Create ``folder`` (and its parents) or say plainly why it cannot be written to."""
+    if folder.exists() and not folder.is_dir():
+        raise KirError(f"{option} {folder}: this is a file, not a folder",
+                       hint=f"name a folder for {option}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KirError(f"{option} {folder}: cannot create it ({exc.strerror})") from None
+    if not os.access(folder, os.W_OK):
+        raise KirError(f"{option} {folder}: the folder is not writable")
+
+
+def sizes_label(sizes: Mapping[str, int]) -> str:
+    """``rows=8, cols=64``."""
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def time_unit(evaluator) -> str:
+    """What every time of this search is: measured or modelled, and at which sizes (the cost
+    model counts at the check sizes, a GPU times at the compiled ones)."""
+    sizes = getattr(evaluator, "time_sizes", None)
+    where = f" at {sizes_label(sizes)}" if sizes else ""
+    return f" (modelled{where})" if evaluator.modelled else (f" (measured{where})" if where
+                                                            else "")
 
 
 def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
-    """Search, write the winner's module, trace, IR and report, and say where they went."""
+    """Search, write the winner's module, trace, IR and report, and say where they went.
+    Exit 0, or 1 when the unrewritten kernel fails its own check (nothing written) or the
+    module cannot be written, or 130 after Ctrl-C (the best so far written)."""
     from kir.commands.progress import UNBOUNDED, ProgressBar
     from kir.registry import load_registry
-    from kir.report import ablate, write_report
     from kir.search import SearchConfig, TuningDB, default_db_path, search
     from kir.search.engine import default_key
     from kir.search.hints import hints
+    from kir.verify import LIMITS, verify
 
     if loaded.bound is None:
         raise KirError(f"{loaded.path} has no spec: the search needs one to make inputs",
                        hint="write a .kir.toml beside the kernel (see examples/) or pass --spec")
+    budget = args.budget
+    if budget is not None and budget < 1:
+        raise KirError(f"--budget {budget}: the search needs at least one evaluation",
+                       hint="leave --budget out for the default (40), or give --time")
     target, note = resolve_target(args.target)
     if note:
         print(note, file=sys.stderr)
     paths = output_paths(args, loaded)
+    module_target = "cuda" if target == "cuda" else "metal"
+    base = loaded.kernel
+    # Before any budget is spent: the unrewritten kernel must fit the target and be emittable.
+    verify(base, LIMITS[module_target])
+    emit_or_explain(base, loaded, module_target)
     registry = load_registry(args.rules)
     ctx = context_for(loaded, target)
     check_sizes = check_sizes_for(args, loaded)
     if check_sizes:
-        label = ", ".join(f"{k}={v}" for k, v in check_sizes.items())
         where = "validated and modelled" if target == "model" else "validated on the interpreter"
-        print(f"candidates are {where} at {label}", file=sys.stderr)
+        print(f"candidates are {where} at {sizes_label(check_sizes)}", file=sys.stderr)
     evaluator = make_evaluator(loaded, target, check_sizes)
     limit = parse_duration(args.time) if args.time else None
     # A time limit alone should run until the time is up, not stop at the default budget.
-    budget = args.budget or (UNBOUNDED if limit else DEFAULT_BUDGET)
+    budget = budget or (UNBOUNDED if limit else DEFAULT_BUDGET)
     config = SearchConfig(strategy=args.strategy, budget=budget, time_limit_s=limit,
                           seed=args.seed)
-    base = loaded.kernel
     seeds = hints(base, registry, ctx)
     db_path = Path(args.db) if args.db else default_db_path()
-    bar = ProgressBar(modelled=bool(evaluator.modelled))
+    unit = time_unit(evaluator)
+    bar = ProgressBar(modelled=bool(evaluator.modelled), time_limit_s=limit)
     # Results depend on where candidates were validated, so the check sizes are part of the
     # tuning database key alongside the compiled sizes, and so is everything else a verdict
     # was judged by (spec, reference, rules).
@@ -151,25 +197,105 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
                             [h.steps for h in seeds], progress=bar, key=key)
         finally:
             bar.close()
-        replay = apply_trace(base, result.best_steps, registry, ctx)
-        rows = ablate(base, result.best_steps, result.best_ms, registry, ctx, evaluator,
-                      db, key) if result.best_ms else []
-    paths["dir"].mkdir(parents=True, exist_ok=True)
-    unit = " (modelled)" if result.modelled else ""
+        if result.stopped == "baseline_failed":
+            return baseline_failed(result, loaded)
+        result = adopt_stored_best(result, db, key, base, registry, ctx)
+        rows = []
+        if result.best_ms and result.stopped != "interrupted":
+            result, rows = ablate_and_adopt(result, base, registry, ctx, evaluator, db, key)
+    replay = apply_trace(base, result.best_steps, registry, ctx)
+    settings = {"strategy": config.strategy, "seed": config.seed, "hints": ", ".join(
+        h.name for h in seeds) or "none", "tuning database": str(db_path)}
+    return write_results(args, loaded, result, rows, replay.kernels, paths, module_target,
+                         unit, getattr(evaluator, "time_sizes", None), settings)
+
+
+def adopt(result, base, steps, time_ms: float, registry, ctx, why: str):
+    """``result`` with the kernel ``steps`` make from ``base`` as its best (at ``time_ms``),
+    saying ``why`` on stderr."""
+    replay = apply_trace(base, steps, registry, ctx)
+    print(f"{why} ({time_ms:.4g} ms against {result.best_ms:.4g} ms): that kernel is the "
+          "result", file=sys.stderr)
+    return dataclasses.replace(result, best_steps=tuple(replay.applied),
+                               best_kernel=replay.kernel, best_ms=time_ms)
+
+
+def adopt_stored_best(result, db, key, base, registry, ctx):
+    """When the tuning database holds a faster valid kernel under ``key`` than this search
+    found (an earlier, longer search), that kernel is the result: the written kernel is
+    always the fastest one known. Its steps must still replay to the same kernel."""
+    from kir.rules import parse_step
+
+    found = db.best(key)
+    if not found or result.best_ms is None or found[1] >= result.best_ms:
+        return result
+    try:
+        steps = [parse_step(text, registry) for text in found[0]]
+        replayed = apply_trace(base, steps, registry, ctx).kernel
+    except KirError:
+        return result  # a rule renamed or removed since: the stored row cannot be rebuilt
+    known = db.lookup(key, replayed.fingerprint())
+    if known is None or not known.ok or known.time_ms != found[1]:
+        return result  # the rules changed what those steps build
+    return adopt(result, base, steps, found[1], registry, ctx,
+                 "the tuning database holds a faster kernel from an earlier search")
+
+
+def baseline_failed(result, loaded: Loaded) -> int:
+    """The unrewritten kernel failed its own check: say so, write nothing, exit 1."""
+    verdict = result.history[0] if result.history else None
+    reason = f"{verdict.status}: {verdict.error}" if verdict else "not evaluated"
+    print(f"the unrewritten kernel fails its own check ({reason})\n"
+          f"  nothing was searched or written: fix the kernel or its spec "
+          f"({loaded.spec.path.name}), then check with `kir compile {loaded.path}`",
+          file=sys.stderr)
+    return 1
+
+
+def ablate_and_adopt(result, base, registry, ctx, evaluator, db, key):
+    """The transfer table of the winning trace; when a kernel in it (the winner without one
+    step) is faster than the winner, that kernel becomes the result, so the written kernel
+    is always the fastest one measured (up to three rounds)."""
+    from kir.report import ablate
+
+    for _ in range(3):
+        rows = ablate(base, result.best_steps, result.best_ms, registry, ctx, evaluator, db,
+                      key)
+        faster = [r for r in rows if r.time_without_ms is not None
+                  and r.time_without_ms < result.best_ms]
+        if not faster:
+            return result, rows
+        winner = min(faster, key=lambda r: r.time_without_ms)
+        rest = [s for s in result.best_steps if str(s) != winner.step]
+        result = adopt(result, base, rest, winner.time_without_ms, registry, ctx,
+                       f"the winner without {winner.step} is faster")
+    return result, ablate(base, result.best_steps, result.best_ms, registry, ctx, evaluator,
+                          db, key)
+
+
+def write_results(args, loaded: Loaded, result, rows, step_kernels, paths: dict[str, Path],
+                  module_target: str, unit: str, time_sizes: Mapping[str, int] | None,
+                  settings: dict) -> int:
+    """Write trace, IR, module and report for ``result`` and print where they went.
+    ``step_kernels`` are the kernels after each winning step (the report's diffs)."""
+    from kir.report import write_report
+
+    base = loaded.kernel
     save_trace(result.best_steps, paths["trace"], kernel=base, extra={
         "target": result.target, "device": result.device, "time_ms": result.best_ms,
         "baseline_ms": result.baseline_ms, "modelled": result.modelled,
-        "sizes": dict(ctx.sizes)})
+        "sizes": dict(loaded.bound.sizes), "time_sizes": dict(time_sizes or {}),
+        "stopped": result.stopped})
     paths["ir"].write_text(print_kernel(result.best_kernel))
-    module_target = "cuda" if target == "cuda" else "metal"
     module_error = write_kernel_module(result.best_kernel, loaded, module_target,
                                        paths["module"])
-    settings = {"strategy": config.strategy, "seed": config.seed, "hints": ", ".join(
-        h.name for h in seeds) or "none", "tuning database": str(db_path)}
     files = write_report(paths["report"], result=result, base=base,
-                         step_kernels=replay.kernels, ablation=rows,
-                         title=f"{base.name} ({loaded.path.name})", settings=settings)
-
+                         step_kernels=step_kernels, ablation=rows,
+                         title=f"{base.name} ({loaded.path.name})", settings=settings,
+                         unit=unit)
+    if result.stopped == "interrupted":
+        print(f"interrupted after {len(result.history)} evaluations: the best so far is "
+              "written below", file=sys.stderr)
     if result.best_ms is None:
         print(f"no valid candidate in {len(result.history)} evaluations: the output is the "
               "unrewritten kernel")
@@ -182,11 +308,40 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     kind = "CUDA" if module_target == "cuda" else "Metal"
     print(f"  kernel ({kind} MLX module): "
           + (f"not written: {module_error}" if module_error else str(paths["module"])))
-    print(f"  trace:  {paths['trace']}  (replay: kir apply {args.file} --trace {paths['trace']})")
+    print(f"  trace:  {paths['trace']}  (replay: {replay_command(args, loaded, paths)})")
     print(f"  IR:     {paths['ir']}")
     print(f"  report: {files['report']}  (+ {files['plot'].name})")
-    print(f"  tuning database: {db_path}")
+    print(f"  tuning database: {settings['tuning database']}")
+    if result.stopped == "interrupted":
+        return 130
     return 1 if module_error else 0
+def replay_command(args: argparse.Namespace, loaded: Loaded, paths: dict[str, Path]) -> str:
+    """The ``kir apply`` command that replays the written trace, with everything the search
+    was given that the replay needs (kernel, spec, sizes, user rules)."""
+    words = ["kir", "apply", str(loaded.path)]
+    if args.kernel:
+        words += ["--kernel", args.kernel]
+    if args.spec:
+        words += ["--spec", str(args.spec)]
+    for size in args.size or []:
+        words += ["--size", size]
+    for rules in args.rules or []:
+        words += ["--rules", str(rules)]
+    words += ["--trace", str(paths["trace"])]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def emit_or_explain(kernel, loaded: Loaded, target: str) -> None:
+    """Raise a KirError when the target's emitter refuses the unrewritten kernel: a search
+    would spend its budget on candidates that can never be written out."""
+    from kir.backends import emit
+
+    try:
+        emit(kernel, loaded.bound, target)
+    except KirError as exc:
+        raise KirError(f"the {target} emitter cannot write this kernel: {exc.message}",
+                       exc.loc, source_line=exc.source_line,
+                       hint=exc.hint or "no search was run") from None
 
 
 def write_kernel_module(kernel, loaded: Loaded, target: str, path: Path) -> str | None:

@@ -16,10 +16,10 @@ _STATUS_ORDER = ("faster", "slower", "invalid", "compile_error", "crash", "timeo
                  "not_applicable")
 
 
-def _ms(value: float | None, modelled: bool) -> str:
+def _ms(value: float | None, unit: str = "") -> str:
     if value is None:
         return "—"
-    return f"{value:.4g} ms" + (" (modelled)" if modelled else "")
+    return f"{value:.4g} ms{unit}"
 
 
 def step_diffs(base: Kernel, kernels: Sequence[Kernel], steps: Sequence[str]) -> list[str]:
@@ -38,14 +38,17 @@ def step_diffs(base: Kernel, kernels: Sequence[Kernel], steps: Sequence[str]) ->
 
 def write_report(directory: str | Path, *, result: SearchResult, base: Kernel,
                  step_kernels: Sequence[Kernel], ablation: Sequence[AblationRow],
-                 title: str, settings: Mapping[str, object] | None = None) -> dict[str, Path]:
+                 title: str, settings: Mapping[str, object] | None = None,
+                 unit: str | None = None) -> dict[str, Path]:
     """Write ``report.md`` and the progress plot (or CSV) into ``directory``. ``step_kernels``
-    are the kernels after each winning step (for the diffs). Returns the files written by
-    role: "report", "plot"."""
+    are the kernels after each winning step (for the diffs); ``unit`` is what each time is,
+    e.g. " (modelled at N=64)" (default: " (modelled)" for modelled results). Returns the
+    files written by role: "report", "plot"."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     modelled = result.modelled
-    unit = " (modelled)" if modelled else ""
+    if unit is None:
+        unit = " (modelled)" if modelled else ""
     plot_path, plot_line = write_plot(result.history, directory, modelled=modelled,
                                       baseline_ms=result.baseline_ms, title=title)
     winner = [str(s) for s in result.best_steps]
@@ -57,8 +60,8 @@ def write_report(directory: str | Path, *, result: SearchResult, base: Kernel,
     lines += [
         "| | |", "| --- | --- |",
         f"| target | {result.target} on {result.device} |",
-        f"| unrewritten kernel | {_ms(result.baseline_ms, modelled)} |",
-        f"| best kernel | {_ms(result.best_ms, modelled)} |",
+        f"| unrewritten kernel | {_ms(result.baseline_ms, unit)} |",
+        f"| best kernel | {_ms(result.best_ms, unit)} |",
         f"| speed-up | {speedup}{unit} |",
         f"| evaluations | {len(result.history)} ({result.evaluator_calls} new, "
         f"{result.cached} from the tuning database); stopped: {result.stopped} |",
@@ -84,7 +87,7 @@ def write_report(directory: str | Path, *, result: SearchResult, base: Kernel,
                   "| --- | --- | --- | --- |"]
         for row in ablation:
             effect = f"{row.effect:.3g}x" if row.effect is not None else "—"
-            time_text = _ms(row.time_without_ms, False) if row.time_without_ms is not None \
+            time_text = _ms(row.time_without_ms) if row.time_without_ms is not None \
                 else row.status
             lines.append(f"| `{row.step}` | {time_text} | {effect} | {row.verdict} |")
         if any(row.verdict == "hurt" for row in ablation):

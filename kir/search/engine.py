@@ -102,7 +102,8 @@ class SearchResult:
     evaluator_calls: int = 0
     cached: int = 0
     duplicates: int = 0
-    stopped: str = "budget"  # budget | time | exhausted | converged
+    # budget | time | exhausted | converged | baseline_failed | interrupted
+    stopped: str = "budget"
     target: str = ""
     device: str = ""
 
@@ -358,9 +359,10 @@ def search(kernel: Kernel, registry: Mapping[str, Rule], evaluator: Evaluator,
            key: TuningKey | None = None) -> SearchResult:
     """Search for the fastest valid rewrite of ``kernel``.
 
-    The unrewritten kernel is evaluated first (the baseline), then ``hints`` (known CUDA
-    practice), then whatever the strategy proposes, until the budget, the time limit, or
-    the search space runs out. With ``db`` every evaluation is written as it completes and
+    The unrewritten kernel is evaluated first (the baseline; when it is rejected the search
+    stops there, ``stopped="baseline_failed"``), then ``hints`` (known CUDA practice), then
+    whatever the strategy proposes, until the budget, the time limit, Ctrl-C or the search
+    space runs out. With ``db`` every evaluation is written as it completes and
     candidates already measured are answered from it, so a killed search resumes and a
     repeated one finishes at once. ``key`` is the database key (default:
     :func:`default_key` at the rule context's sizes); it must say everything a verdict
@@ -374,4 +376,8 @@ def search(kernel: Kernel, registry: Mapping[str, Rule], evaluator: Evaluator,
         stopped = run_strategy(session, [tuple(h) for h in hints])
     except StopSearch as stop:
         stopped = stop.reason
+    except KeyboardInterrupt:
+        # Ctrl-C: every completed evaluation is recorded, so the best so far is as good a
+        # result as any; the caller writes it and exits 130.
+        stopped = "interrupted"
     return session.result(stopped)

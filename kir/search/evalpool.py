@@ -24,10 +24,13 @@ _CONTEXT: Any = None
 _CHECK: Callable[[Any, Any], Evaluation] | None = None
 
 
-def die_with_parent() -> None:
-    """On Linux, have the kernel kill this worker process when its parent (the search) dies:
-    a SIGKILLed search runs no cleanup, and a worker left behind would hold the search's
-    output pipes open (and a GPU) forever."""
+def become_worker() -> None:
+    """Set up a worker process of the search: it ignores Ctrl-C (the terminal sends SIGINT to
+    the whole process group; the search process decides what an interrupt means, and a worker
+    printing a KeyboardInterrupt traceback over its progress line helps nobody), and on Linux
+    the kernel kills it when its parent (the search) dies: a SIGKILLed search runs no cleanup,
+    and a worker left behind would hold the search's output pipes open (and a GPU) forever."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -41,7 +44,7 @@ def die_with_parent() -> None:
 
 def _init(check: Callable[[Any, Any], Evaluation], context: Any) -> None:
     global _CONTEXT, _CHECK
-    die_with_parent()
+    become_worker()
     _CONTEXT, _CHECK = context, check
 
 

@@ -58,7 +58,9 @@ class Evaluation:
 class Evaluator(Protocol):
     """Validates then times a kernel. ``target`` names what the time is for
     (``"metal"``, ``"cuda"``, ``"model:apple-m2"``), ``device`` the hardware
-    (``"Apple M2"``, ``"NVIDIA H200"``); both go into the tuning database key."""
+    (``"Apple M2"``, ``"NVIDIA H200"``); both go into the tuning database key. An evaluator
+    may say at which sizes its times are measured or modelled (``time_sizes``, a dict), so
+    they can be labelled with them."""
 
     target: str
     device: str

@@ -277,6 +277,8 @@ class ModelEvaluator(_Validating):
                          timeout_s=timeout_s, check_sizes=check_sizes)
         self.target = f"model:{self.profile.name}"
         self.device = f"model:{self.profile.name}"
+        # The model counts the first validation case: its sizes are what every time is for.
+        self.time_sizes = dict(self.context.cases[0].sizes) if self.context.cases else {}
 
     def evaluate(self, kernel: Kernel) -> Evaluation:
         """Judge one candidate in this process."""
@@ -322,6 +324,7 @@ class MLXEvaluator(_Validating):
                          check_sizes=check_sizes)
         self._gpu_case: Case | None = None
         self.target = target
+        self.time_sizes = dict(loaded.bound.sizes)  # timed at the compiled sizes
         self.device = mlx_device_name(target) if runner is None else \
             f"{type(runner).__name__}:{target}"
         self.warmup = warmup

@@ -56,7 +56,7 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
-from kir.search.evalpool import die_with_parent
+from kir.search.evalpool import become_worker
 from kir.search.evaluator import Evaluation
 from kir.search.gpu_jobs import (TRACE_CHARS, EmulatorRunner, GpuJob, MLXRunner, Runner,
                                  build_gpu_case, is_fatal_gpu_error, run_job)
@@ -81,7 +81,7 @@ def main() -> None:
     os.dup2(2, 1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    die_with_parent()
+    become_worker()
     faulthandler.enable(all_threads=True)  # a fatal signal leaves Python stacks in the log
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)  # the parent's "where?"

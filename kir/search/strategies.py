@@ -23,9 +23,17 @@ def rank_key(cand: Candidate) -> tuple[float, int, str]:
     return (cand.fitness, len(cand.genome), cand.fingerprint)
 
 
+# Verdicts on the unrewritten kernel that end a search at once: its own outputs are wrong (or
+# it does not build or run), so no candidate can be judged against it.
+BASELINE_FAILURES = ("invalid", "nan", "crash", "compile_error")
+
+
 def run_strategy(session: Session, hints: Sequence[Genome]) -> str:
-    """Evaluate the baseline, then the hints, then run the configured strategy."""
+    """Evaluate the baseline, then the hints, then run the configured strategy. Returns why
+    it stopped; "baseline_failed" when the unrewritten kernel itself is rejected."""
     baseline, _ = session.judge(())
+    if baseline.evaluation.status in BASELINE_FAILURES:
+        return "baseline_failed"
     seeds = [baseline]
     if hints:
         seeds += [cand for cand, _ in session.judge_many(list(hints))]

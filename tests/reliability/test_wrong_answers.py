@@ -199,3 +199,76 @@ def test_w9_emulators_report_out_of_bounds_arrays(tmp_path, capsys, target, taps
     # In the user's file for the interpreter and the original; in the emitted source otherwise.
     line = r"oob\.cu:(8|9)" if target in ("interp", "emulate-original") else r"\.(metal|cu):\d+"
     assert re.search(line + r":\d+: error", err), err
+
+
+def _search_scale(source: Path, tmp_path: Path, *extra: str) -> int:
+    return main(["compile", str(source), "--search", "--target", "model", "--budget", "6",
+                 "--db", str(tmp_path / "t.db"), "--out-dir", str(tmp_path / "out"), "-q",
+                 *extra])
+
+
+def test_w2_search_of_a_kernel_failing_its_own_check_exits_1_and_writes_nothing(
+        tmp_path, capsys):
+    source = _scale(tmp_path, wrong_reference=True)
+    assert _search_scale(source, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert "the unrewritten kernel fails its own check (invalid" in err, err
+    assert not any((tmp_path / "out").iterdir())  # no module, trace, IR or report
+
+
+def test_w4_times_say_at_which_sizes_they_were_modelled(tmp_path, capsys):
+    code = main(["compile", str(EXAMPLES / "softmax.cu"), "--search", "--target", "model",
+                 "--budget", "4", "--check-size", "rows=4", "--check-size", "cols=96",
+                 "--db", str(tmp_path / "t.db"), "--out-dir", str(tmp_path / "out"), "-q"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "ms (modelled at rows=4, cols=96)" in out, out
+    trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
+    assert trace["sizes"] == {"rows": 64, "cols": 1000}
+    assert trace["time_sizes"] == {"rows": 4, "cols": 96}
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "ms (modelled at rows=4, cols=96)" in report
+
+
+def test_w10_budget_zero_is_refused(tmp_path, capsys):
+    source = _scale(tmp_path)
+    assert _search_scale(source, tmp_path, "--budget", "0") == 2
+    assert "--budget 0" in capsys.readouterr().err
+
+
+def test_w11_a_reference_calling_sys_exit_is_an_error_not_exit_0(tmp_path, capsys):
+    source = _scale(tmp_path, wrong_reference=True)
+    (tmp_path / "refs.py").write_text("import sys\n\ndef scale(args, sizes):\n"
+                                      "    sys.exit(0)\n")
+    assert main(["run", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert "reference refs:scale raised SystemExit" in err, err
+
+
+def test_w12_a_faster_kernel_from_the_transfer_table_is_the_result():
+    """An ablation row (the winner without one step) beat the reported best, and the written
+    kernel was the slower one. The faster one is now adopted."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "search"))
+    try:
+        from search_toy import CTX, toy_evaluate, toy_kernel, toy_registry
+    finally:
+        sys.path.pop(0)
+    from kir.commands.compile_search import ablate_and_adopt
+    from kir.rules import apply_trace, parse_step
+    from kir.search import FunctionEvaluator
+    from kir.search.engine import SearchResult
+
+    registry = toy_registry()
+    steps = tuple(parse_step(t, registry) for t in
+                  ("set-const{loop=L0,value=3}", "unroll-loop{loop=L1,factor=2}"))
+    kernel = apply_trace(toy_kernel(), steps, registry, CTX).kernel
+    best_ms = toy_evaluate(kernel).time_ms
+    result = SearchResult(steps, kernel, best_ms, 10.0, (), {}, 0.0, True)
+    adopted, rows = ablate_and_adopt(result, toy_kernel(), registry, CTX,
+                                     FunctionEvaluator(toy_evaluate), None, None)
+    assert [str(s) for s in adopted.best_steps] == ["unroll-loop{loop=L1,factor=2}"]
+    assert adopted.best_ms < best_ms
+    assert adopted.best_ms == toy_evaluate(adopted.best_kernel).time_ms
+    assert all(r.time_without_ms is None or r.time_without_ms >= adopted.best_ms for r in rows)

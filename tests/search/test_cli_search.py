@@ -74,7 +74,7 @@ def test_search_writes_module_trace_ir_and_report(tmp_path, capsys):
     code, _ = search(tmp_path)
     out = capsys.readouterr()
     assert code == 0, out.err
-    assert "best:" in out.out and "(modelled)" in out.out
+    assert "best:" in out.out and "(modelled at rows=4, cols=96)" in out.out
     assert "modelled" in out.err  # the progress lines say so too
     files = {p.name for p in (tmp_path / "out").iterdir()}
     assert {"softmax_kir.py", "best.trace.json", "best.kir"} <= files
@@ -82,7 +82,7 @@ def test_search_writes_module_trace_ir_and_report(tmp_path, capsys):
     assert "TARGET = 'metal'" in module and "def softmax_rows(" in module
     report = (tmp_path / "rep" / "report.md").read_text()
     assert "## Transfer table" in report and "## Rules tried and rejected" in report
-    assert "(modelled)" in report
+    assert "(modelled at rows=4, cols=96)" in report
     assert (tmp_path / "rep" / "progress.png").exists() or \
         (tmp_path / "rep" / "progress.csv").exists()
     trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
@@ -228,19 +228,43 @@ def test_progress_bar_tty_and_plain():
     from kir.commands.progress import ProgressBar
     from kir.search import Progress
 
-    tty, plain = io.StringIO(), io.StringIO()
-    bars = [ProgressBar(modelled=True, stream=tty, tty=True),
-            ProgressBar(modelled=False, stream=plain, tty=False)]
+    tty, plain, narrow = io.StringIO(), io.StringIO(), io.StringIO()
+    clock = [0.0]
+    bars = [ProgressBar(modelled=True, stream=tty, tty=True, columns=200,
+                        now=lambda: clock[0]),
+            ProgressBar(modelled=False, stream=plain, tty=False),
+            ProgressBar(modelled=True, stream=narrow, tty=True, columns=80)]
     for n in range(1, 21):
+        clock[0] = 3.0 * n  # 3 s per evaluation
         for bar in bars:
             bar(Progress(n, n - 1, 1, 0.5, 1.0, 20, 0))
     for bar in bars:
         bar.close()
     assert tty.getvalue().count("\r") == 20 and "(modelled)" in tty.getvalue()
-    assert "x2 over the unrewritten kernel" in tty.getvalue()
+    assert " x2" in tty.getvalue()
+    # elapsed and an estimate of what is left: after 10 of 20 evaluations, 30 s each way
+    assert "0:30 ~0:30 left  10/20 evals" in tty.getvalue()
     lines = plain.getvalue().splitlines()
-    assert len(lines) == 10 and "\r" not in plain.getvalue()
-    assert lines[-1].startswith("search: 20/20 evaluations") and "modelled" not in lines[-1]
+    assert len(lines) == 11 and "\r" not in plain.getvalue()  # the first, then every tenth
+    assert "20/20 evals" in lines[-1] and "modelled" not in lines[-1]
+    # cut to the terminal's width, so a redraw never wraps and smears
+    drawn = narrow.getvalue().replace("\x1b[K", "").rstrip("\n").split("\r")
+    assert all(len(line) <= 79 for line in drawn)
+
+
+def test_progress_bar_fills_with_the_time_limit():
+    import io
+
+    from kir.commands.progress import UNBOUNDED, ProgressBar
+    from kir.search import Progress
+
+    stream = io.StringIO()
+    clock = [0.0]
+    bar = ProgressBar(modelled=False, stream=stream, tty=True, columns=200,
+                      time_limit_s=60, now=lambda: clock[0])
+    clock[0] = 30.0
+    bar(Progress(5, 5, 0, 0.5, 1.0, UNBOUNDED, 0))
+    assert "[########--------]" in stream.getvalue() and "~0:30 left" in stream.getvalue()
 
 
 def test_ablation_verdicts():

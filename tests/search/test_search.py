@@ -144,10 +144,13 @@ def test_time_limit_stops_the_search():
     assert time.monotonic() - start < 2.0
 
 
-def test_invalid_baseline_gives_no_best_when_nothing_is_valid():
-    result, _ = run("random", budget=5, evaluator=FunctionEvaluator(lambda k: None))
+def test_invalid_baseline_stops_the_search_at_once():
+    """A baseline that fails its own check leaves nothing to judge candidates against: the
+    search stops there instead of spending its budget (issue 10, W2)."""
+    result, ev = run("random", budget=5, evaluator=FunctionEvaluator(lambda k: None))
     assert result.best_ms is None and result.best_steps == ()
-    assert result.best_kernel == toy_kernel() and result.counts == {"invalid": 5}
+    assert result.best_kernel == toy_kernel() and result.counts == {"invalid": 1}
+    assert result.stopped == "baseline_failed" and ev.calls == 1
 
 
 def test_exhausted_space_stops_early():
