@@ -20,7 +20,7 @@ import numpy as np
 
 from kir import ir
 from kir.errors import KirError, UnsupportedError
-from kir.types import F16, ScalarType, VectorType
+from kir.ir.types import F16, ScalarType, VectorType
 
 # C precedence, higher binds tighter.
 PRIMARY, UNARY, COND = 16, 14, 3

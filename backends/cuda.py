@@ -9,11 +9,12 @@ blocks with ``shared_memory`` dynamic bytes.
 
 from __future__ import annotations
 
-from kir import ir
 from kir.backends.cstyle import BufferInfo, Dialect, Printer
 from kir.backends.matrix_emit import CUDA_HELPER, cuda_matrix
+
+from kir import ir
 from kir.errors import UnsupportedError
-from kir.types import ScalarType
+from kir.ir.types import ScalarType
 
 MLX_CUDA_TYPES = {"bool": "bool", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t",
                   "u64": "uint64_t", "f16": "__half", "bf16": "__nv_bfloat16", "f32": "float",

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kir.errors import UnsupportedError
-from kir.types import ScalarType
+from kir.ir.types import ScalarType
 
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -101,7 +101,7 @@ def value_bits(value: float | np.ndarray, dtype: ScalarType) -> np.ndarray:
 
 def key_array(encoding: InoutEncoding, data: np.ndarray, init_value: float) -> np.ndarray:
     """The key input for a data-initialized output: ``bits(data) ^ bits(init_value)``."""
-    from kir.types import SCALARS
+    from kir.ir.types import SCALARS
 
     dtype = SCALARS[encoding.dtype]
     return value_bits(data, dtype) ^ value_bits(init_value, dtype)
@@ -109,7 +109,7 @@ def key_array(encoding: InoutEncoding, data: np.ndarray, init_value: float) -> n
 
 def decode(encoding: InoutEncoding, raw: np.ndarray, key: np.ndarray | None) -> np.ndarray:
     """Undo the encoding of one output (``key`` is the key array for data inits)."""
-    from kir.types import SCALARS
+    from kir.ir.types import SCALARS
 
     dtype = SCALARS[encoding.dtype]
     width = bits_dtype(dtype)

@@ -9,18 +9,18 @@ around the body, atomics and the XOR encoding of outputs' initial contents (see
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
-import dataclasses
-
-from kir import ir
 from kir.backends import cuda as cuda_dialect
 from kir.backends import metal as metal_dialect
 from kir.backends.cstyle import BufferInfo, Printer
 from kir.backends.emitted import Emitted, plan_inits
+
+from kir import ir
 from kir.errors import KirError, LimitError, UnsupportedError
-from kir.sizeexpr import eval_size_expr
-from kir.types import PointerType, ScalarType, VectorType
+from kir.ir.types import PointerType, ScalarType, VectorType
+from kir.spec.sizeexpr import eval_size_expr
 
 TARGETS = ("metal", "cuda")
 MAX_THREADS = 1024

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from kir.backends.emitted import Emitted
 from kir.backends.mlx_runner import decode_outputs, prepare_inputs
+
 from kir.errors import KirError
 
 
@@ -55,27 +55,3 @@ class EmulatedKernel:
 
 _NP = {"bool": np.bool_, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
        "u64": np.uint64, "f16": np.float16, "f32": np.float32, "u16": np.uint16}
-
-
-def run_original(loaded, inputs: dict[str, Any], *, timeout: float = 60.0) -> dict[str, np.ndarray]:
-    """Run the user's original ``__global__`` function from ``loaded.source`` on the emulator
-    with the spec's launch; returns the spec's outputs."""
-    from kir.backends.emulate import run_original_cuda
-    from kir.frontends.cuda import template_params
-
-    require_emulator()
-    bound = loaded.bound
-    names = list(bound.spec.args)
-    args = [inputs[n] for n in names]
-    templates = bound.template_values()
-    params = template_params(loaded.source, str(loaded.path), loaded.kernel.name)
-    missing = [p for p in params if p not in templates]
-    if missing:
-        raise KirError(f"the spec gives no value for template parameter {missing[0]!r}")
-    results = run_original_cuda(loaded.source, loaded.kernel.name, args, grid=bound.grid,
-                                block=bound.block, shared_bytes=bound.shared_bytes,
-                                template_args=[templates[p] for p in params],
-                                filename=str(loaded.path), timeout=timeout)
-    by_name = dict(zip(names, results))
-    return {name: np.asarray(by_name[name]).reshape(bound.shape(name))
-            for name in bound.outputs}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from kir import ir
 from kir.errors import UnsupportedError
-from kir.types import MatrixType
+from kir.ir.types import MatrixType
 
 if TYPE_CHECKING:
     from kir.backends.cstyle import Printer

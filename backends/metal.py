@@ -9,11 +9,12 @@ parameter. So the body may use those attribute names freely and must not declare
 
 from __future__ import annotations
 
-from kir import ir
 from kir.backends.cstyle import BufferInfo, Dialect, Printer
 from kir.backends.matrix_emit import METAL_HELPER, metal_matrix
+
+from kir import ir
 from kir.errors import UnsupportedError
-from kir.types import ScalarType
+from kir.ir.types import ScalarType
 
 # Attributes MLX adds to the signature when their name occurs in the body (custom_kernel).
 MLX_ATTRIBUTES = {

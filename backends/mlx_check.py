@@ -3,7 +3,7 @@
 A search times hundreds of candidates at GPU sizes (a 8192 x 8192 softmax has 64 M outputs).
 Pulling every candidate's outputs to the host and comparing them in numpy costs seconds per
 candidate — more than compiling and timing it. :class:`DeviceReference` uploads the expected
-outputs once and compares on the GPU with the rule of :func:`kir.check.compare_output`:
+outputs once and compares on the GPU with the rule of :func:`kir.spec.compare.compare_output`:
 ``|got - want| <= atol + rtol * |want|`` for every element, and no NaN or infinity where the
 reference is finite. It compares in float32 against the reference rounded to float32 (the
 rounding is below 2^-24 relative, far inside any float tolerance a spec uses).
@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from kir.check import CheckResult, OutputCheck
+from kir.spec.compare import CheckResult, OutputCheck
 
 
 class DeviceReference:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-
 from kir.backends.emitted import Emitted, decode, key_array
+
 from kir.errors import KirError
 
 MX_DTYPES = {"bool": "bool_", "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from kir.backends.emitted import Emitted, value_bits
 from kir.backends.metal import metal_signature
+
 from kir.errors import KirError
-from kir.types import SCALARS
+from kir.ir.types import SCALARS
 
 _MX = {"bool": "bool_", "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",
        "f16": "float16", "bf16": "bfloat16", "f32": "float32", "u16": "uint16"}

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 from kir.frontends.cuda import load_cuda
+
+from kir.driver.load import load_kernel
 from kir.interp import run_kernel
-from kir.load import load_kernel
 from kir.spec import find_spec, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent

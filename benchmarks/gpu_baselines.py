@@ -23,15 +23,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from mlx_builtins import BENCH_SIZES, builtin  # benchmarks/ is the script's folder
-
 from kir.backends import emit
 from kir.backends.mlx_runner import MLXKernel, time_kernel
-from kir.check import compare_outputs
 from kir.frontends.cuda import template_params
-from kir.load import load_kernel
-from kir.targets import copy_inputs, run_interp
+from mlx_builtins import BENCH_SIZES, builtin  # benchmarks/ is the script's folder
+
+from kir.driver.load import load_kernel
+from kir.driver.targets import copy_inputs, run_interp
+from kir.spec.compare import compare_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
-
 from kir.backends import emit
 from kir.backends.mlx_runner import MLXKernel, time_kernel
-from kir.load import load_kernel
-from pathlib import Path
+
+from kir.driver.load import load_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -44,8 +44,8 @@ def applications(rule, kernel, ctx):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kir.load import load_kernel
-    from kir.registry import load_registry
+    from kir.driver.load import load_kernel
+    from kir.driver.registry import load_registry
     from kir.rules import context_for
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -23,8 +23,8 @@ SIZES = {"flash_attn": {"H": 1, "N": 64}, "softmax": {"rows": 8, "cols": 128},
 
 def digest(name: str, budget: int, seed: int) -> str:
     from kir.commands.compile_search import make_evaluator
-    from kir.load import load_kernel
-    from kir.registry import load_registry
+    from kir.driver.load import load_kernel
+    from kir.driver.registry import load_registry
     from kir.rules import context_for
     from kir.search import SearchConfig, search
     from kir.search.hints import hints

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from mlx_builtins import BENCH_SIZES  # benchmarks/ is the script's folder
 
-from kir.load import load_kernel
-from kir.registry import load_registry
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
 from kir.rules import apply_trace, load_trace
 from kir.search import SearchConfig, search
 from kir.search.db import TuningDB
@@ -46,7 +46,7 @@ TRACES = {"flash_attn": "flash_attn.fa2.json", "selective_scan": "selective_scan
 
 
 def evaluator_for(loaded, target: str, check: dict, args):
-    from kir.search.evaluators import MLXEvaluator, ModelEvaluator
+    from kir.measure.evaluators import MLXEvaluator, ModelEvaluator
 
     if target == "model":
         return ModelEvaluator(loaded, check_sizes=check, workers=args.workers)
@@ -88,8 +88,9 @@ def time_trace(loaded, registry, ctx, name: str, target: str, repeat: int) -> di
         return None
     from kir.backends import emit
     from kir.backends.mlx_runner import MLXKernel, time_kernel
-    from kir.check import compare_outputs
-    from kir.targets import copy_inputs
+
+    from kir.driver.targets import copy_inputs
+    from kir.spec.compare import compare_outputs
 
     steps = load_trace(ROOT / "examples" / "traces" / TRACES[name], registry)
     rewritten = apply_trace(loaded.kernel, steps, registry, ctx, strict=True).kernel
@@ -108,7 +109,6 @@ def time_trace(loaded, registry, ctx, name: str, target: str, repeat: int) -> di
 
 def builtin_ms(name: str, loaded, repeat: int) -> tuple[str, float] | None:
     import mlx.core as mx
-
     from mlx_builtins import builtin  # benchmarks/ is the script's folder
 
     found = builtin(name, loaded.bound.make_inputs(0))
@@ -178,7 +178,7 @@ def main() -> None:
 
         report["mlx"] = mx.__version__
     for name in args.only:
-        from kir.load import parse_size_overrides
+        from kir.driver.load import parse_size_overrides
 
         sizes = SEARCH_SIZES[name] if args.sizes == "bench" else CHECK_SIZES[name]
         sizes = {**sizes, **parse_size_overrides(args.size)}

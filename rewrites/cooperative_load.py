@@ -6,11 +6,31 @@ from typing import Mapping
 
 from kir import analysis
 from kir.analysis import single_defs
-from kir.analysis_parallel import is_thread_x, position_of
-from kir.ir import (Alloc, Assign, Atomic, Barrier, Binary, Block, Cast, Const, Declare, Expr,
-                    For, If, Kernel, Load, Special, Stmt, Store, Var, While, transform)
+from kir.analysis.parallel import is_thread_x, position_of
+from kir.ir import (
+    Alloc,
+    Assign,
+    Atomic,
+    Barrier,
+    Binary,
+    Block,
+    Cast,
+    Const,
+    Declare,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Load,
+    Special,
+    Stmt,
+    Store,
+    Var,
+    While,
+    transform,
+)
+from kir.ir.types import BOOL, U32
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import BOOL, U32
 
 
 def _terms(e: Expr) -> list[Expr]:

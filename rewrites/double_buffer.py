@@ -6,12 +6,29 @@ import dataclasses
 from typing import Mapping
 
 from kir import analysis
-from kir.analysis_memory import find_alloc
-from kir.fold import fold
-from kir.ir import (Alloc, Barrier, Binary, Block, Cast, Const, Expr, For, If, Kernel, Load, Node,
-                    Return, Stmt, Store, Var, transform)
+from kir.analysis.memory import find_alloc
+from kir.ir import (
+    Alloc,
+    Barrier,
+    Binary,
+    Block,
+    Cast,
+    Const,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Load,
+    Node,
+    Return,
+    Stmt,
+    Store,
+    Var,
+    transform,
+)
+from kir.ir.fold import fold
+from kir.ir.types import BOOL, ScalarType
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import BOOL, ScalarType
 
 
 class DoubleBuffer(BaseRule):

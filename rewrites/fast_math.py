@@ -6,8 +6,8 @@ import dataclasses
 from typing import Mapping
 
 from kir.ir import Call, Kernel, Node, transform
+from kir.ir.types import F32
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import F32
 
 # Intrinsics with a fast form on at least one target: CUDA's __expf, __logf, __log2f, __powf,
 # __sinf, __cosf (Programming Guide, "Intrinsic Functions") and Metal's metal::fast:: family

@@ -5,10 +5,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from kir.analysis import (assigned_vars, canonical, declared_names, loops, rename_var,
-                          replace_stmt, used_vars)
-from kir.analysis_loops import has_barrier, has_exit, int_assume, parent_block
-from kir.deps import all_deps, dependence_graph
+from kir.analysis import (
+    assigned_vars,
+    canonical,
+    declared_names,
+    loops,
+    rename_var,
+    replace_stmt,
+    used_vars,
+)
+from kir.analysis.deps import all_deps, dependence_graph
+from kir.analysis.loop_edits import has_barrier, has_exit, int_assume, parent_block
 from kir.ir import Block, For, Kernel
 from kir.rules import BaseRule, NotApplicable, RuleContext
 
@@ -19,7 +26,7 @@ class FuseLoops(BaseRule):
     CUDA practice: loop fusion — one pass over the data instead of two, keeping values in
     registers between the producer and the consumer (Best Practices Guide, "Minimize data
     transfer" / kernel fusion; the fused softmax/layernorm kernels of Milakov & Gimelshein
-    2018 and Apex). Legality (via :mod:`kir.deps`, the spec's integer scalars as facts): both
+    2018 and Apex). Legality (via :mod:`kir.analysis.deps`, the spec's integer scalars as facts): both
     loops canonical with equal start, bound and step; no barrier, break, continue or return
     in either; no scalar written by one and used by the other; in the fused loop, no
     dependence may run from a second-loop statement of an earlier iteration to a first-loop

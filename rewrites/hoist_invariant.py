@@ -5,10 +5,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from kir.analysis import (assigned_vars, buffers_written, constant_trip_count, find_loop,
-                          loops, replace_loop, substitute)
-from kir.ir import (Assign, Binary, Block, Declare, Expr, If, Kernel, Load, Shuffle, Var,
-                    WarpReduce)
+from kir.analysis import (
+    assigned_vars,
+    buffers_written,
+    constant_trip_count,
+    find_loop,
+    loops,
+    replace_loop,
+    substitute,
+)
+from kir.ir import Assign, Binary, Block, Declare, Expr, If, Kernel, Load, Shuffle, Var, WarpReduce
 from kir.rules import BaseRule, NotApplicable, RuleContext
 
 

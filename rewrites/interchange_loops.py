@@ -5,11 +5,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from kir.analysis import (assigned_vars, declared_names, find_loop, is_thread_dependent,
-                          loops, replace_loop, thread_dependent_vars, used_vars)
-from kir.analysis import has_own_exit
-from kir.analysis_loops import has_barrier, has_exit, int_assume
-from kir.deps import all_deps, can_interchange, dependence_graph
+from kir.analysis import (
+    assigned_vars,
+    declared_names,
+    find_loop,
+    has_own_exit,
+    is_thread_dependent,
+    loops,
+    replace_loop,
+    thread_dependent_vars,
+    used_vars,
+)
+from kir.analysis.deps import all_deps, can_interchange, dependence_graph
+from kir.analysis.loop_edits import has_barrier, has_exit, int_assume
 from kir.ir import Alloc, Atomic, Barrier, Block, For, Kernel, Load, Stmt, Store
 from kir.rules import BaseRule, NotApplicable, RuleContext
 
@@ -23,7 +31,7 @@ class InterchangeLoops(BaseRule):
     all K/V tiles. The statements around the inner loop (cooperative loads of Kj/Vj and the
     barriers) move inside: ``for j {P; for i {B}; E}`` becomes ``for i {for j {P; B; E}}``.
 
-    Legality (via :mod:`kir.deps`, with the spec's integer scalars as facts):
+    Legality (via :mod:`kir.analysis.deps`, with the spec's integer scalars as facts):
     * the inner loop's bounds do not depend on the outer loop; no break/continue/return;
     * P and E write only scalars they declare and shared/local arrays that nothing after the
       nest reads, never global memory; nothing in the nest flows into them (they can be run
@@ -138,7 +146,7 @@ def _check_around(kernel: Kernel, outer: For, inner: For, pro: list[Stmt], epi: 
 def _refreshed(region, sink_pos: int, around_ids: set[int]) -> bool:
     """Whether the read at ``sink_pos`` is covered by a write of the statements around the
     inner loop in the same outer iteration (so values from older iterations never reach it)."""
-    from kir.deps_collect import covered
+    from kir.analysis.accesses import covered
 
     read = next(a for a in region.accesses if a.pos == sink_pos)
     return any(w.write and w.buffer == read.buffer and id(region.nodes[w.node]) in around_ids

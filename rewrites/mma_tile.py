@@ -9,12 +9,30 @@ from kir import analysis
 from kir.analysis import single_defs
 from kir.errors import KirError
 from kir.ir import (
-    Alloc, Assign, Barrier, Binary, Block, Cast, Const, Declare, Expr, For, Kernel, Load,
-    MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore, Special, Stmt, Var, const,
+    Alloc,
+    Assign,
+    Barrier,
+    Binary,
+    Block,
+    Cast,
+    Const,
+    Declare,
+    Expr,
+    For,
+    Kernel,
+    Load,
+    MatrixFill,
+    MatrixLoad,
+    MatrixMultiplyAccumulate,
+    MatrixStore,
+    Special,
+    Stmt,
+    Var,
+    const,
 )
+from kir.ir.types import BOOL, F32, I32, MatrixType
+from kir.ir.verify import verify
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import BOOL, F32, I32, MatrixType
-from kir.verify import verify
 
 FRAG = MatrixType(F32, 8, 8)
 _PROBES = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (3, 5, 7), (6, 2, 9), (11, 13, 4))

@@ -6,12 +6,33 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
-from kir.analysis import (assigned_vars, buffers_read, buffers_written, canonical, find_loop,
-                          fresh_name, rename_var, used_vars)
-from kir.ir import (Assign, Binary, Block, Call, Const, Declare, Expr, For, Kernel, Node, Stmt,
-                    Var, transform)
+from kir.analysis import (
+    assigned_vars,
+    buffers_read,
+    buffers_written,
+    canonical,
+    find_loop,
+    fresh_name,
+    rename_var,
+    used_vars,
+)
+from kir.ir import (
+    Assign,
+    Binary,
+    Block,
+    Call,
+    Const,
+    Declare,
+    Expr,
+    For,
+    Kernel,
+    Node,
+    Stmt,
+    Var,
+    transform,
+)
+from kir.ir.types import F32
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import F32
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,34 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from kir.analysis import (assigned_vars, buffers_written, find_loop, fresh_name, loops,
-                          replace_loop, used_vars)
-from kir.ir import (Assign, Atomic, Binary, Block, Const, Declare, For, If, Kernel, Load,
-                    Return, Store, Var, transform)
-from kir.printer import print_expr
+from kir.analysis import (
+    assigned_vars,
+    buffers_written,
+    find_loop,
+    fresh_name,
+    loops,
+    replace_loop,
+    used_vars,
+)
+from kir.ir import (
+    Assign,
+    Atomic,
+    Binary,
+    Block,
+    Const,
+    Declare,
+    For,
+    If,
+    Kernel,
+    Load,
+    Return,
+    Store,
+    Var,
+    transform,
+)
+from kir.ir.printer import print_expr
+from kir.ir.types import BOOL, ScalarType
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import BOOL, ScalarType
 
 
 class PrivatizeAtomic(BaseRule):

@@ -7,15 +7,38 @@ from typing import Mapping
 
 from kir import analysis
 from kir.analysis import single_defs
-from kir.analysis_memory import (Access, access_chains, buffer_elem, index_poly, inline_locals,
-                                 involves_all_threads)
-from kir.deps_affine import difference
-from kir.fold import fold_expr
-from kir.ir import (Alloc, Assign, Atomic, Binary, Block, Const, Declare, Expr, For, If, Kernel,
-                    Load, Node, Return, Store, Var, transform)
-from kir.printer import print_expr
+from kir.analysis.affine import difference
+from kir.analysis.memory import (
+    Access,
+    access_chains,
+    buffer_elem,
+    index_poly,
+    inline_locals,
+    involves_all_threads,
+)
+from kir.ir import (
+    Alloc,
+    Assign,
+    Atomic,
+    Binary,
+    Block,
+    Const,
+    Declare,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Load,
+    Node,
+    Return,
+    Store,
+    Var,
+    transform,
+)
+from kir.ir.fold import fold_expr
+from kir.ir.printer import print_expr
+from kir.ir.types import BOOL, I32, ScalarType
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import BOOL, I32, ScalarType
 
 MAX_REGISTERS = 128
 

@@ -8,10 +8,10 @@ from typing import Mapping
 import numpy as np
 
 from kir.analysis import used_vars
-from kir.fold import fold
 from kir.ir import Const, Kernel, Node, Var, transform
+from kir.ir.fold import fold
+from kir.ir.types import ScalarType
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import ScalarType
 
 
 class SpecializeParam(BaseRule):

@@ -7,12 +7,24 @@ import math
 from typing import Mapping
 
 from kir import analysis
-from kir.fold import fold_expr
-from kir.analysis_parallel import is_lane_varying, lane_varying_context, lane_varying_vars
-from kir.ir import (Assign, Binary, Call, Cast, Const, Declare, Expr, For, Kernel,
-                    Special, Var, WarpReduce)
+from kir.analysis.parallel import is_lane_varying, lane_varying_context, lane_varying_vars
+from kir.ir import (
+    Assign,
+    Binary,
+    Call,
+    Cast,
+    Const,
+    Declare,
+    Expr,
+    For,
+    Kernel,
+    Special,
+    Var,
+    WarpReduce,
+)
+from kir.ir.fold import fold_expr
+from kir.ir.types import ScalarType
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
-from kir.types import ScalarType
 
 
 def reduction_of(loop: For) -> tuple[str, str, Expr] | None:

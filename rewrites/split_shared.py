@@ -7,12 +7,25 @@ from typing import Mapping
 
 from kir import analysis
 from kir.analysis import single_defs
-from kir.analysis_bounds import interval, loop_env
-from kir.analysis_parallel import eval_int
-from kir.ir import (Alloc, Atomic, Binary, Block, Const, Declare, Expr, Kernel, Load, Node, Store,
-                    Var, transform)
+from kir.analysis.bounds import interval, loop_env
+from kir.analysis.parallel import eval_int
+from kir.ir import (
+    Alloc,
+    Atomic,
+    Binary,
+    Block,
+    Const,
+    Declare,
+    Expr,
+    Kernel,
+    Load,
+    Node,
+    Store,
+    Var,
+    transform,
+)
+from kir.ir.types import VectorType
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import VectorType
 
 
 class SplitShared(BaseRule):

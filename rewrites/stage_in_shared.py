@@ -7,13 +7,31 @@ import dataclasses
 from typing import Mapping
 
 from kir import analysis
-from kir.analysis_bounds import interval, loop_env
 from kir.analysis import single_defs
-from kir.analysis_parallel import eval_int
-from kir.ir import (Alloc, Barrier, Binary, Block, Cast, Const, Declare, Expr, For, If,
-                    Kernel, Load, Node, Return, Special, Store, Var, transform)
+from kir.analysis.bounds import interval, loop_env
+from kir.analysis.parallel import eval_int
+from kir.ir import (
+    Alloc,
+    Barrier,
+    Binary,
+    Block,
+    Cast,
+    Const,
+    Declare,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Load,
+    Node,
+    Return,
+    Special,
+    Store,
+    Var,
+    transform,
+)
+from kir.ir.types import BOOL, I32, PointerType, ScalarType
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import BOOL, I32, PointerType, ScalarType
 
 SHARED_BUDGET = 32768  # Metal threadgroup memory per block, bytes
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Mapping
 
 from kir.analysis import canonical, constant_trip_count, find_loop, loops, replace_loop
-from kir.analysis_loops import Namer
+from kir.analysis.loop_edits import Namer
 from kir.ir import Binary, Block, Call, Const, For, Kernel, Var
+from kir.ir.types import BOOL
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
-from kir.types import BOOL
 
 
 class TileLoop(BaseRule):

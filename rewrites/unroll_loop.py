@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kir.analysis import canonical, constant_trip_count, find_loop, loops, replace_loop
-from kir.analysis import has_own_exit
-from kir.analysis_loops import Namer, copy_body
-from kir.fold import fold, fold_expr
+from kir.analysis import (
+    canonical,
+    constant_trip_count,
+    find_loop,
+    has_own_exit,
+    loops,
+    replace_loop,
+)
+from kir.analysis.loop_edits import Namer, copy_body
 from kir.ir import Assign, Binary, Block, Const, Declare, Expr, For, Kernel, Var
+from kir.ir.fold import fold, fold_expr
+from kir.ir.types import BOOL
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
-from kir.types import BOOL
 
 MAX_FULL = 64
 

@@ -7,11 +7,31 @@ from typing import Mapping
 
 from kir import analysis
 from kir.analysis import accumulation, single_defs
-from kir.analysis_parallel import is_thread_x, position_of
-from kir.ir import (Assign, Barrier, Binary, Block, Call, Cast, Const, Declare, Expr, For, If,
-                    Kernel, Load, Shuffle, Special, Store, Var, WarpReduce, While, const)
+from kir.analysis.parallel import is_thread_x, position_of
+from kir.ir import (
+    Assign,
+    Barrier,
+    Binary,
+    Block,
+    Call,
+    Cast,
+    Const,
+    Declare,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Load,
+    Shuffle,
+    Special,
+    Store,
+    Var,
+    WarpReduce,
+    While,
+    const,
+)
+from kir.ir.types import BOOL, U32, ScalarType
 from kir.rules import BaseRule, NotApplicable, RuleContext
-from kir.types import BOOL, U32, ScalarType
 
 
 def _var(e: Expr, name: str) -> bool:

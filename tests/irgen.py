@@ -1,6 +1,6 @@
 """Random valid kir kernels for property tests (print/parse round-trip, rule soundness).
 
-``kernels()`` draws small kernels that pass :func:`kir.verify.verify` and are well-defined
+``kernels()`` draws small kernels that pass :func:`kir.ir.verify.verify` and are well-defined
 for the interpreter on any input: params ``x0`` (and maybe ``x1``), f32 inputs of length
 ``n``; ``y``, the f32 output of length ``n``; ``n: i32``. Launch: ``grid=(ceil(N / B), 1, 1)``,
 ``block=(B, 1, 1)``, so bind ``n = N``. Every load and store of a global buffer is guarded by
@@ -17,10 +17,30 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from kir.ir import (
-    Alloc, Assign, Barrier, Binary, Block, Call, Cast, Const, Declare, Expr, For, If, Kernel,
-    Launch, Load, Param, Select, Special, Stmt, Store, Unary, Var,
+    Alloc,
+    Assign,
+    Barrier,
+    Binary,
+    Block,
+    Call,
+    Cast,
+    Const,
+    Declare,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Launch,
+    Load,
+    Param,
+    Select,
+    Special,
+    Stmt,
+    Store,
+    Unary,
+    Var,
 )
-from kir.types import BOOL, F32, I32, U32, PointerType
+from kir.ir.types import BOOL, F32, I32, U32, PointerType
 
 _F32_CONSTS = st.sampled_from([0.0, 1.0, -1.0, 0.5, 2.0, -3.25, 0.125, 4.0])
 _I32_CONSTS = st.integers(-8, 8)

@@ -1,13 +1,18 @@
-"""Dependence analysis (kir.deps) on small IR nests and on the FlashAttention example."""
+"""Dependence analysis (kir.analysis.deps) on small IR nests and on the FlashAttention example."""
 
 from pathlib import Path
 
-from kir.deps import (all_deps, can_interchange, dependence_graph, independent_iterations,
-                      loop_carries_dependence)
-from kir.deps_affine import may_equal_zero, to_poly
+from kir.analysis.affine import may_equal_zero, to_poly
+from kir.analysis.deps import (
+    all_deps,
+    can_interchange,
+    dependence_graph,
+    independent_iterations,
+    loop_carries_dependence,
+)
 from kir.ir import Binary, Const, Var
-from kir.parser import parse_kernel
-from kir.types import I32
+from kir.ir.parser import parse_kernel
+from kir.ir.types import I32
 
 HEAD = '''kernel @t(x: f32* global const, y: f32* global, n: i32)
     grid=("1", "1", "1") block=(32, 1, 1) shared_bytes=0 {
@@ -97,8 +102,8 @@ def test_cross_thread_conflict_is_reported():
 
 
 def test_flash_attention_loops_can_swap():
-    from kir.load import load_kernel
-    from kir.rulecheck import context_for
+    from kir.driver.load import load_kernel
+    from kir.driver.rulecheck import context_for
 
     path = Path(__file__).resolve().parents[1] / "examples" / "flash_attn.cu"
     loaded = load_kernel(path, sizes={"B": 1, "H": 1, "N": 64, "D": 16})

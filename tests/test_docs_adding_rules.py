@@ -23,7 +23,7 @@ def test_walkthrough_runs_as_written(tmp_path):
     commands = [line.split("   #")[0] for lang, body in blocks if lang == "sh"
                 for line in body.strip().splitlines()]
     assert len(commands) >= 6
-    kir = [sys.executable, "-m", "kir.cli"]
+    kir = [sys.executable, "-m", "kir.commands.main"]
     outputs = []
     for command in commands:
         assert command.startswith("kir "), command

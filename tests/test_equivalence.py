@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from kir.backends.emulate import emulator_available
-from kir.check import compare_outputs
-from kir.load import load_kernel
-from kir.targets import TARGETS, copy_inputs, run_interp
+
+from kir.driver.load import load_kernel
+from kir.driver.targets import TARGETS, copy_inputs, run_interp
+from kir.spec.compare import compare_outputs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NAMES = ["flash_attn", "softmax", "layernorm", "sgemm", "reduce", "selective_scan"]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kir.cli import main
-from kir.load import load_kernel
-from kir.parser import parse_kernel
-from kir.printer import print_kernel
+from kir.commands.main import main
+from kir.driver.load import load_kernel
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["flash_attn", "softmax", "layernorm", "sgemm", "reduce", "selective_scan"]

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kir.backends import emit
 from kir.backends.mlx_runner import MLXKernel, available_targets
 from kir.backends.module import write_module
-from kir.check import compare_outputs
-from kir.load import load_kernel
-from kir.targets import copy_inputs, run_interp
+
+from kir.driver.load import load_kernel
+from kir.driver.targets import copy_inputs, run_interp
+from kir.spec.compare import compare_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["flash_attn", "softmax", "layernorm", "sgemm", "reduce", "selective_scan"]

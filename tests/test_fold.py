@@ -1,12 +1,12 @@
-"""Constant folding with C semantics (kir.fold)."""
+"""Constant folding with C semantics (kir.ir.fold)."""
 
 import math
 
 import numpy as np
 
-from kir.fold import fold, fold_expr
 from kir.ir import Binary, Block, Call, Cast, Const, If, Select, Store, Unary, Var
-from kir.types import BOOL, F32, I32, U32
+from kir.ir.fold import fold, fold_expr
+from kir.ir.types import BOOL, F32, I32, U32
 
 X = Var("x", I32)
 

@@ -9,8 +9,9 @@ import pytest
 
 from kir import ir
 from kir.errors import BarrierError, KirError, Loc
-from kir.interp import cops, run_kernel
-from kir.types import BOOL, F32, I32, U32, PointerType, ScalarType, VectorType
+from kir.interp import run_kernel
+from kir.ir import cops
+from kir.ir.types import BOOL, F32, I32, U32, PointerType, ScalarType, VectorType
 
 LOGICAL = ir.COMPARISONS + ("&&", "||")
 
@@ -647,7 +648,7 @@ def test_top_level_lets_after_an_early_return_and_loop_counters_under_divergence
 
 
 def test_half_precision_stays_half():
-    from kir.types import F16
+    from kir.ir.types import F16
 
     h = load("x", T, F16)
     k = kernel([buf("x", F16), buf("o", F16)],

@@ -8,10 +8,10 @@ import pytest
 from kir.errors import KirError
 from kir.interp import run_kernel
 from kir.ir import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore
-from kir.parser import parse_kernel
-from kir.printer import print_kernel
-from kir.types import F32, MatrixType, parse_type
-from kir.verify import verify
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.ir.types import F32, MatrixType, parse_type
+from kir.ir.verify import verify
 
 # Every matrix node (and a transposed load, a shared and a global buffer, a fill from a
 # parameter), the hand-built all-nodes kernel of the matrix statements.

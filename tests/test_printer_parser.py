@@ -7,17 +7,44 @@ import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-
 from irgen import kernels
+
 from kir.errors import KirError, Loc
 from kir.ir import (
-    Alloc, Assign, Atomic, Barrier, Binary, Block, Break, Call, Cast, Component, Const,
-    Continue, Declare, For, If, Kernel, Launch, Load, MakeVector, Param, Return, Select,
-    Shuffle, Special, Store, Unary, Var, WarpReduce, While, const,
+    Alloc,
+    Assign,
+    Atomic,
+    Barrier,
+    Binary,
+    Block,
+    Break,
+    Call,
+    Cast,
+    Component,
+    Const,
+    Continue,
+    Declare,
+    For,
+    If,
+    Kernel,
+    Launch,
+    Load,
+    MakeVector,
+    Param,
+    Return,
+    Select,
+    Shuffle,
+    Special,
+    Store,
+    Unary,
+    Var,
+    WarpReduce,
+    While,
+    const,
 )
-from kir.parser import _lark, parse_kernel
-from kir.printer import RESERVED, print_expr, print_kernel, print_stmt
-from kir.types import BF16, BOOL, F16, F32, F64, I32, I64, U32, U64, PointerType, VectorType
+from kir.ir.parser import _lark, parse_kernel
+from kir.ir.printer import RESERVED, print_expr, print_kernel, print_stmt
+from kir.ir.types import BF16, BOOL, F16, F32, F64, I32, I64, U32, U64, PointerType, VectorType
 
 F32X4 = VectorType(F32, 4)
 
@@ -263,9 +290,9 @@ def test_random_kernels_round_trip(kernel):
 def test_specialized_launch_round_trips():
     import dataclasses as dc
 
-    from kir.load import load_kernel
-    from kir.parser import parse_kernel as parse
-    from kir.printer import print_kernel as dump
+    from kir.driver.load import load_kernel
+    from kir.ir.parser import parse_kernel as parse
+    from kir.ir.printer import print_kernel as dump
 
     kernel = load_kernel("examples/softmax.cu").kernel
     assert " specialized " not in dump(kernel)

@@ -1,7 +1,7 @@
 """Candidate isolation: a candidate that hangs or crashes its checker is recorded as "timeout"
 or "crash", its worker is killed and replaced, and the other candidates get their verdicts.
 
-Covers the search's worker pool (:class:`kir.search.evalpool.CheckPool`, what ModelEvaluator and
+Covers the search's worker pool (:class:`kir.measure.cpu_pool.CheckPool`, what ModelEvaluator and
 MLXEvaluator validate through) and the C++ emulator's worker process.
 """
 
@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from kir.search.evalpool import CheckPool
+from kir.measure.cpu_pool import CheckPool
 from kir.search.evaluator import Evaluation
 
 
@@ -87,10 +87,10 @@ def _alive(pid: int) -> bool:
 def test_model_evaluator_records_a_spinning_candidate_and_continues(tmp_path):
     """End to end: a rewritten kernel that never ends is a 'timeout' verdict in the search's
     evaluator, and the unrewritten kernel in the same batch still validates."""
+    from kir.driver.load import load_kernel
     from kir.ir import Block, Const, For, Kernel, Var
-    from kir.load import load_kernel
-    from kir.search.evaluators import ModelEvaluator
-    from kir.types import BOOL, I32
+    from kir.ir.types import BOOL, I32
+    from kir.measure.evaluators import ModelEvaluator
 
     loaded = load_kernel("examples/softmax.cu", sizes={"rows": 2, "cols": 64})
     base = loaded.kernel

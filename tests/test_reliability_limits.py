@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kir.cli import main
+from kir.commands.main import main
+from kir.driver.load import load_kernel
 from kir.errors import KirError, LimitError
 from kir.ir import Alloc, Block, Launch
-from kir.load import load_kernel
-from kir.types import F32
-from kir.verify import CUDA_LIMITS, METAL_LIMITS, check_limits
+from kir.ir.types import F32
+from kir.ir.verify import CUDA_LIMITS, METAL_LIMITS, check_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "examples" / "softmax.cu"

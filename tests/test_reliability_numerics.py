@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kir.check import compare_output
+from kir.driver.load import load_kernel
+from kir.driver.targets import check_on_target, copy_inputs, reference_outputs, run_interp
 from kir.errors import KirError
-from kir.load import load_kernel
-from kir.specinputs import DEFAULT_TOLERANCES
-from kir.targets import check_on_target, copy_inputs, reference_outputs, run_interp
+from kir.spec.bound import DEFAULT_TOLERANCES
+from kir.spec.compare import compare_output
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "examples" / "softmax.cu"

@@ -28,7 +28,7 @@ BUDGET = 40
 
 
 def _command(db: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "kir.cli", "compile", str(ROOT / "examples" / "softmax.cu"),
+    return [sys.executable, "-m", "kir.commands.main", "compile", str(ROOT / "examples" / "softmax.cu"),
             "--search", "--target", "model", "--size", "rows=4", "--size", "cols=64",
             "--budget", str(BUDGET), "--db", str(db), "--out-dir", str(out)]
 

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from kir.declarative import parse_rules
+from kir.driver.registry import Registry, load_registry, load_rules_file
 from kir.errors import KirError
-from kir.ir import (Binary, Block, Call, Const, Declare, Kernel, Launch, Load, Param, Store,
-                    Var)
-from kir.registry import Registry, load_registry, load_rules_file
-from kir.rules import (NotApplicable, ParamSpace, RuleContext, Step, apply_trace, load_trace,
-                       parse_step, save_trace)
-from kir.types import F32, I32, PointerType
+from kir.ir import Binary, Block, Call, Const, Declare, Kernel, Launch, Load, Param, Store, Var
+from kir.ir.types import F32, I32, PointerType
+from kir.rules import (
+    NotApplicable,
+    ParamSpace,
+    RuleContext,
+    Step,
+    apply_trace,
+    load_trace,
+    parse_step,
+    save_trace,
+)
+from kir.rules.pattern import parse_rules
 
 
 def kernel_with(expr) -> Kernel:
@@ -121,7 +128,7 @@ def test_user_rules_file_and_python_module_load(tmp_path):
     assert [r.name for r in load_rules_file(rules)] == ["my-rule"]
     module = tmp_path / "mine.py"
     module.write_text(
-        "from kir.declarative import parse_rules\n"
+        "from kir.rules.pattern import parse_rules\n"
         "RULES = parse_rules('rule py-rule \"from python\": sqrt(?x) * sqrt(?x) => ?x')\n")
     registry = load_registry([rules, module], plugins=False)
     assert {"my-rule", "py-rule", "exp-to-exp2"} <= set(registry)

@@ -1,17 +1,17 @@
-"""kir.size_to_ir: size expressions as IR over a kernel's scalar parameters."""
+"""kir.spec.size_to_ir: size expressions as IR over a kernel's scalar parameters."""
 
 import dataclasses
 import itertools
 
 import pytest
-
-from kir.fold import fold_expr
 from kir.frontends.cuda import load_cuda
+
 from kir.ir import Assign, Binary, Block, Const, Launch, Var, transform
-from kir.printer import print_expr
-from kir.size_to_ir import grid_to_ir, size_expr_to_ir, size_params
-from kir.sizeexpr import eval_size_expr
-from kir.types import I32, U32
+from kir.ir.fold import fold_expr
+from kir.ir.printer import print_expr
+from kir.ir.types import I32, U32
+from kir.spec.size_to_ir import grid_to_ir, size_expr_to_ir, size_params
+from kir.spec.sizeexpr import eval_size_expr
 
 SRC = """
 __global__ void k(float* y, int n_rows, int n_cols, unsigned m, float eps, int t) {

@@ -4,17 +4,39 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-
 from irgen import kernels
+
 from kir.errors import KirError, LimitError, Loc
 from kir.ir import (
-    Alloc, Assign, Atomic, Barrier, Binary, Block, Break, Call, Cast, Const, Continue,
-    Declare, For, If, Kernel, Launch, Load, Param, Return, Select, Special, Store, Var, While,
+    Alloc,
+    Assign,
+    Atomic,
+    Barrier,
+    Binary,
+    Block,
+    Break,
+    Call,
+    Cast,
+    Const,
+    Continue,
+    Declare,
+    For,
+    If,
+    Kernel,
+    Launch,
+    Load,
+    Param,
+    Return,
+    Select,
+    Special,
+    Store,
+    Var,
+    While,
     const,
 )
-from kir.parser import parse_kernel
-from kir.types import BOOL, F32, I32, U32, PointerType, VectorType
-from kir.verify import CUDA_LIMITS, METAL_LIMITS, TargetLimits, verify
+from kir.ir.parser import parse_kernel
+from kir.ir.types import BOOL, F32, I32, U32, PointerType, VectorType
+from kir.ir.verify import CUDA_LIMITS, METAL_LIMITS, TargetLimits, verify
 
 BAD = Loc("bad.cu", 42, 7)
 GID = Var("gid", I32)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-
 from kir.backends.emulate import launch as L
 from kir.backends.emulate.source import rewrite_extern_shared, rewrite_group_memory, strip_host_code
 from kir.backends.emulate.toolchain import compile_shared

@@ -6,9 +6,9 @@ import re
 from typing import Any, Sequence
 
 import numpy as np
-
 from kir.backends.emulate.toolchain import EmulatorError, compile_shared
 from kir.backends.emulate.worker import run_request
+
 from kir.errors import Loc
 
 DEFAULT_TIMEOUT_S = 60.0

@@ -14,7 +14,6 @@ import re
 from typing import Any, Sequence
 
 import numpy as np
-
 from kir.backends.emulate import launch as L
 from kir.backends.emulate.source import rewrite_group_memory, strip_metal_includes
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 import sys
 
-from kir.errors import KirError
-from kir.ir import Kernel, Launch
-
 from kir.frontends.cuda.lower import Lowerer
 from kir.frontends.cuda.parser import BUILTIN_TYPE_NAMES, SourceMap, parse_unit
 from kir.frontends.cuda.scan import Unit, kernel_names, scan_units
 from kir.frontends.cuda.values import ConstSym, FunctionSym
+
+from kir.errors import KirError
+from kir.ir import Kernel, Launch
 
 __all__ = ["load_cuda", "list_kernels", "lower_source", "template_params"]
 

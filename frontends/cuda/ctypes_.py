@@ -11,8 +11,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from kir.ir import Binary, Cast, Const, Expr, Unary
-from kir.types import (BF16, BOOL, F16, F32, F64, I32, I64, U32, U64, ScalarType, VectorType,
-                       common_type)
+from kir.ir.types import (
+    BF16,
+    BOOL,
+    F16,
+    F32,
+    F64,
+    I32,
+    I64,
+    U32,
+    U64,
+    ScalarType,
+    VectorType,
+    common_type,
+)
 
 ValueType = ScalarType | VectorType
 

@@ -11,12 +11,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from lark import Token, Tree
-
-from kir.errors import KirError, Loc, UnsupportedError
-from kir.ir import Block, Const, Declare, Kernel, Launch, Param, Stmt, Var
-from kir.types import BOOL, I32, PointerType
-
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_assign import AssignMixin
 from kir.frontends.cuda.lower_calls import CallMixin
@@ -24,8 +18,21 @@ from kir.frontends.cuda.lower_expr import ExprMixin
 from kir.frontends.cuda.lower_stmt import StmtMixin
 from kir.frontends.cuda.lower_switch import SwitchMixin
 from kir.frontends.cuda.parser import SourceMap, error
-from kir.frontends.cuda.values import (OFFSET_TYPE, BufferInfo, ConstSym, FnContext, FunctionSym,
-                                       PtrSym, PtrVal, VarSym)
+from kir.frontends.cuda.values import (
+    OFFSET_TYPE,
+    BufferInfo,
+    ConstSym,
+    FnContext,
+    FunctionSym,
+    PtrSym,
+    PtrVal,
+    VarSym,
+)
+from lark import Token, Tree
+
+from kir.errors import KirError, Loc, UnsupportedError
+from kir.ir import Block, Const, Declare, Kernel, Launch, Param, Stmt, Var
+from kir.ir.types import BOOL, I32, PointerType
 
 ASSIGNING = ("assign", "pre_inc", "pre_dec", "post_inc", "post_dec")
 

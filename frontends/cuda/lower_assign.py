@@ -6,16 +6,22 @@ buffer is fixed by its first assignment and may not change afterwards.
 
 from __future__ import annotations
 
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.lower_expr import Value, scale
+from kir.frontends.cuda.values import (
+    OFFSET_TYPE,
+    ArraySym,
+    ConstSym,
+    MemRef,
+    PtrSym,
+    PtrVal,
+    count_of,
+)
 from lark import Token, Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import Assign, Component, Const, Declare, Expr, MakeVector, Store, Var
-from kir.types import I32, U64, ScalarType, VectorType
-
-from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.lower_expr import Value, scale
-from kir.frontends.cuda.values import (OFFSET_TYPE, ArraySym, ConstSym, MemRef, PtrSym, PtrVal,
-                                       count_of)
+from kir.ir.types import I32, U64, ScalarType, VectorType
 
 
 class AssignMixin:

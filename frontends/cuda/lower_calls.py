@@ -4,13 +4,27 @@ and stores, vector constructors) and inlining of ``__device__`` functions (a Low
 
 from __future__ import annotations
 
-from kir.errors import UnsupportedError
-from kir.ir import (Atomic, Barrier, Binary, Call, Const, Declare, Expr, Load, MakeVector, Select,
-                    Shuffle, Special, Var, WarpReduce)
-from kir.types import BOOL, F16, F32, F64, I32, U32, BF16, ScalarType, VectorType
-
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.values import MemRef
+
+from kir.errors import UnsupportedError
+from kir.ir import (
+    Atomic,
+    Barrier,
+    Binary,
+    Call,
+    Const,
+    Declare,
+    Expr,
+    Load,
+    MakeVector,
+    Select,
+    Shuffle,
+    Special,
+    Var,
+    WarpReduce,
+)
+from kir.ir.types import BF16, BOOL, F16, F32, F64, I32, U32, ScalarType, VectorType
 
 # name -> (intrinsic, fast, fixed type or None for C++ overload on the argument types)
 MATH: dict[str, tuple[str, bool, ScalarType | None]] = {}

@@ -12,16 +12,23 @@ spine, so a 5,000-term expression does not touch Python's recursion limit.
 
 from __future__ import annotations
 
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.values import (
+    OFFSET_TYPE,
+    ArraySym,
+    ArrVal,
+    ConstSym,
+    MemRef,
+    PtrSym,
+    PtrVal,
+    VarSym,
+    count_of,
+)
 from lark import Token, Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import (Assign, Block, Component, Const, Declare, Expr, If, Load, Select, Special,
-                    Var)
-from kir.types import BOOL, I32, ScalarType, VectorType, common_type
-
-from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.values import (OFFSET_TYPE, ArraySym, ArrVal, ConstSym, MemRef, PtrSym,
-                                       PtrVal, VarSym, count_of)
+from kir.ir import Assign, Block, Component, Const, Declare, Expr, If, Load, Select, Special, Var
+from kir.ir.types import BOOL, I32, ScalarType, VectorType, common_type
 
 BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "shl": "<<", "shr": ">>",
           "band": "&", "bor": "|", "bxor": "^", "eq": "==", "ne": "!=", "lt": "<", "gt": ">",

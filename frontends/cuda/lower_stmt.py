@@ -8,17 +8,40 @@ condition without side effects and an update that only assigns the loop variable
 
 from __future__ import annotations
 
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.values import (
+    OFFSET_TYPE,
+    ArraySym,
+    BufferInfo,
+    ConstSym,
+    PtrSym,
+    VarSym,
+    count_of,
+)
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import (Alloc, Assign, Binary, Block, Break, Cast, Const, Continue, Declare, For,
-                    If, MakeVector,
-                    Return, Select, Store, Unary, Var, While)
-from kir.types import BOOL, I32, VectorType
-
-from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.values import (OFFSET_TYPE, ArraySym, BufferInfo, ConstSym, PtrSym,
-                                       VarSym, count_of)
+from kir.ir import (
+    Alloc,
+    Assign,
+    Binary,
+    Block,
+    Break,
+    Cast,
+    Const,
+    Continue,
+    Declare,
+    For,
+    If,
+    MakeVector,
+    Return,
+    Select,
+    Store,
+    Unary,
+    Var,
+    While,
+)
+from kir.ir.types import BOOL, I32, VectorType
 
 MAX_NESTING = 1000  # statement levels (an `if` with a block counts two)
 LOOPS = ("for_stmt", "while_stmt", "do_stmt")

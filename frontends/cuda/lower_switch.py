@@ -16,12 +16,12 @@ label, a label that is not an integer constant, a label given twice.
 
 from __future__ import annotations
 
+from kir.frontends.cuda import ctypes_ as ct
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.frontends.cuda import ctypes_ as ct
 from kir.ir import Binary, Block, Const, Declare, If, Var
-from kir.types import BOOL, I32
+from kir.ir.types import BOOL, I32
 
 _ENDS_CASE = ("break_stmt", "return_stmt", "continue_stmt")
 _OWN_BREAKS = ("for_stmt", "while_stmt", "do_stmt", "switch_stmt")  # breaks inside are theirs

@@ -17,12 +17,24 @@ import re
 from bisect import bisect_left, bisect_right
 from typing import Callable, NoReturn
 
-from kir.errors import KirError, Loc
 from kir.frontends.cuda.macros import (
-    ID, NL, NUM, RAW, SPECIAL_NAMES, WS, Expander, Macro, Tok, is_punct, lex, parse_define,
+    ID,
+    NL,
+    NUM,
+    RAW,
+    SPECIAL_NAMES,
+    WS,
+    Expander,
+    Macro,
+    Tok,
+    is_punct,
+    lex,
+    parse_define,
     skip_ws,
 )
 from kir.frontends.cuda.ppexpr import evaluate
+
+from kir.errors import KirError, Loc
 
 MAX_INPUT_CHARS = 4 * 1024 * 1024
 PREDEFINED = {"__CUDACC__": "1", "__NVCC__": "1", "__cplusplus": "201703L"}

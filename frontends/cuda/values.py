@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kir.ir import Const, Expr
-from kir.types import I32, ScalarType, VectorType
+from kir.ir.types import I32, ScalarType, VectorType
 
 ValueType = ScalarType | VectorType
 OFFSET_TYPE = I32

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import difflib
 
+from kir.driver.load import load_kernel, parse_size_overrides
+from kir.driver.registry import load_registry
 from kir.errors import KirError
-from kir.load import load_kernel, parse_size_overrides
-from kir.printer import print_kernel
-from kir.registry import load_registry
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import apply_trace, context_for, load_trace, parse_step
-from kir.verify import verify
 
 
 def register(sub) -> None:
-    from kir.cli import add_kernel_args
+    from kir.commands.main import add_kernel_args
 
     p = sub.add_parser("apply", help="apply rewrite steps to a kernel and print the result",
                        description="Apply rule steps such as 'tile-loop{loop=L2,factor=4}' in "
@@ -67,8 +67,8 @@ def check_equivalent(loaded, kernel) -> int:
     inputs and compare their outputs within the spec's tolerances."""
     import dataclasses
 
-    from kir.check import compare_outputs
-    from kir.targets import copy_inputs, run_interp
+    from kir.driver.targets import copy_inputs, run_interp
+    from kir.spec.compare import compare_outputs
 
     bound = loaded.bound
     if bound is None:

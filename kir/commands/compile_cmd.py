@@ -9,15 +9,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from kir.driver.load import load_kernel, parse_size_overrides
+from kir.driver.targets import check_on_target
 from kir.errors import KirError
-from kir.load import load_kernel, parse_size_overrides
-from kir.printer import print_kernel
-from kir.targets import check_on_target
-from kir.verify import LIMITS, verify
+from kir.ir.printer import print_kernel
+from kir.ir.verify import LIMITS, verify
 
 
 def register(sub) -> None:
-    from kir.cli import add_kernel_args
+    from kir.commands.main import add_kernel_args
     from kir.search.engine import STRATEGIES
 
     p = sub.add_parser("compile", help="compile a CUDA kernel for the target (check, or --search)",

@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from kir.driver.load import Loaded
 from kir.errors import KirError
-from kir.load import Loaded
-from kir.printer import print_kernel
+from kir.ir.printer import print_kernel
 from kir.rules import apply_trace, context_for, save_trace
 
 DEFAULT_BUDGET = 40
@@ -61,7 +61,7 @@ def resolve_target(requested: str | None) -> tuple[str, str | None]:
 def check_sizes_for(args: argparse.Namespace, loaded: Loaded) -> dict[str, int] | None:
     """Sizes the interpreter validates candidates at: ``--check-size``, else the spec's
     ``check`` table, else None (validate at the compiled sizes)."""
-    from kir.load import parse_size_overrides
+    from kir.driver.load import parse_size_overrides
 
     given = parse_size_overrides(getattr(args, "check_size", None))
     if given:
@@ -74,7 +74,7 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
     """The evaluator for ``target`` ("model", "metal" or "cuda"); ``check_sizes`` moves the
     interpreter's validation (and the cost model's counting) to smaller sizes."""
     try:
-        from kir.search.evaluators import MLXEvaluator, ModelEvaluator
+        from kir.measure.evaluators import MLXEvaluator, ModelEvaluator
     except ImportError as exc:
         raise KirError(f"the search evaluators are not available in this kir ({exc})",
                        hint="reinstall kir (pip install -e .)") from None
@@ -89,9 +89,9 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
 
 def validation_fingerprint(loaded: Loaded, registry) -> str:
     """What a stored verdict depends on besides the candidate, its sizes and the target: the
-    spec and its reference's source (:func:`kir.specinputs.validation_fingerprint`) and every
-    rule's source (:meth:`kir.registry.Registry.fingerprint`)."""
-    from kir.specinputs import validation_fingerprint as spec_fingerprint
+    spec and its reference's source (:func:`kir.spec.bound.validation_fingerprint`) and every
+    rule's source (:meth:`kir.driver.registry.Registry.fingerprint`)."""
+    from kir.spec.bound import validation_fingerprint as spec_fingerprint
 
     return f"{spec_fingerprint(loaded.spec)}-{registry.fingerprint()}"
 
@@ -148,11 +148,11 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     Exit 0, or 1 when the unrewritten kernel fails its own check (nothing written) or the
     module cannot be written, or 130 after Ctrl-C (the best so far written)."""
     from kir.commands.progress import UNBOUNDED, ProgressBar
-    from kir.registry import load_registry
+    from kir.driver.registry import load_registry
+    from kir.ir.verify import LIMITS, verify
     from kir.search import SearchConfig, TuningDB, default_db_path, search
     from kir.search.engine import default_key
     from kir.search.hints import hints
-    from kir.verify import LIMITS, verify
 
     if loaded.bound is None:
         raise KirError(f"{loaded.path} has no spec: the search needs one to make inputs",

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+from kir.driver.load import load_kernel, parse_size_overrides
 from kir.errors import KirError
-from kir.load import load_kernel, parse_size_overrides
 
 
 def register(sub) -> None:
-    from kir.cli import add_kernel_args
+    from kir.commands.main import add_kernel_args
 
     p = sub.add_parser("emit", help="print the Metal or CUDA source of a kernel and its launch",
                        description="Emit FILE (after the steps of --trace, if given) for MLX's "
@@ -64,7 +64,7 @@ def launch_comment(emitted, spec=None, comment: str = "//") -> str:
 def run(args: argparse.Namespace) -> int:
     from kir.backends import emit
     from kir.backends.module import full_metal_source
-    from kir.verify import verify
+    from kir.ir.verify import verify
 
     loaded = load_kernel(args.file, spec_path=args.spec, sizes=parse_size_overrides(args.size),
                          kernel_name=args.kernel)
@@ -73,9 +73,8 @@ def run(args: argparse.Namespace) -> int:
                        hint="write a .kir.toml beside the kernel (see examples/) or pass --spec")
     kernel = loaded.kernel
     if args.trace:
-        from kir.rules import context_for
-        from kir.registry import load_registry
-        from kir.rules import apply_trace, load_trace
+        from kir.driver.registry import load_registry
+        from kir.rules import apply_trace, context_for, load_trace
 
         registry = load_registry(args.rules)
         steps = load_trace(args.trace, registry)

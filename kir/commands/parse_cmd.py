@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from kir.load import load_kernel, parse_size_overrides
-from kir.printer import print_kernel
-from kir.verify import verify
+from kir.driver.load import load_kernel, parse_size_overrides
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 
 
 def register(sub) -> None:
-    from kir.cli import add_kernel_args
+    from kir.commands.main import add_kernel_args
 
     p = sub.add_parser("parse", help="print the kir IR of a CUDA kernel or of IR text",
                        description="Parse FILE (.cu or .kir) and print its kir IR text. The text "

@@ -6,8 +6,8 @@ import argparse
 import inspect
 from pathlib import Path
 
+from kir.driver.registry import load_registry
 from kir.errors import KirError
-from kir.registry import load_registry
 
 
 def register(sub) -> None:
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         return list_rules(registry)
     if args.action == "show":
         return show_rule(registry, args.target, args.file)
-    from kir.rulecheck import report_rules_file
+    from kir.driver.rulecheck import report_rules_file
 
     return report_rules_file(registry, Path(args.target), args.examples)
 
@@ -73,7 +73,7 @@ def show_rule(registry, name: str | None, file: str | None) -> int:
     for p in rule.params:
         print(f"\nparameter {p.name}: one of {', '.join(str(c) for c in p.choices)}")
     if file:
-        from kir.load import load_kernel
+        from kir.driver.load import load_kernel
 
         loaded = load_kernel(file)
         sites = rule.sites(loaded.kernel)

@@ -7,14 +7,14 @@ import argparse
 import sys
 import time
 
+from kir.driver.load import load_kernel, parse_size_overrides
+from kir.driver.targets import TARGETS, check_on_target
 from kir.errors import KirError
-from kir.load import load_kernel, parse_size_overrides
-from kir.targets import TARGETS, check_on_target
-from kir.verify import LIMITS, verify
+from kir.ir.verify import LIMITS, verify
 
 
 def register(sub) -> None:
-    from kir.cli import add_kernel_args
+    from kir.commands.main import add_kernel_args
 
     p = sub.add_parser("run",
                        help="run a kernel on random inputs and check it against the reference",

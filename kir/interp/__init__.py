@@ -3,7 +3,7 @@
 Every thread of the grid is one lane of numpy vectors (grids too large for memory run in
 chunks of whole blocks); divergence is a mask; shared memory is one array per block; a
 barrier checks that the whole block reaches it; warp shuffles permute lanes within each
-warp of 32. Arithmetic follows C and the GPU, not numpy: see :mod:`kir.interp.cops`.
+warp of 32. Arithmetic follows C and the GPU, not numpy: see :mod:`kir.ir.cops`.
 """
 
 from kir.interp.counters import Counters

@@ -12,10 +12,10 @@ import numpy as np
 
 from kir import ir
 from kir.errors import KirError
-from kir.interp import cops
 from kir.interp.exprs import Hoist, compile_expr, compile_index
 from kir.interp.state import State
-from kir.types import Type, VectorType
+from kir.ir import cops
+from kir.ir.types import ScalarType, Type, VectorType
 
 
 def _combine(op: str, dtype: np.dtype):
@@ -110,7 +110,7 @@ _DTYPE_TYPES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
                 np.dtype(np.uint64): "u64", np.dtype(np.bool_): "bool"}
 
 
-def _scalar_type_of(dtype: np.dtype) -> ir.ScalarType:
-    from kir.types import SCALARS
+def _scalar_type_of(dtype: np.dtype) -> ScalarType:
+    from kir.ir.types import SCALARS
 
     return SCALARS[_DTYPE_TYPES[dtype]]

@@ -24,7 +24,7 @@ from kir import ir
 from kir.errors import KirError
 from kir.interp.exprs import ExprFn, Hoist, compile_expr
 from kir.interp.state import WARP, Memory, State
-from kir.types import VectorType
+from kir.ir.types import VectorType
 
 SECTOR = 32  # bytes: the unit of a coalesced memory transaction
 LINE = 128  # bytes: a cache line

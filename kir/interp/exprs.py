@@ -21,9 +21,9 @@ import numpy as np
 
 from kir import ir
 from kir.errors import KirError, Loc
-from kir.interp import cops
 from kir.interp.state import Memory, State
-from kir.types import BOOL, ScalarType, VectorType
+from kir.ir import cops
+from kir.ir.types import BOOL, ScalarType, VectorType
 
 ExprFn = Callable[[State, np.ndarray], cops.Value]
 

@@ -17,6 +17,7 @@ import numpy as np
 from kir import ir
 from kir.interp.exprs import Hoist, compile_expr
 from kir.interp.state import State
+from kir.ir.types import ScalarType, VectorType
 
 MAX_ELEMENTS = 1 << 22
 """Iterations x lanes evaluated at once at most; longer loops run iteration by iteration."""
@@ -45,7 +46,7 @@ def compile_sum_loop(loop: ir.For, hoist: Hoist, types: dict[str, object]) -> Su
         return None
     acc, term, bound_expr, step = shape
     acc_type = types.get(acc)
-    if acc_type != term.type or not isinstance(acc_type, ir.ScalarType) \
+    if acc_type != term.type or not isinstance(acc_type, ScalarType) \
             or acc_type.name == "bf16":
         return None
     trips = _TRIPS[loop.cond.op]  # type: ignore[attr-defined]
@@ -111,7 +112,7 @@ def _match(loop: ir.For) -> tuple[str, ir.Expr, ir.Expr, int] | None:
     else:
         return None
     for node in list(term.walk()) + list(cond.right.walk()):
-        if isinstance(node, _UNSUPPORTED) or isinstance(node.type, ir.VectorType):
+        if isinstance(node, _UNSUPPORTED) or isinstance(node.type, VectorType):
             return None
         if isinstance(node, ir.Var) and node.name == acc:
             return None

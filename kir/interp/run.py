@@ -9,12 +9,12 @@ import numpy as np
 
 from kir import ir
 from kir.errors import KirError
-from kir.interp import cops
 from kir.interp.exprs import deep_recursion
 from kir.interp.state import Memory, State, Steps
 from kir.interp.stmts import StmtCompiler
-from kir.sizeexpr import eval_size_expr
-from kir.types import PointerType, ScalarType, VectorType
+from kir.ir import cops
+from kir.ir.types import PointerType, ScalarType, VectorType
+from kir.spec.sizeexpr import eval_size_expr
 
 if TYPE_CHECKING:
     from kir.interp.counters import Counters

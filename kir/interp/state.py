@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kir.errors import BarrierError, KirError, Loc
-from kir.interp.cops import Value
+from kir.ir.cops import Value
 
 WARP = 32
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

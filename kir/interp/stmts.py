@@ -14,11 +14,11 @@ import numpy as np
 
 from kir import ir
 from kir.errors import KirError, Loc
-from kir.interp import cops
 from kir.interp.exprs import ExprFn, Hoist, compile_expr, compile_index
 from kir.interp.reduce import compile_sum_loop
 from kir.interp.state import LoopFrame, State
-from kir.types import BOOL, PointerType, ScalarType, Type, VectorType
+from kir.ir import cops
+from kir.ir.types import BOOL, PointerType, ScalarType, Type, VectorType
 
 if TYPE_CHECKING:
     from kir.interp.counters import Counters

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kir.ir import Kernel
-from kir.printer import print_kernel
+from kir.ir.printer import print_kernel
 from kir.report.ablation import AblationRow, rule_outcomes
 from kir.report.plot import write_plot
 from kir.search.engine import SearchResult

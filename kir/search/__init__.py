@@ -6,9 +6,14 @@ through an :class:`Evaluator`; it never imports a backend.
 """
 
 from kir.search.db import KeyInfo, Row, TuningDB, TuningKey, default_db_path, kir_version
-from kir.search.engine import (EvalRecord, Progress, SearchConfig, SearchResult, search)
-from kir.search.evaluator import (STATUSES, BatchFunctionEvaluator, Evaluation, Evaluator,
-                                  FunctionEvaluator)
+from kir.search.engine import EvalRecord, Progress, SearchConfig, SearchResult, search
+from kir.search.evaluator import (
+                                  STATUSES,
+                                  BatchFunctionEvaluator,
+                                  Evaluation,
+                                  Evaluator,
+                                  FunctionEvaluator,
+)
 from kir.search.genome import Genome, crossover, mutate, random_genome, random_step
 
 __all__ = [

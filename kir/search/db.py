@@ -65,17 +65,9 @@ ALTER TABLE keys_v2 RENAME TO keys
 
 def kir_version() -> str:
     """The installed kir version (part of every key: a new kir may build other kernels)."""
-    import kir
+    from kir.version import __version__
 
-    version = getattr(kir, "__version__", None)
-    if version:
-        return str(version)
-    try:
-        from importlib.metadata import PackageNotFoundError, version as dist_version
-
-        return dist_version("kir")
-    except PackageNotFoundError:
-        return "0+unknown"
+    return __version__
 
 
 def default_db_path(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:

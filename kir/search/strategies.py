@@ -13,8 +13,7 @@ from typing import Sequence
 
 from kir.rules import Step
 from kir.search.engine import Candidate, Session
-from kir.search.genome import (Genome, all_steps, crossover, kernels_before, mutate,
-                               random_genome)
+from kir.search.genome import Genome, all_steps, crossover, kernels_before, mutate, random_genome
 
 
 def rank_key(cand: Candidate) -> tuple[float, int, str]:

@@ -7,10 +7,31 @@ from pathlib import Path
 import pytest
 
 from kir import ir
-from kir.ir import (Alloc, Assign, Atomic, Barrier, Binary, Block, Call, Cast, Const, Declare,
-                    For, If, Kernel, Launch, Load, Param, Select, Shuffle, Special, Store, Var)
+from kir.ir import (
+    Alloc,
+    Assign,
+    Atomic,
+    Barrier,
+    Binary,
+    Block,
+    Call,
+    Cast,
+    Const,
+    Declare,
+    For,
+    If,
+    Kernel,
+    Launch,
+    Load,
+    Param,
+    Select,
+    Shuffle,
+    Special,
+    Store,
+    Var,
+)
+from kir.ir.types import BOOL, F32, I32, PointerType
 from kir.spec import ArgSpec, Spec
-from kir.types import BOOL, F32, I32, PointerType
 
 GIN = PointerType(F32, "global", const=True)
 GOUT = PointerType(F32, "global")

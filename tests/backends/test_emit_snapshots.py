@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
-
 import re
 
 import pytest
-from conftest import (atomic_kernel, atomic_spec, block_sum_kernel, block_sum_spec, f32, i32,
-                      make_spec)
-
-from kir import ir
+from conftest import (
+    atomic_kernel,
+    atomic_spec,
+    block_sum_kernel,
+    block_sum_spec,
+    f32,
+    i32,
+    make_spec,
+)
 from kir.backends import emit
 from kir.backends.cstyle import BufferInfo, Printer
 from kir.backends.metal import METAL
+
+from kir import ir
 from kir.errors import KirError, LimitError, UnsupportedError
 from kir.ir import Barrier
+from kir.ir.types import F32, F64, I32, PointerType
 from kir.spec import ArgSpec
-from kir.types import F32, F64, I32, PointerType
 
 
 def test_metal_block_sum(block_sum):

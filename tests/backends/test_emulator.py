@@ -6,9 +6,13 @@ import time
 
 import numpy as np
 import pytest
-
-from kir.backends.emulate import (EmulatorError, cuda_kernel, emulator_available, metal_kernel,
-                                  run_original_cuda)
+from kir.backends.emulate import (
+    EmulatorError,
+    cuda_kernel,
+    emulator_available,
+    metal_kernel,
+    run_original_cuda,
+)
 
 AVAILABLE, REASON = emulator_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"CPU emulator unavailable: {REASON}")

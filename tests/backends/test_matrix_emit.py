@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kir.backends import emit
 from kir.backends.emulate import emulator_available
+
 from kir.errors import UnsupportedError
 from kir.interp import run_kernel
-from kir.parser import parse_kernel
+from kir.ir.parser import parse_kernel
 from kir.spec import ArgSpec
-
 from tests.backends.conftest import make_spec
 from tests.test_matrix_ir import ALL_NODES
 

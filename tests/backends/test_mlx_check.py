@@ -1,4 +1,4 @@
-"""The GPU-side output check agrees with the host check (kir.check) — run here on MLX's CPU
+"""The GPU-side output check agrees with the host check (kir.spec.compare) — run here on MLX's CPU
 device, which executes the same MLX operations the GPU does."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import pytest
 mx = pytest.importorskip("mlx.core", reason="MLX is a dependency; without it nothing to test")
 
 from kir.backends.mlx_check import DeviceReference  # noqa: E402
-from kir.check import compare_outputs  # noqa: E402
+
+from kir.spec.compare import compare_outputs  # noqa: E402
 
 TOL = {"y": (1e-4, 1e-5), "z": (1e-3, 1e-3)}
 

@@ -6,9 +6,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import (atomic_kernel, atomic_spec, block_sum_kernel, block_sum_spec,
-                      dynamic_shared_kernel, dynamic_shared_spec, inout_kernel, inout_spec)
-
+from conftest import (
+    atomic_kernel,
+    atomic_spec,
+    block_sum_kernel,
+    block_sum_spec,
+    dynamic_shared_kernel,
+    dynamic_shared_spec,
+    inout_kernel,
+    inout_spec,
+)
 from kir.backends import emit
 from kir.backends.mlx_runner import MLXKernel, available_targets, time_kernel
 
@@ -62,8 +69,8 @@ def test_gpu_worker_jobs_check_on_the_device_and_reuse_inputs():
     import dataclasses
 
     from kir import ir
-    from kir.load import load_kernel
-    from kir.search.gpu_jobs import GpuJob, MLXRunner, run_job
+    from kir.driver.load import load_kernel
+    from kir.measure.gpu.jobs import GpuJob, MLXRunner, run_job
 
     examples = Path(__file__).resolve().parents[2] / "examples"
     loaded = load_kernel(examples / "softmax.cu", sizes={"rows": 64, "cols": 1000})

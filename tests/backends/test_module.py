@@ -8,7 +8,6 @@ import importlib.util
 import mlx.core as mx
 import numpy as np
 import pytest
-
 from kir.backends import emit
 from kir.backends.emitted import Emitted, decode, key_array, value_bits
 from kir.backends.module import full_metal_source, write_metal_source, write_module

@@ -6,9 +6,16 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import (atomic_kernel, atomic_spec, block_sum_kernel, block_sum_spec,
-                      dynamic_shared_kernel, dynamic_shared_spec, inout_kernel, inout_spec)
-
+from conftest import (
+    atomic_kernel,
+    atomic_spec,
+    block_sum_kernel,
+    block_sum_spec,
+    dynamic_shared_kernel,
+    dynamic_shared_spec,
+    inout_kernel,
+    inout_spec,
+)
 from kir.backends import emit
 from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 

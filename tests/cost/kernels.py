@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from kir.interp import Counters, run_kernel
-from kir.parser import parse_kernel
+from kir.ir.parser import parse_kernel
 
 HEAD = ('kernel @{name}(x: f32* global const, y: f32* global, n: i32)\n'
         '    grid=("G", "1", "1") block=({block}, 1, 1) shared_bytes=0 {{\n')

@@ -7,10 +7,18 @@ import pickle
 import numpy as np
 import pytest
 
+from kir.driver.load import load_kernel
 from kir.interp import Counters, run_kernel
-from kir.load import load_kernel
-from tests.cost.kernels import (COPY, STRIDED, UNIFORM, exp_kernel, kernel, per_block, run,
-                                shared_stride)
+from tests.cost.kernels import (
+    COPY,
+    STRIDED,
+    UNIFORM,
+    exp_kernel,
+    kernel,
+    per_block,
+    run,
+    shared_stride,
+)
 
 N = 8192
 

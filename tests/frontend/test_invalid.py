@@ -8,9 +8,9 @@ import os
 import re
 
 import pytest
+from kir.frontends.cuda import load_cuda
 
 from kir.errors import KirError
-from kir.frontends.cuda import load_cuda
 
 HERE = os.path.dirname(__file__)
 FILES = sorted(glob.glob(os.path.join(HERE, "invalid", "*.cu")))

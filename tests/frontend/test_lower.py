@@ -8,13 +8,36 @@ import os
 import shutil
 
 import pytest
+from kir.frontends.cuda import list_kernels, load_cuda
 
 from kir.errors import KirError, UnsupportedError
-from kir.frontends.cuda import list_kernels, load_cuda
-from kir.ir import (Alloc, Assign, Atomic, Barrier, Binary, Block, Call, Cast, Component, Const,
-                    Declare, For, If, Launch, Load, MakeVector, Return, Select, Shuffle, Special,
-                    Store, Unary, Var, While)
-from kir.types import BOOL, F16, F32, F64, I32, I64, U32, U64, PointerType, VectorType
+from kir.ir import (
+    Alloc,
+    Assign,
+    Atomic,
+    Barrier,
+    Binary,
+    Block,
+    Call,
+    Cast,
+    Component,
+    Const,
+    Declare,
+    For,
+    If,
+    Launch,
+    Load,
+    MakeVector,
+    Return,
+    Select,
+    Shuffle,
+    Special,
+    Store,
+    Unary,
+    Var,
+    While,
+)
+from kir.ir.types import BOOL, F16, F32, F64, I32, I64, U32, U64, PointerType, VectorType
 
 F4 = VectorType(F32, 4)
 
@@ -485,8 +508,8 @@ def test_warp_votes_match_numpy(target):
     emitted Metal and CUDA on the emulator, against a numpy reference per warp."""
     from pathlib import Path
 
-    from kir.load import load_kernel
-    from kir.targets import check_on_target
+    from kir.driver.load import load_kernel
+    from kir.driver.targets import check_on_target
 
     if target != "interp":
         from kir.backends.emulate import emulator_available
@@ -512,7 +535,8 @@ def test_warp_votes_compile_with_nvcc(tmp_path):
 
     from kir.backends import emit
     from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
-    from kir.load import load_kernel
+
+    from kir.driver.load import load_kernel
 
     loaded = load_kernel(Path(__file__).parent / "data" / "votes.cu")
     e = emit(loaded.kernel, loaded.bound, "cuda")

@@ -7,10 +7,10 @@ import shutil
 import subprocess
 
 import pytest
-
-from kir.errors import KirError, Loc, UnsupportedError
 from kir.frontends.cuda import macros
 from kir.frontends.cuda.preprocess import MAX_INPUT_CHARS, Preprocessed, preprocess
+
+from kir.errors import KirError, Loc, UnsupportedError
 
 
 def squash(text: str) -> str:

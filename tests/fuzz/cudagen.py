@@ -284,8 +284,9 @@ def frontend_outcome(text: str, filename: str = FILENAME) -> str:
     promise (another exception, an error without location, a kernel that does not print and
     parse back to itself)."""
     from kir.frontends.cuda import load_cuda
-    from kir.parser import parse_kernel
-    from kir.printer import print_kernel
+
+    from kir.ir.parser import parse_kernel
+    from kir.ir.printer import print_kernel
 
     try:
         kernel = load_cuda(text, filename, template_values=TEMPLATE_VALUES)

@@ -14,16 +14,24 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from irgen import kernels
+from kir.frontends.cuda import MAX_FUNCTION_CHARS, load_cuda
 
 from fuzz.cudagen import (
-    EXAMPLES, TEMPLATE_VALUES, FuzzFailure, check_loc, examples, frontend_outcome, generate, input_for, mutate,
+    EXAMPLES,
+    TEMPLATE_VALUES,
+    FuzzFailure,
+    check_loc,
+    examples,
+    frontend_outcome,
+    generate,
+    input_for,
+    mutate,
 )
-from irgen import kernels
 from kir.errors import KirError
-from kir.frontends.cuda import MAX_FUNCTION_CHARS, load_cuda
-from kir.parser import parse_kernel
-from kir.printer import print_kernel
-from kir.verify import verify
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 
 SOURCES = examples()
 FUZZ = settings(max_examples=120, deadline=None, derandomize=True,

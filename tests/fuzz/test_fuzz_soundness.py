@@ -18,17 +18,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from irgen import kernels
-from kir.check import compare_output
+
+from kir.driver.registry import load_registry
 from kir.interp import run_kernel
 from kir.ir import Kernel
-from kir.parser import parse_kernel
-from kir.printer import print_kernel
-from kir.registry import load_registry
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import RuleContext, Step, apply_trace, parse_step
 from kir.search.genome import random_genome
-from kir.verify import verify
+from kir.spec.compare import compare_output
 
 REGISTRY = load_registry(plugins=False)
 REGRESSIONS = Path(__file__).parent / "regressions"

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX-only")
 def test_ctrl_c_writes_the_best_so_far(tmp_path):
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "kir.cli", "compile", str(ROOT / "examples" / "softmax.cu"),
+    command = [sys.executable, "-m", "kir.commands.main", "compile", str(ROOT / "examples" / "softmax.cu"),
                "--search", "--target", "model", "--size", "rows=8", "--size", "cols=256",
                "--budget", "100000", "--db", str(tmp_path / "t.db"), "--out-dir", str(out),
                "-q"]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kir.cli import main
-from kir.load import load_kernel
-from kir.targets import check_on_target
+from kir.commands.main import main
+from kir.driver.load import load_kernel
+from kir.driver.targets import check_on_target
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -18,7 +18,7 @@ SIZE_SETS = {
 def sweep_summary(rules) -> tuple[dict[str, int], list]:
     """Sweep ``rules`` over every example at the small sizes; counts by status and the bad
     applications (changed or error)."""
-    from kir.rulecheck import example_files, sweep
+    from kir.driver.rulecheck import example_files, sweep
 
     results = sweep(rules, example_files(EXAMPLES), SIZE_SETS)
     counts: dict[str, int] = {}

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from kir.frontends.cuda import load_cuda
+
+from kir.driver.rulecheck import sweep
 from kir.interp import run_kernel
 from kir.ir import Kernel, Launch
-from kir.printer import print_kernel
-from kir.rulecheck import sweep
-from kir.verify import verify
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loop_sizes import EXAMPLES, SIZE_SETS, sweep_summary
 
-from kir.check import compare_outputs
-from kir.load import load_kernel
-from kir.registry import load_registry
-from kir.rulecheck import context_for
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
+from kir.driver.rulecheck import context_for
+from kir.driver.targets import copy_inputs, run_interp
+from kir.ir.verify import verify
 from kir.rules import apply_trace
 from kir.search.genome import random_genome
-from kir.targets import copy_inputs, run_interp
-from kir.verify import verify
+from kir.spec.compare import compare_outputs
 
 REGISTRY = load_registry(plugins=False)
 

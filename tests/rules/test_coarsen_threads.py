@@ -5,18 +5,18 @@ import subprocess
 
 import numpy as np
 import pytest
-from parallel_common import EXAMPLES, kernel, same_outputs, sweep_examples, text
-
 from kir.backends import emit
 from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
-from kir.check import compare_outputs
+from kir.rewrites.parallel.coarsen_threads import CoarsenThreads
+from parallel_common import EXAMPLES, kernel, same_outputs, sweep_examples, text
+
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
+from kir.driver.targets import copy_inputs
 from kir.interp import run_kernel
-from kir.load import load_kernel
-from kir.registry import load_registry
-from kir.rewrites.coarsen_threads import CoarsenThreads
+from kir.measure.evaluators import ModelEvaluator
 from kir.rules import NotApplicable, RuleContext, apply_trace, context_for, parse_step
-from kir.search.evaluators import ModelEvaluator
-from kir.targets import copy_inputs
+from kir.spec.compare import compare_outputs
 
 RULE = CoarsenThreads()
 
@@ -221,8 +221,8 @@ def test_a_specialized_candidate_is_validated_at_its_compiled_sizes_only():
     """The search does not try the specialized softmax at the check sizes (3 rows, where its
     baked guard runs blocks past the end: a false "crash" before), and checks it on the
     "GPU" (here the CPU emulator) at the compiled sizes."""
-    from kir.search.gpu_jobs import EmulatorRunner
-    from kir.search.evaluators import MLXEvaluator
+    from kir.measure.evaluators import MLXEvaluator
+    from kir.measure.gpu.jobs import EmulatorRunner
 
     loaded, out = _coarsened("softmax.cu", {"rows": 6, "cols": 64}, 4)
     check = {"rows": 3, "cols": 40}

@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
+from kir.driver.rulecheck import context_for
+from kir.driver.targets import copy_inputs, reference_outputs
 from kir.interp import run_kernel
-from kir.check import compare_outputs
 from kir.ir import For, Load, Special, Store, Var
-from kir.load import load_kernel
-from kir.parser import parse_kernel
-from kir.printer import print_kernel
-from kir.registry import load_registry
-from kir.rulecheck import context_for
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import apply_trace, load_trace, parse_step, save_trace
-from kir.sizeexpr import eval_size_expr
-from kir.targets import copy_inputs, reference_outputs
-from kir.verify import verify
+from kir.spec.compare import compare_outputs
+from kir.spec.sizeexpr import eval_size_expr
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TRACE_FILE = EXAMPLES / "traces" / "flash_attn.fa2.json"
@@ -94,7 +94,8 @@ def test_trace_keeps_results_on_the_interpreter(registry, sizes, run_at):
 
 def test_fa2_runs_as_emitted_metal(registry):
     from kir.backends.emulate import emulator_available
-    from kir.targets import check_on_target
+
+    from kir.driver.targets import check_on_target
 
     if not emulator_available():
         pytest.skip("no host C++ compiler for the emulator")

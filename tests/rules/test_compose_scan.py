@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kir.load import load_kernel
-from kir.parser import parse_kernel
-from kir.printer import print_kernel
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
+from kir.driver.rulecheck import context_for
 from kir.interp import run_kernel
-from kir.registry import load_registry
-from kir.rulecheck import context_for
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import apply_trace, load_trace, parse_step, save_trace
-from kir.verify import verify
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TRACE_FILE = EXAMPLES / "traces" / "selective_scan.parallel.json"
@@ -61,7 +61,8 @@ def test_scan_round_trips_and_runs_as_emitted_metal(registry):
     """The scanned kernel prints and parses back, and its emitted Metal (simd_shuffle_up)
     matches the reference on the CPU emulator at a ragged length."""
     from kir.backends.emulate import emulator_available
-    from kir.targets import check_on_target
+
+    from kir.driver.targets import check_on_target
 
     loaded = load_kernel(EXAMPLES / "selective_scan.cu", sizes={"B": 1, "L": 37, "D": 4, "S": 8})
     out = apply_trace(loaded.kernel, load_trace(TRACE_FILE, registry), registry,

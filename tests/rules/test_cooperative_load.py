@@ -1,9 +1,9 @@
 """cooperative-load: per-thread row loads into shared memory become block-strided."""
 
 import numpy as np
+from kir.rewrites.cooperative_load import CooperativeLoad
 from parallel_common import kernel, same_outputs, sweep_examples, text
 
-from kir.rewrites.cooperative_load import CooperativeLoad
 from kir.rules import NotApplicable, RuleContext
 
 RULE = CooperativeLoad()
@@ -48,8 +48,9 @@ def test_not_applicable():
 
 
 def test_applies_to_flash_attention():
-    from kir.load import load_kernel
     from parallel_common import EXAMPLES
+
+    from kir.driver.load import load_kernel
     loaded = load_kernel(EXAMPLES / "flash_attn.cu", sizes={"N": 40, "D": 16, "H": 1})
     assert not isinstance(RULE.apply(loaded.kernel, "L1", {}, RuleContext()), NotApplicable)
 

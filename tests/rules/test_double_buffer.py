@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kir.load import load_kernel
-from kir.printer import print_kernel
-from kir.rulecheck import sweep
+from kir.rewrites.double_buffer import RULES
+
+from kir.driver.load import load_kernel
+from kir.driver.rulecheck import sweep
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import NotApplicable, RuleContext
-from kir.verify import verify
-from rewrites.double_buffer import RULES
 
 RULE = RULES[0]
 EXAMPLES = Path(__file__).parents[2] / "examples"

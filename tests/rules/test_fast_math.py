@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+from kir.frontends.cuda import load_cuda
+from kir.rewrites.fast_math import FastMath
 from loop_sizes import sweep_summary
 
-from kir.frontends.cuda import load_cuda
 from kir.interp import run_kernel
 from kir.ir import Launch
-from kir.printer import print_kernel
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import NotApplicable, RuleContext
-from kir.rewrites.fast_math import FastMath
-from kir.verify import verify
 
 RULE = FastMath()
 SRC = """

@@ -1,13 +1,12 @@
 """fuse-loops: golden IR, interpreter semantics, refusals, and the example sweep."""
 
 import numpy as np
-
-from kir.parser import parse_kernel
-from kir.printer import print_kernel
 from kir.rewrites.fuse_loops import RULES
-from kir.rules import NotApplicable, RuleContext
-
 from loop_sizes import same_outputs, sweep_summary
+
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.rules import NotApplicable, RuleContext
 
 RULE = RULES[0]
 HEAD = '''kernel @t(x: f32* global const, y: f32* global, n: i32)

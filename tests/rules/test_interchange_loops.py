@@ -4,13 +4,12 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-
-from kir.parser import parse_kernel
-from kir.printer import print_kernel
 from kir.rewrites.interchange_loops import RULES
-from kir.rules import NotApplicable, RuleContext
-
 from loop_sizes import same_outputs, sweep_summary
+
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.rules import NotApplicable, RuleContext
 
 RULE = RULES[0]
 HEAD = '''kernel @t(x: f32* global const, y: f32* global, n: i32)
@@ -62,9 +61,9 @@ def test_reduction_refused():
 
 
 def test_flash_attention_1_to_2():
-    from kir.load import load_kernel
-    from kir.rulecheck import context_for
-    from kir.targets import copy_inputs, run_interp
+    from kir.driver.load import load_kernel
+    from kir.driver.rulecheck import context_for
+    from kir.driver.targets import copy_inputs, run_interp
 
     path = Path(__file__).resolve().parents[2] / "examples" / "flash_attn.cu"
     loaded = load_kernel(path, sizes={"B": 1, "H": 1, "N": 40, "D": 16, "T": 32})

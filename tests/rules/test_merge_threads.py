@@ -9,19 +9,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from parallel_common import kernel, same_outputs, sweep_examples, text
-
 from kir.backends import emit
 from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 from kir.backends.emulate import emulator_available
-from kir.check import compare_outputs
+from kir.rewrites.parallel.merge_threads import MergeThreads
+from parallel_common import kernel, same_outputs, sweep_examples, text
+
+from kir.driver.load import load_kernel
+from kir.driver.rulecheck import context_for
+from kir.driver.targets import TARGETS, copy_inputs, run_interp
 from kir.ir import Assign, Binary, Block, For, Load
-from kir.load import load_kernel
-from kir.printer import print_kernel
-from kir.rewrites.merge_threads import MergeThreads
-from kir.rulecheck import context_for
+from kir.ir.printer import print_kernel
 from kir.rules import NotApplicable, RuleContext
-from kir.targets import TARGETS, copy_inputs, run_interp
+from kir.spec.compare import compare_outputs
 
 RULE = MergeThreads()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -6,10 +6,10 @@ import dataclasses
 
 import numpy as np
 import pytest
+from kir.rewrites.mma_tile import MmaTile
 from parallel_common import EXAMPLES, kernel, same_outputs, sweep_examples, text
 
-from kir.load import load_kernel
-from kir.rewrites.mma_tile import MmaTile
+from kir.driver.load import load_kernel
 from kir.rules import NotApplicable, RuleContext
 
 RULE = MmaTile()
@@ -137,7 +137,7 @@ def _sgemm(sizes: dict):
 
 @pytest.mark.parametrize("sizes", [{}, {"M": 70, "N": 50, "K": 37}])
 def test_sgemm_within_tolerance_on_the_interpreter(sizes: dict) -> None:
-    from kir.targets import check_on_target
+    from kir.driver.targets import check_on_target
 
     outcome = check_on_target(_sgemm(sizes), "interp")
     assert outcome.result.ok, outcome.result
@@ -146,7 +146,8 @@ def test_sgemm_within_tolerance_on_the_interpreter(sizes: dict) -> None:
 @pytest.mark.parametrize("target", ["emulate-metal", "emulate-cuda"])
 def test_emulated_targets_equal_the_interpreter(target: str) -> None:
     from kir.backends.emulate import emulator_available
-    from kir.targets import TARGETS, copy_inputs, run_interp
+
+    from kir.driver.targets import TARGETS, copy_inputs, run_interp
 
     ok, reason = emulator_available()
     if not ok:

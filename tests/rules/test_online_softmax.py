@@ -7,17 +7,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kir.frontends.cuda import load_cuda
+from kir.rewrites.online_softmax import OnlineSoftmax
 from loop_sizes import sweep_summary
 
 from kir.analysis import map_stmts, used_vars
-from kir.frontends.cuda import load_cuda
+from kir.driver.load import load_kernel
 from kir.interp import run_kernel
 from kir.ir import Assign, Launch
-from kir.load import load_kernel
-from kir.printer import print_kernel
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import NotApplicable, RuleContext
-from kir.rewrites.online_softmax import OnlineSoftmax
-from kir.verify import verify
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RULE = OnlineSoftmax()

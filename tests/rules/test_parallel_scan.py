@@ -6,16 +6,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kir.frontends.cuda import load_cuda
+from kir.rewrites.scan.parallel_scan import ParallelScan
+
+from kir.driver.load import load_kernel
+from kir.driver.rulecheck import context_for, example_files, sweep
 from kir.interp import run_kernel
 from kir.ir import Launch
-from kir.load import load_kernel
-from kir.printer import print_kernel
-from kir.rulecheck import context_for, example_files, sweep
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import NotApplicable, RuleContext
-from kir.rewrites.parallel_scan import ParallelScan
-from kir.verify import verify
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RULE = ParallelScan()

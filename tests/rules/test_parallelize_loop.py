@@ -1,9 +1,9 @@
 """parallelize-loop: an independent top-level loop becomes a grid dimension."""
 
 import numpy as np
+from kir.rewrites.parallel.parallelize_loop import ParallelizeLoop
 from parallel_common import kernel, same_outputs, sweep_examples, text
 
-from kir.rewrites.parallelize_loop import ParallelizeLoop
 from kir.rules import NotApplicable, RuleContext
 
 RULE = ParallelizeLoop()
@@ -59,8 +59,8 @@ def test_examples():
 def test_a_bound_without_a_spec_expression_gives_a_specialized_launch():
     """With the spec's expressions the grid is ``ceil(N / T)`` (right at any N); without them
     only the count at the spec's sizes is known, and the launch says it is specialized."""
-    from kir.load import load_kernel
-    from kir.registry import load_registry
+    from kir.driver.load import load_kernel
+    from kir.driver.registry import load_registry
     from kir.rules import RuleContext, apply_trace, context_for, parse_step
 
     loaded = load_kernel("examples/flash_attn.cu")

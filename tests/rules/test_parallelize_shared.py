@@ -3,10 +3,10 @@ query-tile loop): shared arrays refilled by every iteration are private per bloc
 memory must not be shared between iterations."""
 
 import numpy as np
+from kir.rewrites.parallel.blocks import block_private_buffers, cross_iteration_conflicts
+from kir.rewrites.parallel.parallelize_loop import ParallelizeLoop
 from parallel_common import kernel, same_outputs, text
 
-from kir.deps_block import block_private_buffers, cross_iteration_conflicts
-from kir.rewrites.parallelize_loop import ParallelizeLoop
 from kir.rules import NotApplicable, RuleContext
 
 RULE = ParallelizeLoop()

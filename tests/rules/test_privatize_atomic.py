@@ -5,16 +5,15 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from kir.load import load_kernel
-from kir.parser import parse_kernel
-from kir.printer import print_kernel
-from kir.registry import load_registry
 from kir.rewrites.privatize_atomic import RULES
+from loop_sizes import EXAMPLES, same_outputs, sweep_summary
+
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
 from kir.rules import NotApplicable, RuleContext, apply_trace, context_for, parse_step
 from kir.search.genome import safe_sites
-
-from loop_sizes import EXAMPLES, same_outputs, sweep_summary
 
 RULE = RULES[0]
 HEAD = '''kernel @t(x: f32* global const, out: f32* global, n: i32)
@@ -84,7 +83,8 @@ def test_coarsened_reduction_adds_once_per_block(steps):
 
 def test_emitted_cuda_and_metal_agree_with_the_interpreter():
     from kir.backends.emulate import emulator_available
-    from kir.targets import check_on_target
+
+    from kir.driver.targets import check_on_target
 
     if not emulator_available():
         pytest.skip("no host C++ compiler for the emulator")

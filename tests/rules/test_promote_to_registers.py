@@ -6,15 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kir.frontends.cuda import load_cuda
+from kir.rewrites.promote_to_registers import RULES
+
+from kir.driver.rulecheck import sweep
 from kir.interp import run_kernel
 from kir.ir import Launch
-from kir.printer import print_kernel
-from kir.rulecheck import sweep
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import NotApplicable, RuleContext
-from kir.verify import verify
-from rewrites.promote_to_registers import RULES
 
 RULE = RULES[0]
 DATA = Path(__file__).parent / "data"
@@ -261,8 +261,8 @@ FA_PREFIX = ["split-shared{buffer=sram}", "interchange-loops{loop=L0}",
 
 
 def _fa_rewritten(steps, sizes):
-    from kir.load import load_kernel
-    from kir.registry import load_registry
+    from kir.driver.load import load_kernel
+    from kir.driver.registry import load_registry
     from kir.rules import apply_trace, context_for, parse_step
 
     registry = load_registry(plugins=False)
@@ -276,8 +276,8 @@ def _fa_rewritten(steps, sizes):
 @pytest.mark.parametrize("buffers", [["sram_Qi"], ["sram_S"], ["sram_Qi", "sram_S"]],
                          ids=["Qi", "S", "Qi+S"])
 def test_flash_shared_rows_keep_results(sizes, buffers):
-    from kir.check import compare_outputs
-    from kir.targets import copy_inputs, reference_outputs, run_interp
+    from kir.driver.targets import copy_inputs, reference_outputs, run_interp
+    from kir.spec.compare import compare_outputs
 
     steps = FA_PREFIX + [f"promote-to-registers{{buffer={b}}}" for b in buffers]
     loaded, out = _fa_rewritten(steps, sizes)

@@ -1,9 +1,9 @@
 """resize-block: a blockDim-generic kernel gets another block size."""
 
 import numpy as np
+from kir.rewrites.parallel.resize_block import ResizeBlock
 from parallel_common import kernel, same_outputs, sweep_examples
 
-from kir.rewrites.resize_block import ResizeBlock
 from kir.rules import NotApplicable, RuleContext
 
 RULE = ResizeBlock()

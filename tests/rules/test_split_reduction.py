@@ -1,9 +1,9 @@
 """split-reduction: a redundant serial reduction is spread over the warp's lanes."""
 
 import numpy as np
+from kir.rewrites.split_reduction import SplitReduction
 from parallel_common import kernel, same_outputs, sweep_examples, text
 
-from kir.rewrites.split_reduction import SplitReduction
 from kir.rules import NotApplicable, RuleContext
 
 RULE = SplitReduction()

@@ -6,15 +6,15 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+from kir.frontends.cuda import load_cuda
+from kir.rewrites.stage_in_shared import RULES
 from loop_sizes import sweep_summary
 
-from kir.frontends.cuda import load_cuda
 from kir.interp import run_kernel
 from kir.ir import Launch
-from kir.printer import print_kernel
-from kir.rewrites.stage_in_shared import RULES
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import NotApplicable, RuleContext
-from kir.verify import verify
 
 RULE = RULES[0]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -97,9 +97,9 @@ def test_refusals():
 
 
 def test_layernorm_gamma_beta():
-    from kir.load import load_kernel
-    from kir.rulecheck import context_for
-    from kir.targets import copy_inputs, run_interp
+    from kir.driver.load import load_kernel
+    from kir.driver.rulecheck import context_for
+    from kir.driver.targets import copy_inputs, run_interp
 
     loaded = load_kernel(EXAMPLES / "layernorm.cu", sizes={"rows": 3, "cols": 37})
     ctx = context_for(loaded)

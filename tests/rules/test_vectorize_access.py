@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from kir.frontends.cuda import load_cuda
+from kir.rewrites.vectorize.vectorize_access import RULES
+
+from kir.driver.rulecheck import sweep
 from kir.interp import run_kernel
 from kir.ir import Launch
-from kir.printer import print_kernel
-from kir.rulecheck import sweep
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
 from kir.rules import NotApplicable, RuleContext
-from kir.verify import verify
-from rewrites.vectorize_access import RULES
 
 RULE = RULES[0]
 EXAMPLES = Path(__file__).parents[2] / "examples"

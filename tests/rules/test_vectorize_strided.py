@@ -10,20 +10,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kir.frontends.cuda import load_cuda
+from kir.rewrites.vectorize.vectorize_strided import RULES
 from loop_sizes import SIZE_SETS
 
-from kir.check import compare_outputs
-from kir.frontends.cuda import load_cuda
+from kir.driver.load import load_kernel
+from kir.driver.rulecheck import context_for, example_files, sweep
+from kir.driver.targets import copy_inputs, run_interp
 from kir.interp import run_kernel
 from kir.ir import Launch, Load
-from kir.load import load_kernel
-from kir.printer import print_kernel
-from kir.rulecheck import context_for, example_files, sweep
+from kir.ir.printer import print_kernel
+from kir.ir.types import VectorType
+from kir.ir.verify import verify
 from kir.rules import NotApplicable, RuleContext
-from kir.targets import copy_inputs, run_interp
-from kir.types import VectorType
-from kir.verify import verify
-from rewrites.vectorize_strided import RULES
+from kir.spec.compare import compare_outputs
 
 RULE = RULES[0]
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -235,7 +235,8 @@ def test_layernorm_emitted_cuda_compiles(tmp_path):
 @pytest.mark.parametrize("target", ["emulate-metal", "emulate-cuda"])
 def test_layernorm_emitted_on_emulator(target):
     from kir.backends.emulate import emulator_available
-    from kir.targets import TARGETS
+
+    from kir.driver.targets import TARGETS
 
     available, why = emulator_available()
     if not available:

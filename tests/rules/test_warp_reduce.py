@@ -1,9 +1,9 @@
 """warp-reduce: shuffle butterflies and shared-memory trees become WarpReduce."""
 
 import numpy as np
+from kir.rewrites.warp_reduce import WarpReduceRule
 from parallel_common import kernel, same_outputs, sweep_examples, text
 
-from kir.rewrites.warp_reduce import WarpReduceRule
 from kir.rules import NotApplicable, RuleContext
 
 RULE = WarpReduceRule()

@@ -18,9 +18,9 @@ import time
 from typing import Mapping
 
 from kir.ir import Binary, Block, Const, For, Kernel, Launch, Param, Store, Var, transform
+from kir.ir.types import BOOL, F32, I32, PointerType
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
 from kir.search import Evaluation
-from kir.types import BOOL, F32, I32, PointerType
 
 
 def toy_kernel() -> Kernel:

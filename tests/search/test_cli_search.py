@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from kir.cli import main
 from kir.commands import compile_search
+from kir.commands.main import main
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
 from kir.ir import Call, Kernel
-from kir.load import load_kernel
-from kir.printer import print_kernel
-from kir.registry import load_registry
+from kir.ir.printer import print_kernel
 from kir.rules import RuleContext, context_for
 from kir.search import Evaluation, TuningDB
 from kir.search.hints import attention_nest, hints, matmul_nest, recurrence_loops
@@ -44,7 +44,7 @@ class StandInEvaluator:
         self.loaded = loaded
 
     def evaluate(self, kernel: Kernel) -> Evaluation:
-        from kir.targets import check_on_target
+        from kir.driver.targets import check_on_target
 
         outcome = check_on_target(dataclasses.replace(self.loaded, kernel=kernel), "interp")
         if not outcome.result.ok:
@@ -57,7 +57,7 @@ class StandInEvaluator:
 @pytest.fixture(autouse=True)
 def evaluator(monkeypatch):
     try:
-        import kir.search.evaluators  # noqa: F401
+        import kir.measure.evaluators  # noqa: F401
     except ImportError:
         monkeypatch.setattr(compile_search, "make_evaluator",
                             lambda loaded, target: StandInEvaluator(loaded))
@@ -284,8 +284,8 @@ SMALL = {"flash_attn": {"H": 1, "N": 64}, "softmax": {}, "layernorm": {}, "sgemm
 def test_every_hint_of_every_example_is_a_valid_kernel(name):
     """The hints are the search's first candidates: each must apply strictly and compute what
     the unrewritten kernel computes (default and ragged sizes, two seeds)."""
+    from kir.measure.evaluators import ModelEvaluator
     from kir.rules import apply_trace
-    from kir.search.evaluators import ModelEvaluator
 
     loaded = load_kernel(EXAMPLES / f"{name}.cu", sizes=SMALL[name])
     registry = load_registry()

@@ -18,8 +18,15 @@ from pathlib import Path
 import pytest
 
 from kir.errors import KirError
-from kir.search import (Evaluation, FunctionEvaluator, SearchConfig, TuningDB, TuningKey,
-                        default_db_path, search)
+from kir.search import (
+    Evaluation,
+    FunctionEvaluator,
+    SearchConfig,
+    TuningDB,
+    TuningKey,
+    default_db_path,
+    search,
+)
 from kir.search.db import SCHEMA_VERSION
 
 from .search_toy import CTX, toy_evaluate, toy_kernel, toy_registry

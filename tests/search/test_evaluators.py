@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from kir import ir
-from kir.load import load_kernel
+from kir.driver.load import load_kernel
+from kir.ir.types import F32
+from kir.measure.cpu_pool import CheckPool
+from kir.measure.evaluators import MLXEvaluator, ModelEvaluator, build_cases
 from kir.search import Evaluation, Evaluator
-from kir.search.evalpool import CheckPool
-from kir.search.evaluators import MLXEvaluator, ModelEvaluator, build_cases
-from kir.types import F32
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SIZES = {"rows": 8, "cols": 100}
@@ -217,6 +217,7 @@ def test_mlx_evaluator_times_the_baseline(loaded):
 
 def test_check_sizes_equal_to_the_compiled_ones_still_validate_a_specialized_kernel(loaded):
     from kir.rewrites.specialize_param import RULES
+
     from kir.rules import apply_trace, context_for, parse_step
 
     registry = {rule.name: rule for rule in RULES}
@@ -236,7 +237,7 @@ def test_check_sizes_equal_to_the_compiled_ones_still_validate_a_specialized_ker
 def test_nvidia_gpu_name_comes_from_the_driver_tool(tmp_path, monkeypatch):
     """This machine has no NVIDIA GPU, so a stand-in ``nvidia-smi`` on PATH prints what the
     real one prints for two GPUs; the name follows CUDA_VISIBLE_DEVICES."""
-    from kir.search.evaluators import nvidia_gpu_name
+    from kir.measure.evaluators import nvidia_gpu_name
 
     tool = tmp_path / "nvidia-smi"
     tool.write_text("#!/bin/sh\nprintf 'NVIDIA H200\\nNVIDIA A100-SXM4-80GB\\n'\n")
@@ -259,7 +260,7 @@ def test_specialize_then_coarsen_is_validated_at_its_own_sizes():
     guard, so "stopped reading n" no longer shows the specialization — the launch's
     ``specialized`` mark does, and the ragged size (n=12345, where the baked value reads out
     of bounds) is not tried."""
-    from kir.registry import load_registry
+    from kir.driver.registry import load_registry
     from kir.rules import apply_trace, context_for, parse_step
 
     reduce = load_kernel(EXAMPLES / "reduce.cu", sizes={"n": 100000})

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from kir.load import load_kernel
+from kir.driver.load import load_kernel
+from kir.measure.evaluators import MLXEvaluator
+from kir.measure.gpu.jobs import EmulatorRunner, GpuJob
+from kir.measure.gpu.lock import GpuLock
+from kir.measure.gpu.pool import GpuPool
 from kir.rules import RuleContext, parse_step
 from kir.search import SearchConfig, search
-from kir.search.evaluators import MLXEvaluator
-from kir.search.gpu_jobs import EmulatorRunner, GpuJob
-from kir.search.gpu_lock import GpuLock
-from kir.search.gpu_pool import GpuPool
 
 from .test_gpu_worker import PlantedRunner, PlantFault
 

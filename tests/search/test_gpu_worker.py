@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kir.load import load_kernel
+from kir.driver.load import load_kernel
+from kir.measure.evaluators import MLXEvaluator
+from kir.measure.gpu.worker import EmulatorRunner, GpuJob, GpuWorker, is_fatal_gpu_error, run_job
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext, parse_step
 from kir.search import SearchConfig, search
-from kir.search.evaluators import MLXEvaluator
-from kir.search.gpu_worker import (EmulatorRunner, GpuJob, GpuWorker, is_fatal_gpu_error,
-                                   run_job)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SIZES = {"rows": 8, "cols": 100}

@@ -10,8 +10,17 @@ import pytest
 
 from kir.errors import KirError
 from kir.rules import RuleContext, Step, apply_trace, parse_step
-from kir.search import (BatchFunctionEvaluator, Evaluation, FunctionEvaluator, SearchConfig,
-                        crossover, mutate, random_genome, random_step, search)
+from kir.search import (
+    BatchFunctionEvaluator,
+    Evaluation,
+    FunctionEvaluator,
+    SearchConfig,
+    crossover,
+    mutate,
+    random_genome,
+    random_step,
+    search,
+)
 from kir.search.genome import all_steps, kernels_before
 
 from .search_toy import CTX, Explode, toy_evaluate, toy_kernel, toy_registry

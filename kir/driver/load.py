@@ -1,0 +1,140 @@
+"""From a file on disk to a kernel: CUDA source or IR text, with its spec bound to sizes.
+
+This is the one place that wires the frontend, the IR parser and the spec together; the CLI,
+the rule tester and the search all start here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kir.errors import KirError
+from kir.ir import Kernel
+from kir.spec import BoundSpec, Spec, find_spec, load_spec
+
+CUDA_SUFFIXES = (".cu", ".cuh")
+IR_SUFFIXES = (".kir",)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A kernel ready to run: the IR, its bound spec (None without a spec), and where it came
+    from (``path``; ``source`` holds the file's text)."""
+
+    kernel: Kernel
+    bound: BoundSpec | None
+    path: Path
+    source: str
+
+    @property
+    def spec(self) -> Spec | None:
+        return self.bound.spec if self.bound else None
+
+
+def parse_size_overrides(items: list[str] | None) -> dict[str, int]:
+    """``["N=4096", "D=64"]`` → ``{"N": 4096, "D": 64}``; bad items raise KirError."""
+    sizes: dict[str, int] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise KirError(f"bad --size {item!r}",
+                           hint="write --size NAME=VALUE, e.g. --size N=4096")
+        try:
+            sizes[name.strip()] = int(value)
+        except ValueError:
+            raise KirError(f"bad --size {item!r}: {value!r} is not an integer") from None
+    return sizes
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise KirError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise KirError(f"{path} is a directory, not a kernel file") from None
+    except OSError as exc:
+        raise KirError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def spec_for(path: Path, spec_path: str | Path | None) -> Spec | None:
+    """The spec named with ``--spec``, else the one beside the source, else None."""
+    if spec_path is not None:
+        return load_spec(Path(spec_path))
+    found = find_spec(path)
+    return load_spec(found) if found else None
+
+
+def load_kernel(
+    path: str | Path,
+    *,
+    spec_path: str | Path | None = None,
+    sizes: dict[str, int] | None = None,
+    kernel_name: str | None = None,
+) -> Loaded:
+    """Load ``path`` (``.cu`` CUDA or ``.kir`` IR text) with its spec bound to ``sizes``."""
+    path = Path(path)
+    text = read_text(path)
+    spec = spec_for(path, spec_path)
+    bound = spec.bind(sizes or {}) if spec else None
+    if sizes and not spec:
+        raise KirError(f"--size given but {path} has no spec",
+                       hint=f"write {path.with_suffix('.kir.toml').name} beside it or pass --spec")
+    if path.suffix in IR_SUFFIXES:
+        from kir.ir.parser import parse_kernel
+
+        # IR text carries its own launch (rules may have changed it); the spec's sizes are
+        # still what its grid expressions and scalar arguments are evaluated with.
+        kernel = parse_kernel(text, filename=str(path), locate_unmarked=True)
+        if bound is not None:
+            from kir.spec.index_range import check_index_range
+
+            check_spec_fits(kernel, bound.spec)
+            check_index_range(kernel, bound)
+        return Loaded(kernel, bound, path, text)
+    if path.suffix not in CUDA_SUFFIXES:
+        raise KirError(f"don't know how to read {path.name}",
+                       hint="kir reads CUDA (.cu, .cuh) and kir IR text (.kir)")
+    from kir.frontends.cuda import load_cuda
+
+    kernel = load_cuda(
+        text,
+        str(path),
+        kernel=kernel_name or (spec.kernel if spec else None),
+        template_values=bound.template_values() if bound else {},
+        launch=bound.launch() if bound else None,
+    )
+    if bound is not None:
+        from kir.spec.index_range import check_index_range
+
+        check_spec_fits(kernel, bound.spec)
+        check_index_range(kernel, bound)  # before any input is allocated or run
+    return Loaded(kernel, bound, path, text)
+
+
+def check_spec_fits(kernel: Kernel, spec: Spec) -> None:
+    """Raise a KirError at the spec's argument when its dtype or kind (buffer or scalar)
+    disagrees with the kernel's parameter: an ``f16`` spec for a ``float*`` would otherwise
+    make inputs of one type and run the kernel on them converted to another."""
+    from kir.ir.types import PointerType, VectorType
+
+    for param in kernel.params:
+        arg = spec.args.get(param.name)
+        if arg is None:
+            continue  # a missing argument is reported where the inputs are bound
+        if param.is_buffer != arg.is_buffer:
+            what = "a buffer (pointer)" if param.is_buffer else "a scalar"
+            fix = 'give it shape = [...]' if param.is_buffer else 'give it value = "..."'
+            raise spec.error(f"argument {param.name!r}: the kernel's parameter is {what} "
+                             f"({param.type}), the spec says otherwise", "args", param.name,
+                             hint=fix)
+        elem = param.type.elem if isinstance(param.type, PointerType) else param.type
+        if isinstance(elem, VectorType):
+            elem = elem.elem  # a float4* buffer holds f32 elements
+        if arg.dtype is not None and arg.dtype != getattr(elem, "name", arg.dtype):
+            raise spec.error(f"argument {param.name!r}: dtype {arg.dtype!r} in the spec, but "
+                             f"the kernel's parameter is {param.type}", "args", param.name,
+                             "dtype", hint=f'write dtype = "{elem}" (kir does not convert '
+                                           "between them)")
+

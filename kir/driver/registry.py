@@ -1,0 +1,157 @@
+"""Finding rules: the built-in catalog, installed plug-ins and a user's own files.
+
+* every module in :mod:`kir.rewrites` that defines ``RULES`` (a list of rule objects),
+* every ``*.rules`` file shipped in :mod:`kir.rewrites` (declarative rules),
+* entry points in the group ``kir.rules`` (each loads to a list of rules, a rule, or a
+  module with ``RULES``),
+* ``--rules PATH``: a Python file with ``RULES`` or a ``.rules`` file.
+
+Names must be unique; a clash is an error that names both origins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import pkgutil
+import sys
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Iterable
+
+from kir.errors import KirError
+from kir.rules import Rule
+
+ENTRY_POINT_GROUP = "kir.rules"
+
+
+class Registry(dict):
+    """``name -> rule`` with the origin of each rule kept for messages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.origins: dict[str, str] = {}
+
+    def add(self, rule: Rule, origin: str) -> None:
+        if not isinstance(rule, Rule):
+            raise KirError(f"{origin}: {rule!r} is not a rule",
+                           hint="a rule has name, site_key, params, sites() and apply()")
+        if rule.name in self:
+            raise KirError(f"rule {rule.name!r} from {origin} clashes with the one from "
+                           f"{self.origins[rule.name]}", hint="rename one of them")
+        self[rule.name] = rule
+        self.origins[rule.name] = origin
+
+    def add_all(self, rules: Iterable[Rule], origin: str) -> None:
+        for rule in rules:
+            self.add(rule, origin)
+
+    def fingerprint(self) -> str:
+        """A hash of every rule's name and source (its module's file, or a declarative
+        rule's text): a changed rule, built in or the user's, changes it."""
+        digest = hashlib.sha256()
+        for name in sorted(self):
+            digest.update(f"\0{name}\0".encode() + rule_source(self[name]))
+        return digest.hexdigest()[:16]
+
+
+def rule_source(rule: Rule) -> bytes:
+    """The source a rule's behaviour comes from, as bytes: a declarative rule's own text, or
+    the file of the module that defines a Python rule's class (its representation when the
+    file cannot be read)."""
+    text = getattr(rule, "text", None)
+    if isinstance(text, str):
+        return text.encode()
+    module = sys.modules.get(type(rule).__module__)
+    file = getattr(module, "__file__", None)
+    if file:
+        try:
+            return Path(file).read_bytes()
+        except OSError:
+            pass
+    return repr(rule).encode()
+
+
+def _rules_of(obj: object, origin: str) -> list[Rule]:
+    if isinstance(obj, Rule):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return list(obj)
+    if hasattr(obj, "RULES"):
+        return list(obj.RULES)  # type: ignore[attr-defined]
+    raise KirError(f"{origin} provides no rules (expected a rule, a list, or a module with RULES)")
+
+
+def load_rules_file(path: Path) -> list[Rule]:
+    """Rules from a user's file: ``.rules`` (declarative) or ``.py`` (a module with RULES)."""
+    if not path.exists():
+        raise KirError(f"no such rules file: {path}")
+    if path.suffix == ".rules":
+        from kir.rules.pattern import parse_rules
+
+        return parse_rules(path.read_text(), str(path))
+    if path.suffix == ".py":
+        spec = importlib.util.spec_from_file_location(f"kir_user_rules_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise KirError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except KirError:
+            raise
+        except Exception as exc:
+            raise KirError(f"{path}: importing the rule module failed: "
+                           f"{type(exc).__name__}: {exc}") from None
+        return _rules_of(module, str(path))
+    raise KirError(f"don't know how to load rules from {path.name}",
+                   hint="use a .rules file or a .py module defining RULES")
+
+
+def builtin_rules() -> list[tuple[Rule, str]]:
+    """The catalog shipped in kir.rewrites, in a stable (sorted) order."""
+    import kir.rewrites as package
+
+    found: list[tuple[Rule, str]] = []
+    # Rule families are subpackages (rewrites/vectorize/, ...): walk them too. Modules whose
+    # name starts with "_" and family helpers (no RULES) contribute nothing.
+    modules = pkgutil.walk_packages(package.__path__, prefix="kir.rewrites.")
+    for info in sorted(modules, key=lambda m: m.name):
+        if info.name.rsplit(".", 1)[-1].startswith("_") or info.ispkg:
+            continue
+        module = importlib.import_module(info.name)
+        for rule in getattr(module, "RULES", []):
+            found.append((rule, info.name))
+    files = resources.files("kir.rewrites")
+    for entry in sorted(files.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".rules"):
+            from kir.rules.pattern import parse_rules
+
+            for rule in parse_rules(entry.read_text(), f"rewrites/{entry.name}"):
+                found.append((rule, f"rewrites/{entry.name}"))
+    return found
+
+
+def plugin_rules() -> list[tuple[Rule, str]]:
+    found: list[tuple[Rule, str]] = []
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        origin = f"entry point {ep.name} ({ep.value})"
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise KirError(f"{origin} failed to load: {type(exc).__name__}: {exc}") from None
+        found.extend((rule, origin) for rule in _rules_of(obj, origin))
+    return found
+
+
+def load_registry(extra_paths: Iterable[str | Path] = (), *, plugins: bool = True) -> Registry:
+    """All rules: built-in, plug-ins (unless ``plugins`` is False) and ``extra_paths``."""
+    registry = Registry()
+    for rule, origin in builtin_rules():
+        registry.add(rule, origin)
+    if plugins:
+        for rule, origin in plugin_rules():
+            registry.add(rule, origin)
+    for path in extra_paths:
+        registry.add_all(load_rules_file(Path(path)), str(path))
+    return registry

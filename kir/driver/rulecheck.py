@@ -1,0 +1,117 @@
+"""Checking rules against kernels: every site, every parameter value, compared with the
+original kernel on the interpreter. Used by ``kir rules test`` and by kir's own soundness tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping
+
+from kir.driver.load import Loaded, load_kernel
+from kir.driver.targets import copy_inputs, run_interp
+from kir.errors import KirError
+from kir.ir.verify import verify
+from kir.rules import NotApplicable, Rule, Step, context_for
+from kir.spec.compare import compare_outputs
+
+
+@dataclass(frozen=True)
+class Application:
+    """One (rule, site, params) tried on one kernel at one size set."""
+
+    kernel_file: str
+    sizes: Mapping[str, int]
+    step: Step
+    status: str  # "same", "changed" (outputs differ), "not-applicable", "error"
+    detail: str = ""
+
+
+def default_examples_dir() -> Path:
+    """``./examples`` when run from a checkout, else the examples beside the kir package."""
+    here = Path.cwd() / "examples"
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parent.parent / "examples"
+
+
+def example_files(folder: Path) -> list[Path]:
+    """CUDA files in ``folder`` that have a spec beside them."""
+    return sorted(p for p in folder.glob("*.cu") if p.with_suffix(".kir.toml").exists())
+
+
+
+
+def steps_of(rule: Rule, kernel) -> Iterator[Step]:
+    """Every (site, parameter combination) of ``rule`` on ``kernel``."""
+    names = [p.name for p in rule.params]
+    for site in rule.sites(kernel):
+        for values in itertools.product(*(p.choices for p in rule.params)):
+            yield Step(rule.name, site, tuple(zip(names, values)), rule.site_key)
+
+
+def check_step(loaded: Loaded, rule: Rule, step: Step, inputs: dict,
+               expected: dict) -> Application:
+    """Apply one step and compare the result with ``expected`` (the original's outputs)."""
+    sizes = dict(loaded.bound.sizes)
+    try:
+        result = rule.apply(loaded.kernel, step.site, step.param_dict, context_for(loaded))
+        if isinstance(result, NotApplicable):
+            return Application(str(loaded.path), sizes, step, "not-applicable", result.reason)
+        verify(result)
+        got = run_interp(dataclasses.replace(loaded, kernel=result), copy_inputs(inputs))
+    except KirError as exc:
+        return Application(str(loaded.path), sizes, step, "error", str(exc).splitlines()[0])
+    bound = loaded.bound
+    outcome = compare_outputs(got, expected,
+                              lambda out: bound.tolerance(bound.spec.args[out].dtype))
+    if outcome.ok:
+        return Application(str(loaded.path), sizes, step, "same")
+    return Application(str(loaded.path), sizes, step, "changed", outcome.describe())
+
+
+def sweep(rules: Iterable[Rule], files: Iterable[Path],
+          size_sets: Mapping[str, list[dict[str, int]]] | None = None) -> list[Application]:
+    """Apply every rule at every site with every parameter value to every file, at each of
+    the file's size sets (default: the spec's defaults and its ragged sizes)."""
+    rules = list(rules)
+    results: list[Application] = []
+    for path in files:
+        first = load_kernel(path)
+        sets = (size_sets or {}).get(path.name)
+        if sets is None:
+            sets = [{}] + ([dict(first.spec.ragged)] if first.spec and first.spec.ragged else [])
+        for sizes in sets:
+            loaded = load_kernel(path, sizes=sizes)
+            inputs = loaded.bound.make_inputs(0)
+            expected = run_interp(loaded, copy_inputs(inputs))
+            for rule in rules:
+                for step in steps_of(rule, loaded.kernel):
+                    results.append(check_step(loaded, rule, step, inputs, expected))
+    return results
+
+
+def report_rules_file(registry, path: Path, examples: str | None) -> int:
+    """``kir rules test PATH``: sweep the rules defined in PATH over the examples."""
+    from kir.driver.registry import load_rules_file
+
+    names = {r.name for r in load_rules_file(path)}
+    rules = [registry[n] for n in sorted(names)]
+    files = example_files(Path(examples) if examples else default_examples_dir())
+    if not files:
+        raise KirError("no examples with specs found", hint="pass --examples DIR")
+    results = sweep(rules, files)
+    counts: dict[str, int] = {}
+    for app in results:
+        counts[app.status] = counts.get(app.status, 0) + 1
+        if app.status in ("changed", "error"):
+            sizes = ", ".join(f"{k}={v}" for k, v in app.sizes.items())
+            print(f"{app.status.upper()}: {app.step} on {Path(app.kernel_file).name} ({sizes})")
+            print("    " + app.detail.replace("\n", "\n    "))
+    applied = counts.get("same", 0) + counts.get("changed", 0)
+    print(f"{len(rules)} rule(s), {len(files)} kernel(s): {applied} applications checked, "
+          f"{counts.get('same', 0)} kept results, {counts.get('changed', 0)} changed results, "
+          f"{counts.get('error', 0)} errors, {counts.get('not-applicable', 0)} not applicable")
+    return 1 if counts.get("changed") or counts.get("error") else 0

@@ -1,0 +1,520 @@
+"""kir IR: immutable, typed, structured nodes close to what a CUDA author wrote.
+
+Every node is a frozen, slotted dataclass with structural equality and hash. Source
+locations (``loc``) ride along for dumps and errors but take no part in equality, so two
+kernels that differ only in where their statements came from are the same kernel.
+
+Conventions the rest of kir relies on:
+
+* Every expression carries its ``type``; the frontend inserts explicit :class:`Cast` nodes
+  so both operands of a :class:`Binary` have one type (C's usual arithmetic conversions
+  already applied). Comparisons and ``&&``/``||`` have type ``bool``.
+* Memory is named, not pointed at: :class:`Load` / :class:`Store` / :class:`Atomic` name a
+  buffer (a kernel parameter or an :class:`Alloc`) and an element index. CUDA pointer
+  variables are lowered to integer offsets into their root buffer. A load or store whose
+  ``type`` is a :class:`VectorType` moves ``count`` consecutive elements starting at
+  ``index`` (index counted in the buffer's scalar elements).
+* Local variable names are unique within a kernel (the frontend renames shadowed names).
+* Launch grid dimensions are size expressions (strings over the spec's named sizes);
+  block dimensions and dynamic shared bytes are concrete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+from kir.errors import Loc
+from kir.ir.types import (
+    BOOL,
+    F32,
+    I32,
+    U32,
+    MatrixType,
+    PointerType,
+    ScalarType,
+    Type,
+    VectorType,
+)
+
+ValueType = Union[ScalarType, VectorType]
+
+
+class Node:
+    """Base of all IR nodes: generic traversal over child nodes."""
+
+    __slots__ = ()
+
+    def children(self) -> tuple["Node", ...]:
+        """Direct child nodes, in field order (tuples of nodes are flattened)."""
+        out: list[Node] = []
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, Node):
+                out.append(value)
+            elif isinstance(value, tuple):
+                out.extend(v for v in value if isinstance(v, Node))
+        return tuple(out)
+
+    def with_children(self, new: tuple["Node", ...] | list["Node"]) -> "Node":
+        """A copy with child nodes replaced, in the order :meth:`children` gives them."""
+        it = iter(new)
+        changes = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, Node):
+                changes[f.name] = next(it)
+            elif isinstance(value, tuple) and any(isinstance(v, Node) for v in value):
+                changes[f.name] = tuple(next(it) if isinstance(v, Node) else v for v in value)
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def walk(self) -> Iterator["Node"]:
+        """Pre-order traversal of this node and all descendants (iterative, no recursion)."""
+        stack: list[Node] = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children()))
+
+
+def node(cls):
+    """Decorator: make ``cls`` a frozen, slotted, structurally compared IR node."""
+    return dataclass(frozen=True, slots=True)(cls)
+
+
+def _loc() -> Loc | None:
+    return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+class Expr(Node):
+    __slots__ = ()
+    type: Type
+
+
+@node
+class Const(Expr):
+    """A literal. ``value`` is a Python int, float or bool; floats may be inf/-inf/nan."""
+
+    value: int | float | bool
+    type: ScalarType
+
+
+@node
+class Var(Expr):
+    """A local variable or a scalar kernel parameter."""
+
+    name: str
+    type: Type
+
+
+SPECIAL_KINDS = ("thread", "block", "block_dim", "grid_dim", "lane", "warp", "warp_size")
+
+
+@node
+class Special(Expr):
+    """A hardware index: ``thread.x`` (threadIdx.x), ``block.y`` (blockIdx.y),
+    ``block_dim.x``, ``grid_dim.z``, ``lane`` (lane in warp/SIMD-group), ``warp`` (warp index
+    in block) and ``warp_size``. ``axis`` is "x"/"y"/"z", or "" for lane/warp/warp_size."""
+
+    kind: str
+    axis: str = ""
+    type: ScalarType = U32
+
+
+@node
+class Load(Expr):
+    """Read ``buffer[index]``; a vector ``type`` reads that many consecutive elements."""
+
+    buffer: str
+    index: Expr
+    type: ValueType
+
+
+UNARY_OPS = ("-", "!", "~")
+
+
+@node
+class Unary(Expr):
+    op: str
+    operand: Expr
+    type: ScalarType
+
+
+BINARY_OPS = ("+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^",
+              "&&", "||", "==", "!=", "<", "<=", ">", ">=")
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+@node
+class Binary(Expr):
+    """C arithmetic on same-typed operands; C semantics (integer division truncates, i32
+    wraps, shifts mask nothing). Vector operands apply element-wise."""
+
+    op: str
+    left: Expr
+    right: Expr
+    type: ValueType
+
+
+@node
+class Select(Expr):
+    """``cond ? if_true : if_false`` (both arms evaluated; no side effects in kir exprs)."""
+
+    cond: Expr
+    if_true: Expr
+    if_false: Expr
+    type: ValueType
+
+
+@node
+class Cast(Expr):
+    """C conversion of ``value`` to ``type`` (float to int truncates toward zero)."""
+
+    value: Expr
+    type: ValueType
+
+
+INTRINSICS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "max", "min", "abs", "tanh",
+              "pow", "erf", "fma", "sin", "cos", "floor", "ceil")
+
+
+@node
+class Call(Expr):
+    """A math intrinsic from :data:`INTRINSICS`. ``fast`` asks for the fast, less precise
+    form (CUDA ``__expf``, Metal ``metal::fast::exp``)."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    type: ValueType
+    fast: bool = False
+
+
+SHUFFLE_MODES = ("idx", "xor", "down", "up")
+
+
+@node
+class Shuffle(Expr):
+    """Warp shuffle: ``__shfl_{sync,xor_sync,down_sync,up_sync}(mask, value, lane, width)``.
+    ``mode`` is idx/xor/down/up; ``lane`` is the source lane, xor mask or delta."""
+
+    mode: str
+    value: Expr
+    lane: Expr
+    type: ValueType
+    width: int = 32
+
+
+@node
+class WarpReduce(Expr):
+    """Reduce ``value`` over the active lanes of a warp (sum/max/min); every lane gets the
+    result (Metal ``simd_sum``/``simd_max``; CUDA a shuffle butterfly)."""
+
+    op: str
+    value: Expr
+    type: ScalarType
+
+
+@node
+class MakeVector(Expr):
+    elems: tuple[Expr, ...]
+    type: VectorType
+
+
+@node
+class Component(Expr):
+    """Element ``index`` (0..3 for .x .y .z .w) of a vector."""
+
+    vector: Expr
+    index: int
+    type: ScalarType
+
+
+# ------------------------------------------------------------------------------ statements
+
+
+class Stmt(Node):
+    __slots__ = ()
+    loc: Loc | None
+
+
+@node
+class Block(Stmt):
+    stmts: tuple[Stmt, ...] = ()
+    loc: Loc | None = _loc()
+
+
+@node
+class Declare(Stmt):
+    """Declare a local scalar or vector variable, optionally initialized."""
+
+    name: str
+    type: ValueType
+    init: Expr | None = None
+    loc: Loc | None = _loc()
+
+
+@node
+class Assign(Stmt):
+    name: str
+    value: Expr
+    loc: Loc | None = _loc()
+
+
+@node
+class Store(Stmt):
+    """Write ``buffer[index] = value``; a vector value writes consecutive elements."""
+
+    buffer: str
+    index: Expr
+    value: Expr
+    loc: Loc | None = _loc()
+
+
+LOOP_KINDS = ("serial", "unroll")
+
+
+@node
+class For(Stmt):
+    """``for (type var = init; cond; var = update) body`` with a stable ``label`` (L0, L1, ...
+    in source order). ``kind`` is serial or unroll (a rule's decision); ``unroll`` keeps a
+    ``#pragma unroll [N]`` hint from the source (0 = full, None = none)."""
+
+    label: str
+    var: str
+    type: ScalarType
+    init: Expr
+    cond: Expr
+    update: Expr
+    body: Block
+    kind: str = "serial"
+    unroll: int | None = None
+    loc: Loc | None = _loc()
+
+
+@node
+class While(Stmt):
+    """``while (cond) body``, or ``do body while (cond)`` when ``test_first`` is False."""
+
+    cond: Expr
+    body: Block
+    test_first: bool = True
+    loc: Loc | None = _loc()
+
+
+@node
+class If(Stmt):
+    cond: Expr
+    then: Block
+    orelse: Block | None = None
+    loc: Loc | None = _loc()
+
+
+@node
+class Barrier(Stmt):
+    """``__syncthreads()`` (scope block) or ``__syncwarp()`` (scope warp)."""
+
+    scope: str = "block"
+    loc: Loc | None = _loc()
+
+
+ATOMIC_OPS = ("add", "max", "min", "exch")
+
+
+@node
+class Atomic(Stmt):
+    """Atomic read-modify-write of ``buffer[index]``; the old value goes to the already
+    declared local ``result`` when one is named."""
+
+    op: str
+    buffer: str
+    index: Expr
+    value: Expr
+    result: str | None = None
+    loc: Loc | None = _loc()
+
+
+@node
+class Alloc(Stmt):
+    """A shared (per block) or local (per thread) array of ``size`` elements. A ``dynamic``
+    shared array is CUDA's ``extern __shared__``; its size comes from the launch."""
+
+    name: str
+    elem: ScalarType | VectorType
+    size: int
+    space: str = "shared"
+    dynamic: bool = False
+    loc: Loc | None = _loc()
+
+
+@node
+class Return(Stmt):
+    loc: Loc | None = _loc()
+
+
+@node
+class Break(Stmt):
+    loc: Loc | None = _loc()
+
+
+@node
+class Continue(Stmt):
+    loc: Loc | None = _loc()
+
+
+# ------------------------------------------------------------------------ matrix fragments
+# A fragment (type MatrixType) is held cooperatively by the 32 lanes of a warp / SIMD-group:
+# every matrix statement must be reached by all lanes of the warp together (the verifier
+# rejects one under lane-divergent control flow). Fragments live in their own namespace of
+# local names (unique within the kernel like every local) and appear only in these
+# statements, never in expressions.
+
+
+@node
+class MatrixFill(Stmt):
+    """Declare fragment ``name`` of ``type`` with every element ``value`` (Metal
+    ``make_filled_simdgroup_matrix``, CUDA ``wmma::fill_fragment``)."""
+
+    name: str
+    type: MatrixType
+    value: Expr
+    loc: Loc | None = _loc()
+
+
+@node
+class MatrixLoad(Stmt):
+    """Declare fragment ``name`` of ``type`` loaded from ``buffer`` (global or shared):
+    element (i, j) is ``buffer[index + i * stride + j]``, or with ``transpose``
+    ``buffer[index + j * stride + i]`` (Metal ``simdgroup_load``, CUDA
+    ``wmma::load_matrix_sync``)."""
+
+    name: str
+    type: MatrixType
+    buffer: str
+    index: Expr
+    stride: Expr
+    transpose: bool = False
+    loc: Loc | None = _loc()
+
+
+@node
+class MatrixMultiplyAccumulate(Stmt):
+    """``acc = a · b + acc`` on fragments (Metal ``simdgroup_multiply_accumulate``, CUDA
+    ``wmma::mma_sync``); ``acc`` must be a fragment declared earlier."""
+
+    acc: str
+    a: str
+    b: str
+    loc: Loc | None = _loc()
+
+
+@node
+class MatrixStore(Stmt):
+    """Write fragment ``name`` to ``buffer``: element (i, j) goes to
+    ``buffer[index + i * stride + j]`` (Metal ``simdgroup_store``, CUDA
+    ``wmma::store_matrix_sync``)."""
+
+    buffer: str
+    index: Expr
+    stride: Expr
+    name: str
+    loc: Loc | None = _loc()
+
+
+MATRIX_STMTS = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
+
+
+# ---------------------------------------------------------------------------------- kernel
+
+
+@node
+class Param(Node):
+    """A kernel parameter: a buffer (``PointerType``) or a scalar passed by value."""
+
+    name: str
+    type: Type
+
+    @property
+    def is_buffer(self) -> bool:
+        return isinstance(self.type, PointerType)
+
+
+@node
+class Launch(Node):
+    """How the kernel is launched: ``grid`` in blocks, as size expressions in the spec's
+    expression language (``"B"``, ``"ceil(N / 32)"``; see :mod:`kir.spec.sizeexpr`), ``block``
+    threads per block, ``shared_bytes`` of dynamic shared memory. ``specialized`` says a rule
+    baked a count computed at the spec's sizes into the kernel (a guard, a grid size): it is
+    right at those sizes only, and validation does not try it at others."""
+
+    grid: tuple[str, str, str]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+    specialized: bool = False
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+@node
+class Kernel(Node):
+    name: str
+    params: tuple[Param, ...]
+    body: Block
+    launch: Launch
+    source: str | None = field(default=None, compare=False)
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def fingerprint(self) -> str:
+        """A stable content hash (sha256 of the location-free IR text), for databases and
+        deduplication across processes (Python's ``hash`` is salted per process)."""
+        from kir.ir.printer import print_kernel
+
+        text = print_kernel(self, locations=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------- utilities
+
+
+def const(value: int | float | bool, type: ScalarType | None = None) -> Const:
+    """A literal with the obvious type (bool, i32 or f32) unless one is given."""
+    if type is None:
+        type = BOOL if isinstance(value, bool) else I32 if isinstance(value, int) else F32
+    return Const(value, type)
+
+
+def transform(node: Node, fn) -> Node:
+    """Rebuild ``node`` bottom-up, calling ``fn(n)`` on each rebuilt node; ``fn`` returns a
+    replacement or None to keep it. Iterative, so deep trees do not exhaust the stack."""
+    # Post-order with an explicit stack: (node, children_done).
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    results: list[Node] = []
+    while stack:
+        current, done = stack.pop()
+        if not done:
+            stack.append((current, True))
+            for child in reversed(current.children()):
+                stack.append((child, False))
+            continue
+        count = len(current.children())
+        if count:
+            new_children = results[-count:]
+            del results[-count:]
+            old = current.children()
+            if any(a is not b for a, b in zip(new_children, old)):
+                current = current.with_children(new_children)
+        replaced = fn(current)
+        results.append(current if replaced is None else replaced)
+    return results[0]
+
+
+def stmt_loc(stmt: Stmt) -> Loc | None:
+    return getattr(stmt, "loc", None)

@@ -1,0 +1,114 @@
+"""Verifier checks for matrix-fragment statements (:class:`kir.ir.MatrixFill` and friends).
+
+Two concerns: types and shapes agree (fragments are declared before use, never twice, ``acc =
+a · b + acc`` has matching shapes and element types, loads and stores name a buffer of the
+fragment's element type with integer index and stride), and — in :func:`lane_varying` — which
+values may differ between the lanes of one warp, for the check that no matrix statement sits
+under lane-divergent control flow (a fragment belongs to the whole warp).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kir.ir.nodes import (
+    Expr,
+    Load,
+    MatrixFill,
+    MatrixLoad,
+    MatrixMultiplyAccumulate,
+    MatrixStore,
+    Shuffle,
+    Special,
+    Stmt,
+    Var,
+)
+from kir.ir.types import MatrixType, ScalarType, Type
+
+MATRIX_STMTS = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
+WARP = 32
+
+
+def _is_int(t: Type) -> bool:
+    return isinstance(t, ScalarType) and t.is_int
+
+
+def matrix_problem(stmt: Stmt, fragments: dict[str, Type], buffers: dict,
+                   vars_: dict) -> tuple[str, str | None] | None:
+    """What is wrong with one matrix statement (message, hint), or None. Records the
+    fragments it declares in ``fragments``."""
+    if isinstance(stmt, (MatrixFill, MatrixLoad)):
+        t = stmt.type
+        if not isinstance(t, MatrixType) or t.rows <= 0 or t.cols <= 0:
+            return f"fragment {stmt.name!r} needs a matrix type, not {t}", "e.g. f32m8x8"
+        if stmt.name in fragments or stmt.name in vars_:
+            return f"fragment {stmt.name!r} is declared twice", "give it a fresh name"
+        if isinstance(stmt, MatrixFill) and stmt.value.type != t.elem:
+            return (f"fragment {stmt.name!r} of {t} filled with {stmt.value.type}",
+                    "insert a cast")
+        if isinstance(stmt, MatrixLoad):
+            problem = _memory_problem(stmt.buffer, stmt.index, stmt.stride, t, buffers, False)
+            if problem:
+                return problem
+        fragments[stmt.name] = t
+        return None
+    if isinstance(stmt, MatrixMultiplyAccumulate):
+        for name in (stmt.acc, stmt.a, stmt.b):
+            if name not in fragments:
+                return f"unknown matrix fragment {name!r}", "declare it with fill or mload"
+        acc, a, b = (fragments[n] for n in (stmt.acc, stmt.a, stmt.b))
+        ok = (a.rows == acc.rows and b.cols == acc.cols and a.cols == b.rows  # type: ignore
+              and a.elem == b.elem == acc.elem)  # type: ignore[union-attr]
+        if not ok:
+            return f"matrix product {a} · {b} does not fit accumulator {acc}", None
+        return None
+    if isinstance(stmt, MatrixStore):
+        if stmt.name not in fragments:
+            return f"unknown matrix fragment {stmt.name!r}", "declare it with fill or mload"
+        return _memory_problem(stmt.buffer, stmt.index, stmt.stride, fragments[stmt.name],
+                               buffers, True)
+    return None
+
+
+def _memory_problem(buffer: str, index: Expr, stride: Expr, t: Type, buffers: dict,
+                    write: bool) -> tuple[str, str | None] | None:
+    if buffer not in buffers:
+        return f"matrix {'store to' if write else 'load from'} unknown buffer {buffer!r}", None
+    elem, const = buffers[buffer]
+    if write and const:
+        return f"write to const buffer {buffer!r}", None
+    if elem != t.elem:  # type: ignore[union-attr]
+        return f"matrix of {t} {'into' if write else 'from'} {buffer!r} of {elem}", None
+    for what, expr in (("index", index), ("stride", stride)):
+        if not _is_int(expr.type):
+            return f"matrix {what} into {buffer!r} has type {expr.type}", "cast it to i32"
+    return None
+
+
+def lane_varying(block: tuple[int, int, int]) -> Callable[[Expr, set[str]], str | None]:
+    """A ``varying(expr, tainted)`` for the divergence walker that asks whether ``expr`` may
+    differ between lanes of one warp: ``warp`` and ``block.*`` do not; ``thread.y`` does not
+    when a warp never spans two rows of the block (block.x a multiple of 32), likewise
+    ``thread.z``; warp reductions give every lane the same value."""
+    bx, by, _ = block
+    uniform_axes = {"y"} if bx % WARP == 0 else set()
+    if (bx * by) % WARP == 0:
+        uniform_axes.add("z")
+
+    def varying(expr: Expr, tainted: set[str]) -> str | None:
+        for e in expr.walk():
+            if isinstance(e, Special) and (e.kind == "lane" or (
+                    e.kind == "thread" and e.axis not in uniform_axes)):
+                return f"depends on {e.kind}{'.' + e.axis if e.axis else ''}"
+            if isinstance(e, Load):
+                return f"depends on data loaded from {e.buffer!r}"
+            if isinstance(e, Shuffle):
+                return "depends on a warp shuffle"
+            if isinstance(e, Var) and e.name in tainted:
+                return f"depends on {e.name!r}, which varies between the lanes of a warp"
+        return None
+
+    return varying
+
+
+__all__ = ["MATRIX_STMTS", "matrix_problem", "lane_varying"]

@@ -1,0 +1,302 @@
+"""What the GPU worker runs: jobs, runners, and the check-then-time of one candidate.
+
+Kept apart from :mod:`kir.measure.gpu.worker` (the process management) so the worker's work
+can be read, and run in-process, on its own. Backends are imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kir.errors import KirError
+from kir.ir import Kernel
+from kir.measure.gpu.lock import GpuLock
+from kir.search.evaluator import Evaluation
+
+TRACE_CHARS = 4000  # how much of a dead or hung worker's log a verdict keeps
+
+# Errors after which a GPU context (CUDA) or device queue (Metal) is unusable in this process.
+FATAL_PATTERNS = (
+    "illegal memory access", "illegal address", "misaligned address", "illegal instruction",
+    "unspecified launch failure", "launch failure", "device-side assert", "launch timed out",
+    "hardware stack error", "context is destroyed", "uncorrectable ecc",
+    "not supported on global/shared address space", "cudaerrorinvalidaddressspace",
+    "cudaerrorillegal", "cudaerrorlaunch", "cudaerrormisaligned",
+    "command buffer execution failed", "kiogpucommandbuffercallbackerror", "gpu address fault",
+    "caused gpu timeout",
+)
+
+
+def is_fatal_gpu_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the GPU context of this process is now unusable."""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return any(pattern in text for pattern in FATAL_PATTERNS)
+
+
+@dataclass(frozen=True)
+class GpuJob:
+    """One candidate to check at the compiled sizes and time. ``baseline`` (the unrewritten
+    kernel) gives the expected outputs when the spec has no reference; ``give_up_ms`` stops
+    timing after one run slower than it (the search passes a multiple of its best time);
+    ``lock_path`` names the lock that keeps parallel workers off the GPU while one times."""
+
+    kernel: Kernel
+    spec_path: str
+    sizes: dict[str, int]
+    target: str
+    warmup: int = 3
+    repeat: int = 10
+    seed: int = 0
+    baseline: Kernel | None = None
+    give_up_ms: float | None = None
+    lock_path: str | None = None  # shared by parallel workers, see kir.measure.gpu.lock
+
+    def case_key(self) -> tuple:
+        """What the worker's cached inputs and expected outputs depend on."""
+        return (self.spec_path, tuple(sorted(self.sizes.items())), self.target, self.seed,
+                self.baseline)
+
+
+class Runner:
+    """Builds, runs, checks and times emitted kernels inside the worker. Subclasses must be
+    picklable (module-level classes with plain attributes): the worker receives one at
+    start-up."""
+
+    def build(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """A callable running ``emitted`` once: numpy inputs in, outputs by name out."""
+        raise NotImplementedError
+
+    def run(self, built: Any, case: Any) -> Any:
+        """Run ``built`` once on the case's inputs (the first run compiles); what
+        :meth:`compare` takes."""
+        from kir.measure.evaluators import _copy
+
+        return built(_copy(case.inputs))
+
+    def compare(self, ran: Any, case: Any) -> Any:
+        """A :class:`kir.spec.compare.CheckResult` of one run's outputs against the case."""
+        from kir.spec.compare import compare_outputs
+
+        return compare_outputs(ran, case.expected, case.tolerances.get)
+
+    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
+             give_up_ms: float | None = None) -> Any:
+        """A :class:`kir.backends.mlx_runner.Timing` of ``built`` on ``inputs`` (cut short
+        after one run slower than ``give_up_ms``, see :func:`~kir.backends.mlx_runner.measure`)."""
+        raise NotImplementedError
+
+    def fatal(self, exc: BaseException) -> bool:
+        """Whether the worker must exit after ``exc`` (its GPU context is unusable)."""
+        return is_fatal_gpu_error(exc)
+
+    def health(self) -> str | None:
+        """None when the device still computes correctly, else what went wrong."""
+        return None
+
+
+class MLXRunner(Runner):
+    """Run through MLX on this machine's GPU (``mx.fast.metal_kernel`` / ``cuda_kernel``).
+
+    Every candidate of a search runs on the same inputs: they are turned into MLX arrays once
+    and kept on the GPU, and outputs are checked there (:mod:`kir.backends.mlx_check`), so a
+    candidate costs its compile, one checked run and its timing — not seconds of copying
+    64 M-element arrays back and forth."""
+
+    def __init__(self) -> None:
+        self._arrays: dict = {}  # prepared MLX inputs, see MLXKernel.prepare_cached
+        self._references: dict[int, tuple[Any, Any]] = {}  # id(case) -> (case, on GPU)
+
+    def __getstate__(self) -> dict:
+        return {}  # caches hold GPU arrays: a worker starts with empty ones
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+
+    def build(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from kir.backends.mlx_runner import MLXKernel
+
+        return MLXKernel(emitted)
+
+    def run(self, built: Any, case: Any) -> Any:
+        import mlx.core as mx
+
+        arrays, keys = built.prepare_cached(case.inputs, self._arrays)
+        outs = built.launch(arrays)
+        mx.eval(outs)
+        return built, outs, keys
+
+    def compare(self, ran: Any, case: Any) -> Any:
+        from kir.backends.mlx_check import DeviceReference
+
+        built, outs, keys = ran
+        held = self._references.get(id(case))
+        if held is None or held[0] is not case:
+            held = self._references[id(case)] = (
+                case, DeviceReference(case.expected, case.tolerances.get))
+        emitted = built.emitted
+        on_device = held[1].compare(dict(zip(emitted.output_args, outs)),
+                                    {e.arg for e in emitted.inout_decode})
+        if on_device is not None:
+            return on_device
+        return super().compare(built.finish(outs, keys), case)
+
+    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
+             give_up_ms: float | None = None) -> Any:
+        import mlx.core as mx
+
+        from kir.backends.mlx_runner import measure
+
+        arrays, _ = built.prepare_cached(inputs, self._arrays)
+        return measure(lambda: mx.eval(built.launch(arrays)), warmup, repeat, give_up_ms)
+
+    def health(self) -> str | None:
+        """A tiny allocation, kernel and read-back: fails once a fault broke the context."""
+        try:
+            import mlx.core as mx
+
+            total = (mx.arange(1024, dtype=mx.float32) * 2).sum()
+            mx.eval(total)
+            value = float(total.item())
+        except Exception as exc:  # noqa: BLE001 - any failure means the context is gone
+            return f"{type(exc).__name__}: {exc}"
+        return None if value == 1047552.0 else f"a probe computed {value}, not 1047552"
+
+
+class EmulatorRunner(Runner):
+    """Run on the CPU emulator of emitted source; the time is the wall time of whole calls
+    (for tests and GPU-less dry runs: not a measure of any GPU)."""
+
+    def build(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from kir.backends.emulated_runner import EmulatedKernel
+
+        return EmulatedKernel(emitted)
+
+    def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
+             give_up_ms: float | None = None) -> Any:
+        from kir.backends.mlx_runner import measure
+        from kir.measure.evaluators import _copy
+
+        return measure(lambda: built(_copy(inputs)), warmup, repeat, give_up_ms)
+
+
+@dataclass
+class _Prepared:
+    bound: Any
+    case: Any  # kir.measure.evaluators.Case
+
+
+def build_gpu_case(job: GpuJob, runner: Runner) -> _Prepared:
+    """The bound spec and the check case at the job's sizes: seeded inputs, and the spec
+    reference's outputs (or, without one, the baseline kernel's outputs through ``runner``)."""
+    from kir.backends import emit
+    from kir.measure.evaluators import Case, _copy, _sizes_label
+    from kir.spec import load_spec
+
+    bound = load_spec(job.spec_path).bind(dict(job.sizes))
+    inputs = bound.make_inputs(job.seed)
+    expected = bound.reference(_copy(inputs))
+    if expected is None:
+        if job.baseline is None:
+            raise KirError(f"{bound.spec.path.name} has no reference and the job no baseline "
+                           "kernel: nothing to check GPU outputs against")
+        expected = runner.build(emit(job.baseline, bound, job.target))(_copy(inputs))
+    tolerances = {o: bound.tolerance(bound.spec.args[o].dtype) for o in bound.outputs}
+    case = Case(f"GPU at sizes {_sizes_label(bound.sizes)}, seed {job.seed}",
+                dict(bound.sizes), inputs, expected, tolerances)
+    return _Prepared(bound, case)
+
+
+def run_job(job: GpuJob, runner: Runner,
+            cache: dict[tuple, _Prepared]) -> tuple[Evaluation, bool]:
+    """Emit, build, check once at the compiled sizes, then time. Returns the verdict and
+    whether the worker must exit (its GPU context is unusable).
+
+    After every candidate the runner probes the GPU (:meth:`Runner.health`): a fault shows
+    under many messages, some raised only by the next call, so a context the candidate broke
+    is blamed on it, not on whichever candidate comes next."""
+    lock = GpuLock(job.lock_path)
+    try:
+        verdict, fatal = _check_and_time(job, runner, cache, lock)
+        with lock.shared():
+            sick = runner.health()
+    finally:
+        lock.close()
+    if sick is None:
+        return verdict, fatal
+    error = f"{job.target}: the GPU context is unusable after this candidate ({sick})"
+    if verdict.error:
+        error += f"; the candidate's own error: {verdict.error}"
+    return Evaluation.rejected("crash", error, trace=verdict.details.get("trace", "")), True
+
+
+def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
+                    lock: GpuLock) -> tuple[Evaluation, bool]:
+    from kir.backends import emit
+    from kir.measure.evaluators import verdict_of
+
+    key = job.case_key()
+    try:
+        if key not in cache:
+            with lock.shared():  # without a spec reference the baseline runs on the GPU
+                cache[key] = build_gpu_case(job, runner)
+    except Exception as exc:  # noqa: BLE001 - a verdict, the worker lives on
+        fatal = runner.fatal(exc)
+        return Evaluation.rejected("crash", f"setting up the GPU check failed: "
+                                   f"{type(exc).__name__}: {exc}", trace=_trace()), fatal
+    prepared = cache[key]
+    case = prepared.case
+    started = time.perf_counter()
+    shared_wait = 0.0
+    try:
+        emitted = emit(job.kernel, prepared.bound, job.target)
+        built = runner.build(emitted)
+        waiting = time.perf_counter()
+        with lock.shared():  # other workers may compile and check meanwhile, not time
+            shared_wait = time.perf_counter() - waiting
+            ran = runner.run(built, case)  # the first run compiles (NVRTC / Metal)
+    except KirError as exc:
+        return Evaluation.rejected("compile_error", f"{job.target}: {exc}"), False
+    except Exception as exc:  # noqa: BLE001 - MLX reports compile errors as exceptions
+        if runner.fatal(exc):
+            return Evaluation.rejected("crash", f"{job.target}: GPU fault: {exc}",
+                                       trace=_trace()), True
+        return Evaluation.rejected("compile_error",
+                                   f"{job.target}: {type(exc).__name__}: {exc}"), False
+    built_at = time.perf_counter()
+    try:
+        with lock.shared():
+            verdict, err = verdict_of(runner.compare(ran, case), case)
+    except Exception as exc:  # noqa: BLE001 - reading the outputs back can fault too
+        return Evaluation.rejected("crash", f"checking the outputs raised "
+                                   f"{type(exc).__name__}: {exc}", trace=_trace()), \
+            runner.fatal(exc)
+    del ran  # the outputs: free them before timing
+    if verdict is not None:
+        return Evaluation(verdict.status, None, f"on the GPU: {verdict.error}",
+                          verdict.details), False
+    checked_at = time.perf_counter()
+    try:
+        with lock.exclusive():  # alone on the GPU
+            locked_at = time.perf_counter()
+            timing = runner.time(built, case.inputs, job.warmup, job.repeat, job.give_up_ms)
+    except Exception as exc:  # noqa: BLE001
+        return Evaluation.rejected("crash", f"timing raised {type(exc).__name__}: {exc}",
+                                   trace=_trace()), runner.fatal(exc)
+    done = time.perf_counter()
+    # Where a candidate's seconds went (build = emit + compile + the first run; waits for
+    # the GPU lock apart): what the search's throughput depends on, kept with every verdict.
+    phases = {"build_s": round(built_at - started - shared_wait, 4),
+              "check_s": round(checked_at - built_at, 4),
+              "lock_wait_s": round(shared_wait + locked_at - checked_at, 4),
+              "time_s": round(done - locked_at, 4)}
+    extra = {"cut_short": True} if timing.cut_short else {}
+    return Evaluation.timed(timing.median_ms, modelled=False, min_ms=timing.min_ms,
+                            max_ms=timing.max_ms, spread=timing.spread, runs=timing.runs,
+                            max_abs_err=err, **phases, **extra), False
+
+
+def _trace() -> str:
+    return traceback.format_exc()[-TRACE_CHARS:]

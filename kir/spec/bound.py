@@ -1,0 +1,284 @@
+"""A spec with its sizes fixed: launch numbers, inputs, tolerances and the reference call.
+
+:class:`BoundSpec` is what :meth:`kir.spec.Spec.bind` returns; import it from ``kir.spec``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+import numpy as np
+
+from kir.errors import KirError
+from kir.ir import Launch
+from kir.ir.types import ScalarType
+from kir.spec.schema import Spec, dtype_of
+from kir.spec.sizeexpr import eval_size_expr
+
+# (rtol, atol) when the spec gives none; integers compare exactly.
+DEFAULT_TOLERANCES = {
+    "f32": (1e-4, 1e-5), "f16": (1e-2, 1e-3), "bf16": (1e-2, 1e-3), "f64": (1e-9, 1e-12),
+}
+
+_REFERENCE_MODULES: dict[Path, ModuleType] = {}
+
+
+@dataclass(frozen=True)
+class BoundSpec:
+    """A :class:`Spec` with every size fixed; evaluates shapes, scalars and the launch."""
+
+    spec: Spec
+    sizes: dict[str, int]
+
+    def _eval(self, expr: str, *keys: str) -> int | float:
+        try:
+            return eval_size_expr(expr, self.sizes)
+        except KirError as exc:
+            raise self.spec.error(exc.message, *keys, hint=exc.hint) from None
+
+    def _count(self, expr: str, what: str, *keys: str) -> int:
+        """A size expression that must come out a positive integer."""
+        value = self._eval(expr, *keys)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or value <= 0:
+            raise self.spec.error(
+                f"{what}: {expr!r} = {value!r} with sizes {self._sizes_text()}; it must be a "
+                "positive integer", *keys, hint="use ceil(...) or // for divisions")
+        return value
+
+    def _sizes_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+
+    def _arg(self, name: str):
+        if name not in self.spec.args:
+            raise KirError(f"{self.spec.path.name} has no argument {name!r}")
+        return self.spec.args[name]
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The concrete shape of buffer argument ``name``."""
+        arg = self._arg(name)
+        return tuple(self._count(dim, f"argument {name!r} dimension {i}", "args", name, "shape")
+                     for i, dim in enumerate(arg.shape))
+
+    def scalar(self, name: str) -> int | float:
+        """The value of scalar argument ``name``: int for integer dtypes, float for float
+        dtypes (rounded to that precision), the expression's own type when no dtype is given."""
+        arg = self._arg(name)
+        if arg.value is None:
+            raise KirError(f"{self.spec.path.name}: argument {name!r} is a buffer, not a scalar")
+        value = self._eval(arg.value, "args", name, "value")
+        if arg.dtype is None:
+            return value
+        dtype = dtype_of(arg.dtype)
+        if dtype.is_float:
+            return float(np.asarray(value, dtype=dtype.numpy)) if dtype.name != "bf16" \
+                else float(_round_bf16(np.asarray([value], np.float32))[0])
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise self.spec.error(f"scalar {name!r} of dtype {arg.dtype}: {arg.value!r} = "
+                                      f"{value!r} is not an integer", "args", name, "value")
+            value = int(value)
+        return int(value)
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """Blocks per grid dimension."""
+        return tuple(self._count(e, "launch grid", "launch", "grid")  # type: ignore[return-value]
+                     for e in self.spec.grid)
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        """Threads per block dimension."""
+        return tuple(self._count(e, "launch block", "launch", "block")  # type: ignore[return-value]
+                     for e in self.spec.block)
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory in bytes (0 when the spec gives none)."""
+        value = self._eval(self.spec.shared_bytes, "launch", "shared_bytes")
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or value < 0:
+            raise self.spec.error(f"launch shared_bytes = {value!r} with sizes "
+                                  f"{self._sizes_text()}; it must be a non-negative integer",
+                                  "launch", "shared_bytes")
+        return value
+
+    def template_values(self) -> dict[str, int]:
+        """Values for template parameters: every size under its own name, overridden by the
+        spec's ``templates`` table (the frontend picks the names its template declares)."""
+        values = dict(self.sizes)
+        for name, expr in self.spec.templates.items():
+            values[name] = self._count(expr, f"template {name}", "templates", name)
+        return values
+
+    def launch(self) -> Launch:
+        """The launch as kir IR: grid as the spec's expressions, block and shared bytes as
+        numbers."""
+        return Launch(self.spec.grid, self.block, self.shared_bytes)
+
+    @property
+    def outputs(self) -> list[str]:
+        """Names of the out and inout buffers, in argument order."""
+        return [a.name for a in self.spec.args.values() if a.role in ("out", "inout")]
+
+    def tolerance(self, dtype: str | ScalarType) -> tuple[float, float]:
+        """(rtol, atol) to compare outputs of ``dtype``: the spec's, else per-dtype defaults."""
+        name = dtype if isinstance(dtype, str) else dtype.name
+        rtol, atol = DEFAULT_TOLERANCES.get(name, (0.0, 0.0))
+        return (rtol if self.spec.rtol is None else self.spec.rtol,
+                atol if self.spec.atol is None else self.spec.atol)
+
+    def make_inputs(self, seed: int = 0) -> dict[str, np.ndarray | int | float]:
+        """Every argument, in order: random inputs, outputs filled with their init, scalars
+        their value. The same seed gives the same arrays."""
+        rng = np.random.default_rng(seed)
+        out: dict[str, np.ndarray | int | float] = {}
+        for arg in self.spec.args.values():
+            if arg.is_scalar:
+                out[arg.name] = self.scalar(arg.name)
+                continue
+            dtype = dtype_of(arg.dtype)  # type: ignore[arg-type]
+            shape = self.shape(arg.name)
+            if arg.init is None or arg.init == "input":
+                out[arg.name] = _random(rng, dtype, shape, arg.range)
+            elif arg.init == "none":
+                # Poison: an element the kernel never writes fails validation.
+                poison = np.nan if dtype.is_float else np.iinfo(dtype.numpy).min
+                out[arg.name] = np.full(shape, poison, dtype=dtype.numpy)
+            else:
+                out[arg.name] = np.full(shape, arg.init, dtype=dtype.numpy)
+        return out
+
+    def reference(self, inputs: dict[str, Any]) -> dict[str, np.ndarray] | None:
+        """Call the spec's ``ref(args, sizes)`` on copies of ``inputs``; its out/inout arrays
+        (cast to their dtypes and checked against their shapes), or None without a
+        reference."""
+        if self.spec.reference is None:
+            return None
+        function = _reference_function(self.spec)
+        args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+        try:
+            result = function(args, dict(self.sizes))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the user's code (even sys.exit): report it, not a
+            # kir traceback and not an exit code the reference chose
+            raise KirError(f"{self.spec.path.name}: reference {self.spec.reference} raised "
+                           f"{type(exc).__name__}: {exc}",
+                           hint=_last_frame(exc)) from exc
+        if not isinstance(result, dict):
+            raise KirError(f"{self.spec.path.name}: reference {self.spec.reference} returned "
+                           f"{type(result).__name__}, expected a dict of output arrays")
+        outs = {}
+        for name in self.outputs:
+            if name not in result:
+                returned = ", ".join(map(str, result)) or "nothing"
+                raise KirError(f"{self.spec.path.name}: reference {self.spec.reference} did "
+                               f"not return output {name!r} (returned: {returned})")
+            array = np.asarray(result[name])
+            shape = self.shape(name)
+            if array.shape != shape:
+                raise KirError(f"{self.spec.path.name}: reference {self.spec.reference} "
+                               f"returned {name!r} of shape {array.shape}, the spec says {shape}")
+            outs[name] = array.astype(dtype_of(self.spec.args[name].dtype).numpy)  # type: ignore
+        return outs
+
+
+def _random(rng: np.random.Generator, dtype: ScalarType, shape: tuple[int, ...],
+            bounds: tuple[float, float]) -> np.ndarray:
+    low, high = bounds
+    if dtype.is_float:
+        # f16/bf16 drawn in f32 then rounded, so one seed gives the same values at any width.
+        values = rng.uniform(low, high, size=shape).astype(np.float32)
+        if dtype.name == "bf16":
+            return _round_bf16(values)
+        return values.astype(dtype.numpy)
+    if dtype.name == "bool":
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    low_int = math.ceil(low)
+    if not dtype.is_signed:
+        low_int = max(low_int, 0)
+    high_int = max(math.floor(high), low_int)
+    return rng.integers(low_int, high_int + 1, size=shape).astype(dtype.numpy)
+
+
+def _round_bf16(values: np.ndarray) -> np.ndarray:
+    """Round f32 values to bfloat16 precision (nearest even), kept in f32 as kir holds bf16."""
+    bits = values.astype(np.float32).view(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) \
+        & np.uint32(0xFFFF0000)
+    return rounded.view(np.float32)
+
+
+def reference_file(spec: Spec) -> Path | None:
+    """The file of the spec's reference module (beside the spec), or None without one."""
+    if spec.reference is None:
+        return None
+    module_name = spec.reference.split(":")[0]
+    return spec.path.resolve().parent / (module_name.replace(".", "/") + ".py")
+
+
+def validation_fingerprint(spec: Spec) -> str:
+    """A hash of what judging a kernel against ``spec`` depends on: the spec's text
+    (tolerances, ragged and check sizes, input ranges, ``init``, the reference's name) and the
+    reference module's source. Two specs with the same fingerprint judge alike."""
+    digest = hashlib.sha256(spec.text.encode())
+    file = reference_file(spec)
+    if file is not None:
+        try:
+            digest.update(b"\0reference\0" + file.read_bytes())
+        except OSError:
+            digest.update(b"\0reference missing\0" + str(file).encode())
+    return digest.hexdigest()[:16]
+
+
+def _reference_function(spec: Spec) -> Callable[..., Any]:
+    module_name, function_name = spec.reference.split(":")  # type: ignore[union-attr]
+    file = reference_file(spec)
+    assert file is not None
+    module = _REFERENCE_MODULES.get(file)
+    if module is None:
+        if not file.is_file():
+            raise spec.error(f"reference module {module_name!r} not found: tried {file}",
+                             "reference", hint="the module file must sit beside the spec")
+        # A private, path-derived name: two specs' refs.py in different folders never collide
+        # and nothing is added to sys.path.
+        unique = "_kir_ref_" + hashlib.sha1(str(file).encode()).hexdigest()[:12]
+        loader_spec = importlib.util.spec_from_file_location(unique, file)
+        module = importlib.util.module_from_spec(loader_spec)  # type: ignore[arg-type]
+        sys.modules[unique] = module
+        try:
+            loader_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except KeyboardInterrupt:
+            del sys.modules[unique]
+            raise
+        except BaseException as exc:  # a module-level sys.exit() included
+            del sys.modules[unique]
+            raise spec.error(f"importing reference module {file} failed: "
+                             f"{type(exc).__name__}: {exc}", "reference",
+                             hint=_last_frame(exc)) from None
+        _REFERENCE_MODULES[file] = module
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise spec.error(f"reference function {function_name!r} not found in {file}",
+                         "reference", hint="define def "
+                                           f"{function_name}(args: dict, sizes: dict) -> dict")
+    return function
+
+
+def _last_frame(exc: BaseException) -> str | None:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    frame = frames[-1]
+    return f"at {frame.filename}:{frame.lineno}: {frame.line}"

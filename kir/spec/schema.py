@@ -1,0 +1,418 @@
+"""The kernel spec: ``X.kir.toml`` beside ``X.cu`` says what the CUDA source alone does not.
+
+A spec names the sizes (with defaults and ``ragged`` overrides), each kernel argument's dtype,
+shape, role and initial value, scalar arguments as size expressions, the launch, tolerances
+and optionally a numpy reference. :func:`load_spec` reads and checks one; :meth:`Spec.bind`
+fixes the sizes and gives a :class:`BoundSpec` that evaluates everything to numbers, makes
+inputs and calls the reference. Every problem in a spec is a :class:`KirError` naming the spec
+file (and the line of the offending key where it can be found).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kir.errors import KirError, Loc, source_line_of
+from kir.ir.types import SCALARS, ScalarType
+
+from kir.spec.sizeexpr import size_names
+
+if TYPE_CHECKING:
+    from kir.spec.bound import BoundSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+ROLES = ("in", "out", "inout")
+TOP_KEYS = ("kernel", "sizes", "ragged", "check", "templates", "launch", "tolerance",
+            "reference", "args")
+LAUNCH_KEYS = ("grid", "block", "shared_bytes")
+ARG_KEYS = ("dtype", "shape", "role", "init", "value", "range")
+# Names users reach for out of habit, mapped to kir's dtype names (used for "did you mean").
+_DTYPE_ALIASES = {
+    "float": "f32", "float32": "f32", "half": "f16", "float16": "f16", "double": "f64",
+    "float64": "f64", "int": "i32", "int32": "i32", "unsigned": "u32", "uint": "u32",
+    "uint32": "u32", "int64": "i64", "long": "i64", "uint64": "u64", "bfloat16": "bf16",
+    "__half": "f16", "__nv_bfloat16": "bf16",
+}
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One kernel argument: a buffer (``shape`` non-empty) or a scalar (``value`` given).
+
+    ``init`` is a float (``0.0``, ``-inf``), ``"input"`` (random like an input), or
+    ``"none"`` for an output the kernel writes in full (no fill on the GPU; validation starts it
+    as NaN, so an element the kernel forgets shows up); ``None`` for inputs. ``dtype`` of a
+    scalar may be ``None``: the kernel's parameter type decides.
+    """
+
+    name: str
+    dtype: str | None
+    shape: tuple[str, ...] = ()
+    role: str = "in"
+    init: float | str | None = None
+    value: str | None = None
+    range: tuple[float, float] = (-1.0, 1.0)
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.value is None
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.value is not None
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A loaded, checked kernel spec (sizes not yet fixed: see :meth:`bind`)."""
+
+    path: Path
+    kernel: str | None
+    sizes: dict[str, int]
+    ragged: dict[str, int]
+    templates: dict[str, str]
+    grid: tuple[str, str, str]
+    block: tuple[str, str, str]
+    shared_bytes: str
+    rtol: float | None
+    atol: float | None
+    reference: str | None
+    args: dict[str, ArgSpec]
+    text: str = field(default="", repr=False, compare=False)
+    # Size overrides at which a search validates candidates on the interpreter when the
+    # compiled sizes are too big for it (the GPU still checks at the compiled sizes).
+    check: dict[str, int] = field(default_factory=dict)
+
+    def bind(self, overrides: dict[str, int] | None = None) -> "BoundSpec":
+        """Fix the sizes: the defaults with ``overrides`` (e.g. ``--size N=4096``) applied."""
+        from kir.spec.bound import BoundSpec
+
+        sizes = dict(self.sizes)
+        for name, value in (overrides or {}).items():
+            if name not in self.sizes:
+                raise KirError(
+                    f"--size {name}={value}: {self.path.name} has no size {name!r} "
+                    f"(sizes: {', '.join(self.sizes) or 'none'})",
+                    hint=_did_you_mean(name, self.sizes))
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+                raise KirError(f"--size {name}={value}: sizes must be positive integers "
+                               f"(spec {self.path.name})")
+            sizes[name] = int(value)
+        return BoundSpec(self, sizes)
+
+    def loc(self, *keys: str) -> Loc:
+        """Where the key path (``"args", "q", "shape"``) is written in the spec file; the
+        nearest enclosing key found, or line 1 when none is."""
+        return _locate(self.text, str(self.path), keys)
+
+    def error(self, message: str, *keys: str, hint: str | None = None) -> KirError:
+        """A KirError pointing at ``keys`` in this spec, its message naming the spec file."""
+        return _error(self.text, self.path, message, keys, hint)
+
+
+def find_spec(source_path: str | Path) -> Path | None:
+    """The spec beside a CUDA source (``softmax.cu`` → ``softmax.kir.toml``), if it exists."""
+    source = Path(source_path)
+    candidate = source.with_name(source.stem + ".kir.toml")
+    return candidate if candidate.is_file() else None
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and check a ``.kir.toml`` spec; KirError (file:line:col where known) on bad input."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KirError(f"cannot read spec {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _toml_error(text, path, exc) from None
+    return _Checker(text, path).check(data)
+
+
+def _toml_error(text: str, path: Path, exc: Exception) -> KirError:
+    message = str(exc)
+    found = re.search(r"\(at line (\d+), column (\d+)\)", message)
+    if found is None:
+        found = re.search(r"\(at end of document\)", message)
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+    else:
+        line, col = int(found.group(1)), int(found.group(2))
+    message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", message)
+    return KirError(f"{path.name} is not valid TOML: {message}", Loc(str(path), line, col),
+                    source_line=source_line_of(text, line),
+                    hint="see https://toml.io; strings need quotes, tables use { a = 1, b = 2 }")
+
+
+def _did_you_mean(word: str, choices: Any) -> str | None:
+    same_but_case = [c for c in choices if c.lower() == word.lower()]
+    if same_but_case:
+        return f"did you mean {same_but_case[0]!r}? (names are case-sensitive)"
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+def _locate(text: str, file: str, keys: tuple[str, ...]) -> Loc:
+    """Find ``keys`` (outermost first) in the TOML text, each searched after the previous.
+
+    A heuristic, not a TOML parser: good enough to put the caret on the key a user wrote,
+    either as ``key = ...``, a dotted ``key.sub = ...`` or a ``[key]`` table header."""
+    pos, best = 0, None
+    for key in keys:
+        escaped = re.escape(key)
+        pattern = re.compile(
+            rf"""(?:(?<=[\s{{,.])|^)["']?{escaped}["']?\s*(?==|\.)|^\s*\[+\s*{escaped}\s*\]""",
+            re.MULTILINE)
+        found = pattern.search(text, pos)
+        if found is None:
+            break
+        start = found.start()
+        if text[start:found.end()].lstrip().startswith("["):
+            start = text.index("[", start)
+        best, pos = start, found.end()
+    if best is None:
+        return Loc(file, 1, 1)  # callers show no source line for an unfound key
+    line = text.count("\n", 0, best) + 1
+    col = best - (text.rfind("\n", 0, best) + 1) + 1
+    return Loc(file, line, col)
+
+
+def _error(text: str, path: Path, message: str, keys: tuple[str, ...],
+           hint: str | None = None) -> KirError:
+    loc = _locate(text, str(path), keys)
+    # The loc names the spec file; without a key to point at there is no line worth showing.
+    shown = source_line_of(text, loc.line) if keys and _found(text, keys[0]) else None
+    return KirError(message, loc, source_line=shown, hint=hint)
+
+
+def _found(text: str, key: str) -> bool:
+    return re.search(rf"(?:^|[\s{{,.\[])[\"']?{re.escape(key)}[\"']?\s*[=.\]]", text,
+                     re.MULTILINE) is not None
+
+
+class _Checker:
+    """Turns the TOML data into a Spec, raising on the first problem found."""
+
+    def __init__(self, text: str, path: Path) -> None:
+        self.text = text
+        self.path = path
+
+    def fail(self, message: str, *keys: str, hint: str | None = None) -> KirError:
+        return _error(self.text, self.path, message, keys, hint)
+
+    def check(self, data: dict[str, Any]) -> Spec:
+        for key in data:
+            if key not in TOP_KEYS:
+                raise self.fail(f"unknown key {key!r}", key,
+                                hint=_did_you_mean(key, TOP_KEYS)
+                                or f"known keys: {', '.join(TOP_KEYS)}")
+        kernel = data.get("kernel")
+        if kernel is not None and not isinstance(kernel, str):
+            raise self.fail("kernel must be a string naming a __global__ function", "kernel")
+        sizes = self.sizes(data.get("sizes", {}), "sizes")
+        ragged = self.sizes(data.get("ragged", {}), "ragged")
+        for name in ragged:
+            if name not in sizes:
+                raise self.fail(f"ragged overrides unknown size {name!r}", "ragged", name,
+                                hint=_did_you_mean(name, sizes)
+                                or f"sizes: {', '.join(sizes) or 'none'}")
+        check = self.sizes(data.get("check", {}), "check")
+        for name in check:
+            if name not in sizes:
+                raise self.fail(f"check overrides unknown size {name!r}", "check", name,
+                                hint=_did_you_mean(name, sizes)
+                                or f"sizes: {', '.join(sizes) or 'none'}")
+        templates = self.table(data.get("templates", {}), "templates")
+        for name, expr in templates.items():
+            self.expr(expr, sizes, "templates", name)
+        grid, block, shared = self.launch(data, sizes)
+        rtol, atol = self.tolerance(data.get("tolerance"))
+        reference = data.get("reference")
+        if reference is not None and (not isinstance(reference, str)
+                                      or reference.count(":") != 1
+                                      or not all(reference.split(":"))):
+            raise self.fail(f"reference must be \"module:function\", got {reference!r}",
+                            "reference", hint='e.g. reference = "refs:softmax" (refs.py beside '
+                                              'the spec)')
+        args = {name: self.arg(name, value, sizes)
+                for name, value in self.table(data.get("args", {}), "args").items()}
+        return Spec(self.path, kernel, sizes, ragged,
+                    {k: str(v) for k, v in templates.items()}, grid, block, shared,
+                    rtol, atol, reference, args, self.text, check)
+
+    def table(self, value: Any, *keys: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(f"{'.'.join(keys)} must be a table ({{ a = 1 }})", *keys)
+        return value
+
+    def sizes(self, value: Any, key: str) -> dict[str, int]:
+        out = {}
+        for name, size in self.table(value, key).items():
+            if isinstance(size, bool) or not isinstance(size, int):
+                raise self.fail(f"{key}.{name} must be an integer, got {size!r}", key, name)
+            if size <= 0:
+                raise self.fail(f"{key}.{name} = {size}: sizes must be positive", key, name)
+            out[name] = size
+        return out
+
+    def expr(self, expr: Any, sizes: dict[str, int], *keys: str) -> str:
+        """Check a size expression refers only to known sizes; return its text."""
+        if isinstance(expr, bool) or not isinstance(expr, (str, int, float)):
+            raise self.fail(f"{'.'.join(keys)} must be a size expression (string or number), "
+                            f"got {expr!r}", *keys)
+        try:
+            names = size_names(str(expr))
+        except KirError as exc:
+            raise self.fail(exc.message, *keys, hint=exc.hint) from None
+        for name in sorted(names):
+            if name not in sizes:
+                raise self.fail(f"{'.'.join(keys)} refers to unknown size {name!r}", *keys,
+                                hint=_did_you_mean(name, sizes)
+                                or f"declare it in sizes = {{ {name} = ... }}")
+        return str(expr)
+
+    def dims(self, value: Any, sizes: dict[str, int], *keys: str) -> tuple[str, str, str]:
+        items = value if isinstance(value, list) else [value]
+        if not 1 <= len(items) <= 3:
+            raise self.fail(f"{'.'.join(keys)} needs 1 to 3 dimensions, got {len(items)}", *keys)
+        exprs = [self.expr(item, sizes, *keys) for item in items]
+        return tuple(exprs + ["1"] * (3 - len(exprs)))  # type: ignore[return-value]
+
+    def launch(self, data: dict[str, Any], sizes: dict[str, int]) -> tuple[Any, Any, str]:
+        if "launch" not in data:
+            raise self.fail("missing launch", hint='add launch = { grid = ["..."], block = '
+                                                   '["..."] } (grid counted in blocks)')
+        launch = self.table(data["launch"], "launch")
+        for key in launch:
+            if key not in LAUNCH_KEYS:
+                raise self.fail(f"unknown launch key {key!r}", "launch", key,
+                                hint=_did_you_mean(key, LAUNCH_KEYS)
+                                or f"known: {', '.join(LAUNCH_KEYS)}")
+        for key in ("grid", "block"):
+            if key not in launch:
+                raise self.fail(f"launch has no {key}", "launch",
+                                hint=f'add {key} = ["..."] to launch')
+        grid = self.dims(launch["grid"], sizes, "launch", "grid")
+        block = self.dims(launch["block"], sizes, "launch", "block")
+        shared = self.expr(launch.get("shared_bytes", 0), sizes, "launch", "shared_bytes")
+        return grid, block, shared
+
+    def tolerance(self, value: Any) -> tuple[float | None, float | None]:
+        if value is None:
+            return None, None
+        table = self.table(value, "tolerance")
+        for key, number in table.items():
+            if key not in ("rtol", "atol"):
+                raise self.fail(f"unknown tolerance key {key!r}", "tolerance", key,
+                                hint=_did_you_mean(key, ("rtol", "atol")) or "use rtol, atol")
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0 \
+                    or math.isnan(number):
+                raise self.fail(f"tolerance.{key} must be a non-negative number", "tolerance",
+                                key)
+        rtol, atol = table.get("rtol"), table.get("atol")
+        return (None if rtol is None else float(rtol)), (None if atol is None else float(atol))
+
+    def arg(self, name: str, value: Any, sizes: dict[str, int]) -> ArgSpec:
+        table = self.table(value, "args", name)
+        where = ("args", name)
+        for key in table:
+            if key not in ARG_KEYS:
+                raise self.fail(f"argument {name!r}: unknown key {key!r}", *where, key,
+                                hint=_did_you_mean(key, ARG_KEYS)
+                                or f"known: {', '.join(ARG_KEYS)}")
+        dtype = table.get("dtype")
+        if dtype is not None and (not isinstance(dtype, str) or dtype not in SCALARS):
+            alias = _DTYPE_ALIASES.get(str(dtype))
+            raise self.fail(f"argument {name!r}: unknown dtype {dtype!r}", *where, "dtype",
+                            hint=(f"did you mean {alias!r}?" if alias else None)
+                            or f"kir dtypes: {', '.join(SCALARS)}")
+        role = table.get("role", "in")
+        if role not in ROLES:
+            raise self.fail(f"argument {name!r}: role must be in, out or inout, got {role!r}",
+                            *where, "role", hint=_did_you_mean(str(role), ROLES))
+        init = self.init(name, table.get("init"), role)
+        bounds = self.range(name, table.get("range", [-1.0, 1.0]))
+        if "value" in table:
+            if "shape" in table:
+                raise self.fail(f"argument {name!r} has both shape and value: a buffer has a "
+                                "shape, a scalar a value", *where)
+            if role != "in" or "init" in table:
+                raise self.fail(f"scalar argument {name!r} cannot have a role or init "
+                                "(kernels cannot return scalars)", *where)
+            expr = self.expr(table["value"], sizes, *where, "value")
+            return ArgSpec(name, dtype, (), "in", None, expr, bounds)
+        if "shape" not in table:
+            if role != "in" or "init" in table or "range" in table:
+                raise self.fail(f"buffer argument {name!r} has no shape", *where,
+                                hint=f'add shape = ["N", ...] to args.{name}')
+            if dtype is not None:
+                raise self.fail(f"argument {name!r} has neither shape nor value", *where,
+                                hint='a buffer needs shape = ["N", ...]; a scalar needs '
+                                     'value = "N" (a size expression)')
+            raise self.fail(f"scalar argument {name!r} has no value", *where,
+                            hint='add value = "..." (a size expression such as "N" or '
+                                 '"1 / sqrt(D)")')
+        if dtype is None:
+            raise self.fail(f"buffer argument {name!r} has no dtype", *where,
+                            hint='add dtype = "f32" (or f16, bf16, f64, i32, u32, ...)')
+        shape = table["shape"] if isinstance(table["shape"], list) else [table["shape"]]
+        if not shape:
+            raise self.fail(f"buffer argument {name!r} has an empty shape", *where, "shape")
+        dims = tuple(self.expr(dim, sizes, *where, "shape") for dim in shape)
+        if init is None and role != "in":
+            init = 0.0 if role == "out" else "input"
+        return ArgSpec(name, dtype, dims, role, init, None, bounds)
+
+    def init(self, name: str, init: Any, role: str) -> float | str | None:
+        if init is None:
+            return None
+        if isinstance(init, bool):
+            init = None
+        elif isinstance(init, (int, float)):
+            return float(init)
+        elif isinstance(init, str):
+            if init in ("input", "none"):
+                if init == "none" and role != "out":
+                    raise self.fail(f"argument {name!r}: init = 'none' is for role 'out' (the "
+                                    "kernel writes every element)", "args", name, "init")
+                return init
+            try:
+                number = float(init)
+            except ValueError:
+                number = None
+            if number is not None and not math.isnan(number):
+                return number
+        raise self.fail(f"argument {name!r}: init must be a number, '-inf', 'inf', 'input' "
+                        "or 'none'",
+                        "args", name, "init")
+
+    def range(self, name: str, bounds: Any) -> tuple[float, float]:
+        ok = isinstance(bounds, list) and len(bounds) == 2 and all(
+            isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
+            for b in bounds)
+        if not ok or bounds[0] > bounds[1]:
+            raise self.fail(f"argument {name!r}: range must be [low, high] with low <= high",
+                            "args", name, "range")
+        return float(bounds[0]), float(bounds[1])
+
+
+def dtype_of(name: str | ScalarType) -> ScalarType:
+    """The ScalarType for a dtype name (``"f32"``) or ScalarType."""
+    return name if isinstance(name, ScalarType) else SCALARS[name]
+
+
+__all__ = ["ArgSpec", "Spec", "dtype_of", "find_spec", "load_spec"]

@@ -1,0 +1,1 @@
+"""The parallel-scan rule and the builder of its scan networks."""

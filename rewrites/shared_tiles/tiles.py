@@ -1,0 +1,230 @@
+"""2-D shared tiles: recognizing ``t[r * C + c]`` accesses of a flattened array and rebuilding
+their indices with another layout (used by pad-shared and transpose-shared).
+
+An index is taken apart as a polynomial (:mod:`kir.analysis.affine`) over the variables it names
+(no substitution, so the rebuilt index reads the same variables at the same place). Monomials
+whose coefficient is a multiple of ``C`` form the row part ``r``, the rest the column part
+``c``, which must provably lie in ``[0, C)``: ranges come from thread indices, counted loops
+with constant bounds and single-definition locals built from those.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+from kir.analysis import canonical, loops, single_defs
+from kir.analysis.affine import Poly, to_poly
+from kir.analysis.memory import index_poly, matrix_buffers
+from kir.ir import (
+    Alloc,
+    Atomic,
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Kernel,
+    Load,
+    Node,
+    Special,
+    Store,
+    Var,
+    transform,
+)
+from kir.ir.types import I32, ScalarType
+
+Interval = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class TileForm:
+    """A shared array ``name`` of ``rows`` x ``cols`` elements, every access ``r * cols + c``."""
+
+    alloc: Alloc
+    rows: int
+    cols: int
+
+
+def atom_ranges(kernel: Kernel) -> Callable[[str], Interval | None]:
+    """The value range of an atom (variable or ``%thread.x``), when it can be bounded."""
+    block = dict(zip("xyz", kernel.launch.block))
+    loop_ranges: dict[str, Interval] = {}
+    for loop in loops(kernel):
+        c = canonical(loop)
+        if c and isinstance(c.start, Const) and isinstance(c.stop, Const):
+            last = c.stop.value if c.inclusive else c.stop.value - 1
+            if last >= c.start.value:
+                loop_ranges[loop.var] = (int(c.start.value), int(last))
+    defs = single_defs(kernel)
+    memo: dict[str, Interval | None] = {}
+
+    def rng(atom: str) -> Interval | None:
+        if atom.startswith("%thread."):
+            return (0, block[atom[-1]] - 1)
+        if atom in loop_ranges:
+            return loop_ranges[atom]
+        if atom in memo:
+            return memo[atom]
+        memo[atom] = None  # cycles stay unknown
+        if atom in defs:
+            poly = to_poly(defs[atom], lambda n: {(n,): 1})
+            memo[atom] = poly_range(poly, rng) if poly is not None else None
+        return memo[atom]
+    return rng
+
+
+def poly_range(poly: Poly, rng: Callable[[str], Interval | None]) -> Interval | None:
+    """Interval arithmetic over the monomials of ``poly``."""
+    lo = hi = 0
+    for mono, coef in poly.items():
+        term = (coef, coef)
+        for atom in mono:
+            r = rng(atom)
+            if r is None:
+                return None
+            products = [term[0] * r[0], term[0] * r[1], term[1] * r[0], term[1] * r[1]]
+            term = (min(products), max(products))
+        lo, hi = lo + term[0], hi + term[1]
+    return lo, hi
+
+
+def split_index(index: Expr, cols: int, rng) -> tuple[Poly, Poly] | None:
+    """``index`` as (row poly, column poly) with ``index = row * cols + col`` and the column
+    in ``[0, cols)``, or None."""
+    poly = index_poly(index)
+    if poly is None:
+        return None
+    row = {m: c // cols for m, c in poly.items() if c % cols == 0 and m}
+    col = {m: c for m, c in poly.items() if m not in row}
+    constant = col.pop((), 0)
+    # The constant's multiple of cols belongs to the row (t[(r + 1) * C + c]).
+    if constant // cols:
+        row[()] = constant // cols
+    if constant % cols:
+        col[()] = constant % cols
+    span = poly_range(col, rng)
+    if span is None or span[0] < 0 or span[1] >= cols:
+        return None
+    return row, col
+
+
+def buffer_accesses(kernel: Kernel, name: str) -> list[Node]:
+    return [n for n in kernel.body.walk()
+            if isinstance(n, (Load, Store, Atomic)) and n.buffer == name]
+
+
+def tile_form(kernel: Kernel, name: str) -> TileForm | str:
+    """Recognize ``name`` as a 2-D tile; a string says why not."""
+    if name in matrix_buffers(kernel.body):
+        return f"{name} is read or written as matrix tiles"
+    alloc = next((n for n in kernel.body.walk() if isinstance(n, Alloc) and n.name == name),
+                 None)
+    if alloc is None or alloc.space != "shared":
+        return f"{name} is not a shared array"
+    if alloc.dynamic:
+        return f"{name} is dynamic shared memory (its size comes from the launch)"
+    if not isinstance(alloc.elem, ScalarType):
+        return f"{name} has vector elements"
+    accesses = buffer_accesses(kernel, name)
+    if not accesses:
+        return f"{name} is never accessed"
+    for n in accesses:
+        value_type = n.type if isinstance(n, Load) else n.value.type
+        if not isinstance(value_type, ScalarType):
+            return f"vector access of {name}"
+    rng = atom_ranges(kernel)
+    candidates = set()
+    for n in accesses:
+        poly = index_poly(n.index)
+        if poly is None:
+            return f"index {n.index} of {name} is not affine"
+        candidates |= {abs(c) for m, c in poly.items() if m and abs(c) > 1}
+    for cols in sorted(candidates, reverse=True):
+        if alloc.size % cols or alloc.size == cols:
+            continue
+        if all(split_index(n.index, cols, rng) is not None for n in accesses):
+            return TileForm(alloc, alloc.size // cols, cols)
+    return f"no access form t[r * C + c] with c < C fits every access of {name}"
+
+
+def poly_expr(poly: Poly) -> Expr:
+    """An i32 expression for ``poly`` (variables as i32 locals, hardware indices cast)."""
+    terms: list[Expr] = []
+    for mono, coef in poly.items():
+        factors: list[Expr] = [_atom(a) for a in mono]
+        if coef != 1 or not factors:
+            factors.append(Const(coef, I32))
+        term = factors[0]
+        for f in factors[1:]:
+            term = Binary("*", term, f, I32)
+        terms.append(term)
+    if not terms:
+        return Const(0, I32)
+    out = terms[0]
+    for t in terms[1:]:
+        out = Binary("+", out, t, I32)
+    return out
+
+
+def _atom(atom: str) -> Expr:
+    if atom.startswith("%"):
+        kind, _, axis = atom[1:].partition(".")
+        return Cast(Special(kind, axis), I32)
+    return Var(atom, I32)
+
+
+def relayout(kernel: Kernel, form: TileForm, new_index: Callable[[Poly, Poly], Poly],
+             new_size: int) -> Kernel:
+    """Rewrite every access of the tile with ``new_index(row, col)`` and resize its Alloc."""
+    rng = atom_ranges(kernel)
+    name = form.alloc.name
+
+    def visit(n: Node) -> Node | None:
+        if isinstance(n, (Load, Store, Atomic)) and n.buffer == name:
+            parts = split_index(n.index, form.cols, rng)
+            assert parts is not None  # tile_form checked every access
+            return _with_index(n, poly_expr(new_index(*parts)))
+        if isinstance(n, Alloc) and n.name == name:
+            return _replace(n, size=new_size)
+        return None
+    return dataclasses.replace(kernel, body=transform(kernel.body, visit))
+
+
+def scale(poly: Poly, factor: int) -> Poly:
+    return {m: c * factor for m, c in poly.items()}
+
+
+def add(a: Poly, b: Poly) -> Poly:
+    out = dict(a)
+    for m, c in b.items():
+        out[m] = out.get(m, 0) + c
+    return {m: c for m, c in out.items() if c}
+
+
+def _with_index(n: Node, index: Expr) -> Node:
+    return _replace(n, index=index)
+
+
+def _replace(n: Node, **changes) -> Node:
+    return dataclasses.replace(n, **changes)  # type: ignore[type-var]
+
+
+__all__ = ["TileForm", "tile_form", "relayout", "scale", "add", "poly_expr", "split_index",
+           "atom_ranges", "poly_range"]
+
+
+def tile_sites(kernel: Kernel) -> list[str]:
+    """Shared arrays every access of which has the 2-D tile form (sites of tile re-layouts)."""
+    return [n.name for n in kernel.body.walk()
+            if isinstance(n, Alloc) and isinstance(tile_form(kernel, n.name), TileForm)]
+
+
+def tile_at(kernel: Kernel, name: str) -> TileForm | str:
+    """The tile form of shared array ``name``, or why there is none (or no such array)."""
+    from kir.analysis.memory import find_alloc
+
+    if find_alloc(kernel, name) is None:
+        return f"no shared array {name}"
+    return tile_form(kernel, name)
+
