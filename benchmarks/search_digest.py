@@ -38,7 +38,7 @@ def digest(name: str, budget: int, seed: int) -> str:
                         SearchConfig(budget=budget, seed=seed), None, seeds)
     history = hashlib.sha256()
     for record in result.history:
-        history.update(repr((record.genome, record.status, record.time_ms)).encode())
+        history.update(repr((record.genome, str(record.status), record.time_ms)).encode())
     steps = " ".join(str(s) for s in result.best_steps) or "(none)"
     return (f"{name}: best {result.best_ms!r} stopped {result.stopped} "
             f"history {history.hexdigest()[:16]} trace {steps}")

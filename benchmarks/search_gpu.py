@@ -46,7 +46,8 @@ TRACES = {"flash_attn": "flash_attn.fa2.json", "selective_scan": "selective_scan
 
 
 def evaluator_for(loaded, target: str, check: dict, args):
-    from kir.measure.evaluators import MLXEvaluator, ModelEvaluator
+    from kir.measure.mlx import MLXEvaluator
+    from kir.measure.model import ModelEvaluator
 
     if target == "model":
         return ModelEvaluator(loaded, check_sizes=check, workers=args.workers)

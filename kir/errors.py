@@ -70,6 +70,10 @@ class LimitError(KirError):
     """A kernel exceeds a target limit (threads per group, threadgroup memory, ...)."""
 
 
+class StepLimitError(KirError):
+    """A run went past its step limit: the kernel (or a candidate) probably never ends."""
+
+
 def source_line_of(text: str, line: int) -> str | None:
     """The 1-based ``line`` of ``text``, or None when out of range."""
     lines = text.splitlines()

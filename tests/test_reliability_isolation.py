@@ -90,7 +90,7 @@ def test_model_evaluator_records_a_spinning_candidate_and_continues(tmp_path):
     from kir.driver.load import load_kernel
     from kir.ir import Block, Const, For, Kernel, Var
     from kir.ir.types import BOOL, I32
-    from kir.measure.evaluators import ModelEvaluator
+    from kir.measure.model import ModelEvaluator
 
     loaded = load_kernel("examples/softmax.cu", sizes={"rows": 2, "cols": 64})
     base = loaded.kernel

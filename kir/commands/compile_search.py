@@ -74,7 +74,8 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
     """The evaluator for ``target`` ("model", "metal" or "cuda"); ``check_sizes`` moves the
     interpreter's validation (and the cost model's counting) to smaller sizes."""
     try:
-        from kir.measure.evaluators import MLXEvaluator, ModelEvaluator
+        from kir.measure.mlx import MLXEvaluator
+        from kir.measure.model import ModelEvaluator
     except ImportError as exc:
         raise KirError(f"the search evaluators are not available in this kir ({exc})",
                        hint="reinstall kir (pip install -e .)") from None

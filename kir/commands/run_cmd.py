@@ -25,6 +25,9 @@ def register(sub) -> None:
     p.add_argument("--target", default="interp", choices=sorted(TARGETS),
                    help="where to run it (default: interp, the numpy interpreter)")
     p.add_argument("--seed", type=int, default=0, help="random input seed (default 0)")
+    p.add_argument("--max-steps", type=int, metavar="N",
+                   help="interpreter: loop iterations before a run counts as a hang "
+                        "(default 10,000,000)")
     p.set_defaults(handler=run)
 
 
@@ -39,7 +42,11 @@ def run(args: argparse.Namespace) -> int:
     language = "metal" if "metal" in args.target else "cuda"
     verify(loaded.kernel, LIMITS[language])
     start = time.perf_counter()
-    outcome = check_on_target(loaded, args.target, seed=args.seed)
+    if args.seed < 0:
+        raise KirError(f"--seed {args.seed}: seeds are non-negative integers")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise KirError(f"--max-steps {args.max_steps}: give a positive number of iterations")
+    outcome = check_on_target(loaded, args.target, seed=args.seed, max_steps=args.max_steps)
     elapsed = time.perf_counter() - start
     sizes = ", ".join(f"{k}={v}" for k, v in loaded.bound.sizes.items())
     print(f"{loaded.kernel.name} on {args.target} ({sizes}) against {outcome.reference_name}: "

@@ -19,11 +19,12 @@ from kir.spec.compare import CheckResult, compare_outputs
 Runner = Callable[[Loaded, dict], dict[str, np.ndarray]]
 
 
-def run_interp(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
+def run_interp(loaded: Loaded, inputs: dict, *,
+               max_steps: int | None = None) -> dict[str, np.ndarray]:
     """Run on the numpy interpreter; returns the spec's outputs."""
     from kir.interp import run_kernel
 
-    result = run_kernel(loaded.kernel, inputs, loaded.bound.sizes)
+    result = run_kernel(loaded.kernel, inputs, loaded.bound.sizes, max_steps=max_steps)
     return {name: result[name] for name in loaded.bound.outputs}
 
 
@@ -106,7 +107,8 @@ def reference_outputs(loaded: Loaded, inputs: dict) -> tuple[dict[str, np.ndarra
     return run_interp(loaded, inputs), "the interpreter (the spec names no reference)"
 
 
-def check_on_target(loaded: Loaded, target: str, *, seed: int = 0) -> Outcome:
+def check_on_target(loaded: Loaded, target: str, *, seed: int = 0,
+                    max_steps: int | None = None) -> Outcome:
     """Run ``loaded`` on ``target`` with the spec's random inputs for ``seed`` and compare."""
     from kir.errors import KirError
 
@@ -115,7 +117,10 @@ def check_on_target(loaded: Loaded, target: str, *, seed: int = 0) -> Outcome:
     bound = loaded.bound
     inputs = bound.make_inputs(seed)
     expected, name = reference_outputs(loaded, copy_inputs(inputs))
-    got = TARGETS[target](loaded, copy_inputs(inputs))
+    if target == "interp":
+        got = run_interp(loaded, copy_inputs(inputs), max_steps=max_steps)
+    else:
+        got = TARGETS[target](loaded, copy_inputs(inputs))
     result = compare_outputs(got, expected, lambda out: bound.tolerance(bound.spec.args[out].dtype))
     return Outcome(got, expected, name, result)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from kir import ir
-from kir.errors import KirError, Loc
+from kir.errors import KirError, Loc, StepLimitError
 from kir.interp.exprs import ExprFn, Hoist, compile_expr, compile_index
 from kir.interp.reduce import compile_sum_loop
 from kir.interp.state import LoopFrame, State
@@ -306,10 +306,11 @@ class StmtCompiler:
                     first = False
                     steps.count += 1
                     if steps.count > steps.limit:
-                        raise KirError(
+                        raise StepLimitError(
                             f"kernel did not terminate within {steps.limit} loop iterations "
                             f"(loop {label})", loc,
-                            hint="pass a larger max_steps if the kernel really loops this long")
+                            hint="kir run --max-steps N raises the limit, if the kernel "
+                                 "really loops this long")
                     body(st, live)
                     if body_stops:
                         live = live & ~(frame.brk | st.ret)

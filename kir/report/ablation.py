@@ -16,7 +16,7 @@ from kir.ir import Kernel
 from kir.rules import Rule, RuleContext, Step, apply_trace
 from kir.search.db import TuningDB, TuningKey
 from kir.search.engine import EvalRecord
-from kir.search.evaluator import Evaluation, Evaluator
+from kir.search.evaluator import Evaluation, Evaluator, Status
 
 NEUTRAL = 0.02  # effects within 2% are noise for a timer and meaningless for a model
 
@@ -46,7 +46,7 @@ def evaluate_cached(kernel: Kernel, genome: Sequence[Step], evaluator: Evaluator
     try:
         evaluation = evaluator.evaluate(kernel)
     except Exception as exc:  # noqa: BLE001 - as in the search: a crash rejects the candidate
-        evaluation = Evaluation.rejected("crash", f"evaluating raised {type(exc).__name__}: {exc}")
+        evaluation = Evaluation.rejected(Status.CRASH, f"evaluating raised {type(exc).__name__}: {exc}")
     if db is not None and key is not None:
         db.record(key, fp, [str(s) for s in genome], evaluation)
     return evaluation, False
@@ -76,7 +76,7 @@ def ablate(base: Kernel, steps: Sequence[Step], best_ms: float, registry: Mappin
             evaluation, cached = evaluate_cached(applied.kernel, applied.applied, evaluator,
                                                  db, key)
         except Exception as exc:  # noqa: BLE001 - a rule's crash on replay is a finding too
-            evaluation, cached = Evaluation.rejected("crash", str(exc)), False
+            evaluation, cached = Evaluation.rejected(Status.CRASH, str(exc)), False
         effect = evaluation.time_ms / best_ms if evaluation.ok and best_ms else None
         rows.append(AblationRow(str(step), evaluation.status, evaluation.time_ms, effect,
                                 verdict(effect, evaluation.status), cached))

@@ -17,7 +17,7 @@ from kir.errors import KirError
 from kir.ir import Kernel
 from kir.rules import Applied, Rule, RuleContext, Step, apply_trace
 from kir.search.db import TuningDB, TuningKey, kir_version
-from kir.search.evaluator import Evaluation, Evaluator
+from kir.search.evaluator import Evaluation, Evaluator, Status
 from kir.search.genome import Genome, genome_text
 
 STRATEGIES = ("evolve", "random", "greedy")
@@ -215,7 +215,7 @@ class Session:
             except Exception as exc:  # noqa: BLE001 - a rule's bug rejects the candidate only
                 text = genome_text(genome)
                 cand = Candidate(tuple(genome), None, "apply:" + "|".join(text),
-                                 Evaluation.rejected("crash", _describe(exc, "applying")))
+                                 Evaluation.rejected(Status.CRASH, _describe(exc, "applying")))
                 known = self.seen.get(cand.fingerprint)
                 if known is None:
                     self._record(cand, cached=False)
@@ -281,13 +281,13 @@ class Session:
         try:
             result = next(iterator) if iterator is not None else self.evaluator.evaluate(kernel)
         except StopIteration:
-            return Evaluation.rejected("crash", "evaluate_many returned too few results"), None
+            return Evaluation.rejected(Status.CRASH, "evaluate_many returned too few results"), None
         except KirError as exc:
-            return Evaluation.rejected("invalid", exc.message), None
+            return Evaluation.rejected(Status.INVALID, exc.message), None
         except Exception as exc:  # noqa: BLE001 - a crashing candidate must not end the search
-            return Evaluation.rejected("crash", _describe(exc, "evaluating")), None
+            return Evaluation.rejected(Status.CRASH, _describe(exc, "evaluating")), None
         if not isinstance(result, Evaluation):
-            result = Evaluation.rejected("crash", f"evaluator returned {type(result).__name__}")
+            result = Evaluation.rejected(Status.CRASH, f"evaluator returned {type(result).__name__}")
         return result, iterator
 
     def _lookup(self, fp: str) -> Evaluation | None:
@@ -332,7 +332,7 @@ class Session:
             self.evaluator.target, self.evaluator.device)
 
 
-_PENDING = Evaluation.rejected("not_applicable", "not evaluated yet")
+_PENDING = Evaluation.rejected(Status.NOT_APPLICABLE, "not evaluated yet")
 
 
 def _describe(exc: BaseException, doing: str) -> str:

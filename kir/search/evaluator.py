@@ -13,12 +13,30 @@ arrives.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from enum import Enum
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 from kir.errors import KirError
 from kir.ir import Kernel
 
-STATUSES = ("ok", "invalid", "compile_error", "crash", "timeout", "nan", "not_applicable")
+
+class Status(str, Enum):
+    """What became of a candidate. A ``str`` enum: it compares equal to its value and is
+    stored and printed as that value (``"ok"``, ``"timeout"``, ...)."""
+
+    OK = "ok"  # valid, and timed (or modelled)
+    INVALID = "invalid"  # outputs differ from the reference
+    COMPILE_ERROR = "compile_error"  # the verifier, the emitter or the compiler refused it
+    CRASH = "crash"  # the run raised (out of bounds, a GPU fault, a rule's bug)
+    TIMEOUT = "timeout"  # the step limit or the wall clock ran out
+    NAN = "nan"  # NaN or Inf where the reference is finite
+    NOT_APPLICABLE = "not_applicable"  # nothing to judge it by (e.g. specialized sizes)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STATUSES = tuple(status.value for status in Status)
 
 
 @dataclass(frozen=True)
@@ -27,29 +45,31 @@ class Evaluation:
     ``error`` says why a candidate was rejected; ``details`` holds anything else worth
     keeping (max error, compile log excerpt, timing spread), JSON-serializable."""
 
-    status: str
+    status: Status
     time_ms: float | None = None
     error: str = ""
     details: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
+        try:
+            object.__setattr__(self, "status", Status(self.status))
+        except ValueError:
             raise KirError(f"unknown evaluation status {self.status!r}",
-                           hint=f"use one of {', '.join(STATUSES)}")
-        if self.status == "ok" and self.time_ms is None:
+                           hint=f"use one of {', '.join(STATUSES)}") from None
+        if self.status is Status.OK and self.time_ms is None:
             raise KirError("an 'ok' evaluation needs a time")
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is Status.OK
 
     @classmethod
     def timed(cls, time_ms: float, **details: Any) -> "Evaluation":
         """A valid candidate that ran in ``time_ms``."""
-        return cls("ok", float(time_ms), "", details)
+        return cls(Status.OK, float(time_ms), "", details)
 
     @classmethod
-    def rejected(cls, status: str, error: str, **details: Any) -> "Evaluation":
+    def rejected(cls, status: Status | str, error: str, **details: Any) -> "Evaluation":
         """A candidate rejected with ``status`` and the reason."""
         return cls(status, None, error, details)
 
@@ -67,41 +87,3 @@ class Evaluator(Protocol):
     modelled: bool
 
     def evaluate(self, kernel: Kernel) -> Evaluation: ...
-
-
-class FunctionEvaluator:
-    """An evaluator from a plain function, for tests and quick experiments.
-
-    ``fn(kernel)`` returns an :class:`Evaluation`, a time in ms (a valid candidate), or None
-    (an invalid one). ``calls`` counts invocations, so tests can see what the engine spent.
-    """
-
-    def __init__(self, fn: Callable[[Kernel], "Evaluation | float | None"], *,
-                 target: str = "test", device: str = "cpu", modelled: bool = True) -> None:
-        self.fn = fn
-        self.target = target
-        self.device = device
-        self.modelled = modelled
-        self.calls = 0
-        self.batches: list[int] = []
-
-    def evaluate(self, kernel: Kernel) -> Evaluation:
-        """Call the function and turn its answer into an :class:`Evaluation`."""
-        self.calls += 1
-        result = self.fn(kernel)
-        if isinstance(result, Evaluation):
-            return result
-        if result is None:
-            return Evaluation.rejected("invalid", "the function rejected the kernel")
-        return Evaluation.timed(float(result))
-
-
-class BatchFunctionEvaluator(FunctionEvaluator):
-    """A :class:`FunctionEvaluator` that also offers ``evaluate_many``; it records batch
-    sizes in ``batches`` (tests use it to check the engine batches a generation)."""
-
-    def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterable[Evaluation]:
-        """Evaluate ``kernels`` in order, yielding each verdict as it is ready."""
-        self.batches.append(len(kernels))
-        for kernel in kernels:
-            yield self.evaluate(kernel)

@@ -13,6 +13,7 @@ from typing import Sequence
 
 from kir.rules import Step
 from kir.search.engine import Candidate, Session
+from kir.search.evaluator import Status
 from kir.search.genome import Genome, all_steps, crossover, kernels_before, mutate, random_genome
 
 
@@ -24,7 +25,7 @@ def rank_key(cand: Candidate) -> tuple[float, int, str]:
 
 # Verdicts on the unrewritten kernel that end a search at once: its own outputs are wrong (or
 # it does not build or run), so no candidate can be judged against it.
-BASELINE_FAILURES = ("invalid", "nan", "crash", "compile_error")
+BASELINE_FAILURES = (Status.INVALID, Status.NAN, Status.CRASH, Status.COMPILE_ERROR)
 
 
 def run_strategy(session: Session, hints: Sequence[Genome]) -> str:

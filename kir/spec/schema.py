@@ -22,7 +22,6 @@ import numpy as np
 
 from kir.errors import KirError, Loc, source_line_of
 from kir.ir.types import SCALARS, ScalarType
-
 from kir.spec.sizeexpr import size_names
 
 if TYPE_CHECKING:

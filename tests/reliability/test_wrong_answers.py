@@ -252,12 +252,12 @@ def test_w12_a_faster_kernel_from_the_transfer_table_is_the_result():
 
     sys.path.insert(0, str(ROOT / "tests" / "search"))
     try:
+        from doubles import FunctionEvaluator
         from search_toy import CTX, toy_evaluate, toy_kernel, toy_registry
     finally:
         sys.path.pop(0)
     from kir.commands.compile_search import ablate_and_adopt
     from kir.rules import apply_trace, parse_step
-    from kir.search import FunctionEvaluator
     from kir.search.engine import SearchResult
 
     registry = toy_registry()

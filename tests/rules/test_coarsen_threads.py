@@ -14,7 +14,7 @@ from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.targets import copy_inputs
 from kir.interp import run_kernel
-from kir.measure.evaluators import ModelEvaluator
+from kir.measure.model import ModelEvaluator
 from kir.rules import NotApplicable, RuleContext, apply_trace, context_for, parse_step
 from kir.spec.compare import compare_outputs
 
@@ -221,8 +221,8 @@ def test_a_specialized_candidate_is_validated_at_its_compiled_sizes_only():
     """The search does not try the specialized softmax at the check sizes (3 rows, where its
     baked guard runs blocks past the end: a false "crash" before), and checks it on the
     "GPU" (here the CPU emulator) at the compiled sizes."""
-    from kir.measure.evaluators import MLXEvaluator
     from kir.measure.gpu.jobs import EmulatorRunner
+    from kir.measure.mlx import MLXEvaluator
 
     loaded, out = _coarsened("softmax.cu", {"rows": 6, "cols": 64}, 4)
     check = {"rows": 3, "cols": 40}

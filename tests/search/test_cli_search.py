@@ -57,7 +57,7 @@ class StandInEvaluator:
 @pytest.fixture(autouse=True)
 def evaluator(monkeypatch):
     try:
-        import kir.measure.evaluators  # noqa: F401
+        import kir.measure.model  # noqa: F401
     except ImportError:
         monkeypatch.setattr(compile_search, "make_evaluator",
                             lambda loaded, target: StandInEvaluator(loaded))
@@ -284,7 +284,7 @@ SMALL = {"flash_attn": {"H": 1, "N": 64}, "softmax": {}, "layernorm": {}, "sgemm
 def test_every_hint_of_every_example_is_a_valid_kernel(name):
     """The hints are the search's first candidates: each must apply strictly and compute what
     the unrewritten kernel computes (default and ragged sizes, two seeds)."""
-    from kir.measure.evaluators import ModelEvaluator
+    from kir.measure.model import ModelEvaluator
     from kir.rules import apply_trace
 
     loaded = load_kernel(EXAMPLES / f"{name}.cu", sizes=SMALL[name])

@@ -20,7 +20,6 @@ import pytest
 from kir.errors import KirError
 from kir.search import (
     Evaluation,
-    FunctionEvaluator,
     SearchConfig,
     TuningDB,
     TuningKey,
@@ -29,6 +28,7 @@ from kir.search import (
 )
 from kir.search.db import SCHEMA_VERSION
 
+from .doubles import FunctionEvaluator
 from .search_toy import CTX, toy_evaluate, toy_kernel, toy_registry
 
 HERE = Path(__file__).parent
@@ -167,8 +167,9 @@ def test_resume_and_instant_second_run(tmp_path):
 KILLED_SEARCH = textwrap.dedent("""
     import sys
     sys.path.insert(0, {toy_dir!r})
+    from doubles import FunctionEvaluator
     from search_toy import CTX, slow_evaluate, toy_kernel, toy_registry
-    from kir.search import FunctionEvaluator, SearchConfig, TuningDB, search
+    from kir.search import SearchConfig, TuningDB, search
     db = TuningDB({path!r})
     search(toy_kernel(), toy_registry(), FunctionEvaluator(slow_evaluate), CTX,
            SearchConfig(strategy="evolve", budget=100000, seed=5), db=db)

@@ -12,8 +12,10 @@ import pytest
 from kir import ir
 from kir.driver.load import load_kernel
 from kir.ir.types import F32
+from kir.measure.cases import build_cases
 from kir.measure.cpu_pool import CheckPool
-from kir.measure.evaluators import MLXEvaluator, ModelEvaluator, build_cases
+from kir.measure.mlx import MLXEvaluator
+from kir.measure.model import ModelEvaluator
 from kir.search import Evaluation, Evaluator
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -237,7 +239,7 @@ def test_check_sizes_equal_to_the_compiled_ones_still_validate_a_specialized_ker
 def test_nvidia_gpu_name_comes_from_the_driver_tool(tmp_path, monkeypatch):
     """This machine has no NVIDIA GPU, so a stand-in ``nvidia-smi`` on PATH prints what the
     real one prints for two GPUs; the name follows CUDA_VISIBLE_DEVICES."""
-    from kir.measure.evaluators import nvidia_gpu_name
+    from kir.measure.mlx import nvidia_gpu_name
 
     tool = tmp_path / "nvidia-smi"
     tool.write_text("#!/bin/sh\nprintf 'NVIDIA H200\\nNVIDIA A100-SXM4-80GB\\n'\n")

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from kir.driver.load import load_kernel
-from kir.measure.evaluators import MLXEvaluator
 from kir.measure.gpu.jobs import EmulatorRunner, GpuJob
 from kir.measure.gpu.lock import GpuLock
 from kir.measure.gpu.pool import GpuPool
+from kir.measure.mlx import MLXEvaluator
 from kir.rules import RuleContext, parse_step
 from kir.search import SearchConfig, search
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kir.driver.load import load_kernel
-from kir.measure.evaluators import MLXEvaluator
 from kir.measure.gpu.worker import EmulatorRunner, GpuJob, GpuWorker, is_fatal_gpu_error, run_job
+from kir.measure.mlx import MLXEvaluator
 from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext, parse_step
 from kir.search import SearchConfig, search
 

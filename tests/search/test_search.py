@@ -11,9 +11,7 @@ import pytest
 from kir.errors import KirError
 from kir.rules import RuleContext, Step, apply_trace, parse_step
 from kir.search import (
-    BatchFunctionEvaluator,
     Evaluation,
-    FunctionEvaluator,
     SearchConfig,
     crossover,
     mutate,
@@ -23,6 +21,7 @@ from kir.search import (
 )
 from kir.search.genome import all_steps, kernels_before
 
+from .doubles import BatchFunctionEvaluator, FunctionEvaluator
 from .search_toy import CTX, Explode, toy_evaluate, toy_kernel, toy_registry
 
 

@@ -13,8 +13,9 @@ from typing import Any, Callable
 
 from kir.errors import KirError
 from kir.ir import Kernel
+from kir.measure.cases import Case, copy_inputs, sizes_label, verdict_of
 from kir.measure.gpu.lock import GpuLock
-from kir.search.evaluator import Evaluation
+from kir.search.evaluator import Evaluation, Status
 
 TRACE_CHARS = 4000  # how much of a dead or hung worker's log a verdict keeps
 
@@ -72,9 +73,8 @@ class Runner:
     def run(self, built: Any, case: Any) -> Any:
         """Run ``built`` once on the case's inputs (the first run compiles); what
         :meth:`compare` takes."""
-        from kir.measure.evaluators import _copy
 
-        return built(_copy(case.inputs))
+        return built(copy_inputs(case.inputs))
 
     def compare(self, ran: Any, case: Any) -> Any:
         """A :class:`kir.spec.compare.CheckResult` of one run's outputs against the case."""
@@ -177,34 +177,32 @@ class EmulatorRunner(Runner):
     def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
              give_up_ms: float | None = None) -> Any:
         from kir.backends.mlx_runner import measure
-        from kir.measure.evaluators import _copy
 
-        return measure(lambda: built(_copy(inputs)), warmup, repeat, give_up_ms)
+        return measure(lambda: built(copy_inputs(inputs)), warmup, repeat, give_up_ms)
 
 
 @dataclass
 class _Prepared:
     bound: Any
-    case: Any  # kir.measure.evaluators.Case
+    case: Case
 
 
 def build_gpu_case(job: GpuJob, runner: Runner) -> _Prepared:
     """The bound spec and the check case at the job's sizes: seeded inputs, and the spec
     reference's outputs (or, without one, the baseline kernel's outputs through ``runner``)."""
     from kir.backends import emit
-    from kir.measure.evaluators import Case, _copy, _sizes_label
     from kir.spec import load_spec
 
     bound = load_spec(job.spec_path).bind(dict(job.sizes))
     inputs = bound.make_inputs(job.seed)
-    expected = bound.reference(_copy(inputs))
+    expected = bound.reference(copy_inputs(inputs))
     if expected is None:
         if job.baseline is None:
             raise KirError(f"{bound.spec.path.name} has no reference and the job no baseline "
                            "kernel: nothing to check GPU outputs against")
-        expected = runner.build(emit(job.baseline, bound, job.target))(_copy(inputs))
+        expected = runner.build(emit(job.baseline, bound, job.target))(copy_inputs(inputs))
     tolerances = {o: bound.tolerance(bound.spec.args[o].dtype) for o in bound.outputs}
-    case = Case(f"GPU at sizes {_sizes_label(bound.sizes)}, seed {job.seed}",
+    case = Case(f"GPU at sizes {sizes_label(bound.sizes)}, seed {job.seed}",
                 dict(bound.sizes), inputs, expected, tolerances)
     return _Prepared(bound, case)
 
@@ -229,13 +227,12 @@ def run_job(job: GpuJob, runner: Runner,
     error = f"{job.target}: the GPU context is unusable after this candidate ({sick})"
     if verdict.error:
         error += f"; the candidate's own error: {verdict.error}"
-    return Evaluation.rejected("crash", error, trace=verdict.details.get("trace", "")), True
+    return Evaluation.rejected(Status.CRASH, error, trace=verdict.details.get("trace", "")), True
 
 
 def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
                     lock: GpuLock) -> tuple[Evaluation, bool]:
     from kir.backends import emit
-    from kir.measure.evaluators import verdict_of
 
     key = job.case_key()
     try:
@@ -244,7 +241,7 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
                 cache[key] = build_gpu_case(job, runner)
     except Exception as exc:  # noqa: BLE001 - a verdict, the worker lives on
         fatal = runner.fatal(exc)
-        return Evaluation.rejected("crash", f"setting up the GPU check failed: "
+        return Evaluation.rejected(Status.CRASH, f"setting up the GPU check failed: "
                                    f"{type(exc).__name__}: {exc}", trace=_trace()), fatal
     prepared = cache[key]
     case = prepared.case
@@ -258,19 +255,19 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
             shared_wait = time.perf_counter() - waiting
             ran = runner.run(built, case)  # the first run compiles (NVRTC / Metal)
     except KirError as exc:
-        return Evaluation.rejected("compile_error", f"{job.target}: {exc}"), False
+        return Evaluation.rejected(Status.COMPILE_ERROR, f"{job.target}: {exc}"), False
     except Exception as exc:  # noqa: BLE001 - MLX reports compile errors as exceptions
         if runner.fatal(exc):
-            return Evaluation.rejected("crash", f"{job.target}: GPU fault: {exc}",
+            return Evaluation.rejected(Status.CRASH, f"{job.target}: GPU fault: {exc}",
                                        trace=_trace()), True
-        return Evaluation.rejected("compile_error",
+        return Evaluation.rejected(Status.COMPILE_ERROR,
                                    f"{job.target}: {type(exc).__name__}: {exc}"), False
     built_at = time.perf_counter()
     try:
         with lock.shared():
             verdict, err = verdict_of(runner.compare(ran, case), case)
     except Exception as exc:  # noqa: BLE001 - reading the outputs back can fault too
-        return Evaluation.rejected("crash", f"checking the outputs raised "
+        return Evaluation.rejected(Status.CRASH, f"checking the outputs raised "
                                    f"{type(exc).__name__}: {exc}", trace=_trace()), \
             runner.fatal(exc)
     del ran  # the outputs: free them before timing
@@ -283,7 +280,7 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
             locked_at = time.perf_counter()
             timing = runner.time(built, case.inputs, job.warmup, job.repeat, job.give_up_ms)
     except Exception as exc:  # noqa: BLE001
-        return Evaluation.rejected("crash", f"timing raised {type(exc).__name__}: {exc}",
+        return Evaluation.rejected(Status.CRASH, f"timing raised {type(exc).__name__}: {exc}",
                                    trace=_trace()), runner.fatal(exc)
     done = time.perf_counter()
     # Where a candidate's seconds went (build = emit + compile + the first run; waits for

@@ -67,7 +67,7 @@ from kir.measure.gpu.jobs import (
     is_fatal_gpu_error,
     run_job,
 )
-from kir.search.evaluator import Evaluation
+from kir.search.evaluator import Evaluation, Status
 
 __all__ = ["EmulatorRunner", "GpuJob", "GpuWorker", "MLXRunner", "Runner", "build_gpu_case",
            "is_fatal_gpu_error", "main", "run_job"]
@@ -108,20 +108,18 @@ def main() -> None:
         except (EOFError, OSError):
             return
         except Exception as exc:  # noqa: BLE001 - a job this process cannot unpickle
-            conn_out.send((Evaluation.rejected(
-                "crash", f"the GPU worker cannot load the job: {type(exc).__name__}: {exc}"),
+            conn_out.send((Evaluation.rejected(Status.CRASH, f"the GPU worker cannot load the job: {type(exc).__name__}: {exc}"),
                 False))
             continue
         if job is None:
             return
         if runner is None:
-            conn_out.send((Evaluation.rejected("crash", unusable), False))
+            conn_out.send((Evaluation.rejected(Status.CRASH, unusable), False))
             continue
         try:
             verdict, fatal = run_job(job, runner, cache)
         except BaseException as exc:  # noqa: BLE001 - answer, whatever happened
-            verdict, fatal = Evaluation.rejected(
-                "crash", f"the GPU worker raised {type(exc).__name__}: {exc}"), False
+            verdict, fatal = Evaluation.rejected(Status.CRASH, f"the GPU worker raised {type(exc).__name__}: {exc}"), False
         conn_out.send((verdict, fatal))
         if fatal:
             sys.stdout.flush()
@@ -182,7 +180,7 @@ class GpuWorker:
         try:
             payload = pickle.dumps(job)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable kernel
-            return Evaluation.rejected("crash", "cannot send the candidate to the GPU worker: "
+            return Evaluation.rejected(Status.CRASH, "cannot send the candidate to the GPU worker: "
                                        f"{type(exc).__name__}: {exc}")
         try:
             worker.send.send_bytes(payload)
@@ -190,13 +188,12 @@ class GpuWorker:
             # It died between jobs: start another and send again (once).
             self._retire(kill=True)
             if _resent:
-                return Evaluation.rejected("crash", f"cannot reach a new GPU worker: {exc}")
+                return Evaluation.rejected(Status.CRASH, f"cannot reach a new GPU worker: {exc}")
             return self.run(job, _resent=True)
         if not worker.receive.poll(limit):
             trace = self._dump_stacks(worker)
             self._retire(kill=True)
-            return Evaluation.rejected(
-                "timeout", f"no answer from the GPU worker within {limit:g} s: killed",
+            return Evaluation.rejected(Status.TIMEOUT, f"no answer from the GPU worker within {limit:g} s: killed",
                 trace=trace)
         try:
             verdict, fatal = worker.receive.recv()
@@ -207,8 +204,7 @@ class GpuWorker:
                 code = None
             trace = _tail(worker.log_path)
             self._retire(kill=True)
-            return Evaluation.rejected(
-                "crash", f"the GPU worker died ({_exit_reason(code)}) running this candidate",
+            return Evaluation.rejected(Status.CRASH, f"the GPU worker died ({_exit_reason(code)}) running this candidate",
                 trace=trace, exitcode=code)
         if fatal:
             self._retire(kill=False)

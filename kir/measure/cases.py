@@ -1,0 +1,252 @@
+"""Validation: the cases a candidate is judged on and the check every evaluator runs.
+
+A candidate is verified against the target's limits, then run on the numpy interpreter on two
+random input sets at the spec's sizes (or its check sizes) and, when the spec gives ``ragged``
+sizes, at those too (the same rewritten kernel: its grid expressions and scalar arguments are
+re-evaluated with the ragged sizes), and compared with the reference (the spec's reference
+function, or the unrewritten kernel). A rejection says why: ``compile_error`` (verification),
+``invalid`` (mismatch, with the worst error), ``nan``, ``crash`` (the run raised, e.g. an
+out-of-bounds access), ``timeout`` (the interpreter's step limit, or the wall clock).
+
+:class:`Validating` holds the cases and a pool of worker processes that checks candidates
+(:mod:`kir.measure.cpu_pool`); the evaluators (:mod:`kir.measure.model`,
+:mod:`kir.measure.mlx`) build on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from kir import ir
+from kir.driver.load import Loaded
+from kir.errors import KirError, StepLimitError
+from kir.ir import Kernel
+from kir.measure.cpu_pool import CheckPool
+from kir.search.evaluator import Evaluation, Status
+from kir.spec.compare import CheckResult, compare_outputs
+
+DEFAULT_SEEDS = (0, 1)
+DEFAULT_MAX_STEPS = 2_000_000
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input set with its expected outputs."""
+
+    label: str  # e.g. "sizes rows=64, cols=1000, seed 0"
+    sizes: dict[str, int]
+    inputs: dict[str, Any]
+    expected: dict[str, np.ndarray]
+    tolerances: dict[str, tuple[float, float]]
+    ragged: bool = False  # at sizes other than the spec's (bound) ones
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """Everything a worker needs to judge a candidate (pickled once per worker)."""
+
+    cases: tuple[Case, ...]
+    max_steps: int
+    profile: str | None = None  # a cost-model profile: count case 0 and estimate
+    notes: tuple[str, ...] = field(default=())
+    scalars_used: frozenset[str] = frozenset()  # scalar params the original kernel reads
+
+
+def scalars_used(kernel: Kernel) -> frozenset[str]:
+    """Scalar parameters ``kernel`` reads anywhere."""
+    names = {p.name for p in kernel.params if not p.is_buffer}
+    return frozenset(n.name for n in kernel.body.walk()
+                     if isinstance(n, ir.Var) and n.name in names)
+
+
+def copy_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an input set whose arrays a run may write without touching the original."""
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+
+
+def sizes_label(sizes: dict[str, int]) -> str:
+    """``rows=8, cols=64``."""
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def build_cases(loaded: Loaded, validate_sizes: Sequence[dict[str, int]] | None = None,
+                seeds: Sequence[int] = DEFAULT_SEEDS, max_steps: int = DEFAULT_MAX_STEPS,
+                check_sizes: dict[str, int] | None = None
+                ) -> tuple[tuple[Case, ...], tuple[str, ...]]:
+    """The validation cases for ``loaded``: ``seeds`` at its sizes, then at each of
+    ``validate_sizes`` (overrides; default: the spec's ``ragged`` sizes). A size set at which
+    the unrewritten kernel itself disagrees with the spec's reference (a kernel with sizes
+    baked in) is dropped, with a note saying so.
+
+    ``check_sizes`` moves the interpreter's cases away from the sizes the kernel is compiled
+    for (a GPU search at N=4096 validates on the interpreter at small sizes); every case is
+    then "ragged" — not at the compiled sizes — so a candidate specialized to those sizes is
+    left to the GPU check at the compiled sizes."""
+    from kir.interp import run_kernel
+
+    if loaded.bound is None:
+        raise KirError(f"{loaded.path.name} has no spec: validation needs its sizes and inputs",
+                       hint=f"write {loaded.path.with_suffix('.kir.toml').name} beside it")
+    spec, base = loaded.spec, loaded.bound
+    assert spec is not None
+    compiled = dict(base.sizes)
+    if check_sizes is not None:
+        base = spec.bind({**base.sizes, **check_sizes})
+    moved = base.sizes != compiled  # check sizes other than the compiled ones
+    extra = [dict(s) for s in validate_sizes] if validate_sizes is not None else \
+        ([dict(spec.ragged)] if spec.ragged else [])
+    binds = [base] + [spec.bind({**base.sizes, **overrides}) for overrides in extra]
+    cases: list[Case] = []
+    notes: list[str] = []
+    for i, bound in enumerate(binds):
+        if i and bound.sizes == base.sizes:
+            continue
+        tolerances = {o: bound.tolerance(spec.args[o].dtype) for o in bound.outputs}
+        found: list[Case] = []
+        for seed in seeds:
+            inputs = bound.make_inputs(seed)
+            expected = bound.reference(copy_inputs(inputs))
+            baseline = None
+            try:
+                baseline = run_kernel(loaded.kernel, copy_inputs(inputs), bound.sizes,
+                                      max_steps=max_steps)
+            except KirError as exc:
+                if not i:
+                    raise
+                notes.append(f"not validating at {sizes_label(bound.sizes)}: the original "
+                             f"kernel fails there ({exc.message})")
+                found = []
+                break
+            if expected is None:
+                expected = {o: baseline[o] for o in bound.outputs}
+            elif i and not compare_outputs(baseline, expected, tolerances.get).ok:
+                notes.append(f"not validating at {sizes_label(bound.sizes)}: the original "
+                             "kernel disagrees with the reference there")
+                found = []
+                break
+            found.append(Case(f"sizes {sizes_label(bound.sizes)}, seed {seed}",
+                              dict(bound.sizes), inputs, expected, tolerances,
+                              bool(i) or moved))
+        cases.extend(found)
+    return tuple(cases), tuple(notes)
+
+
+def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
+    """Verify and validate ``kernel`` on every case; with ``ctx.profile`` also count case 0
+    and return the modelled time. Module-level so worker processes can run it."""
+    from kir.ir.verify import METAL_LIMITS, verify
+
+    try:
+        verify(kernel, METAL_LIMITS)
+    except KirError as exc:
+        return Evaluation.rejected(Status.COMPILE_ERROR, f"verify: {exc}")
+    counters = None
+    worst = 0.0
+    # A kernel that no longer reads a size parameter the original reads was specialized to
+    # the spec's sizes (a rule baked the value in): other sizes cannot check it.
+    specialized = kernel.launch.specialized or not ctx.scalars_used <= scalars_used(kernel)
+    cases = [c for c in ctx.cases if not (specialized and c.ragged)]
+    if not cases and ctx.profile is not None:
+        # The cost model counts on the interpreter at the check sizes, where a kernel
+        # specialized to the compiled sizes cannot run: there is nothing to judge it by.
+        return Evaluation.rejected(Status.NOT_APPLICABLE, "specialized to the compiled sizes, but the cost model counts "
+            "at the check sizes: use check sizes equal to the compiled ones to model it")
+    for i, case in enumerate(cases):
+        count = ctx.profile is not None and i == 0
+        verdict, outputs, counted = run_case(kernel, case, ctx.max_steps, count)
+        if verdict is not None:
+            return verdict
+        counters = counted if count else counters
+        verdict, err = _compare(outputs, case)
+        if verdict is not None:
+            return verdict
+        worst = max(worst, err)
+    notes = {"specialized": "validated at the spec's sizes only"} if specialized else {}
+    if ctx.profile is None:
+        return Evaluation(Status.OK, 0.0, "", {"max_abs_err": worst, "cases": len(cases), **notes})
+    from kir.cost import estimate
+
+    cost = estimate(counters, ctx.profile)
+    return Evaluation.timed(cost.time_ms, modelled=True, bound=cost.bound,
+                            profile=cost.profile, breakdown=dict(cost.breakdown),
+                            counters=counters.as_dict(), max_abs_err=worst,
+                            cases=len(cases), **notes)
+
+
+def run_case(kernel: Kernel, case: Case, max_steps: int, count: bool):
+    from kir.interp import Counters, run_kernel
+
+    counters = Counters() if count else None
+    try:
+        outputs = run_kernel(kernel, copy_inputs(case.inputs), case.sizes, max_steps=max_steps,
+                             counters=counters)
+    except StepLimitError as exc:
+        return Evaluation.rejected(Status.TIMEOUT, f"{case.label}: {exc}"), None, None
+    except KirError as exc:
+        return Evaluation.rejected(Status.CRASH, f"{case.label}: {exc}"), None, None
+    except (RecursionError, MemoryError) as exc:
+        return Evaluation.rejected(Status.CRASH, f"{case.label}: {type(exc).__name__}"), None, None
+    except Exception as exc:  # noqa: BLE001 - a rule produced something the run chokes on
+        return Evaluation.rejected(Status.CRASH, f"{case.label}: interpreter raised {type(exc).__name__}: {exc}"), None, None
+    return None, outputs, counters
+
+
+def _compare(outputs: dict[str, np.ndarray], case: Case) -> tuple[Evaluation | None, float]:
+    return verdict_of(compare_outputs(outputs, case.expected, case.tolerances.get), case)
+
+
+def verdict_of(result: CheckResult, case: Case) -> tuple[Evaluation | None, float]:
+    """A rejection ("nan" or "invalid", with the worst errors) or None, and the max error."""
+    for check in result.outputs:
+        if check.nonfinite:
+            return Evaluation.rejected(Status.NAN, f"{case.label}: output {check.name!r} has {check.nonfinite} NaN/Inf "
+                "where the reference is finite", output=check.name), 0.0
+    if not result.ok:
+        failed = [o for o in result.outputs if not o.ok]
+        return Evaluation.rejected(Status.INVALID, f"{case.label}: " + "; ".join(o.describe() for o in failed),
+            max_abs_err=result.max_abs_err,
+            max_rel_err=max(o.max_rel_err for o in failed)), result.max_abs_err
+    return None, result.max_abs_err
+
+
+class Validating:
+    """Shared set-up: validation cases and a lazily started worker pool."""
+
+    def __init__(self, loaded: Loaded, profile: str | None, *,
+                 validate_sizes: Sequence[dict[str, int]] | None, seeds: Sequence[int],
+                 max_steps: int, workers: int, timeout_s: float,
+                 check_sizes: dict[str, int] | None = None) -> None:
+        cases, notes = build_cases(loaded, validate_sizes, seeds, max_steps, check_sizes)
+        self.loaded = loaded
+        self.context = CheckContext(cases, max_steps, profile, notes,
+                                    scalars_used(loaded.kernel))
+        self.notes = notes
+        self.workers = workers
+        self.timeout_s = timeout_s
+        self._pool: CheckPool | None = None
+
+    def check(self, kernel: Kernel) -> Evaluation:
+        """Verify, validate (and with a profile, model) ``kernel`` in this process."""
+        return check_kernel(kernel, self.context)
+
+    def check_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
+        """:meth:`check` for each kernel in worker processes, verdicts in order."""
+        if self._pool is None:
+            self._pool = CheckPool(check_kernel, self.context, workers=self.workers,
+                                   timeout_s=self.timeout_s)
+        return self._pool.run(list(kernels))
+
+    def close(self) -> None:
+        """Stop the worker processes (a later batch starts new ones)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

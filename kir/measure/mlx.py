@@ -1,0 +1,197 @@
+"""MLX on a real GPU as an evaluator: validate on the interpreter (in worker processes), then
+check and time the emitted kernel on the GPU in worker processes a crashing or hanging
+candidate cannot take down (:mod:`kir.measure.gpu`)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Iterator, Sequence
+
+from kir.driver.load import Loaded
+from kir.errors import KirError
+from kir.ir import Kernel
+from kir.measure.cases import DEFAULT_MAX_STEPS, DEFAULT_SEEDS, Case, Validating
+from kir.measure.gpu.pool import GpuPool
+from kir.measure.gpu.worker import GpuJob, GpuWorker, MLXRunner, Runner, build_gpu_case
+from kir.search.evaluator import Evaluation
+
+
+class MLXEvaluator(Validating):
+    """Validate on the interpreter (in worker processes), then time the emitted kernel on
+    this machine's GPU through MLX, one at a time: median of ``repeat`` runs.
+
+    The GPU work happens in a separate worker process (:mod:`kir.measure.gpu.worker`), so a
+    candidate that crashes or hangs it is recorded as "crash" / "timeout" and the next one
+    gets a fresh worker. ``gpu_timeout_s`` bounds one candidate there (``gpu_startup_s`` more
+    for a fresh worker's first job); ``runner`` replaces MLX (e.g. the CPU emulator).
+
+    The search tells the evaluator its best time so far (:meth:`note_best`); a candidate
+    whose first run is ``give_up_factor`` times slower than that is timed once only (its
+    verdict says ``cut_short``): most candidates of a search lose by far, and timing each of
+    them ``warmup + repeat`` times would spend the GPU time the search needs for the rest."""
+
+    modelled = False
+
+    def __init__(self, loaded: Loaded, target: str = "metal", *,
+                 validate_sizes: Sequence[dict[str, int]] | None = None,
+                 seeds: Sequence[int] = DEFAULT_SEEDS, max_steps: int = DEFAULT_MAX_STEPS,
+                 workers: int = 2, timeout_s: float = 120.0, warmup: int = 3,
+                 repeat: int = 10, check_sizes: dict[str, int] | None = None,
+                 runner: Runner | None = None, gpu_timeout_s: float = 60.0,
+                 gpu_startup_s: float = 60.0, give_up_factor: float | None = 3.0,
+                 gpu_workers: int = 1) -> None:
+        if target not in ("metal", "cuda"):
+            raise KirError(f"unknown MLX target {target!r}", hint="choose 'metal' or 'cuda'")
+        if runner is None:
+            from kir.backends.mlx_runner import require_target
+
+            require_target(target)
+        super().__init__(loaded, None, validate_sizes=validate_sizes, seeds=seeds,
+                         max_steps=max_steps, workers=workers, timeout_s=timeout_s,
+                         check_sizes=check_sizes)
+        self._gpu_case: Case | None = None
+        self.target = target
+        self.time_sizes = dict(loaded.bound.sizes)  # timed at the compiled sizes
+        self.device = mlx_device_name(target) if runner is None else \
+            f"{type(runner).__name__}:{target}"
+        self.warmup = warmup
+        self.repeat = repeat
+        self.give_up_factor = give_up_factor
+        self.best_ms: float | None = None
+        # Where the evaluation time went: GPU jobs and their seconds, the compile + first
+        # run ("build_s"), output check and timing seconds inside them, and the waits for
+        # interpreter validation.
+        self.stats: Counter = Counter()
+        runner = runner or MLXRunner()
+        self.gpu: GpuWorker | GpuPool = GpuWorker(
+            runner, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s) if gpu_workers <= 1 \
+            else GpuPool(runner, gpu_workers, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s)
+
+    def close(self) -> None:
+        """Stop the validation workers and the GPU worker."""
+        super().close()
+        self.gpu.close()
+
+    def evaluate(self, kernel: Kernel) -> Evaluation:
+        """Validate in this process, then time on the GPU."""
+        verdict = self.check(kernel)
+        return self.time(kernel) if verdict.ok else verdict
+
+    def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
+        """Validate in worker processes, then check and time the valid ones on the GPU;
+        verdicts in order. With a pool of GPU workers every valid candidate is handed to
+        the pool as soon as its validation is in (they compile side by side)."""
+        verdicts = self.check_many(kernels)
+        if not isinstance(self.gpu, GpuPool):
+            for kernel in kernels:
+                verdict = self._checked(verdicts)
+                yield self.time(kernel) if verdict.ok else verdict
+            return
+        pending: list = []
+        try:
+            for kernel in kernels:
+                verdict = self._checked(verdicts)
+                pending.append((self.gpu.submit(self.gpu_job(kernel)), time.perf_counter())
+                               if verdict.ok else verdict)
+            for item in pending:
+                if isinstance(item, Evaluation):
+                    yield item
+                    continue
+                future, submitted = item
+                yield self._account(future.result(), time.perf_counter() - submitted)
+        finally:  # the search stopped early: do not start what it will not read
+            for item in pending:
+                if not isinstance(item, Evaluation):
+                    item[0].cancel()
+
+    def _checked(self, verdicts: Iterator[Evaluation]) -> Evaluation:
+        waited = time.perf_counter()
+        verdict = next(verdicts)
+        self.stats["check_wait_s"] += time.perf_counter() - waited
+        return verdict
+
+    def note_best(self, best_ms: float | None) -> None:
+        """The search's best valid time so far (sets where timing gives up)."""
+        self.best_ms = best_ms
+
+    def gpu_job(self, kernel: Kernel) -> GpuJob:
+        """The GPU worker's job for ``kernel``: check at the compiled sizes, then time."""
+        bound = self.loaded.bound
+        baseline = None if bound.spec.reference else self.loaded.kernel
+        give_up = self.best_ms * self.give_up_factor \
+            if self.best_ms and self.give_up_factor else None
+        return GpuJob(kernel, str(bound.spec.path.resolve()), dict(bound.sizes), self.target,
+                      self.warmup, self.repeat, 0, baseline, give_up)
+
+    def gpu_case(self) -> Case:
+        """Inputs at the compiled sizes with the spec reference's outputs (or, without a
+        reference, the unrewritten kernel's outputs on the GPU): every timed candidate is
+        first checked against them. Computed IN THIS PROCESS (for inspection); :meth:`time`
+        has the GPU worker build its own copy."""
+        if self._gpu_case is None:
+            self._gpu_case = build_gpu_case(self.gpu_job(self.loaded.kernel),
+                                            self.gpu.runner).case
+        return self._gpu_case
+
+    def time(self, kernel: Kernel) -> Evaluation:
+        """Emit, build, check once on the GPU at the compiled sizes, then time (median) — in
+        the GPU worker process, so a crash or a hang costs this candidate only."""
+        started = time.perf_counter()
+        verdict = self.gpu.run(self.gpu_job(kernel))
+        return self._account(verdict, time.perf_counter() - started)
+
+    def _account(self, verdict: Evaluation, wall_s: float) -> Evaluation:
+        """Add one GPU job to :attr:`stats` (with a pool, jobs overlap: their seconds add up
+        to more than the wall time)."""
+        self.stats["gpu_jobs"] += 1
+        self.stats["gpu_job_s"] += wall_s
+        for phase in ("build_s", "check_s", "lock_wait_s", "time_s"):
+            self.stats[phase] += float(verdict.details.get(phase, 0.0))
+        self.stats["cut_short"] += bool(verdict.details.get("cut_short"))
+        return verdict
+
+
+def mlx_device_name(target: str) -> str:
+    """A readable name of MLX's GPU (``Apple M2``, ``NVIDIA H200``), best effort: the tuning
+    database keys results by it, so two different GPUs must not share a name."""
+    try:
+        import mlx.core as mx
+
+        for getter in (getattr(mx, "device_info", None),
+                       getattr(getattr(mx, target, None), "device_info", None)):
+            if getter is not None:
+                info = getter()
+                name = info.get("device_name") or info.get("name")
+                if name:
+                    return str(name)
+        # MLX's CUDA back end (0.30) names no device; the driver's tool does.
+        name = nvidia_gpu_name() if target == "cuda" else None
+        return name or f"mlx-{target}:{mx.default_device()}"
+    except Exception:  # noqa: BLE001 - only a label
+        return f"mlx-{target}"
+
+
+def nvidia_gpu_name() -> str | None:
+    """The name of the first GPU this process sees (``CUDA_VISIBLE_DEVICES``), from
+    ``nvidia-smi``; None when there is no such tool or it fails."""
+    import os
+    import shutil
+    import subprocess
+
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    command = [tool, "--query-gpu=name", "--format=csv,noheader"]
+    if visible and not visible.isdigit():
+        command.append(f"--id={visible}")  # a UUID or PCI bus id
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not names:
+        return None
+    index = int(visible) if visible.isdigit() else 0
+    return names[index] if index < len(names) else None

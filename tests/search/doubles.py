@@ -1,0 +1,47 @@
+"""Test doubles for the :class:`kir.search.evaluator.Evaluator` protocol: evaluators made of
+plain functions, so search tests can see what the engine spent without a real target."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+from kir.ir import Kernel
+from kir.search.evaluator import Evaluation
+
+
+class FunctionEvaluator:
+    """An evaluator from a plain function, for tests and quick experiments.
+
+    ``fn(kernel)`` returns an :class:`Evaluation`, a time in ms (a valid candidate), or None
+    (an invalid one). ``calls`` counts invocations, so tests can see what the engine spent.
+    """
+
+    def __init__(self, fn: Callable[[Kernel], Evaluation | float | None], *,
+                 target: str = "test", device: str = "cpu", modelled: bool = True) -> None:
+        self.fn = fn
+        self.target = target
+        self.device = device
+        self.modelled = modelled
+        self.calls = 0
+        self.batches: list[int] = []
+
+    def evaluate(self, kernel: Kernel) -> Evaluation:
+        """Call the function and turn its answer into an :class:`Evaluation`."""
+        self.calls += 1
+        result = self.fn(kernel)
+        if isinstance(result, Evaluation):
+            return result
+        if result is None:
+            return Evaluation.rejected("invalid", "the function rejected the kernel")
+        return Evaluation.timed(float(result))
+
+
+class BatchFunctionEvaluator(FunctionEvaluator):
+    """A :class:`FunctionEvaluator` that also offers ``evaluate_many``; it records batch
+    sizes in ``batches`` (tests use it to check the engine batches a generation)."""
+
+    def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterable[Evaluation]:
+        """Evaluate ``kernels`` in order, yielding each verdict as it is ready."""
+        self.batches.append(len(kernels))
+        for kernel in kernels:
+            yield self.evaluate(kernel)
