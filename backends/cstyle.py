@@ -59,6 +59,11 @@ class Dialect:
     atomic_store: str | None
     cast_vector: str                         # "{type}({value})"
     keywords: frozenset[str] = frozenset()
+    # Literal spellings: the suffix of a half literal ("" where halves print as a cast), of
+    # integer literals by type, and the float types whose infinity/NaN spelling needs no cast.
+    half_suffix: str = ""
+    int_suffixes: Mapping[str, str] = field(default_factory=lambda: {"u32": "u"})
+    bare_special_floats: frozenset[str] = frozenset({"f32"})
     # (printer, matrix statement) -> lines; None where the target has no matrix fragments
     matrix: Callable[["Printer", ir.Stmt], list[str]] | None = None
 
@@ -114,22 +119,23 @@ class Printer:
                 text = self._float_special(self.dialect.infinity, t)
                 return (f"-{text}", UNARY) if value < 0 else (text, PRIMARY)
             text = float_text(value, t)
-            if t.name == "f32" or t == F16 and self.dialect.name == "metal":
-                text += "f" if t.name == "f32" else "h"
+            if t.name == "f32":
+                text += "f"
+            elif t == F16 and self.dialect.half_suffix:
+                text += self.dialect.half_suffix
             elif t.name in ("f16", "bf16"):
                 text = f"({self.type_name(t)}){text}f"
                 return text, UNARY
             return text, (UNARY if value < 0 or text.startswith("-") else PRIMARY)
         value = int(value)
-        suffix = {"u32": "u", "i64": "ll" if self.dialect.name == "cuda" else "l",
-                  "u64": "ull" if self.dialect.name == "cuda" else "ul"}.get(t.name, "")
+        suffix = self.dialect.int_suffixes.get(t.name, "")
         if t.name == "i32" and value == -2**31:
             return "(-2147483647 - 1)", PRIMARY
         text = f"{value}{suffix}"
         return text, (UNARY if value < 0 else PRIMARY)
 
     def _float_special(self, text: str, t: ScalarType) -> str:
-        if t.name == "f32" or (t.name == "f64" and self.dialect.name == "cuda"):
+        if t.name in self.dialect.bare_special_floats:
             return text
         return f"(({self.type_name(t)}){text})"
 

@@ -15,6 +15,7 @@ from kir.backends.matrix_emit import CUDA_HELPER, cuda_matrix
 from kir import ir
 from kir.errors import UnsupportedError
 from kir.ir.types import ScalarType
+from kir.target import Target
 
 MLX_CUDA_TYPES = {"bool": "bool", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t",
                   "u64": "uint64_t", "f16": "__half", "bf16": "__nv_bfloat16", "f32": "float",
@@ -98,6 +99,9 @@ CUDA = Dialect(
         "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
         "fma", "sin", "cos", "floor", "ceil", "erf", "signed", "unsigned", "short", "long",
         "half", "uint", "Shape", "Strides"}),
+    half_suffix="",
+    int_suffixes={"u32": "u", "i64": "ll", "u64": "ull"},
+    bare_special_floats=frozenset({"f32", "f64"}),
     matrix=cuda_matrix,
 )
 
@@ -158,6 +162,18 @@ unsigned int kir_xor(unsigned int v, unsigned int key) {
 
 # After "lane": the fragment helpers call kir_lane().
 HELPERS["matrix"] = CUDA_HELPER
+
+def _input_space(shape: tuple[int, ...]) -> str:
+    return "const "
+
+
+# NVIDIA GPUs through MLX: 1024 threads per block, 48 KiB of static shared memory and up to
+# 227 KiB with the dynamic part (compute capability 9.0), warps of 32.
+CUDA_TARGET = Target(
+    name="cuda", title="CUDA", group_word="block", max_threads=1024, max_shared_bytes=227 * 1024,
+    max_static_shared_bytes=48 * 1024, warp_size=32, supports_f64=True, dynamic_shared=True,
+    narrow_shuffles=True, input_space=_input_space, output_space="",
+    shared_space="", local_space="", typed_atomics=False, dialect=CUDA, helpers=HELPERS)
 
 # What MLX puts before the header (mlx/backend/cuda/custom_kernel.cpp); for compiling the
 # full source outside MLX, STANDALONE_PRELUDE stands in for its utils.cuh include.

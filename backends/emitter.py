@@ -12,42 +12,36 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from kir.backends import cuda as cuda_dialect
-from kir.backends import metal as metal_dialect
 from kir.backends.cstyle import BufferInfo, Printer
 from kir.backends.emitted import Emitted, plan_inits
+from kir.backends.targets import target_named
 
 from kir import ir
 from kir.errors import KirError, LimitError, UnsupportedError
 from kir.ir.types import PointerType, ScalarType, VectorType
 from kir.spec.sizeexpr import eval_size_expr
-
-TARGETS = ("metal", "cuda")
-MAX_THREADS = 1024
-METAL_THREADGROUP_BYTES = 32 * 1024
-CUDA_STATIC_SHARED_BYTES = 48 * 1024
-CUDA_MAX_SHARED_BYTES = 227 * 1024
+from kir.target import Target
 
 
-def emit(kernel: ir.Kernel, bound, target: str, *, partial_groups_safe: bool = False) -> Emitted:
-    """Emit ``kernel`` for ``target`` ("metal" or "cuda") with sizes from ``bound`` (a
-    :class:`kir.spec.BoundSpec`). Raises LimitError when the launch exceeds the target and
-    UnsupportedError for constructs the target cannot express.
+def emit(kernel: ir.Kernel, bound, target: str | Target, *,
+         partial_groups_safe: bool = False) -> Emitted:
+    """Emit ``kernel`` for ``target`` (a :class:`kir.target.Target`, or its name "metal" or
+    "cuda") with sizes from ``bound`` (a :class:`kir.spec.BoundSpec`). Raises LimitError when
+    the launch exceeds the target and UnsupportedError for constructs the target cannot
+    express.
 
     ``partial_groups_safe`` says the kernel tolerates partial edge groups; the grid is whole
     blocks either way today (a block count × threads), so it only records the promise.
     """
-    if target not in TARGETS:
-        raise KirError(f"unknown target {target!r}", hint="choose 'metal' or 'cuda'")
-    dialect = metal_dialect.METAL if target == "metal" else cuda_dialect.CUDA
-    helpers = metal_dialect.HELPERS if target == "metal" else cuda_dialect.HELPERS
+    target = target_named(target)
+    dialect, helpers = target.dialect, target.helpers
     args = bound.spec.args
     for p in kernel.params:
         if p.name not in args:
             raise KirError(f"kernel parameter {p.name!r} has no entry in the spec's [args]",
                            hint=f"add {p.name} = {{ ... }} to {bound.spec.path.name}")
-    if target == "metal":
-        _check_no_f64(kernel)
+    if not target.supports_f64:
+        _check_no_f64(kernel, target)
 
     blocks = tuple(_grid_dim(g, bound.sizes) for g in kernel.launch.grid)
     block = tuple(int(b) for b in kernel.launch.block)
@@ -57,10 +51,10 @@ def emit(kernel: ir.Kernel, bound, target: str, *, partial_groups_safe: bool = F
     shared_dynamic = kernel.launch.shared_bytes or int(bound.shared_bytes or 0)
     allocs = [s for s in body.walk() if isinstance(s, ir.Alloc)]
     dynamic = [a for a in allocs if a.dynamic]
-    if target == "metal" and dynamic:
-        body = _size_dynamic_allocs(body, dynamic, shared_dynamic)
+    if dynamic and not target.dynamic_shared:
+        body = _size_dynamic_allocs(body, dynamic, shared_dynamic, target)
         allocs = [s for s in body.walk() if isinstance(s, ir.Alloc)]
-    _check_shared(allocs, shared_dynamic if target == "cuda" else 0, target)
+    _check_shared(allocs, shared_dynamic if target.dynamic_shared else 0, target)
 
     in_params = [p for p in kernel.params if args[p.name].role == "in"]
     out_params = [p for p in kernel.params if args[p.name].role != "in"]
@@ -75,17 +69,18 @@ def emit(kernel: ir.Kernel, bound, target: str, *, partial_groups_safe: bool = F
     names = _rename(kernel, dialect.keywords | set(helpers), [p.name for p in in_params])
     atomic_targets = {s.buffer for s in body.walk() if isinstance(s, ir.Atomic)}
     out_names = {p.name for p in out_params}
-    atomic_outputs = target == "metal" and bool(atomic_targets & out_names)
+    atomic_outputs = target.typed_atomics and bool(atomic_targets & out_names)
 
     out_rows = []
     for p in out_params:
         elem = p.type.elem
         if isinstance(elem, VectorType):
             raise UnsupportedError(f"vector-typed buffer parameter {p.name!r}")
-        if atomic_outputs and elem.name not in ("f32", "i32", "u32"):
+        if atomic_outputs and elem.name not in target.typed_atomic_types:
+            allowed = ", ".join(sorted(target.typed_atomic_types))
             raise UnsupportedError(
                 f"output {p.name!r} is {elem}: with atomics, MLX makes every output "
-                "device atomic<T>, which Metal allows for f32, i32 and u32 only")
+                f"device atomic<T>, which {target.title} allows for {allowed} only")
         out_rows.append((names.get(p.name, p.name), p.name, elem, args[p.name].init))
     init_value, encodings = plan_inits(out_rows, prefer={names.get(b, b) for b in atomic_targets})
     enc_by_arg = {e.arg: e for e in encodings}
@@ -97,7 +92,7 @@ def emit(kernel: ir.Kernel, bound, target: str, *, partial_groups_safe: bool = F
         emitted_name = names.get(p.name, p.name)
         if p.is_buffer:
             shape = tuple(int(d) for d in bound.shape(p.name))
-            space = _input_space(target, shape)
+            space = target.input_space(shape)
             buffers[p.name] = BufferInfo(p.type.elem, space, writable=False)
             input_rows.append((emitted_name, p.name, "buffer", p.type.elem.name, shape))
         else:
@@ -114,30 +109,29 @@ def emit(kernel: ir.Kernel, bound, target: str, *, partial_groups_safe: bool = F
             width = "u32" if p.type.elem.nbytes == 4 else "u16"
             input_rows.append((key_buffer, p.name, "key", width, shape))
             buffers[key_buffer] = BufferInfo(p.type.elem, "", writable=False)
-        buffers[p.name] = BufferInfo(p.type.elem, "device " if target == "metal" else "",
+        buffers[p.name] = BufferInfo(p.type.elem, target.output_space,
                                      atomic=atomic_outputs, xor_key=key,
                                      xor_key_buffer=key_buffer)
     for a in allocs:
-        space = ("threadgroup " if a.space == "shared" else "thread ") \
-            if target == "metal" else ""
-        buffers[a.name] = BufferInfo(a.elem, space, atomic=target == "metal"
+        space = target.shared_space if a.space == "shared" else target.local_space
+        buffers[a.name] = BufferInfo(a.elem, space, atomic=target.typed_atomics
                                      and a.name in atomic_targets and a.space == "shared")
     for a in allocs:
-        if target == "metal" and a.name in atomic_targets and a.space != "shared":
+        if target.typed_atomics and a.name in atomic_targets and a.space != "shared":
             raise UnsupportedError(f"atomic on per-thread array {a.name!r}", a.loc)
 
     printer = Printer(dialect, buffers,
                       scalar_params=frozenset(p.name for p in in_params if not p.is_buffer),
                       names=names, barrier_orders_device=_reads_own_output(body, out_names))
-    if target == "metal":
-        _check_metal_shuffles(body)
+    if not target.narrow_shuffles:
+        _check_full_width_shuffles(body, target)
     lines = printer.block(body, 1)
     source = "\n".join(lines)
     header = "\n\n".join(helpers[h] for h in helpers if h in printer.helpers)
 
     grid = tuple(b * t for b, t in zip(blocks, block))
     return Emitted(
-        target=target, name=unique_name(kernel.name, source, header), source=source,
+        target=target.name, name=unique_name(kernel.name, source, header), source=source,
         header=header, kernel_name=kernel.name,
         input_names=tuple(r[0] for r in input_rows), input_args=tuple(r[1] for r in input_rows),
         input_kinds=tuple(r[2] for r in input_rows), input_dtypes=tuple(r[3] for r in input_rows),
@@ -147,7 +141,7 @@ def emit(kernel: ir.Kernel, bound, target: str, *, partial_groups_safe: bool = F
         output_dtypes=tuple(r[2].name for r in out_rows),
         grid=grid, threadgroup=block, template=(), init_value=init_value,
         atomic_outputs=atomic_outputs,
-        shared_memory=shared_dynamic if target == "cuda" and dynamic else 0,
+        shared_memory=shared_dynamic if target.dynamic_shared and dynamic else 0,
         inout_decode=tuple(encodings), scalar_values=tuple(scalar_values), blocks=blocks)
 
 
@@ -163,38 +157,40 @@ def _grid_dim(expr: str, sizes: dict[str, int]) -> int:
     return value
 
 
-def _check_threads(block: tuple[int, ...], target: str) -> None:
+def _check_threads(block: tuple[int, ...], target: Target) -> None:
     threads = block[0] * block[1] * block[2]
-    if threads > MAX_THREADS:
+    if threads > target.max_threads:
         raise LimitError(
-            f"{threads} threads per {'threadgroup' if target == 'metal' else 'block'} "
-            f"exceed {target}'s {MAX_THREADS} by {threads - MAX_THREADS}",
-            hint=f"use a block of at most {MAX_THREADS} threads (block={block})")
+            f"{threads} threads per {target.group_word} exceed {target.title}'s "
+            f"{target.max_threads} by {threads - target.max_threads}",
+            hint=f"use a block of at most {target.max_threads} threads (block={block})")
 
 
-def _check_shared(allocs: list[ir.Alloc], dynamic_bytes: int, target: str) -> None:
+def _check_shared(allocs: list[ir.Alloc], dynamic_bytes: int, target: Target) -> None:
     static = sum(a.size * a.elem.nbytes for a in allocs if a.space == "shared" and not a.dynamic)
     total = static + dynamic_bytes
-    if target == "metal" and total > METAL_THREADGROUP_BYTES:
-        raise LimitError(
-            f"threadgroup memory of {total} bytes exceeds Metal's {METAL_THREADGROUP_BYTES} "
-            f"by {total - METAL_THREADGROUP_BYTES} bytes",
-            hint="shrink the shared tiles (template sizes or launch shared_bytes in the spec)")
-    if target == "cuda" and static > CUDA_STATIC_SHARED_BYTES:
-        raise LimitError(f"static shared memory of {static} bytes exceeds CUDA's "
-                         f"{CUDA_STATIC_SHARED_BYTES} by {static - CUDA_STATIC_SHARED_BYTES}",
+    if target.max_static_shared_bytes < target.max_shared_bytes \
+            and static > target.max_static_shared_bytes:
+        raise LimitError(f"static {target.group_word} memory of {static} bytes exceeds "
+                         f"{target.title}'s {target.max_static_shared_bytes} by "
+                         f"{static - target.max_static_shared_bytes}",
                          hint="make the largest array extern __shared__ or shrink tiles")
-    if target == "cuda" and total > CUDA_MAX_SHARED_BYTES:
-        raise LimitError(f"shared memory of {total} bytes exceeds {CUDA_MAX_SHARED_BYTES} "
-                         f"by {total - CUDA_MAX_SHARED_BYTES}", hint="shrink the shared tiles")
+    if total > target.max_shared_bytes:
+        raise LimitError(f"{target.group_word} memory of {total} bytes exceeds "
+                         f"{target.title}'s {target.max_shared_bytes} by "
+                         f"{total - target.max_shared_bytes} bytes",
+                         hint="shrink the shared tiles (template sizes or launch shared_bytes "
+                              "in the spec)")
 
 
-def _size_dynamic_allocs(body: ir.Block, dynamic: list[ir.Alloc], nbytes: int) -> ir.Block:
-    # MLX Metal kernels have no dynamic threadgroup memory: size the array from the launch.
+def _size_dynamic_allocs(body: ir.Block, dynamic: list[ir.Alloc], nbytes: int,
+                         target: Target) -> ir.Block:
+    # A target without launch-sized shared memory (Metal in MLX): size the array from the
+    # launch instead.
     if len(dynamic) > 1:
         raise UnsupportedError(
-            "more than one extern __shared__ array (they alias in CUDA; Metal has no "
-            "dynamic threadgroup memory to alias)", dynamic[1].loc,
+            f"more than one extern __shared__ array (they alias in CUDA; {target.title} has no "
+            f"dynamic {target.group_word} memory to alias)", dynamic[1].loc,
             hint="use one extern __shared__ array and offsets into it")
     alloc = dynamic[0]
     size = nbytes // alloc.elem.nbytes
@@ -211,16 +207,7 @@ def _size_dynamic_allocs(body: ir.Block, dynamic: list[ir.Alloc], nbytes: int) -
     return ir.transform(body, fix)
 
 
-def _input_space(target: str, shape: tuple[int, ...]) -> str:
-    if target == "cuda":
-        return "const "
-    size = 1
-    for dim in shape:
-        size *= dim
-    return "const constant " if size < metal_dialect.MAX_CONSTANT_ARRAY_SIZE else "const device "
-
-
-def _check_no_f64(kernel: ir.Kernel) -> None:
+def _check_no_f64(kernel: ir.Kernel, target: Target) -> None:
     for n in kernel.walk():
         t = getattr(n, "type", None) or getattr(n, "elem", None)
         if isinstance(t, PointerType):
@@ -228,18 +215,18 @@ def _check_no_f64(kernel: ir.Kernel) -> None:
         if isinstance(t, VectorType):
             t = t.elem
         if isinstance(t, ScalarType) and t.name == "f64":
-            raise UnsupportedError("Metal has no 64-bit float (double)", ir.stmt_loc(n)
+            raise UnsupportedError(f"{target.title} has no 64-bit float (double)", ir.stmt_loc(n)
                                    if isinstance(n, ir.Stmt) else None,
                                    hint="use float (f32) in the kernel and the spec")
 
 
-def _check_metal_shuffles(body: ir.Block) -> None:
+def _check_full_width_shuffles(body: ir.Block, target: Target) -> None:
     for n in body.walk():
-        if isinstance(n, ir.Shuffle) and n.width != 32:
+        if isinstance(n, ir.Shuffle) and n.width != target.warp_size:
             fits = n.mode == "xor" and isinstance(n.lane, ir.Const) and 0 <= n.lane.value < n.width
             if not fits:
-                raise UnsupportedError(f"{n.mode} shuffle of width {n.width} (Metal SIMD "
-                                       "shuffles span all 32 lanes)",
+                raise UnsupportedError(f"{n.mode} shuffle of width {n.width} ({target.title} "
+                                       f"shuffles span all {target.warp_size} lanes)",
                                        hint="use width 32 or an xor shuffle within the width")
 
 

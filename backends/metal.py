@@ -15,6 +15,7 @@ from kir.backends.matrix_emit import METAL_HELPER, metal_matrix
 from kir import ir
 from kir.errors import UnsupportedError
 from kir.ir.types import ScalarType
+from kir.target import Target
 
 # Attributes MLX adds to the signature when their name occurs in the body (custom_kernel).
 MLX_ATTRIBUTES = {
@@ -119,6 +120,9 @@ METAL = Dialect(
         "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
         "fma", "sin", "cos", "floor", "ceil", "erf", "simdgroup_load", "simdgroup_store",
         "simdgroup_multiply_accumulate", "make_filled_simdgroup_matrix", "ulong", "ulong2"}),
+    half_suffix="h",
+    int_suffixes={"u32": "u", "i64": "l", "u64": "ul"},
+    bare_special_floats=frozenset({"f32"}),
     matrix=metal_matrix,
 )
 
@@ -157,6 +161,25 @@ HELPERS = {
 }
 inline half kir_erf(half x) { return half(kir_erf(float(x))); }""",
 }
+
+
+def _input_space(shape: tuple[int, ...]) -> str:
+    # Small read-only arrays go to the constant address space (MLX does the same).
+    size = 1
+    for dim in shape:
+        size *= dim
+    return "const constant " if size < MAX_CONSTANT_ARRAY_SIZE else "const device "
+
+
+# Apple GPUs through MLX: 1024 threads and 32 KiB of threadgroup memory per threadgroup on
+# M1-M4 (Metal feature set tables), SIMD-groups of 32, no double, no dynamic threadgroup
+# memory in mx.fast.metal_kernel.
+METAL_TARGET = Target(
+    name="metal", title="Metal", group_word="threadgroup", max_threads=1024, max_shared_bytes=32 * 1024,
+    max_static_shared_bytes=32 * 1024, warp_size=32, supports_f64=False, dynamic_shared=False,
+    narrow_shuffles=False, input_space=_input_space, output_space="device ",
+    shared_space="threadgroup ", local_space="thread ", typed_atomics=True,
+    typed_atomic_types=frozenset({"f32", "i32", "u32"}), dialect=METAL, helpers=HELPERS)
 
 
 def metal_signature(name: str, inputs: list[tuple[str, str, tuple[int, ...]]],

@@ -29,7 +29,7 @@ from kir.frontends.cuda import template_params
 from mlx_builtins import BENCH_SIZES, builtin  # benchmarks/ is the script's folder
 
 from kir.driver.load import load_kernel
-from kir.driver.targets import copy_inputs, run_interp
+from kir.driver.runners import copy_inputs, run_interp
 from kir.spec.compare import compare_outputs
 
 ROOT = Path(__file__).resolve().parent.parent

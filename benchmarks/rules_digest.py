@@ -44,6 +44,8 @@ def applications(rule, kernel, ctx):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kir.backends import TARGETS
+
     from kir.driver.load import load_kernel
     from kir.driver.registry import load_registry
     from kir.rules import context_for
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     kernels = {}
     for name, sizes in SIZES.items():
         item = load_kernel(EXAMPLES / f"{name}.cu", sizes=sizes)
-        ctx = context_for(item, "model")
+        ctx = context_for(item, TARGETS["metal"])
         kernels[name] = (item.kernel, ctx)
         for hint in hints(item.kernel, registry, ctx):
             kernels[f"{name}+{hint.name}"] = (

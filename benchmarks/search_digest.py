@@ -22,6 +22,8 @@ SIZES = {"flash_attn": {"H": 1, "N": 64}, "softmax": {"rows": 8, "cols": 128},
 
 
 def digest(name: str, budget: int, seed: int) -> str:
+    from kir.backends import TARGETS
+
     from kir.commands.compile_search import make_evaluator
     from kir.driver.load import load_kernel
     from kir.driver.registry import load_registry
@@ -31,7 +33,7 @@ def digest(name: str, budget: int, seed: int) -> str:
 
     loaded = load_kernel(EXAMPLES / f"{name}.cu", sizes=SIZES[name])
     registry = load_registry(plugins=False)
-    ctx = context_for(loaded, "model")
+    ctx = context_for(loaded, TARGETS["metal"])
     seeds = [h.steps for h in hints(loaded.kernel, registry, ctx)]
     with make_evaluator(loaded, "model") as evaluator:
         result = search(loaded.kernel, registry, evaluator, ctx,

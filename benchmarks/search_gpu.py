@@ -20,6 +20,7 @@ import json
 import time
 from pathlib import Path
 
+from kir.backends import target_for
 from mlx_builtins import BENCH_SIZES  # benchmarks/ is the script's folder
 
 from kir.driver.load import load_kernel
@@ -90,7 +91,7 @@ def time_trace(loaded, registry, ctx, name: str, target: str, repeat: int) -> di
     from kir.backends import emit
     from kir.backends.mlx_runner import MLXKernel, time_kernel
 
-    from kir.driver.targets import copy_inputs
+    from kir.driver.runners import copy_inputs
     from kir.spec.compare import compare_outputs
 
     steps = load_trace(ROOT / "examples" / "traces" / TRACES[name], registry)
@@ -186,7 +187,7 @@ def main() -> None:
         entry: dict = {"sizes": sizes}
         try:
             loaded = load_kernel(ROOT / "examples" / f"{name}.cu", sizes=sizes)
-            ctx = context_for(loaded, args.target)
+            ctx = context_for(loaded, target_for(args.target))
             if args.target != "model":
                 found = builtin_ms(name, loaded, args.repeat)
                 if found:

@@ -10,7 +10,7 @@ import pytest
 from kir.backends.emulate import emulator_available
 
 from kir.driver.load import load_kernel
-from kir.driver.targets import TARGETS, copy_inputs, run_interp
+from kir.driver.runners import RUNNERS, copy_inputs, run_interp
 from kir.spec.compare import compare_outputs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -34,6 +34,6 @@ def test_all_paths_agree_with_the_interpreter(name, ragged):
     tolerance = lambda out: loaded.bound.tolerance(loaded.bound.spec.args[out].dtype)  # noqa: E731
     assert compare_outputs(want, reference, tolerance).ok
     for target in EMULATED:
-        got = TARGETS[target](loaded, copy_inputs(inputs))
+        got = RUNNERS[target](loaded, copy_inputs(inputs))
         result = compare_outputs(got, want, tolerance)
         assert result.ok, f"{target} differs from the interpreter:\n{result.describe()}"

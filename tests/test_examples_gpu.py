@@ -15,7 +15,7 @@ from kir.backends.mlx_runner import MLXKernel, available_targets
 from kir.backends.module import write_module
 
 from kir.driver.load import load_kernel
-from kir.driver.targets import copy_inputs, run_interp
+from kir.driver.runners import copy_inputs, run_interp
 from kir.spec.compare import compare_outputs
 
 ROOT = Path(__file__).resolve().parent.parent

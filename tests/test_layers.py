@@ -19,7 +19,7 @@ FOLDERS = {"kir": "kir", "backends": "kir.backends", "frontends": "kir.frontends
            "rewrites": "kir.rewrites", "grammar": "kir.grammar"}
 # Lowest first; a package may import packages of its own layer's predecessors only.
 LAYERS = [
-    ("kir.errors", "kir.version"),
+    ("kir.errors", "kir.version", "kir.target"),
     ("kir.ir",),
     ("kir.analysis",),
     ("kir.spec",),

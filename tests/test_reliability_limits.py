@@ -9,13 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from kir.backends import TARGETS
 
 from kir.commands.main import main
 from kir.driver.load import load_kernel
 from kir.errors import KirError, LimitError
 from kir.ir import Alloc, Block, Launch
 from kir.ir.types import F32
-from kir.ir.verify import CUDA_LIMITS, METAL_LIMITS, check_limits
+from kir.ir.verify import check_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "examples" / "softmax.cu"
@@ -27,8 +28,8 @@ def _softmax():
 
 def test_too_many_threads_per_group_is_a_limit_error():
     kernel = dataclasses.replace(_softmax(), launch=Launch(("rows", "1", "1"), (2048, 1, 1), 0))
-    with pytest.raises(LimitError, match="2048 threads; metal allows at most 1024"):
-        check_limits(kernel, METAL_LIMITS)
+    with pytest.raises(LimitError, match="2048 threads; Metal allows at most 1024"):
+        check_limits(kernel, TARGETS["metal"])
 
 
 def test_too_much_threadgroup_memory_is_a_limit_error_naming_the_array():
@@ -36,8 +37,8 @@ def test_too_much_threadgroup_memory_is_a_limit_error_naming_the_array():
     big = Alloc("huge", F32, 10000, "shared")
     kernel = dataclasses.replace(kernel, body=Block((big,) + kernel.body.stmts))
     with pytest.raises(LimitError, match="huge: 40000 B.*at most 32768"):
-        check_limits(kernel, METAL_LIMITS)
-    check_limits(dataclasses.replace(kernel, body=_softmax().body), CUDA_LIMITS)
+        check_limits(kernel, TARGETS["metal"])
+    check_limits(dataclasses.replace(kernel, body=_softmax().body), TARGETS["cuda"])
 
 
 def test_a_buffer_past_two_to_the_31_elements_is_refused_before_running():

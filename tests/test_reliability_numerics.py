@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kir.driver.load import load_kernel
-from kir.driver.targets import check_on_target, copy_inputs, reference_outputs, run_interp
+from kir.driver.runners import check_on_target, copy_inputs, reference_outputs, run_interp
 from kir.errors import KirError
 from kir.spec.bound import DEFAULT_TOLERANCES
 from kir.spec.compare import compare_output

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from irgen import kernels
+from kir.backends import TARGETS
 
 from kir.errors import KirError, LimitError, Loc
 from kir.ir import (
@@ -36,7 +39,7 @@ from kir.ir import (
 )
 from kir.ir.parser import parse_kernel
 from kir.ir.types import BOOL, F32, I32, U32, PointerType, VectorType
-from kir.ir.verify import CUDA_LIMITS, METAL_LIMITS, TargetLimits, verify
+from kir.ir.verify import verify
 
 BAD = Loc("bad.cu", 42, 7)
 GID = Var("gid", I32)
@@ -69,14 +72,14 @@ def good_kernel() -> Kernel:
 
 def test_good_kernel_passes_all_targets():
     verify(good_kernel())
-    verify(good_kernel(), METAL_LIMITS)
-    verify(good_kernel(), CUDA_LIMITS)
+    verify(good_kernel(), TARGETS["metal"])
+    verify(good_kernel(), TARGETS["cuda"])
 
 
 @given(kernels())
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_random_kernels_verify(k):
-    verify(k, METAL_LIMITS)
+    verify(k, TARGETS["metal"])
 
 
 def in_range(*stmts):
@@ -160,22 +163,23 @@ def test_error_shows_source_line_when_kernel_has_source():
 
 
 def test_threads_per_group_limit():
-    with pytest.raises(LimitError, match="2048 threads; metal allows at most 1024") as info:
-        verify(kernel(block=(64, 32, 1)), METAL_LIMITS)
+    with pytest.raises(LimitError, match="2048 threads; Metal allows at most 1024") as info:
+        verify(kernel(block=(64, 32, 1)), TARGETS["metal"])
     assert "reduce the block size" in str(info.value)
 
 
 def test_shared_memory_limit_counts_static_and_dynamic():
     big = Alloc("tile", F32, 8192, loc=BAD)  # 32 KiB: exactly Metal's limit
-    verify(kernel(big), METAL_LIMITS)
+    verify(kernel(big), TARGETS["metal"])
     with pytest.raises(LimitError) as info:
-        verify(kernel(big, shared_bytes=4), METAL_LIMITS)
+        verify(kernel(big, shared_bytes=4), TARGETS["metal"])
     text = str(info.value)
     assert "32772 bytes of shared memory (tile: 32768 B, dynamic: 4 B)" in text
     assert "reduce the tile size" in text
     assert info.value.loc == BAD
-    verify(kernel(big, shared_bytes=4), CUDA_LIMITS)
-    tiny = TargetLimits("tiny", 64, 1024)
+    verify(kernel(big, shared_bytes=4), TARGETS["cuda"])
+    tiny = dataclasses.replace(TARGETS["metal"], name="tiny", max_threads=64,
+                               max_shared_bytes=1024, max_static_shared_bytes=1024)
     with pytest.raises(LimitError):
         verify(kernel(block=(128, 1, 1)), tiny)
 

@@ -67,7 +67,7 @@ def check_equivalent(loaded, kernel) -> int:
     inputs and compare their outputs within the spec's tolerances."""
     import dataclasses
 
-    from kir.driver.targets import copy_inputs, run_interp
+    from kir.driver.runners import copy_inputs, run_interp
     from kir.spec.compare import compare_outputs
 
     bound = loaded.bound

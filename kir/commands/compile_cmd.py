@@ -9,11 +9,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from kir.backends import TARGETS
 from kir.driver.load import load_kernel, parse_size_overrides
-from kir.driver.targets import check_on_target
+from kir.driver.runners import check_on_target
 from kir.errors import KirError
 from kir.ir.printer import print_kernel
-from kir.ir.verify import LIMITS, verify
+from kir.ir.verify import verify
 
 
 def register(sub) -> None:
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = parse_size_overrides(args.size)
     loaded = load_kernel(args.file, spec_path=args.spec, sizes=overrides, kernel_name=args.kernel)
     # The target's limits come first: a kernel no GPU of the target can launch must not PASS.
-    verify(loaded.kernel, LIMITS["cuda" if args.target == "cuda" else "metal"])
+    verify(loaded.kernel, TARGETS["cuda" if args.target == "cuda" else "metal"])
     if args.search:
         from kir.commands.compile_search import run_search
 

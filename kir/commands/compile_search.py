@@ -148,9 +148,10 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     """Search, write the winner's module, trace, IR and report, and say where they went.
     Exit 0, or 1 when the unrewritten kernel fails its own check (nothing written) or the
     module cannot be written, or 130 after Ctrl-C (the best so far written)."""
+    from kir.backends import TARGETS, target_for
     from kir.commands.progress import UNBOUNDED, ProgressBar
     from kir.driver.registry import load_registry
-    from kir.ir.verify import LIMITS, verify
+    from kir.ir.verify import verify
     from kir.search import SearchConfig, TuningDB, default_db_path, search
     from kir.search.engine import default_key
     from kir.search.hints import hints
@@ -169,10 +170,10 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     module_target = "cuda" if target == "cuda" else "metal"
     base = loaded.kernel
     # Before any budget is spent: the unrewritten kernel must fit the target and be emittable.
-    verify(base, LIMITS[module_target])
+    verify(base, TARGETS[module_target])
     emit_or_explain(base, loaded, module_target)
     registry = load_registry(args.rules)
-    ctx = context_for(loaded, target)
+    ctx = context_for(loaded, target_for(target))
     check_sizes = check_sizes_for(args, loaded)
     if check_sizes:
         where = "validated and modelled" if target == "model" else "validated on the interpreter"

@@ -62,7 +62,7 @@ def launch_comment(emitted, spec=None, comment: str = "//") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kir.backends import emit
+    from kir.backends import emit, target_named
     from kir.backends.module import full_metal_source
     from kir.ir.verify import verify
 
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
         registry = load_registry(args.rules)
         steps = load_trace(args.trace, registry)
-        kernel = apply_trace(kernel, steps, registry, context_for(loaded, args.target),
+        kernel = apply_trace(kernel, steps, registry, context_for(loaded, target_named(args.target)),
                              strict=True).kernel
     verify(kernel)
     emitted = emit(kernel, loaded.bound, args.target)

@@ -7,10 +7,11 @@ import argparse
 import sys
 import time
 
+from kir.backends import TARGETS
 from kir.driver.load import load_kernel, parse_size_overrides
-from kir.driver.targets import TARGETS, check_on_target
+from kir.driver.runners import RUNNERS, check_on_target
 from kir.errors import KirError
-from kir.ir.verify import LIMITS, verify
+from kir.ir.verify import verify
 
 
 def register(sub) -> None:
@@ -22,7 +23,7 @@ def register(sub) -> None:
                                    "outputs with the spec's reference (or, without one, with the "
                                    "kir interpreter). Exit 0 when they match, 1 when not.")
     add_kernel_args(p)
-    p.add_argument("--target", default="interp", choices=sorted(TARGETS),
+    p.add_argument("--target", default="interp", choices=sorted(RUNNERS),
                    help="where to run it (default: interp, the numpy interpreter)")
     p.add_argument("--seed", type=int, default=0, help="random input seed (default 0)")
     p.add_argument("--max-steps", type=int, metavar="N",
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     # As `kir compile` does: a kernel the verifier refuses does not run anywhere, and one over
     # its GPU's limits does not run on it (the interpreter takes CUDA's, the looser).
     language = "metal" if "metal" in args.target else "cuda"
-    verify(loaded.kernel, LIMITS[language])
+    verify(loaded.kernel, TARGETS[language])
     start = time.perf_counter()
     if args.seed < 0:
         raise KirError(f"--seed {args.seed}: seeds are non-negative integers")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from kir.driver.load import Loaded, load_kernel
-from kir.driver.targets import copy_inputs, run_interp
+from kir.driver.runners import copy_inputs, run_interp
 from kir.errors import KirError
 from kir.ir.verify import verify
 from kir.rules import NotApplicable, Rule, Step, context_for

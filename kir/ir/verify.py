@@ -14,8 +14,6 @@ kernel divergent; a divergent ``break``/``continue`` makes its whole loop diverg
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kir.errors import KirError, LimitError, Loc, source_line_of
 from kir.ir.nodes import (
     ATOMIC_OPS,
@@ -59,57 +57,51 @@ from kir.ir.nodes import (
 )
 from kir.ir.types import BOOL, PointerType, ScalarType, Type, VectorType
 from kir.ir.verify_matrix import MATRIX_STMTS, lane_varying, matrix_problem
-
-
-@dataclass(frozen=True)
-class TargetLimits:
-    """What one threadgroup may use on a target."""
-
-    name: str
-    max_threads_per_group: int
-    max_shared_bytes: int
-
-
-METAL_LIMITS = TargetLimits("metal", 1024, 32768)
-CUDA_LIMITS = TargetLimits("cuda", 1024, 49152)
-LIMITS = {"metal": METAL_LIMITS, "cuda": CUDA_LIMITS}
+from kir.target import Target
 
 _ARITY = {"max": 2, "min": 2, "pow": 2, "fma": 3}
 _VARYING_SPECIALS = ("thread", "lane", "warp")
 _REDUCE_OPS = ("sum", "max", "min")
 
 
-def verify(kernel: Kernel, limits: TargetLimits | None = None) -> None:
-    """Raise :class:`KirError` for the first problem found in ``kernel``; with ``limits``,
-    also check threads per block and shared memory against the target."""
+def verify(kernel: Kernel, target: Target | None = None) -> None:
+    """Raise :class:`KirError` for the first problem found in ``kernel``; with ``target``
+    (a :class:`kir.target.Target`), also check threads per group and shared memory against
+    its limits."""
     checker = _Checker(kernel)
     checker.check_types()
     checker.check_barriers()
     checker.check_matrix_uniform()
-    if limits is not None:
-        check_limits(kernel, limits)
+    if target is not None:
+        check_limits(kernel, target)
 
 
-def check_limits(kernel: Kernel, limits: TargetLimits) -> None:
-    """Raise :class:`LimitError` when the launch or shared memory exceeds ``limits``."""
+def check_limits(kernel: Kernel, target: Target) -> None:
+    """Raise :class:`LimitError` when the launch or shared memory exceeds ``target``'s
+    limits: threads per group, static shared arrays, and static plus dynamic together."""
     first = next((s.loc for s in kernel.body.stmts if s.loc is not None), None)
     threads = kernel.launch.threads_per_block
-    if threads > limits.max_threads_per_group:
+    if threads > target.max_threads:
         raise LimitError(
-            f"block of {kernel.launch.block} = {threads} threads; {limits.name} allows at most "
-            f"{limits.max_threads_per_group} per threadgroup", first,
+            f"block of {kernel.launch.block} = {threads} threads; {target.title} allows at most "
+            f"{target.max_threads} per {target.group_word}", first,
             hint="reduce the block size")
     sizes = [(s.name, s.size * s.elem.nbytes, s.loc) for s in kernel.body.walk()
              if isinstance(s, Alloc) and s.space == "shared" and not s.dynamic]
-    total = sum(size for _, size, _ in sizes) + kernel.launch.shared_bytes
-    if total > limits.max_shared_bytes:
+    static = sum(size for _, size, _ in sizes)
+    total = static + kernel.launch.shared_bytes
+    limit = target.max_shared_bytes
+    if static > target.max_static_shared_bytes:
+        total, limit = static, target.max_static_shared_bytes
+    if total > limit:
         parts = [f"{name}: {size} B" for name, size, _ in sizes]
-        if kernel.launch.shared_bytes:
+        if kernel.launch.shared_bytes and limit == target.max_shared_bytes:
             parts.append(f"dynamic: {kernel.launch.shared_bytes} B")
         largest = max(sizes, key=lambda item: item[1], default=(None, 0, first))
+        what = "static shared memory" if limit < target.max_shared_bytes else "shared memory"
         raise LimitError(
-            f"kernel uses {total} bytes of shared memory ({', '.join(parts)}); {limits.name} "
-            f"allows at most {limits.max_shared_bytes}", largest[2],
+            f"kernel uses {total} bytes of {what} ({', '.join(parts)}); {target.title} "
+            f"allows at most {limit}", largest[2],
             hint="reduce the tile size T or the block size (the shared arrays scale with them)")
 
 
@@ -443,4 +435,4 @@ class _Divergence:
         return None
 
 
-__all__ = ["TargetLimits", "METAL_LIMITS", "CUDA_LIMITS", "LIMITS", "verify", "check_limits"]
+__all__ = ["verify", "check_limits"]

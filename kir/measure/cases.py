@@ -53,6 +53,11 @@ class CheckContext:
     profile: str | None = None  # a cost-model profile: count case 0 and estimate
     notes: tuple[str, ...] = field(default=())
     scalars_used: frozenset[str] = frozenset()  # scalar params the original kernel reads
+    # The target candidates are for (a kir.backends.TARGETS name): its limits are verified
+    # and its emitter must accept the candidate (with ``bound``, the spec at the compiled
+    # sizes), or the candidate could never be written out.
+    target: str = "metal"
+    bound: Any = None
 
 
 def scalars_used(kernel: Kernel) -> frozenset[str]:
@@ -137,12 +142,19 @@ def build_cases(loaded: Loaded, validate_sizes: Sequence[dict[str, int]] | None 
 def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
     """Verify and validate ``kernel`` on every case; with ``ctx.profile`` also count case 0
     and return the modelled time. Module-level so worker processes can run it."""
-    from kir.ir.verify import METAL_LIMITS, verify
+    from kir.backends import TARGETS, emit
+    from kir.ir.verify import verify
 
     try:
-        verify(kernel, METAL_LIMITS)
+        verify(kernel, TARGETS[ctx.target])
     except KirError as exc:
         return Evaluation.rejected(Status.COMPILE_ERROR, f"verify: {exc}")
+    if ctx.bound is not None:
+        try:
+            emit(kernel, ctx.bound, ctx.target)
+        except KirError as exc:
+            return Evaluation.rejected(Status.COMPILE_ERROR,
+                                       f"the {ctx.target} emitter refuses it: {exc}")
     counters = None
     worst = 0.0
     # A kernel that no longer reads a size parameter the original reads was specialized to
@@ -218,11 +230,11 @@ class Validating:
     def __init__(self, loaded: Loaded, profile: str | None, *,
                  validate_sizes: Sequence[dict[str, int]] | None, seeds: Sequence[int],
                  max_steps: int, workers: int, timeout_s: float,
-                 check_sizes: dict[str, int] | None = None) -> None:
+                 check_sizes: dict[str, int] | None = None, target: str = "metal") -> None:
         cases, notes = build_cases(loaded, validate_sizes, seeds, max_steps, check_sizes)
         self.loaded = loaded
         self.context = CheckContext(cases, max_steps, profile, notes,
-                                    scalars_used(loaded.kernel))
+                                    scalars_used(loaded.kernel), target, loaded.bound)
         self.notes = notes
         self.workers = workers
         self.timeout_s = timeout_s

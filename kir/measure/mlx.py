@@ -49,7 +49,7 @@ class MLXEvaluator(Validating):
             require_target(target)
         super().__init__(loaded, None, validate_sizes=validate_sizes, seeds=seeds,
                          max_steps=max_steps, workers=workers, timeout_s=timeout_s,
-                         check_sizes=check_sizes)
+                         check_sizes=check_sizes, target=target)
         self._gpu_case: Case | None = None
         self.target = target
         self.time_sizes = dict(loaded.bound.sizes)  # timed at the compiled sizes

@@ -20,6 +20,7 @@ from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 from kir.errors import KirError
 from kir.ir import Kernel
+from kir.target import Target
 
 
 @dataclass(frozen=True)
@@ -56,25 +57,26 @@ class RuleContext:
 
     sizes: Mapping[str, int] = field(default_factory=dict)
     scalars: Mapping[str, int | float] = field(default_factory=dict)
-    target: str = "metal"
+    target: Target | None = None  # a kir.backends.TARGETS entry; None: any target
     # The spec's expression for each scalar argument (``Tr = "ceil(N / T)"``): a rule that
     # turns a loop bound into a grid size writes the expression, so the kernel stays valid
     # at other sizes instead of being specialized to ``scalars``.
     scalar_exprs: Mapping[str, str] = field(default_factory=dict)
 
 
-def context_for(loaded, target: str = "metal") -> "RuleContext":
+def context_for(loaded, target: Target | None = None) -> "RuleContext":
     """The rule context for a loaded kernel (a :class:`kir.driver.load.Loaded`): its bound sizes,
-    scalar values and their expressions, and the target ("cuda" or "metal"). ``kir apply``,
-    ``kir compile`` and the search all use it, so a saved trace replays to the same kernel."""
+    scalar values and their expressions, and the target (a :class:`kir.target.Target` from
+    :data:`kir.backends.TARGETS`). ``kir apply``, ``kir compile`` and the search all use it, so
+    a saved trace replays to the same kernel."""
     bound = loaded.bound
     if bound is None:
-        return RuleContext(target="cuda" if target == "cuda" else "metal")
+        return RuleContext(target=target)
     args = bound.spec.args
     scalars = {n: bound.scalar(n) for n, a in args.items() if a.is_scalar}
     exprs = {n: a.value for n, a in args.items() if a.is_scalar and a.value}
-    return RuleContext(sizes=dict(bound.sizes), scalars=scalars,
-                       target="cuda" if target == "cuda" else "metal", scalar_exprs=exprs)
+    return RuleContext(sizes=dict(bound.sizes), scalars=scalars, target=target,
+                       scalar_exprs=exprs)
 
 
 @runtime_checkable

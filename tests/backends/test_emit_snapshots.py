@@ -190,3 +190,34 @@ def test_each_body_gets_its_own_kernel_name(block_sum):
     changed = dataclasses.replace(
         kernel, body=dataclasses.replace(kernel.body, stmts=kernel.body.stmts + (Barrier(),)))
     assert emit(changed, bound, "metal").name != first.name
+
+
+def test_emitter_and_printer_ask_the_target_not_its_name():
+    """Targets are values (kir.target.Target): the emitter and the printer read their fields
+    and never compare a target's or a dialect's name (issue 11)."""
+    import ast
+    from pathlib import Path
+
+    import kir.backends.cstyle
+    import kir.backends.emitter
+
+    for module in (kir.backends.emitter, kir.backends.cstyle):
+        tree = ast.parse(Path(module.__file__).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                names = [c.value for c in [node.left, *node.comparators]
+                         if isinstance(c, ast.Constant)]
+                assert not {"metal", "cuda"} & set(names), \
+                    f"{module.__name__}:{node.lineno} compares a target name"
+
+
+def test_cuda_candidates_are_checked_against_cudas_limits():
+    """40 KiB of static shared memory is over Metal's limit and within CUDA's: a CUDA search
+    must not reject it with Metal's numbers (it did before targets were values)."""
+    from kir.backends import TARGETS
+    from kir.ir.verify import verify
+
+    kernel = block_sum_kernel(threads=256, shared=10240)
+    with pytest.raises(LimitError, match="Metal allows at most 32768"):
+        verify(kernel, TARGETS["metal"])
+    verify(kernel, TARGETS["cuda"])

@@ -509,7 +509,7 @@ def test_warp_votes_match_numpy(target):
     from pathlib import Path
 
     from kir.driver.load import load_kernel
-    from kir.driver.targets import check_on_target
+    from kir.driver.runners import check_on_target
 
     if target != "interp":
         from kir.backends.emulate import emulator_available

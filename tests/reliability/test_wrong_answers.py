@@ -13,7 +13,7 @@ import pytest
 
 from kir.commands.main import main
 from kir.driver.load import load_kernel
-from kir.driver.targets import check_on_target
+from kir.driver.runners import check_on_target
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

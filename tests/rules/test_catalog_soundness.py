@@ -19,7 +19,7 @@ from loop_sizes import EXAMPLES, SIZE_SETS, sweep_summary
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.rulecheck import context_for
-from kir.driver.targets import copy_inputs, run_interp
+from kir.driver.runners import copy_inputs, run_interp
 from kir.ir.verify import verify
 from kir.rules import apply_trace
 from kir.search.genome import random_genome

@@ -5,14 +5,14 @@ import subprocess
 
 import numpy as np
 import pytest
-from kir.backends import emit
+from kir.backends import TARGETS, emit
 from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 from kir.rewrites.parallel.coarsen_threads import CoarsenThreads
 from parallel_common import EXAMPLES, kernel, same_outputs, sweep_examples, text
 
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
-from kir.driver.targets import copy_inputs
+from kir.driver.runners import copy_inputs
 from kir.interp import run_kernel
 from kir.measure.model import ModelEvaluator
 from kir.rules import NotApplicable, RuleContext, apply_trace, context_for, parse_step
@@ -255,7 +255,7 @@ def test_search_validates_at_check_sizes(tmp_path):
     big = load_kernel(tmp_path / "k.cu")
     reg = load_registry()
     k = apply_trace(big.kernel, [parse_step("coarsen-threads{dim=x,factor=4}", reg)], reg,
-                    context_for(big, "cuda"), strict=True).kernel
+                    context_for(big, TARGETS["cuda"]), strict=True).kernel
     with ModelEvaluator(big, workers=1, check_sizes={"n": 5}) as ev:
         result = ev.evaluate(k)
     assert result.status == "ok", result

@@ -12,7 +12,7 @@ import pytest
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.rulecheck import context_for
-from kir.driver.targets import copy_inputs, reference_outputs
+from kir.driver.runners import copy_inputs, reference_outputs
 from kir.interp import run_kernel
 from kir.ir import For, Load, Special, Store, Var
 from kir.ir.parser import parse_kernel
@@ -95,7 +95,7 @@ def test_trace_keeps_results_on_the_interpreter(registry, sizes, run_at):
 def test_fa2_runs_as_emitted_metal(registry):
     from kir.backends.emulate import emulator_available
 
-    from kir.driver.targets import check_on_target
+    from kir.driver.runners import check_on_target
 
     if not emulator_available():
         pytest.skip("no host C++ compiler for the emulator")

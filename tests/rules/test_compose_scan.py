@@ -62,7 +62,7 @@ def test_scan_round_trips_and_runs_as_emitted_metal(registry):
     matches the reference on the CPU emulator at a ragged length."""
     from kir.backends.emulate import emulator_available
 
-    from kir.driver.targets import check_on_target
+    from kir.driver.runners import check_on_target
 
     loaded = load_kernel(EXAMPLES / "selective_scan.cu", sizes={"B": 1, "L": 37, "D": 4, "S": 8})
     out = apply_trace(loaded.kernel, load_trace(TRACE_FILE, registry), registry,

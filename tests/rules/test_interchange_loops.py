@@ -63,7 +63,7 @@ def test_reduction_refused():
 def test_flash_attention_1_to_2():
     from kir.driver.load import load_kernel
     from kir.driver.rulecheck import context_for
-    from kir.driver.targets import copy_inputs, run_interp
+    from kir.driver.runners import copy_inputs, run_interp
 
     path = Path(__file__).resolve().parents[2] / "examples" / "flash_attn.cu"
     loaded = load_kernel(path, sizes={"B": 1, "H": 1, "N": 40, "D": 16, "T": 32})

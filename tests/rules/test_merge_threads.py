@@ -17,7 +17,7 @@ from parallel_common import kernel, same_outputs, sweep_examples, text
 
 from kir.driver.load import load_kernel
 from kir.driver.rulecheck import context_for
-from kir.driver.targets import TARGETS, copy_inputs, run_interp
+from kir.driver.runners import RUNNERS, copy_inputs, run_interp
 from kir.ir import Assign, Binary, Block, For, Load
 from kir.ir.printer import print_kernel
 from kir.rules import NotApplicable, RuleContext
@@ -45,7 +45,7 @@ def _rerun(loaded, k):
 def _agree(loaded, k, target="interp", seed=5):
     inputs = loaded.bound.make_inputs(seed)
     want = run_interp(loaded, copy_inputs(inputs))
-    runner = run_interp if target == "interp" else TARGETS[target]
+    runner = run_interp if target == "interp" else RUNNERS[target]
     got = runner(_rerun(loaded, k), copy_inputs(inputs))
     bound = loaded.bound
     outcome = compare_outputs(got, want, lambda o: bound.tolerance(bound.spec.args[o].dtype))

@@ -137,7 +137,7 @@ def _sgemm(sizes: dict):
 
 @pytest.mark.parametrize("sizes", [{}, {"M": 70, "N": 50, "K": 37}])
 def test_sgemm_within_tolerance_on_the_interpreter(sizes: dict) -> None:
-    from kir.driver.targets import check_on_target
+    from kir.driver.runners import check_on_target
 
     outcome = check_on_target(_sgemm(sizes), "interp")
     assert outcome.result.ok, outcome.result
@@ -147,7 +147,7 @@ def test_sgemm_within_tolerance_on_the_interpreter(sizes: dict) -> None:
 def test_emulated_targets_equal_the_interpreter(target: str) -> None:
     from kir.backends.emulate import emulator_available
 
-    from kir.driver.targets import TARGETS, copy_inputs, run_interp
+    from kir.driver.runners import RUNNERS, copy_inputs, run_interp
 
     ok, reason = emulator_available()
     if not ok:
@@ -155,5 +155,5 @@ def test_emulated_targets_equal_the_interpreter(target: str) -> None:
     loaded = _sgemm({"M": 40, "N": 24, "K": 37})
     inputs = loaded.bound.make_inputs(0)
     expected = run_interp(loaded, copy_inputs(inputs))["C"]
-    got = TARGETS[target](loaded, copy_inputs(inputs))["C"]
+    got = RUNNERS[target](loaded, copy_inputs(inputs))["C"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

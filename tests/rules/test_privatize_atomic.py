@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from kir.backends import TARGETS
 from kir.rewrites.privatize_atomic import RULES
 from loop_sizes import EXAMPLES, same_outputs, sweep_summary
 
@@ -55,7 +56,7 @@ def test_golden_and_semantics():
 def _coarsened(steps: int, sizes: dict):
     loaded = load_kernel(EXAMPLES / "reduce.cu", sizes=sizes)
     registry = load_registry()
-    ctx = context_for(loaded, "cuda")
+    ctx = context_for(loaded, TARGETS["cuda"])
     kernel = loaded.kernel
     for _ in range(steps):
         kernel = apply_trace(kernel, [parse_step("coarsen-threads{dim=x,factor=4}", registry)],
@@ -84,7 +85,7 @@ def test_coarsened_reduction_adds_once_per_block(steps):
 def test_emitted_cuda_and_metal_agree_with_the_interpreter():
     from kir.backends.emulate import emulator_available
 
-    from kir.driver.targets import check_on_target
+    from kir.driver.runners import check_on_target
 
     if not emulator_available():
         pytest.skip("no host C++ compiler for the emulator")

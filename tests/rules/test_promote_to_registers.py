@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kir.backends import TARGETS
 from kir.frontends.cuda import load_cuda
 from kir.rewrites.promote_to_registers import RULES
 
@@ -268,7 +269,7 @@ def _fa_rewritten(steps, sizes):
     registry = load_registry(plugins=False)
     loaded = load_kernel(EXAMPLES / "flash_attn.cu", sizes=sizes)
     done = apply_trace(loaded.kernel, [parse_step(s, registry) for s in steps], registry,
-                       context_for(loaded, "cuda"), strict=True)
+                       context_for(loaded, TARGETS["cuda"]), strict=True)
     return loaded, done.kernel
 
 
@@ -276,7 +277,7 @@ def _fa_rewritten(steps, sizes):
 @pytest.mark.parametrize("buffers", [["sram_Qi"], ["sram_S"], ["sram_Qi", "sram_S"]],
                          ids=["Qi", "S", "Qi+S"])
 def test_flash_shared_rows_keep_results(sizes, buffers):
-    from kir.driver.targets import copy_inputs, reference_outputs, run_interp
+    from kir.driver.runners import copy_inputs, reference_outputs, run_interp
     from kir.spec.compare import compare_outputs
 
     steps = FA_PREFIX + [f"promote-to-registers{{buffer={b}}}" for b in buffers]

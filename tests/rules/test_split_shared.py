@@ -81,7 +81,7 @@ def test_offset_unknown_or_access_without_base_refused():
 def test_flash_attention_tiles():
     from kir.driver.load import load_kernel
     from kir.driver.rulecheck import context_for
-    from kir.driver.targets import copy_inputs, run_interp
+    from kir.driver.runners import copy_inputs, run_interp
 
     loaded = load_kernel(EXAMPLES / "flash_attn.cu",
                          sizes={"B": 1, "H": 1, "N": 40, "D": 16, "T": 32})

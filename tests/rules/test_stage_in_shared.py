@@ -99,7 +99,7 @@ def test_refusals():
 def test_layernorm_gamma_beta():
     from kir.driver.load import load_kernel
     from kir.driver.rulecheck import context_for
-    from kir.driver.targets import copy_inputs, run_interp
+    from kir.driver.runners import copy_inputs, run_interp
 
     loaded = load_kernel(EXAMPLES / "layernorm.cu", sizes={"rows": 3, "cols": 37})
     ctx = context_for(loaded)

@@ -16,7 +16,7 @@ from loop_sizes import SIZE_SETS
 
 from kir.driver.load import load_kernel
 from kir.driver.rulecheck import context_for, example_files, sweep
-from kir.driver.targets import copy_inputs, run_interp
+from kir.driver.runners import copy_inputs, run_interp
 from kir.interp import run_kernel
 from kir.ir import Launch, Load
 from kir.ir.printer import print_kernel
@@ -236,14 +236,14 @@ def test_layernorm_emitted_cuda_compiles(tmp_path):
 def test_layernorm_emitted_on_emulator(target):
     from kir.backends.emulate import emulator_available
 
-    from kir.driver.targets import TARGETS
+    from kir.driver.runners import RUNNERS
 
     available, why = emulator_available()
     if not available:
         pytest.skip(f"no C++ emulator here: {why}")
     for sizes in ({}, dict(rows=5, cols=100)):
         loaded = layernorm(**sizes)
-        assert_same(loaded, vectorize(loaded, LAYERNORM_LOOPS), TARGETS[target], seed=3)
+        assert_same(loaded, vectorize(loaded, LAYERNORM_LOOPS), RUNNERS[target], seed=3)
 
 
 # --------------------------------------------------------------------------- refusals

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
+from kir.backends import TARGETS
 
 from kir.commands import compile_search
 from kir.commands.main import main
@@ -44,7 +45,7 @@ class StandInEvaluator:
         self.loaded = loaded
 
     def evaluate(self, kernel: Kernel) -> Evaluation:
-        from kir.driver.targets import check_on_target
+        from kir.driver.runners import check_on_target
 
         outcome = check_on_target(dataclasses.replace(self.loaded, kernel=kernel), "interp")
         if not outcome.result.ok:
@@ -190,7 +191,7 @@ def test_duration_parsing():
 
 
 def _ctx(loaded) -> RuleContext:
-    return context_for(loaded, "model")
+    return context_for(loaded, TARGETS["metal"])
 
 
 def test_hint_detectors_see_the_shapes():

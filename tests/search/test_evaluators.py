@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kir.backends import TARGETS
 
 from kir import ir
 from kir.driver.load import load_kernel
@@ -224,7 +225,7 @@ def test_check_sizes_equal_to_the_compiled_ones_still_validate_a_specialized_ker
 
     registry = {rule.name: rule for rule in RULES}
     step = parse_step("specialize-param{param=cols}", registry)
-    special = apply_trace(loaded.kernel, [step], registry, context_for(loaded, "metal"),
+    special = apply_trace(loaded.kernel, [step], registry, context_for(loaded, TARGETS["metal"]),
                           strict=True).kernel
     with ModelEvaluator(loaded, max_steps=20_000, check_sizes=dict(SIZES)) as same:
         verdict = same.evaluate(special)
@@ -269,7 +270,7 @@ def test_specialize_then_coarsen_is_validated_at_its_own_sizes():
     registry = load_registry()
     steps = [parse_step(s, registry) for s in ("specialize-param{param=n}",
                                                 "coarsen-threads{dim=x,factor=4}")]
-    kernel = apply_trace(reduce.kernel, steps, registry, context_for(reduce, "metal"),
+    kernel = apply_trace(reduce.kernel, steps, registry, context_for(reduce, TARGETS["metal"]),
                          strict=True).kernel
     assert kernel.launch.specialized
     with ModelEvaluator(reduce, workers=1) as evaluator:

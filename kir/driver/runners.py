@@ -1,4 +1,5 @@
-"""Where a loaded kernel can run, and checking it there against its reference.
+"""Where a loaded kernel can run (:data:`RUNNERS`, the choices of ``kir run --target``), and
+checking it there against its reference.
 
 ``interp`` is kir's numpy interpreter; ``emulate-metal`` / ``emulate-cuda`` run the emitted
 source on the CPU emulator; ``emulate-original`` runs the user's own CUDA there; ``mlx`` (or
@@ -80,7 +81,7 @@ def run_mlx(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
     return run_emitted(target, emulated=False)(loaded, inputs)
 
 
-TARGETS: dict[str, Runner] = {
+RUNNERS: dict[str, Runner] = {
     "interp": run_interp,
     "emulate-metal": run_emitted("metal", emulated=True),
     "emulate-cuda": run_emitted("cuda", emulated=True),
@@ -112,15 +113,15 @@ def check_on_target(loaded: Loaded, target: str, *, seed: int = 0,
     """Run ``loaded`` on ``target`` with the spec's random inputs for ``seed`` and compare."""
     from kir.errors import KirError
 
-    if target not in TARGETS:
-        raise KirError(f"unknown target {target!r}", hint=f"choose one of {', '.join(TARGETS)}")
+    if target not in RUNNERS:
+        raise KirError(f"unknown target {target!r}", hint=f"choose one of {', '.join(RUNNERS)}")
     bound = loaded.bound
     inputs = bound.make_inputs(seed)
     expected, name = reference_outputs(loaded, copy_inputs(inputs))
     if target == "interp":
         got = run_interp(loaded, copy_inputs(inputs), max_steps=max_steps)
     else:
-        got = TARGETS[target](loaded, copy_inputs(inputs))
+        got = RUNNERS[target](loaded, copy_inputs(inputs))
     result = compare_outputs(got, expected, lambda out: bound.tolerance(bound.spec.args[out].dtype))
     return Outcome(got, expected, name, result)
 
