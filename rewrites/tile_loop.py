@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import dataclass
 
-from kir.analysis import canonical, constant_trip_count, find_loop, loops, replace_loop
+from kir.analysis import canonical, constant_trip_count, replace_loop
 from kir.analysis.loop_edits import Namer
 from kir.ir import Binary, Block, Call, Const, For, Kernel, Var
 from kir.ir.types import BOOL
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
 
 
-class TileLoop(BaseRule):
+class TileLoop(LoopRule):
     """Strip-mine ``for i in [a, b) step s`` into tiles of ``factor`` iterations.
 
     CUDA practice: loop tiling / strip-mining, the first step of register and shared-memory
@@ -25,19 +25,21 @@ class TileLoop(BaseRule):
     """
 
     name = "tile-loop"
-    site_key = "loop"
-    params = (ParamSpace("factor", (8, 4, 16, 32)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [f.label for f in loops(kernel) if canonical(f) is not None]
+    @dataclass(frozen=True)
+    class Params:
+        factor: int = choice(8, 4, 16, 32)
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def plan_loop(self, kernel: Kernel, loop: For):
+        c = canonical(loop)
+        if c is None:
+            return NotApplicable(f"{loop.label} is not a counted loop (v = a; v < b; v += const)")
+        return c
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = find_loop(kernel, site)
-        c = canonical(loop) if loop is not None else None
-        if loop is None or c is None:
-            return NotApplicable(f"{site} is not a counted loop (v = a; v < b; v += const)")
-        factor = int(params.get("factor", 8))  # type: ignore[arg-type]
+        c, site, factor = match.plan, match.site, params.factor
+        loop = c.loop
         trips = constant_trip_count(loop)
         if trips is not None and trips <= factor:
             return NotApplicable(f"{site} runs {trips} iterations: no more than one tile")

@@ -49,7 +49,7 @@ def test_declarative_rule_rewrites_matching_call(registry):
     k = kernel_with(Call("exp", (X,), F32))
     rule = registry["exp2-it"]
     assert rule.sites(k) == ["all", "0"]
-    out = rule.apply(k, "0", {}, RuleContext())
+    out = rule.rewrite(k, "0", {}, RuleContext())
     assert out.body.stmts[1].value == Call(
         "exp2", (Binary("*", X, Const(1.4426950408889634, F32), F32),), F32)
 
@@ -63,8 +63,8 @@ def test_declarative_rule_does_not_match_fast_form_or_ints(registry):
     assert registry["times-one"].sites(
         kernel_with(Load("x", int_mul, F32))) == []
     k = kernel_with(Binary("*", X, Const(1.0, F32), F32))
-    assert registry["times-one"].apply(k, "all", {}, RuleContext()).body.stmts[1].value == X
-    assert isinstance(registry["times-one"].apply(kernel_with(X), "0", {}, RuleContext()),
+    assert registry["times-one"].rewrite(k, "all", {}, RuleContext()).body.stmts[1].value == X
+    assert isinstance(registry["times-one"].rewrite(kernel_with(X), "0", {}, RuleContext()),
                       NotApplicable)
 
 

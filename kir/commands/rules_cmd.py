@@ -15,10 +15,13 @@ def register(sub) -> None:
                        description="Without arguments: every loaded rule with its one-line "
                                    "description and parameters. `show NAME [FILE]`: its full "
                                    "doc and the sites it matches in FILE. `test PATH`: apply "
-                                   "the rules in PATH at every site of every example and report "
-                                   "where results changed.")
+                                   "the rules in PATH (.rules or .py) at every site of every "
+                                   "example and report where results changed; `test CASES.kir`: "
+                                   "run a file of rule test cases (RUN / CHECK / REFUSE, see "
+                                   "docs/ADDING_RULES.md).")
     p.add_argument("action", nargs="?", choices=["list", "show", "test"], default="list")
-    p.add_argument("target", nargs="?", help="rule NAME for show; rules PATH for test")
+    p.add_argument("target", nargs="?",
+                   help="rule NAME for show; rules PATH or a CASES.kir file for test")
     p.add_argument("file", nargs="?", help="kernel file whose sites `show` lists")
     p.add_argument("--rules", action="append", default=[], metavar="PATH",
                    help="also load rules from PATH (.rules or .py); repeatable")
@@ -32,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "test":
         if not args.target:
             raise KirError("`kir rules test` needs the PATH of the rules to test")
+        if Path(args.target).suffix == ".kir":
+            return run_cases(load_registry(extra), Path(args.target))
         extra.append(args.target)
     registry = load_registry(extra)
     if args.action == "list":
@@ -41,6 +46,18 @@ def run(args: argparse.Namespace) -> int:
     from kir.driver.rulecheck import report_rules_file
 
     return report_rules_file(registry, Path(args.target), args.examples)
+
+
+def run_cases(registry, path: Path) -> int:
+    """``kir rules test CASES.kir``: every case of the file, one line each."""
+    from kir.driver.rulecases import run_case_file
+
+    outcomes = run_case_file(path, registry)
+    for outcome in outcomes:
+        print(outcome)
+    failed = sum(not o.ok for o in outcomes)
+    print(f"{len(outcomes)} case(s): {len(outcomes) - failed} passed, {failed} failed")
+    return 1 if failed else 0
 
 
 def list_rules(registry) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from kir.errors import KirError
-from kir.rules import Rule
+from kir.rules import Rule, as_rule
 
 ENTRY_POINT_GROUP = "kir.rules"
 
@@ -34,9 +34,12 @@ class Registry(dict):
         self.origins: dict[str, str] = {}
 
     def add(self, rule: Rule, origin: str) -> None:
-        if not isinstance(rule, Rule):
+        adapted = as_rule(rule)
+        if adapted is None:
             raise KirError(f"{origin}: {rule!r} is not a rule",
-                           hint="a rule has name, site_key, params, sites() and apply()")
+                           hint="a rule has a name, match() or sites(), and apply(); "
+                                "see docs/ADDING_RULES.md")
+        rule = adapted
         if rule.name in self:
             raise KirError(f"rule {rule.name!r} from {origin} clashes with the one from "
                            f"{self.origins[rule.name]}", hint="rename one of them")

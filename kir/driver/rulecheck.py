@@ -14,7 +14,7 @@ from kir.driver.load import Loaded, load_kernel
 from kir.driver.runners import copy_inputs, run_interp
 from kir.errors import KirError
 from kir.ir.verify import verify
-from kir.rules import NotApplicable, Rule, Step, context_for
+from kir.rules import NotApplicable, Rule, Step, apply_step, context_for
 from kir.spec.compare import compare_outputs
 
 
@@ -57,7 +57,7 @@ def check_step(loaded: Loaded, rule: Rule, step: Step, inputs: dict,
     """Apply one step and compare the result with ``expected`` (the original's outputs)."""
     sizes = dict(loaded.bound.sizes)
     try:
-        result = rule.apply(loaded.kernel, step.site, step.param_dict, context_for(loaded))
+        result = apply_step(loaded.kernel, step, {rule.name: rule}, context_for(loaded))
         if isinstance(result, NotApplicable):
             return Application(str(loaded.path), sizes, step, "not-applicable", result.reason)
         verify(result)

@@ -1,26 +1,40 @@
-"""The rewrite-rule interface, steps and traces.
+"""The rewrite-rule interface (protocol v2).
 
-A rule is a CUDA optimization pattern over kir IR. It names the places it can act
-(``sites``: loop labels, buffer names, parameter names, occurrence numbers), declares a
-typed parameter space, and ``apply`` returns a new kernel or :class:`NotApplicable` with the
-reason. Rules never mutate their input (IR nodes are immutable anyway) and are deterministic.
+A rule is a CUDA optimization pattern over kir IR. It names the places it can act (*sites*:
+loop labels, buffer names, parameter names, occurrence numbers) and works in two parts, as
+egg's searcher and applier do:
 
-A *step* is one application, printed and parsed as ``tile-loop{loop=L2,factor=4}``: the rule
-name, then its site under the rule's ``site_key`` and its parameters. A *trace* is a list of
-steps; it saves to JSON and replays (:func:`apply_trace`). The search's genome is a trace.
+* ``match(kernel)`` yields a :class:`Match` for every site where the rule is legal for SOME
+  value of its parameters, carrying the *plan* its legality analysis computed (the loop and
+  its canonical form, the accesses to rewrite, ...); ``match_at(kernel, site)`` does the same
+  for one site, or says why not (:class:`NotApplicable`);
+* ``apply(kernel, match, params, ctx)`` consumes the plan and returns a new kernel, or
+  :class:`NotApplicable` when the chosen parameters do not fit (a tile larger than the trip
+  count). It runs no legality analysis of its own.
+
+Parameters are typed: a rule's ``Params`` is a frozen dataclass whose fields are declared with
+:func:`choice` (the values the search may give, the first being the default, stated once);
+``apply`` receives an instance. Rules never mutate their input (IR nodes are immutable) and
+are deterministic. :class:`BaseRule` (sites from ``candidates`` + ``plan``) and
+:class:`LoopRule` (sites are loops) carry the shared plumbing; rules written for the first
+protocol (``sites`` and ``apply(kernel, site, params_mapping, ctx)``) are adapted by
+:func:`as_rule`.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
 from kir.errors import KirError
-from kir.ir import Kernel
+from kir.ir import For, Kernel
 from kir.target import Target
+
+# How often each rule's legality analysis (``plan``) ran: the catalog sweep reads it to show
+# that a step analyses its site once.
+ANALYSES: Counter = Counter()
 
 
 @dataclass(frozen=True)
@@ -32,12 +46,31 @@ class ParamSpace:
 
     def parse(self, text: str) -> int | str | bool:
         """Parse a value written in a step string, checking it is one of the choices."""
-        for choice in self.choices:
-            if str(choice).lower() == text.lower():
-                return choice
+        for choice_value in self.choices:
+            if str(choice_value).lower() == text.lower():
+                return choice_value
         allowed = ", ".join(str(c) for c in self.choices)
         raise KirError(f"bad value {text!r} for parameter {self.name!r}",
                        hint=f"choose one of {allowed}")
+
+
+def choice(*values: int | str | bool) -> Any:
+    """Declare a rule parameter in a ``Params`` dataclass: the values the search may give it,
+    the first being the default. ``factor: int = choice(8, 4, 16, 32)``."""
+    if not values:
+        raise ValueError("a parameter needs at least one value")
+    return field(default=values[0], metadata={"choices": tuple(values)})
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """The parameters of a rule that has none."""
+
+
+def param_spaces(params_type: type) -> tuple[ParamSpace, ...]:
+    """The :class:`ParamSpace` of each field of a ``Params`` dataclass, in field order."""
+    return tuple(ParamSpace(f.name, tuple(f.metadata["choices"]))
+                 for f in dataclasses.fields(params_type))
 
 
 @dataclass(frozen=True)
@@ -48,6 +81,15 @@ class NotApplicable:
 
     def __bool__(self) -> bool:
         return False
+
+
+@dataclass(frozen=True)
+class Match:
+    """A site where a rule is legal for some parameter value, with the plan its analysis
+    computed (whatever ``apply`` needs; None when there is nothing to carry)."""
+
+    site: str
+    plan: Any = None
 
 
 @dataclass(frozen=True)
@@ -62,7 +104,6 @@ class RuleContext:
     # turns a loop bound into a grid size writes the expression, so the kernel stays valid
     # at other sizes instead of being specialized to ``scalars``.
     scalar_exprs: Mapping[str, str] = field(default_factory=dict)
-
 
 def context_for(loaded, target: Target | None = None) -> "RuleContext":
     """The rule context for a loaded kernel (a :class:`kir.driver.load.Loaded`): its bound sizes,
@@ -82,7 +123,7 @@ def context_for(loaded, target: Target | None = None) -> "RuleContext":
 @runtime_checkable
 class Rule(Protocol):
     """What every rule provides. ``name`` is a kebab-case verb; the class docstring names the
-    CUDA practice the rule encodes and its source."""
+    CUDA practice the rule encodes and its source, and why it is legal."""
 
     name: str
     site_key: str
@@ -93,7 +134,13 @@ class Rule(Protocol):
 
     def sites(self, kernel: Kernel) -> list[str]: ...
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def match(self, kernel: Kernel) -> Iterable[Match]: ...
+
+    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable: ...
+
+    def make_params(self, values: Mapping[str, object]) -> Any: ...
+
+    def apply(self, kernel: Kernel, match: Match, params: Any,
               ctx: RuleContext) -> Kernel | NotApplicable: ...
 
 
@@ -103,151 +150,142 @@ def rule_summary(rule: object) -> str:
     return doc.splitlines()[0] if doc else ""
 
 
-# ------------------------------------------------------------------------------------ steps
-
-_STEP = re.compile(r"^\s*([a-z][a-z0-9-]*)\s*(?:\{([^{}]*)\})?\s*$")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One rule application: ``rule{site_key=site,param=value,...}``."""
-
-    rule: str
-    site: str
-    params: tuple[tuple[str, int | str | bool], ...] = ()
-    site_key: str = "site"
-
-    def __str__(self) -> str:
-        parts = [f"{self.site_key}={self.site}"] + [f"{k}={v}" for k, v in self.params]
-        return f"{self.rule}{{{','.join(parts)}}}"
-
-    @property
-    def param_dict(self) -> dict[str, int | str | bool]:
-        return dict(self.params)
-
-
-def parse_step(text: str, registry: "Mapping[str, Rule]") -> Step:
-    """Parse ``tile-loop{loop=L2,factor=4}`` against the registry (unknown rules, sites keys
-    and parameter values are KirErrors)."""
-    match = _STEP.match(text)
-    if not match:
-        raise KirError(f"malformed step {text!r}",
-                       hint="write RULE{SITEKEY=SITE,PARAM=VALUE}, "
-                            "e.g. tile-loop{loop=L2,factor=4}")
-    name, body = match.group(1), match.group(2) or ""
-    rule = registry.get(name)
-    if rule is None:
-        raise KirError(f"unknown rule {name!r} in step {text!r}", hint="`kir rules` lists them")
-    items: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in body.split(","))):
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise KirError(f"malformed step {text!r}: {part!r} is not KEY=VALUE")
-        items[key.strip()] = value.strip()
-    site = items.pop(rule.site_key, None)
-    if site is None:
-        raise KirError(f"step {text!r} names no site", hint=f"add {rule.site_key}=...")
-    spaces = {p.name: p for p in rule.params}
-    unknown = set(items) - set(spaces)
-    if unknown:
-        raise KirError(f"rule {name} has no parameter {sorted(unknown)[0]!r}",
-                       hint=f"its parameters: {', '.join(spaces) or 'none'}")
-    params = tuple((p.name, p.parse(items[p.name]) if p.name in items else p.choices[0])
-                   for p in rule.params)
-    return Step(name, site, params, rule.site_key)
-
-
-# ----------------------------------------------------------------------------------- traces
-
-
-@dataclass(frozen=True)
-class Applied:
-    """The outcome of replaying a trace: the final kernel, the steps that changed it, and the
-    steps skipped with their reasons."""
-
-    kernel: Kernel
-    applied: tuple[Step, ...]
-    skipped: tuple[tuple[Step, str], ...]
-    kernels: tuple[Kernel, ...] = ()  # the kernel after each applied step
-
-
-def apply_step(kernel: Kernel, step: Step, registry: "Mapping[str, Rule]",
-               ctx: RuleContext) -> Kernel | NotApplicable:
-    """Apply one step; a site the kernel no longer has is NotApplicable, not an error."""
-    rule = registry.get(step.rule)
-    if rule is None:
-        return NotApplicable(f"unknown rule {step.rule}")
-    if step.site not in rule.sites(kernel):
-        return NotApplicable(f"no site {step.site_key}={step.site}")
-    return rule.apply(kernel, step.site, step.param_dict, ctx)
-
-
-def apply_trace(kernel: Kernel, steps: Sequence[Step], registry: "Mapping[str, Rule]",
-                ctx: RuleContext | None = None, *, strict: bool = False) -> Applied:
-    """Apply ``steps`` in order, skipping those that no longer match (or raising KirError on
-    the first such step when ``strict``)."""
-    ctx = ctx or RuleContext()
-    applied: list[Step] = []
-    skipped: list[tuple[Step, str]] = []
-    kernels: list[Kernel] = []
-    for step in steps:
-        result = apply_step(kernel, step, registry, ctx)
-        if isinstance(result, NotApplicable):
-            if strict:
-                raise KirError(f"step {step} does not apply: {result.reason}")
-            skipped.append((step, result.reason))
-            continue
-        kernel = result
-        applied.append(step)
-        kernels.append(kernel)
-    return Applied(kernel, tuple(applied), tuple(skipped), tuple(kernels))
-
-
-def save_trace(steps: Sequence[Step], path: str | Path, *, kernel: Kernel | None = None,
-               extra: Mapping[str, object] | None = None) -> None:
-    """Write a trace as JSON: ``{"kernel": name, "fingerprint": ..., "steps": [...]}``."""
-    data: dict[str, object] = {"steps": [str(s) for s in steps]}
-    if kernel is not None:
-        data["kernel"] = kernel.name
-        data["fingerprint"] = kernel.fingerprint()
-    data.update(extra or {})
-    Path(path).write_text(json.dumps(data, indent=2) + "\n")
-
-
-def load_trace(path: str | Path, registry: "Mapping[str, Rule]") -> list[Step]:
-    """Read a trace JSON file back into steps."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise KirError(f"no such trace file: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise KirError(f"{path}:{exc.lineno}:{exc.colno}: malformed trace JSON: "
-                       f"{exc.msg}") from None
-    steps = data.get("steps") if isinstance(data, dict) else data
-    if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
-        raise KirError(f"{path}: a trace is a JSON list of step strings, or an object with "
-                       "\"steps\": [...]")
-    return [parse_step(s, registry) for s in steps]
-
-
 class BaseRule:
-    """Convenience base for Python rules: class attributes ``name``, ``site_key`` and
-    ``params``; ``summary`` from the docstring. Subclasses implement ``sites`` and ``apply``."""
+    """Base for Python rules. Class attributes ``name``, ``site_key`` and ``Params`` (a
+    dataclass of :func:`choice` fields; none by default); ``summary`` from the docstring.
+
+    A subclass names its sites with ``candidates(kernel)`` (cheap: the places worth
+    analysing) and decides legality once per site in ``plan(kernel, site)``, returning what
+    ``apply`` needs or :class:`NotApplicable`; ``match`` and ``match_at`` follow from those.
+    """
 
     name: str = ""
     site_key: str = "loop"
-    params: tuple[ParamSpace, ...] = ()
+    Params: type = NoParams
+
+    @property
+    def params(self) -> tuple[ParamSpace, ...]:
+        return param_spaces(self.Params)
 
     @property
     def summary(self) -> str:
         return rule_summary(self)
 
-    def sites(self, kernel: Kernel) -> list[str]:  # pragma: no cover - abstract
+    def candidates(self, kernel: Kernel) -> Iterable[str]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def plan(self, kernel: Kernel, site: str) -> Any:
+        """The legality analysis at ``site``: a plan for ``apply``, or NotApplicable. The
+        default finds nothing to analyse (every candidate is legal)."""
+        return None
+
+    def _planned(self, kernel: Kernel, site: str) -> Match | NotApplicable:
+        ANALYSES[self.name] += 1
+        plan = self.plan(kernel, site)
+        return plan if isinstance(plan, NotApplicable) else Match(site, plan)
+
+    def match(self, kernel: Kernel) -> Iterator[Match]:
+        for site in self.candidates(kernel):
+            found = self._planned(kernel, site)
+            if not isinstance(found, NotApplicable):
+                yield found
+
+    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable:
+        if site not in set(self.candidates(kernel)):
+            return NotApplicable(f"no site {self.site_key}={site}")
+        return self._planned(kernel, site)
+
+    def sites(self, kernel: Kernel) -> list[str]:
+        """Every site where the rule is legal for some parameter value."""
+        return [found.site for found in self.match(kernel)]
+
+    def make_params(self, values: Mapping[str, object]) -> Any:
+        """The typed parameters for a step's ``name -> value`` pairs (defaults for the rest)."""
+        return self.Params(**values)
+
+    def apply(self, kernel: Kernel, match: Match, params: Any,
               ctx: RuleContext) -> Kernel | NotApplicable:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def rewrite(self, kernel: Kernel, site: str, params: Mapping[str, object] | None = None,
+                ctx: RuleContext | None = None) -> Kernel | NotApplicable:
+        """One application from Python (tests, notebooks): match at ``site``, then apply with
+        ``params`` (a mapping; defaults for what it leaves out)."""
+        found = self.match_at(kernel, site)
+        if isinstance(found, NotApplicable):
+            return found
+        return self.apply(kernel, found, self.make_params(dict(params or {})),
+                          ctx or RuleContext())
+
     def __repr__(self) -> str:
         return f"<rule {self.name}>"
+
+
+class LoopRule(BaseRule):
+    """A rule whose sites are loops (``loop=L2``): ``plan_loop(kernel, loop)`` is its
+    legality analysis, given the loop itself."""
+
+    site_key = "loop"
+
+    def candidates(self, kernel: Kernel) -> Iterable[str]:
+        return [n.label for n in kernel.body.walk() if isinstance(n, For)]
+
+    def plan(self, kernel: Kernel, site: str) -> Any:
+        loop = next((n for n in kernel.body.walk() if isinstance(n, For) and n.label == site),
+                    None)
+        if loop is None:
+            return NotApplicable(f"no loop {site}")
+        return self.plan_loop(kernel, loop)
+
+    def plan_loop(self, kernel: Kernel, loop: For) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class LegacyRule(BaseRule):
+    """A rule written for the first protocol (``sites(kernel)`` and ``apply(kernel, site,
+    params_mapping, ctx)``, parameters as ``ParamSpace`` tuples), seen through the current
+    one. Its ``sites`` is both its candidates and its analysis."""
+
+    def __init__(self, rule: Any) -> None:
+        self.rule = rule
+        self.name = rule.name
+        self.site_key = getattr(rule, "site_key", "loop")
+        self._params = tuple(getattr(rule, "params", ()))
+
+    @property
+    def params(self) -> tuple[ParamSpace, ...]:
+        return self._params
+
+    @property
+    def summary(self) -> str:
+        summary = getattr(self.rule, "summary", None)
+        return summary if isinstance(summary, str) else rule_summary(self.rule)
+
+    def candidates(self, kernel: Kernel) -> Iterable[str]:
+        return list(self.rule.sites(kernel))
+
+    def make_params(self, values: Mapping[str, object]) -> dict[str, object]:
+        return {p.name: values.get(p.name, p.choices[0]) for p in self._params}
+
+    def apply(self, kernel: Kernel, match: Match, params: Any,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        return self.rule.apply(kernel, match.site, params, ctx)
+
+    def __repr__(self) -> str:
+        return f"<rule {self.name} (first protocol)>"
+
+
+def as_rule(obj: Any) -> Any:
+    """``obj`` as a current rule: rules with ``match`` pass through, first-protocol rules
+    (``sites`` and ``apply``, parameters as a ``params`` tuple of ParamSpace, possibly on a
+    BaseRule subclass) are wrapped in :class:`LegacyRule`, anything else is None."""
+    if obj is None or isinstance(obj, LegacyRule):
+        return obj
+    first_protocol = isinstance(getattr(type(obj), "params", None), tuple) or (
+        isinstance(obj, BaseRule) and type(obj).sites is not BaseRule.sites)
+    if not first_protocol and all(hasattr(obj, a) for a in
+                                  ("name", "match", "match_at", "apply", "make_params")):
+        return obj
+    if all(hasattr(obj, a) for a in ("name", "sites", "apply")):
+        return LegacyRule(obj)
+    return None

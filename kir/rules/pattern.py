@@ -31,7 +31,7 @@ from lark.exceptions import UnexpectedInput
 from kir.errors import KirError, Loc, source_line_of
 from kir.ir import Binary, Call, Cast, Const, Expr, Kernel, Node, Select, Unary, transform
 from kir.ir.types import BOOL, ScalarType
-from kir.rules.api import NotApplicable, RuleContext
+from kir.rules.api import ANALYSES, Match, NoParams, NotApplicable, RuleContext
 
 # ------------------------------------------------------------------------- pattern nodes
 
@@ -238,7 +238,6 @@ class DeclarativeRule:
     guards: tuple[Guard, ...]
     origin: str
     site_key: str = "at"
-    params: tuple = ()
 
     @property
     def summary(self) -> str:
@@ -257,21 +256,45 @@ class DeclarativeRule:
             return None
         return bindings
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    @property
+    def params(self) -> tuple:
+        return ()
+
+    def candidates(self, kernel: Kernel) -> list[str]:
         count = sum(1 for n in kernel.body.walk() if self._matches(n) is not None)
         return (["all"] + [str(i) for i in range(count)]) if count else []
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext | None = None) -> Kernel | NotApplicable:
-        matches = [n for n in kernel.body.walk() if self._matches(n) is not None]
+    def match(self, kernel: Kernel) -> list[Match]:
+        matches = self._all(kernel)
         if not matches:
-            return NotApplicable("pattern does not match")
+            return []
+        return [Match("all", matches)] + [Match(str(i), [n]) for i, n in enumerate(matches)]
+
+    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable:
+        ANALYSES[self.name] += 1
+        matches = self._all(kernel)
+        if not matches:
+            return NotApplicable(f"no site at={site}: the pattern does not match")
         if site == "all":
-            targets = {id(n) for n in matches}
-        elif site.isdigit() and int(site) < len(matches):
-            targets = {id(matches[int(site)])}
-        else:
-            return NotApplicable(f"no match number {site}")
+            return Match(site, matches)
+        if site.isdigit() and int(site) < len(matches):
+            return Match(site, [matches[int(site)]])
+        return NotApplicable(f"no site at={site}: the pattern matches {len(matches)} times")
+
+    def sites(self, kernel: Kernel) -> list[str]:
+        return [found.site for found in self.match(kernel)]
+
+    def make_params(self, values: Mapping[str, object]) -> NoParams:
+        return NoParams()
+
+    def _all(self, kernel: Kernel) -> list[Node]:
+        return [n for n in kernel.body.walk() if self._matches(n) is not None]
+
+    def apply(self, kernel: Kernel, match: Match, params: object = None,
+              ctx: RuleContext | None = None) -> Kernel | NotApplicable:
+        """Rewrite the matched occurrences (the plan: the nodes ``match`` found)."""
+        site = match.site
+        targets = {id(n) for n in match.plan}
 
         def visit(n: Node) -> Node | None:
             # Identity of the original node is lost once children are rebuilt, so rewrite
@@ -288,6 +311,12 @@ class DeclarativeRule:
         from dataclasses import replace
 
         return replace(kernel, body=body)
+
+    def rewrite(self, kernel: Kernel, site: str, params: Mapping[str, object] | None = None,
+                ctx: RuleContext | None = None) -> Kernel | NotApplicable:
+        """One application from Python: match at ``site``, then apply."""
+        found = self.match_at(kernel, site)
+        return found if isinstance(found, NotApplicable) else self.apply(kernel, found)
 
 
 def parse_rules(text: str, filename: str = "<rules>") -> list[DeclarativeRule]:

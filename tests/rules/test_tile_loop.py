@@ -25,7 +25,7 @@ SRC = HEAD + '''  let tx: i32 = i32(thread.x)
 
 
 def apply(site, factor, src=SRC):
-    return RULE.apply(parse_kernel(src), site, {"factor": factor}, RuleContext())
+    return RULE.rewrite(parse_kernel(src), site, {"factor": factor}, RuleContext())
 
 
 def test_golden_ragged_inclusive_and_exact():

@@ -19,7 +19,7 @@ from typing import Mapping
 
 from kir.ir import Binary, Block, Const, For, Kernel, Launch, Param, Store, Var, transform
 from kir.ir.types import BOOL, F32, I32, PointerType
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import BaseRule, LoopRule, NotApplicable, RuleContext, choice
 from kir.search import Evaluation
 
 
@@ -44,49 +44,55 @@ def _replace_loop(kernel: Kernel, label: str, fn) -> Kernel:
                      else None)
 
 
-class UnrollLoop(BaseRule):
+class UnrollLoop(LoopRule):
     """Unroll a serial loop (toy)."""
 
     name = "unroll-loop"
-    params = (ParamSpace("factor", (2, 4, 8)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [f.label for f in loops_of(kernel) if f.kind == "serial"]
+    @dataclasses.dataclass(frozen=True)
+    class Params:
+        factor: int = choice(2, 4, 8)
 
-    def apply(self, kernel, site, params, ctx):
-        return _replace_loop(kernel, site, lambda f: dataclasses.replace(
-            f, kind="unroll", unroll=int(params["factor"])))
+    def plan_loop(self, kernel, loop):
+        return loop if loop.kind == "serial" else NotApplicable("already unrolled")
+
+    def apply(self, kernel, match, params, ctx):
+        return _replace_loop(kernel, match.site, lambda f: dataclasses.replace(
+            f, kind="unroll", unroll=params.factor))
 
 
-class SetConst(BaseRule):
+class SetConst(LoopRule):
     """Change the constant a loop stores (toy)."""
 
     name = "set-const"
-    params = (ParamSpace("value", (0, 1, 2, 3)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [f.label for f in loops_of(kernel) if f.body.stmts]
+    @dataclasses.dataclass(frozen=True)
+    class Params:
+        value: int = choice(0, 1, 2, 3)
 
-    def apply(self, kernel, site, params, ctx):
-        loop = next(f for f in loops_of(kernel) if f.label == site)
-        store = loop.body.stmts[0]
-        value = float(params["value"])
+    def plan_loop(self, kernel, loop):
+        return loop.body.stmts[0] if loop.body.stmts else NotApplicable("empty loop")
+
+    def apply(self, kernel, match, params, ctx):
+        store = match.plan
+        value = float(params.value)
         if store.value == Const(value, F32):
             return NotApplicable("the loop stores that value already")
         new_body = Block((dataclasses.replace(store, value=Const(value, F32)),))
-        return _replace_loop(kernel, site, lambda f: dataclasses.replace(f, body=new_body))
+        return _replace_loop(kernel, match.site, lambda f: dataclasses.replace(f, body=new_body))
 
 
-class BreakLoop(BaseRule):
+class BreakLoop(LoopRule):
     """Empty a loop body: wrong, and fast (the planted broken rule)."""
 
     name = "break-loop"
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [f.label for f in loops_of(kernel) if f.body.stmts]
+    def plan_loop(self, kernel, loop):
+        return None if loop.body.stmts else NotApplicable("empty loop")
 
-    def apply(self, kernel, site, params, ctx):
-        return _replace_loop(kernel, site, lambda f: dataclasses.replace(f, body=Block(())))
+    def apply(self, kernel, match, params, ctx):
+        return _replace_loop(kernel, match.site,
+                             lambda f: dataclasses.replace(f, body=Block(())))
 
 
 class Explode(BaseRule):
@@ -94,10 +100,10 @@ class Explode(BaseRule):
 
     name = "explode"
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    def candidates(self, kernel: Kernel) -> list[str]:
         return ["L0"]
 
-    def apply(self, kernel, site, params, ctx):
+    def apply(self, kernel, match, params, ctx):
         raise RuntimeError("boom")
 
 
