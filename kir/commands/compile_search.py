@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
 from typing import Mapping
 
-from kir.driver.load import Loaded
+from kir.driver.load import Loaded, ir_header
 from kir.errors import KirError
+from kir.limits import parse_duration  # noqa: F401 - --time's parser, re-exported
 from kir.ir.printer import print_kernel
 from kir.rules import apply_trace, context_for, save_trace
 
@@ -28,26 +28,14 @@ MODEL_PROFILE = "apple-m2"
 MODEL_NOTE = "no GPU: timings are modelled (Apple M2 cost model)"
 
 
-def parse_duration(text: str) -> float:
-    """``"90"``, ``"30s"``, ``"5m"``, ``"1h"`` (also ``"1m30s"``) → seconds."""
-    match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*"
-                         r"(?:(\d+(?:\.\d+)?)s?)?\s*", text)
-    if not text.strip() or not match or not any(match.groups()):
-        raise KirError(f"bad --time {text!r}", hint="write seconds or a duration: 90, 30s, 5m, 1h")
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    total = hours * 3600 + minutes * 60 + seconds
-    if total <= 0:
-        raise KirError(f"bad --time {text!r}: it must be more than zero")
-    return total
-
-
 def resolve_target(requested: str | None) -> tuple[str, str | None]:
     """The timing target: the one asked for (checked to exist here), else what this machine
     has (MLX Metal, then MLX CUDA), else the cost model. Returns it and a note to print."""
     from kir.backends.mlx_runner import available_targets, require_target
 
     if requested in ("metal", "cuda"):
-        require_target(requested)
+        require_target(requested, "search with --target model (the Apple-GPU cost model) "
+                                  "instead")
         return requested, None
     if requested == "model":
         return "model", "timings are modelled (Apple M2 cost model), as asked"
@@ -63,9 +51,9 @@ def check_sizes_for(args: argparse.Namespace, loaded: Loaded) -> dict[str, int] 
     ``check`` table, else None (validate at the compiled sizes)."""
     from kir.driver.load import parse_size_overrides
 
-    given = parse_size_overrides(getattr(args, "check_size", None))
+    given = parse_size_overrides(getattr(args, "check_size", None), "--check-size")
     if given:
-        loaded.spec.bind(given)  # unknown names fail here, with the spec's message
+        loaded.spec.bind(given, "--check-size")  # unknown names fail here, named as given
         return given
     return dict(loaded.spec.check) or None
 
@@ -179,7 +167,7 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
         where = "validated and modelled" if target == "model" else "validated on the interpreter"
         print(f"candidates are {where} at {sizes_label(check_sizes)}", file=sys.stderr)
     evaluator = make_evaluator(loaded, target, check_sizes)
-    limit = parse_duration(args.time) if args.time else None
+    limit = parse_duration(args.time, "--time") if args.time else None
     # A time limit alone should run until the time is up, not stop at the default budget.
     budget = budget or (UNBOUNDED if limit else DEFAULT_BUDGET)
     config = SearchConfig(strategy=args.strategy, budget=budget, time_limit_s=limit,
@@ -199,6 +187,11 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
                             [h.steps for h in seeds], progress=bar, key=key)
         finally:
             bar.close()
+        for paragraph in registry.failures.summary():  # the search went on without them
+            print(paragraph, file=sys.stderr)
+        if db.damaged:
+            print(f"tuning database {db_path}: {db.damaged} damaged row(s) answered nothing; "
+                  "those candidates were judged again", file=sys.stderr)
         if result.stopped == "baseline_failed":
             return baseline_failed(result, loaded)
         result = adopt_stored_best(result, db, key, base, registry, ctx)
@@ -288,7 +281,7 @@ def write_results(args, loaded: Loaded, result, rows, step_kernels, paths: dict[
         "baseline_ms": result.baseline_ms, "modelled": result.modelled,
         "sizes": dict(loaded.bound.sizes), "time_sizes": dict(time_sizes or {}),
         "stopped": result.stopped})
-    paths["ir"].write_text(print_kernel(result.best_kernel))
+    paths["ir"].write_text(ir_header(loaded) + print_kernel(result.best_kernel))
     module_error = write_kernel_module(result.best_kernel, loaded, module_target,
                                        paths["module"])
     files = write_report(paths["report"], result=result, base=base,

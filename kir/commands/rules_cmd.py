@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kir.driver.registry import load_registry
 from kir.errors import KirError
+from kir.rules import rule_sites
 
 
 def register(sub) -> None:
@@ -93,7 +94,7 @@ def show_rule(registry, name: str | None, file: str | None) -> int:
         from kir.driver.load import load_kernel
 
         loaded = load_kernel(file)
-        sites = rule.sites(loaded.kernel)
+        sites = rule_sites(rule, loaded.kernel, registry)
         print(f"\nsites in {file}: " + (", ".join(f"{rule.site_key}={s}" for s in sites)
                                        if sites else "none"))
     return 0

@@ -21,17 +21,19 @@ from pathlib import Path
 from typing import Iterable
 
 from kir.errors import KirError
-from kir.rules import Rule, as_rule
+from kir.rules import FailureLog, LegacyRule, Rule, as_rule
 
 ENTRY_POINT_GROUP = "kir.rules"
 
 
 class Registry(dict):
-    """``name -> rule`` with the origin of each rule kept for messages."""
+    """``name -> rule`` with the origin of each rule kept for messages, and a log of the
+    rules' failures while it is used (:class:`kir.rules.FailureLog`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.origins: dict[str, str] = {}
+        self.failures = FailureLog()
 
     def add(self, rule: Rule, origin: str) -> None:
         adapted = as_rule(rule)
@@ -63,6 +65,8 @@ def rule_source(rule: Rule) -> bytes:
     """The source a rule's behaviour comes from, as bytes: a declarative rule's own text, or
     the file of the module that defines a Python rule's class (its representation when the
     file cannot be read)."""
+    if isinstance(rule, LegacyRule):
+        rule = rule.rule  # the adapter's source says nothing about the rule it adapts
     text = getattr(rule, "text", None)
     if isinstance(text, str):
         return text.encode()

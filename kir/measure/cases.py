@@ -24,6 +24,7 @@ from kir import ir
 from kir.driver.load import Loaded
 from kir.errors import KirError, StepLimitError
 from kir.ir import Kernel
+from kir.limits import current
 from kir.measure.cpu_pool import CheckPool
 from kir.search.evaluator import Evaluation, Status
 from kir.spec.compare import CheckResult, compare_outputs
@@ -117,7 +118,7 @@ def build_cases(loaded: Loaded, validate_sizes: Sequence[dict[str, int]] | None 
             baseline = None
             try:
                 baseline = run_kernel(loaded.kernel, copy_inputs(inputs), bound.sizes,
-                                      max_steps=max_steps)
+                                      max_steps=max_steps, time_limit_s=current().interp_s)
             except KirError as exc:
                 if not i:
                     raise

@@ -33,6 +33,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 ROLES = ("in", "out", "inout")
+MAX_SPEC_BYTES = 1024 * 1024
 TOP_KEYS = ("kernel", "sizes", "ragged", "check", "templates", "launch", "tolerance",
             "reference", "args")
 LAUNCH_KEYS = ("grid", "block", "shared_bytes")
@@ -94,19 +95,21 @@ class Spec:
     # compiled sizes are too big for it (the GPU still checks at the compiled sizes).
     check: dict[str, int] = field(default_factory=dict)
 
-    def bind(self, overrides: dict[str, int] | None = None) -> "BoundSpec":
-        """Fix the sizes: the defaults with ``overrides`` (e.g. ``--size N=4096``) applied."""
+    def bind(self, overrides: dict[str, int] | None = None,
+             option: str = "--size") -> "BoundSpec":
+        """Fix the sizes: the defaults with ``overrides`` (e.g. ``--size N=4096``; errors
+        name ``option``, the command-line option they came from) applied."""
         from kir.spec.bound import BoundSpec
 
         sizes = dict(self.sizes)
         for name, value in (overrides or {}).items():
             if name not in self.sizes:
                 raise KirError(
-                    f"--size {name}={value}: {self.path.name} has no size {name!r} "
+                    f"{option} {name}={value}: {self.path.name} has no size {name!r} "
                     f"(sizes: {', '.join(self.sizes) or 'none'})",
                     hint=_did_you_mean(name, self.sizes))
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-                raise KirError(f"--size {name}={value}: sizes must be positive integers "
+                raise KirError(f"{option} {name}={value}: sizes must be positive integers "
                                f"(spec {self.path.name})")
             sizes[name] = int(value)
         return BoundSpec(self, sizes)
@@ -132,9 +135,22 @@ def load_spec(path: str | Path) -> Spec:
     """Read and check a ``.kir.toml`` spec; KirError (file:line:col where known) on bad input."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise KirError(f"spec {path} is a folder, not a .kir.toml file") from None
     except OSError as exc:
         raise KirError(f"cannot read spec {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise KirError(f"spec of {len(raw)} bytes: at most {MAX_SPEC_BYTES} are read",
+                       Loc(str(path), 1, 1))
+    try:
+        text = raw.decode("utf-8-sig")  # a byte order mark some editors write is fine
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise KirError(f"{path.name} is not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+                       Loc(str(path), line, col),
+                       hint="a spec is TOML text; save it as UTF-8") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
