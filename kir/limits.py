@@ -167,60 +167,86 @@ class TimeLimitExceeded(BaseException):
 
 
 REPEAT_S = 0.25  # after the limit: raised again this often, while the block goes on
+WALL_FACTOR = 6  # a CPU-time limit's wall-clock backstop, for code that sleeps or blocks
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """What a :class:`time_limit` tells its error: the stack the block was running when the
+    limit ran out (outermost first; :func:`frame_in` picks the user's own line), the limit,
+    and its clock."""
+
+    where: list[traceback.FrameSummary]
+    seconds: float
+    cpu: bool
+
+    @property
+    def limit_text(self) -> str:
+        """``10 s of CPU time`` or ``60 s``."""
+        return f"{self.seconds:g} s" + (" of CPU time" if self.cpu else "")
 
 
 class time_limit:
-    """``with time_limit(seconds, error):`` runs the block under a wall-clock limit.
+    """``with time_limit(seconds, error):`` runs the block under a time limit: wall-clock
+    time, or with ``cpu=True`` the process's CPU time (which a busy machine does not eat
+    into, so a loaded machine refuses nothing an idle one accepts; a block that sleeps or
+    blocks spends none: give it a wall-clock limit too, see :func:`cpu_limit`).
 
     Past the limit, :class:`TimeLimitExceeded` is raised inside the block wherever it is
     (between two bytecodes: one long C call, a numpy operation say, finishes first), again
     every ``REPEAT_S`` while the block goes on (code that swallows it gets it again), and
-    the ``with`` statement raises ``error(where)`` instead: ``where`` is the frame the block
-    was in when the limit ran out (a ``traceback.FrameSummary``: the user's own line, for a
-    reference or a rule that spins), or None. A block that swallowed every interruption and
-    then finished still ends in ``error``: its answer came too late. ``seconds=None``: no
-    limit.
+    the ``with`` statement raises ``error(Overrun(...))`` instead. A block that swallowed
+    every interruption and then finished still ends in ``error``: its answer came too late.
+    ``seconds=None``: no limit.
 
-    In the main thread the clock is SIGALRM (``ITIMER_REAL``), which also interrupts a
-    sleep or a blocking read; limits nest, and a timer someone else had set is put back
-    afterwards. Code that catches the exception and carries on (``except BaseException:`` in
-    a loop) is traced from the second interruption on: the exception is raised again at its
-    next line, inside its own handler, which it cannot catch there. In another thread a
-    watchdog thread raises the exception asynchronously (a blocking call then finishes
-    first; no tracing).
+    In the main thread the clock is a signal (SIGALRM on ``ITIMER_REAL``, SIGPROF on
+    ``ITIMER_PROF`` for CPU time), which also interrupts a sleep or a blocking read; limits
+    nest, and a timer someone else had set is put back afterwards. Code that catches the
+    exception and carries on (``except BaseException:`` in a loop) is traced from the second
+    interruption on: the exception is raised again at its next line, inside its own handler,
+    which it cannot catch there. In another thread (or without those signals) a watchdog
+    thread raises the exception asynchronously on the wall clock (a blocking call then
+    finishes first; no tracing).
     """
 
-    def __init__(self, seconds: float | None,
-                 error: Callable[["traceback.FrameSummary | None"], BaseException]) -> None:
+    def __init__(self, seconds: float | None, error: Callable[[Overrun], BaseException], *,
+                 cpu: bool = False) -> None:
         self.seconds = seconds
         self.error = error
+        self.cpu = cpu
+        self.clock: _SignalClock | None = None
         self.deadline = 0.0
         self.active = False
         self.fired = False
         self.last_fire = 0.0
-        self.where: traceback.FrameSummary | None = None
+        self.where: list[traceback.FrameSummary] = []
         self._watchdog: _Watchdog | None = None
         self._entry_frame: FrameType | None = None
         self._saved_trace: object = _UNSET
+
+    def now(self) -> float:
+        return self.clock.now() if self.clock is not None else time.monotonic()
 
     def next_fire(self) -> float:
         return self.last_fire + REPEAT_S if self.fired else self.deadline
 
     def note_fire(self, frame: FrameType | None) -> None:
         self.fired = True
-        self.last_fire = time.monotonic()
-        if self.where is None and frame is not None:
-            self.where = traceback.extract_stack(frame, limit=1)[-1]
+        self.last_fire = self.now()
+        if not self.where and frame is not None:
+            self.where = list(traceback.extract_stack(frame, limit=64))
 
     def __enter__(self) -> "time_limit":
         if self.seconds is None:
             return self
-        self.deadline = time.monotonic() + float(self.seconds)
+        self.clock = _clock(self.cpu)
+        self.deadline = self.now() + float(self.seconds)
         self.active = True
         self._entry_frame = sys._getframe(1)
-        if _signal_clock_usable():
-            _SignalClock.push(self)
+        if self.clock is not None:
+            self.clock.push(self)
         else:
+            self.cpu = False  # the watchdog keeps wall-clock time only
             self._watchdog = _Watchdog(self)
         return self
 
@@ -230,8 +256,8 @@ class time_limit:
         self.active = False
         if self._watchdog is not None:
             self._watchdog.stop()
-        else:
-            _SignalClock.pop(self)
+        elif self.clock is not None:
+            self.clock.pop(self)
         if self._saved_trace is not _UNSET:
             sys.settrace(self._saved_trace)  # type: ignore[arg-type]
         self._entry_frame = None
@@ -240,7 +266,7 @@ class time_limit:
         if isinstance(exc, TimeLimitExceeded) and exc.owner not in (None, self) \
                 and exc.owner.active:
             return False  # an enclosing limit ran out too: its owner reports it
-        raise self.error(self.where) from None
+        raise self.error(Overrun(self.where, float(self.seconds or 0), self.cpu)) from None
 
     def trace_until_stopped(self, frame: FrameType | None) -> None:
         """Raise TimeLimitExceeded again at a line of the block's own frames (those from
@@ -274,62 +300,101 @@ class time_limit:
 _UNSET = object()
 
 
-def _signal_clock_usable() -> bool:
-    return hasattr(signal, "setitimer") and \
-        threading.current_thread() is threading.main_thread()
+@contextmanager
+def cpu_limit(seconds: float | None,
+              error: Callable[[Overrun], BaseException]) -> Iterator[None]:
+    """``seconds`` of CPU time, and ``WALL_FACTOR`` times as many on the wall clock for code
+    that sleeps or blocks instead of computing: the limit for a user's reference or rule."""
+    if seconds is None:
+        yield
+        return
+    with time_limit(seconds * WALL_FACTOR, error), time_limit(seconds, error, cpu=True):
+        yield
+
+
+def frame_in(stack: list[traceback.FrameSummary],
+             file: str | None = None) -> traceback.FrameSummary | None:
+    """The innermost frame of ``stack`` in ``file`` (a user's reference or rule module),
+    else the innermost frame; None for an empty stack."""
+    from pathlib import Path
+
+    if file:
+        own = [f for f in stack if Path(f.filename) == Path(file)]
+        if own:
+            return own[-1]
+    return stack[-1] if stack else None
 
 
 class _SignalClock:
-    """The main thread's active limits (outermost first) on one ITIMER_REAL."""
+    """The main thread's active limits on one interval timer (outermost first)."""
 
-    active: list[time_limit] = []
-    saved_handler: object = None
-    saved_timer: tuple[float, float] = (0.0, 0.0)
-    saved_at = 0.0
+    def __init__(self, signum: int, which: int, now: Callable[[], float]) -> None:
+        self.signum = signum
+        self.which = which
+        self.now = now
+        self.active: list[time_limit] = []
+        self.saved_handler: object = None
+        self.saved_timer: tuple[float, float] = (0.0, 0.0)
+        self.saved_at = 0.0
 
-    @classmethod
-    def push(cls, limit: time_limit) -> None:
-        if not cls.active:
-            cls.saved_handler = signal.signal(signal.SIGALRM, cls.on_alarm)
-            cls.saved_timer = signal.setitimer(signal.ITIMER_REAL, 0)
-            cls.saved_at = time.monotonic()
-        cls.active.append(limit)
-        cls.rearm()
+    def push(self, limit: time_limit) -> None:
+        if not self.active:
+            self.saved_handler = signal.signal(self.signum, self.on_signal)
+            self.saved_timer = signal.setitimer(self.which, 0)
+            self.saved_at = self.now()
+        self.active.append(limit)
+        self.rearm()
 
-    @classmethod
-    def pop(cls, limit: time_limit) -> None:
-        if limit in cls.active:
-            cls.active.remove(limit)
-        if cls.active:
-            cls.rearm()
+    def pop(self, limit: time_limit) -> None:
+        if limit in self.active:
+            self.active.remove(limit)
+        if self.active:
+            self.rearm()
             return
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, cls.saved_handler or signal.SIG_DFL)  # type: ignore
-        remaining, interval = cls.saved_timer
+        signal.setitimer(self.which, 0)
+        signal.signal(self.signum, self.saved_handler or signal.SIG_DFL)  # type: ignore
+        remaining, interval = self.saved_timer
         if remaining > 0:  # someone else's timer (pytest-timeout, say): put it back
-            left = remaining - (time.monotonic() - cls.saved_at)
-            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), interval)
+            left = remaining - (self.now() - self.saved_at)
+            signal.setitimer(self.which, max(left, 0.001), interval)
 
-    @classmethod
-    def rearm(cls) -> None:
-        wake = min(limit.next_fire() for limit in cls.active)
-        signal.setitimer(signal.ITIMER_REAL, max(wake - time.monotonic(), 0.001))
+    def rearm(self) -> None:
+        wake = min(limit.next_fire() for limit in self.active)
+        signal.setitimer(self.which, max(wake - self.now(), 0.001))
 
-    @classmethod
-    def on_alarm(cls, signum: int, frame: FrameType | None) -> None:  # noqa: ARG003
-        now = time.monotonic()
-        due = [limit for limit in cls.active if limit.active and now >= limit.next_fire()]
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:  # noqa: ARG002
+        now = self.now()
+        due = [limit for limit in self.active if limit.active and now >= limit.next_fire()]
         if not due:
-            if cls.active:
-                cls.rearm()
+            if self.active:
+                self.rearm()
             return
         owner = due[0]  # the outermost: its exception unwinds through the inner ones
         swallowed = owner.fired  # it was raised before, and the block went on
         owner.note_fire(frame)
-        cls.rearm()
+        self.rearm()
         if swallowed:
             owner.trace_until_stopped(frame)
         raise TimeLimitExceeded(owner)
+
+
+_CLOCKS: dict[bool, _SignalClock] = {}
+
+
+def _clock(cpu: bool) -> _SignalClock | None:
+    """The signal clock for wall (``cpu=False``) or CPU time, or None where signals cannot
+    serve (another thread than the main one, or no interval timers on this platform)."""
+    if threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "setitimer"):
+        return None
+    if cpu not in _CLOCKS:
+        if cpu and hasattr(signal, "SIGPROF"):
+            _CLOCKS[cpu] = _SignalClock(signal.SIGPROF, signal.ITIMER_PROF, time.process_time)
+        elif not cpu:
+            _CLOCKS[cpu] = _SignalClock(signal.SIGALRM, signal.ITIMER_REAL, time.monotonic)
+        else:
+            return None
+    return _CLOCKS[cpu]
 
 
 class _Watchdog:
@@ -344,7 +409,7 @@ class _Watchdog:
         self.thread.start()
 
     def watch(self) -> None:
-        while not self.done.wait(max(self.limit.next_fire() - time.monotonic(), 0.0)):
+        while not self.done.wait(max(self.limit.next_fire() - self.limit.now(), 0.0)):
             with self.lock:
                 if not self.limit.active:
                     return

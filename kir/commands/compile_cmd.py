@@ -108,6 +108,9 @@ def write_output(loaded, path: Path, target: str | None) -> None:
                            hint="use -o NAME.py for the CUDA MLX module")
         write_metal_source(emit(loaded.kernel, loaded.bound, "metal"), path)
     elif path.suffix == ".py":
+        from kir.commands.compile_search import note_unimportable
+
+        note_unimportable(path)
         language = "cuda" if target == "cuda" else "metal"
         write_module(emit(loaded.kernel, loaded.bound, language), path, loaded.bound)
     else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -67,12 +68,16 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
     except ImportError as exc:
         raise KirError(f"the search evaluators are not available in this kir ({exc})",
                        hint="reinstall kir (pip install -e .)") from None
+    from kir.limits import current
+
+    timeout_s = current().candidate_s  # checking one candidate in a worker, at most
     if target == "model":
-        return ModelEvaluator(loaded, profile=MODEL_PROFILE, check_sizes=check_sizes)
+        return ModelEvaluator(loaded, profile=MODEL_PROFILE, check_sizes=check_sizes,
+                              timeout_s=timeout_s)
     # Half the cores compile candidates in GPU workers (a compile takes about a second of one
     # core); timings still run one at a time.
     cores = os.cpu_count() or 2
-    return MLXEvaluator(loaded, target=target, check_sizes=check_sizes,
+    return MLXEvaluator(loaded, target=target, check_sizes=check_sizes, timeout_s=timeout_s,
                         workers=max(2, cores // 4), gpu_workers=max(1, min(8, cores // 2)))
 
 
@@ -91,7 +96,7 @@ def output_paths(args: argparse.Namespace, loaded: Loaded) -> dict[str, Path]:
     search never ends with nowhere to write its result."""
     stem = loaded.path.name.split(".")[0]
     out_dir = Path(args.out_dir) if args.out_dir else Path("kir-out") / stem
-    module = Path(args.output) if args.output else out_dir / f"{stem}_kir.py"
+    module = Path(args.output) if args.output else out_dir / f"{module_name(stem)}_kir.py"
     if module.suffix != ".py":
         raise KirError(f"-o {args.output}: with --search the output is the MLX module (.py)",
                        hint="write -o NAME.py; the trace, IR and report go to --out-dir")
@@ -101,8 +106,24 @@ def output_paths(args: argparse.Namespace, loaded: Loaded) -> dict[str, Path]:
     if args.output and not module.parent.is_dir():
         raise KirError(f"-o {args.output}: folder {module.parent} does not exist",
                        hint="create it first, or write the module elsewhere")
+    note_unimportable(module)
     return {"dir": out_dir, "module": module, "trace": out_dir / "best.trace.json",
             "ir": out_dir / "best.kir", "report": report}
+
+
+def module_name(stem: str) -> str:
+    """A Python module name made from a file's stem (``my kernel`` → ``my_kernel``,
+    ``núcleo`` → ``n_cleo``): the generated module must be importable by ``import NAME``."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "kernel"
+    return f"k_{name}" if name[0].isdigit() else name
+
+
+def note_unimportable(module: Path) -> None:
+    """Say so when ``-o`` names a module ``import`` cannot load by name (spaces, ...)."""
+    if module.suffix == ".py" and not module.stem.isidentifier():
+        print(f"note: {module.name} is not an importable module name (write -o "
+              f"{module_name(module.stem)}.py to `import {module_name(module.stem)}`); "
+              "importlib can still load it from its path", file=sys.stderr)
 
 
 def make_folder(folder: Path, option: str) -> None:

@@ -94,10 +94,20 @@ def load_rules_file(path: Path) -> list[Rule]:
     """Rules from a user's file: ``.rules`` (declarative) or ``.py`` (a module with RULES)."""
     if not path.exists():
         raise KirError(f"no such rules file: {path}")
+    if path.is_dir():
+        raise KirError(f"{path} is a folder, not a rules file",
+                       hint="name a .rules file or a .py module defining RULES")
     if path.suffix == ".rules":
         from kir.rules.pattern import parse_rules
 
-        return parse_rules(path.read_text(), str(path))
+        try:
+            text = path.read_text(encoding="utf-8-sig")  # a byte order mark is fine
+        except UnicodeDecodeError as exc:
+            raise KirError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                           hint="a .rules file is text; save it as UTF-8") from None
+        except OSError as exc:
+            raise KirError(f"cannot read {path}: {exc.strerror}") from None
+        return parse_rules(text, str(path))
     if path.suffix == ".py":
         spec = importlib.util.spec_from_file_location(f"kir_user_rules_{path.stem}", path)
         if spec is None or spec.loader is None:

@@ -42,7 +42,7 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
     type) or a number (scalars, converted with C rules); ``sizes`` binds the names in the
     launch grid's size expressions. Raises :class:`~kir.errors.KirError` for kernel bugs
     the run exposes (out-of-bounds accesses, divergent barriers, loops running past
-    ``max_steps`` iterations, or past ``time_limit_s`` seconds of wall clock) and for
+    ``max_steps`` iterations, or past ``time_limit_s`` seconds of CPU time) and for
     arguments that do not fit the kernel.
 
     With ``counters`` (a :class:`kir.interp.counters.Counters`) the run also counts what a
@@ -57,7 +57,7 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
     total_blocks = math.prod(grid)
     buffers, shapes, scalars = _bind(kernel, args)
     steps = Steps(DEFAULT_MAX_STEPS if max_steps is None else int(max_steps),
-                  deadline=None if time_limit_s is None else time.monotonic() + time_limit_s,
+                  deadline=None if time_limit_s is None else time.process_time() + time_limit_s,
                   seconds=time_limit_s)
 
     with deep_recursion(), np.errstate(all="ignore"):

@@ -52,8 +52,9 @@ CLOCK_EVERY = 1024
 @dataclass
 class Steps:
     """Loop iterations executed so far, across chunks, against the ``limit`` and, when a
-    ``deadline`` (a ``time.monotonic()`` value) is set, against the wall clock. A loop calls
-    :meth:`check` when ``count`` passes ``next_check``: the hot path is one comparison."""
+    ``deadline`` (a ``time.process_time()`` value: CPU time, which a busy machine does not
+    eat into) is set, against the clock. A loop calls :meth:`check` when ``count`` passes
+    ``next_check``: the hot path is one comparison."""
 
     limit: int
     count: int = 0
@@ -73,9 +74,9 @@ class Steps:
                 f"(loop {label})", loc,
                 hint="kir run --max-steps N raises the limit, if the kernel really loops "
                      "this long")
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.deadline is not None and time.process_time() > self.deadline:
             raise StepLimitError(
-                f"kernel did not finish within {self.seconds:g} s on the interpreter "
+                f"kernel did not finish within {self.seconds:g} s of CPU time on the interpreter "
                 f"({self.count} loop iterations so far; in loop {label})", loc,
                 hint=limit_hint("interp_s", self.seconds or 0.0)
                 + ", if the kernel is only slow; or use smaller sizes (--size)")

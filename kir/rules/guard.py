@@ -16,7 +16,6 @@ import sys
 import traceback
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kir import limits
@@ -94,9 +93,7 @@ def _rule_file(rule: object) -> str | None:
 
 def _frame_in(tb: Any, rule_file: str | None) -> traceback.FrameSummary | None:
     """The deepest frame of ``tb`` in the rule's own file, else the deepest frame."""
-    frames = traceback.extract_tb(tb)
-    own = [f for f in frames if rule_file and Path(f.filename) == Path(rule_file)]
-    return (own or frames or [None])[-1]
+    return limits.frame_in(list(traceback.extract_tb(tb)), rule_file)
 
 
 def _located(frame: traceback.FrameSummary | None) -> dict[str, Any]:
@@ -126,14 +123,15 @@ def run_guarded(rule: object, name: str, origin: str | None, doing: str,
     seconds = limits.current().rule_s
     rule_file = _rule_file(rule)
 
-    def too_slow(where: traceback.FrameSummary | None) -> RuleError:
-        return RuleError(f"{_named(name, origin)} did not finish within {seconds:g} s {doing}",
-                         rule=name, origin=origin, timed_out=True, **_located(where),
+    def too_slow(overrun: limits.Overrun) -> RuleError:
+        return RuleError(f"{_named(name, origin)} did not finish within {overrun.limit_text} "
+                         f"{doing}", rule=name, origin=origin, timed_out=True,
+                         **_located(limits.frame_in(overrun.where, rule_file)),
                          hint=limits.limit_hint("rule_s", seconds)
                          + "; or the rule never ends: " + _blame_hint(origin))
     try:
         try:
-            with limits.time_limit(seconds, too_slow):
+            with limits.cpu_limit(seconds, too_slow):
                 return call()
         except (RuleError, AnalysisLimitError, KeyboardInterrupt, limits.TimeLimitExceeded):
             raise

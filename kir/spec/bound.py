@@ -202,7 +202,7 @@ class BoundSpec:
         args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
         seconds = limits.current().reference_s
         try:
-            with limits.time_limit(seconds, lambda where: self._too_slow(where, seconds)):
+            with limits.cpu_limit(seconds, self._too_slow):
                 result = function(args, dict(self.sizes))
         except (KeyboardInterrupt, KirError):
             raise
@@ -228,13 +228,15 @@ class BoundSpec:
             outs[name] = array.astype(dtype_of(self.spec.args[name].dtype).numpy)  # type: ignore
         return outs
 
-    def _too_slow(self, where, seconds: float) -> KirError:
-        """The error of a reference call that ran past ``seconds``, located at the line it
+    def _too_slow(self, overrun: limits.Overrun) -> KirError:
+        """The error of a reference call that ran past its limit, located at the line it
         was running (in the reference's own file) when it was stopped."""
-        loc, line = frame_place(where)
-        return KirError(f"reference {self.spec.reference} did not return within {seconds:g} s "
-                        f"(spec {self.spec.path.name}, sizes {self._sizes_text()})", loc,
-                        source_line=line, hint=limits.limit_hint("reference_s", seconds)
+        loc, line = frame_place(limits.frame_in(overrun.where, str(reference_file(self.spec))))
+        seconds = limits.current().reference_s
+        return KirError(f"reference {self.spec.reference} did not return within "
+                        f"{overrun.limit_text} (spec {self.spec.path.name}, sizes "
+                        f"{self._sizes_text()})", loc, source_line=line,
+                        hint=limits.limit_hint("reference_s", seconds)
                         + "; or give smaller sizes (--size, or the spec's check sizes)")
 
 
@@ -307,13 +309,13 @@ def _reference_function(spec: Spec) -> Callable[..., Any]:
         sys.modules[unique] = module
         seconds = limits.current().reference_s
 
-        def too_slow(where) -> KirError:
-            loc, line = frame_place(where)
+        def too_slow(overrun: limits.Overrun) -> KirError:
+            loc, line = frame_place(limits.frame_in(overrun.where, str(file)))
             return KirError(f"importing reference module {file} did not finish within "
-                            f"{seconds:g} s", loc, source_line=line,
+                            f"{overrun.limit_text}", loc, source_line=line,
                             hint=limits.limit_hint("reference_s", seconds))
         try:
-            with limits.time_limit(seconds, too_slow):
+            with limits.cpu_limit(seconds, too_slow):
                 loader_spec.loader.exec_module(module)  # type: ignore[union-attr]
         except (KeyboardInterrupt, KirError):
             del sys.modules[unique]
