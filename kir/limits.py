@@ -19,6 +19,7 @@ inside it, which its ``with`` statement turns into the caller's error.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import os
@@ -365,7 +366,9 @@ class _SignalClock:
     def on_signal(self, signum: int, frame: FrameType | None) -> None:  # noqa: ARG002
         now = self.now()
         due = [limit for limit in self.active if limit.active and now >= limit.next_fire()]
-        if not due:
+        if not due or (frame is not None and frame.f_code.co_filename in _MACHINERY):
+            # Nothing due; or the limits' own code is running (a limit being left, an
+            # exception already unwinding through a context manager): try again shortly.
             if self.active:
                 self.rearm()
             return
@@ -378,6 +381,7 @@ class _SignalClock:
         raise TimeLimitExceeded(owner)
 
 
+_MACHINERY = {__file__, contextlib.__file__}
 _CLOCKS: dict[bool, _SignalClock] = {}
 
 

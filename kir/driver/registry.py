@@ -15,13 +15,14 @@ import hashlib
 import importlib
 import importlib.util
 import pkgutil
+import re
 import sys
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Iterable
 
 from kir.errors import KirError
-from kir.rules import FailureLog, LegacyRule, Rule, as_rule
+from kir.rules import FailureLog, LegacyRule, ParamSpace, Rule, as_rule
 
 ENTRY_POINT_GROUP = "kir.rules"
 
@@ -36,12 +37,18 @@ class Registry(dict):
         self.failures = FailureLog()
 
     def add(self, rule: Rule, origin: str) -> None:
-        adapted = as_rule(rule)
+        try:
+            adapted = as_rule(rule)
+        except Exception as exc:  # noqa: BLE001 - adapting reads the rule's own attributes
+            raise KirError(f"{origin}: {_shown(rule)} is not a usable rule: reading it raised "
+                           f"{type(exc).__name__}: {exc}",
+                           hint="see docs/ADDING_RULES.md for what a rule provides") from None
         if adapted is None:
-            raise KirError(f"{origin}: {rule!r} is not a rule",
+            raise KirError(f"{origin}: {_shown(rule)} is not a rule",
                            hint="a rule has a name, match() or sites(), and apply(); "
                                 "see docs/ADDING_RULES.md")
         rule = adapted
+        check_rule_shape(rule, origin)
         if rule.name in self:
             raise KirError(f"rule {rule.name!r} from {origin} clashes with the one from "
                            f"{self.origins[rule.name]}", hint="rename one of them")
@@ -59,6 +66,43 @@ class Registry(dict):
         for name in sorted(self):
             digest.update(f"\0{name}\0".encode() + rule_source(self[name]))
         return digest.hexdigest()[:16]
+
+
+_RULE_NAME = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def check_rule_shape(rule: Rule, origin: str) -> None:
+    """A KirError naming ``origin`` unless the rule's name is a kebab-case string (steps
+    are written ``name{...}``), its site key a name, and its parameters ParamSpaces that
+    each offer at least one value: what every caller reads before running the rule."""
+    name = getattr(rule, "name", None)
+    if not isinstance(name, str) or not _RULE_NAME.fullmatch(name):
+        raise KirError(f"{origin}: rule name {_shown(name)} is not a kebab-case name",
+                       hint="name rules like tile-loop: lower-case letters, digits and '-'")
+    site_key = getattr(rule, "site_key", None)
+    if not isinstance(site_key, str) or not site_key.isidentifier():
+        raise KirError(f"{origin}: rule {name}: site_key {_shown(site_key)} is not a name",
+                       hint="e.g. site_key = \"loop\"")
+    try:
+        params = rule.params
+        spaces = list(params) if isinstance(params, (list, tuple)) else None
+    except Exception as exc:  # noqa: BLE001 - the rule's own code (a Params property)
+        raise KirError(f"{origin}: rule {name}: reading its parameters raised "
+                       f"{type(exc).__name__}: {exc}") from None
+    if spaces is None or not all(isinstance(p, ParamSpace) and isinstance(p.choices, tuple)
+                                 and p.choices for p in spaces):
+        raise KirError(f"{origin}: rule {name}: parameters {_shown(params)} are not "
+                       "parameter spaces that each offer a value",
+                       hint="declare a Params dataclass of choice(...) fields (see "
+                            "docs/ADDING_RULES.md)")
+
+
+def _shown(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a user object whose repr raises
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def rule_source(rule: Rule) -> bytes:
@@ -81,13 +125,25 @@ def rule_source(rule: Rule) -> bytes:
 
 
 def _rules_of(obj: object, origin: str) -> list[Rule]:
-    if isinstance(obj, Rule):
-        return [obj]
     if isinstance(obj, (list, tuple)):
         return list(obj)
+    if _one_rule(obj):
+        return [obj]  # type: ignore[list-item]
     if hasattr(obj, "RULES"):
-        return list(obj.RULES)  # type: ignore[attr-defined]
+        rules = obj.RULES  # type: ignore[attr-defined]
+        if isinstance(rules, (list, tuple)):
+            return list(rules)
+        if _one_rule(rules):
+            return [rules]
+        raise KirError(f"{origin}: RULES is {_shown(rules)}, not a list of rules",
+                       hint="write RULES = [MyRule()]")
     raise KirError(f"{origin} provides no rules (expected a rule, a list, or a module with RULES)")
+
+
+def _one_rule(obj: object) -> bool:
+    """Whether ``obj`` is a rule object (not a class, list or module): Registry.add checks
+    the rest."""
+    return not isinstance(obj, type) and hasattr(obj, "name") and hasattr(obj, "apply")
 
 
 def load_rules_file(path: Path) -> list[Rule]:

@@ -141,7 +141,7 @@ def run_guarded(rule: object, name: str, origin: str | None, doing: str,
                             hint=exc.hint or _blame_hint(origin)) from None
         except BaseException as exc:  # the rule's own code: any exception at all is its bug
             raise RuleError(f"{_named(name, origin)} raised {type(exc).__name__} {doing}: "
-                            f"{exc}", rule=name, origin=origin,
+                            f"{_safe_str(exc)}", rule=name, origin=origin,
                             **_located(_frame_in(exc.__traceback__, rule_file)),
                             hint=_blame_hint(origin)) from None
     except RuleError as error:
@@ -166,6 +166,14 @@ def checked_result(result: object, rule: object, name: str, origin: str | None, 
         if failures is not None:
             failures.note(error)
         raise error
+    problem = _malformed(result)
+    if problem:
+        error = RuleError(f"{_named(name, origin)} returned a malformed kernel {doing}: "
+                          f"{problem}", rule=name, origin=origin, hint=_blame_hint(origin),
+                          **_apply_place(getattr(rule, "rule", rule)))
+        if failures is not None:
+            failures.note(error)
+        raise error
     cap = limits.current().ir_nodes
     size = count_nodes(result, cap)
     if size > cap:
@@ -182,8 +190,35 @@ def _listed(sites: object) -> object:
     return list(sites)  # type: ignore[call-overload]
 
 
+def _malformed(kernel: Kernel) -> str | None:
+    """Why a Kernel a rule returned cannot be printed or verified (a field holding the wrong
+    kind of thing: what every later step does with it), or None. A kernel the verifier
+    refuses with a KirError is well-formed: its caller reports that."""
+    from kir.ir.printer import print_kernel
+    from kir.ir.verify import verify
+
+    try:
+        print_kernel(kernel)
+        verify(kernel)
+    except KirError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - garbage in the rule's kernel
+        return f"{type(exc).__name__}: {_safe_str(exc)}"
+    return None
+
+
+def _safe_str(value: object) -> str:
+    try:
+        return str(value)[:200]
+    except Exception:  # noqa: BLE001 - an exception whose str raises
+        return f"<{type(value).__name__}>"
+
+
 def _shown(value: object) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a user object whose repr raises
+        text = "?"
     return f"{type(value).__name__} {text[:60]}" if value is not None else "None"
 
 

@@ -360,7 +360,7 @@ class _Checker:
             raise self.fail(f"argument {name!r}: role must be in, out or inout, got {role!r}",
                             *where, "role", hint=_did_you_mean(str(role), ROLES))
         init = self.init(name, table.get("init"), role)
-        bounds = self.range(name, table.get("range", [-1.0, 1.0]))
+        bounds = self.range(name, table.get("range", [-1.0, 1.0]), dtype)
         if "value" in table:
             if "shape" in table:
                 raise self.fail(f"argument {name!r} has both shape and value: a buffer has a "
@@ -415,13 +415,21 @@ class _Checker:
                         "or 'none'",
                         "args", name, "init")
 
-    def range(self, name: str, bounds: Any) -> tuple[float, float]:
+    def range(self, name: str, bounds: Any, dtype: str | None = None) -> tuple[float, float]:
         ok = isinstance(bounds, list) and len(bounds) == 2 and all(
             isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
             for b in bounds)
         if not ok or bounds[0] > bounds[1]:
             raise self.fail(f"argument {name!r}: range must be [low, high] with low <= high",
                             "args", name, "range")
+        if dtype in SCALARS and SCALARS[dtype].name != "bool":
+            kind = SCALARS[dtype]
+            info = np.finfo(np.float32 if kind.name == "bf16" else kind.numpy) \
+                if kind.is_float else np.iinfo(kind.numpy)
+            if not info.min <= bounds[0] <= bounds[1] <= info.max:
+                # random inputs outside the dtype would be inf or wrap: not what was asked
+                raise self.fail(f"argument {name!r}: range {bounds} does not fit in {dtype} "
+                                f"([{info.min:.6g}, {info.max:.6g}])", "args", name, "range")
         return float(bounds[0]), float(bounds[1])
 
 

@@ -66,7 +66,9 @@ def test_h2_kir_run_stops_a_reference_that_never_returns(tmp_path):
     source = scale_kernel(tmp_path, reference=SPIN)
     ran = kir("run", source, "--limit", "reference_s=1", timeout=60)
     assert ran.code == 2, ran.text
-    assert "did not return within 1 s of CPU time" in ran.err, ran.err
+    # 1 s of CPU time, or on a machine too busy to give it that, the 6 s wall backstop
+    assert "did not return within 1 s of CPU time" in ran.err \
+        or "did not return within 6 s" in ran.err, ran.err
     assert "refs.py:3:" in ran.err or "refs.py:4:" in ran.err, ran.err  # the user's own line
     assert "reference_s" in ran.err  # how to raise it
     no_traceback(ran)
@@ -77,7 +79,7 @@ def test_h2_the_search_stops_a_reference_that_never_returns(tmp_path):
     ran = kir("compile", source, "--search", "--target", "model", "--budget", "3",
               "--limit", "reference_s=1", "--db", tmp_path / "t.db", "--out-dir",
               tmp_path / "out", "-q", timeout=90)
-    assert ran.code == 2 and "did not return within 1 s" in ran.err, ran.text
+    assert ran.code == 2 and "did not return within" in ran.err, ran.text
     no_traceback(ran)
 
 
@@ -170,7 +172,8 @@ def test_h4_kir_apply_stops_a_rule_that_loops(tmp_path):
               "spin-forever{loop=L1}", "--limit", "rule_s=1", timeout=60)
     assert ran.code == 2, ran.text
     assert ("spin_rule.py:15:" in ran.err or "spin_rule.py:16:" in ran.err) \
-        and "did not finish within 1 s" in ran.err, ran.err  # the rule's own loop
+        and ("did not finish within 1 s" in ran.err or "did not finish within 6 s" in ran.err), \
+        ran.err  # at the rule's own loop; CPU time, or on a busy machine the wall backstop
     assert "spin-forever" in ran.err
     no_traceback(ran)
 
