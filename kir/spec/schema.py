@@ -426,7 +426,8 @@ class _Checker:
             kind = SCALARS[dtype]
             info = np.finfo(np.float32 if kind.name == "bf16" else kind.numpy) \
                 if kind.is_float else np.iinfo(kind.numpy)
-            if not info.min <= bounds[0] <= bounds[1] <= info.max:
+            low, high = float(info.min), float(info.max)  # Python floats: no numpy cast
+            if not low <= bounds[0] <= bounds[1] <= high:
                 # random inputs outside the dtype would be inf or wrap: not what was asked
                 raise self.fail(f"argument {name!r}: range {bounds} does not fit in {dtype} "
                                 f"([{info.min:.6g}, {info.max:.6g}])", "args", name, "range")

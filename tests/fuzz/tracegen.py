@@ -132,7 +132,10 @@ def _replay(name: str, path: Path) -> str:
             raise FuzzFailure(f"trace error located elsewhere: {exc}",
                               path.read_text("utf-8", "replace")) from exc
         return "error"
-    applied = apply_trace(loaded.kernel, steps, registry, ctx)
+    try:
+        applied = apply_trace(loaded.kernel, steps, registry, ctx)
+    except KirError:  # a rule's failure (RuleError), as `kir apply` reports it
+        return "error"
     try:
         apply_trace(loaded.kernel, steps, registry, ctx, strict=True)
         outcome = "kernel"
