@@ -79,7 +79,9 @@ def ir_header(loaded: "Loaded") -> str:
     """The comment lines kir writes before a kernel's IR text so the dump reads back alone:
     the spec it was loaded with, or that its launch is a placeholder (no spec gave one)."""
     if loaded.spec is not None:
-        return f"# spec: {loaded.spec.path.resolve()}\n"
+        # As it was found or given: absolute stays absolute; relative (to the working
+        # directory) is tried from the dump's folder, then from the working directory.
+        return f"# spec: {loaded.spec.path}\n"
     return (f"{PLACEHOLDER_COMMENT} (no spec): grid and block below are not the kernel's; "
             "a spec's launch replaces them\n")
 

@@ -140,8 +140,8 @@ def run_guarded(rule: object, name: str, origin: str | None, doing: str,
                             rule=name, origin=origin, source_line=exc.source_line,
                             hint=exc.hint or _blame_hint(origin)) from None
         except BaseException as exc:  # the rule's own code: any exception at all is its bug
-            raise RuleError(f"{_named(name, origin)} raised {type(exc).__name__} {doing}: "
-                            f"{_safe_str(exc)}", rule=name, origin=origin,
+            raise RuleError(f"{_named(name, origin)} raised {type(exc).__name__}: "
+                            f"{_safe_str(exc)} ({doing})", rule=name, origin=origin,
                             **_located(_frame_in(exc.__traceback__, rule_file)),
                             hint=_blame_hint(origin)) from None
     except RuleError as error:
@@ -166,6 +166,10 @@ def checked_result(result: object, rule: object, name: str, origin: str | None, 
         if failures is not None:
             failures.note(error)
         raise error
+    cap = limits.current().ir_nodes
+    if count_nodes(result, cap) > cap:  # first: printing and verifying scale with the size
+        return NotApplicable(f"the result would have more than {cap} IR nodes (the limit per "
+                             f"step; --limit ir_nodes=N raises it)")
     problem = _malformed(result)
     if problem:
         error = RuleError(f"{_named(name, origin)} returned a malformed kernel {doing}: "
@@ -174,11 +178,6 @@ def checked_result(result: object, rule: object, name: str, origin: str | None, 
         if failures is not None:
             failures.note(error)
         raise error
-    cap = limits.current().ir_nodes
-    size = count_nodes(result, cap)
-    if size > cap:
-        return NotApplicable(f"the result would have more than {cap} IR nodes (the limit per "
-                             f"step; --limit ir_nodes=N raises it)")
     return result
 
 

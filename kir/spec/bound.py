@@ -82,6 +82,11 @@ class BoundSpec:
             return value
         dtype = dtype_of(arg.dtype)
         if dtype.is_float:
+            largest = float(np.finfo(np.float32 if dtype.name == "bf16" else dtype.numpy).max)
+            if math.isfinite(value) and abs(value) > largest:
+                raise self.spec.error(f"scalar {name!r} of dtype {arg.dtype}: {arg.value!r} = "
+                                      f"{value!r} is larger than {arg.dtype} holds", "args",
+                                      name, "value")
             return float(np.asarray(value, dtype=dtype.numpy)) if dtype.name != "bf16" \
                 else float(_round_bf16(np.asarray([value], np.float32))[0])
         if isinstance(value, float):
@@ -89,6 +94,13 @@ class BoundSpec:
                 raise self.spec.error(f"scalar {name!r} of dtype {arg.dtype}: {arg.value!r} = "
                                       f"{value!r} is not an integer", "args", name, "value")
             value = int(value)
+        if dtype.name != "bool":
+            info = np.iinfo(dtype.numpy)
+            if not int(info.min) <= value <= int(info.max):
+                # the kernel would see it wrapped: a different number from the one written
+                raise self.spec.error(f"scalar {name!r} of dtype {arg.dtype}: {arg.value!r} = "
+                                      f"{value} does not fit in {arg.dtype}", "args", name,
+                                      "value")
         return int(value)
 
     @property

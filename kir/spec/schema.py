@@ -360,7 +360,8 @@ class _Checker:
             raise self.fail(f"argument {name!r}: role must be in, out or inout, got {role!r}",
                             *where, "role", hint=_did_you_mean(str(role), ROLES))
         init = self.init(name, table.get("init"), role)
-        bounds = self.range(name, table.get("range", [-1.0, 1.0]), dtype)
+        bounds = self.range(name, table.get("range", [-1.0, 1.0]),
+                            dtype if "range" in table else None)
         if "value" in table:
             if "shape" in table:
                 raise self.fail(f"argument {name!r} has both shape and value: a buffer has a "
@@ -390,6 +391,8 @@ class _Checker:
         dims = tuple(self.expr(dim, sizes, *where, "shape") for dim in shape)
         if init is None and role != "in":
             init = 0.0 if role == "out" else "input"
+        if isinstance(init, float):
+            self.init_fits(name, init, dtype)
         return ArgSpec(name, dtype, dims, role, init, None, bounds)
 
     def init(self, name: str, init: Any, role: str) -> float | str | None:
@@ -415,6 +418,23 @@ class _Checker:
                         "or 'none'",
                         "args", name, "init")
 
+    def init_fits(self, name: str, init: float, dtype: str) -> None:
+        """A numeric init must be a value of the buffer's dtype (an integer buffer cannot
+        start at -inf or 1e10; a float one at a finite value past its largest)."""
+        kind = SCALARS.get(dtype)
+        if kind is None or kind.name == "bool":
+            return
+        if kind.is_float:
+            largest = float(np.finfo(np.float32 if kind.name == "bf16" else kind.numpy).max)
+            ok = not math.isfinite(init) or abs(init) <= largest
+        else:
+            info = np.iinfo(kind.numpy)
+            ok = math.isfinite(init) and init.is_integer() \
+                and float(info.min) <= init <= float(info.max)
+        if not ok:
+            raise self.fail(f"argument {name!r}: init {init:g} is not a {dtype} value", "args",
+                            name, "init", hint="give an init the buffer's dtype can hold")
+
     def range(self, name: str, bounds: Any, dtype: str | None = None) -> tuple[float, float]:
         ok = isinstance(bounds, list) and len(bounds) == 2 and all(
             isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
@@ -427,6 +447,8 @@ class _Checker:
             info = np.finfo(np.float32 if kind.name == "bf16" else kind.numpy) \
                 if kind.is_float else np.iinfo(kind.numpy)
             low, high = float(info.min), float(info.max)  # Python floats: no numpy cast
+            if not kind.is_float and not kind.is_signed:
+                low = -math.inf  # negative values are clamped to 0 for unsigned inputs
             if not low <= bounds[0] <= bounds[1] <= high:
                 # random inputs outside the dtype would be inf or wrap: not what was asked
                 raise self.fail(f"argument {name!r}: range {bounds} does not fit in {dtype} "

@@ -45,8 +45,20 @@ def test_user_rules_end_in_kernels_refusals_or_rule_errors(tmp_path_factory, see
     assert time.monotonic() - start < 15
 
 
-# Seeds the long runs found, kept as regressions (each failed before its fix).
+# Seeds the runs found, kept as regressions (each failed before its fix): rules whose
+# kernel had None for a body, whose params were 5 or None, and RULES that was not a list.
 @pytest.mark.parametrize("seed", [261, 276, 1156])
 def test_rule_fuzzer_regressions(tmp_path, seed):
     with configured(Limits(rule_s=0.05)):
         rule_outcome(rule_source(seed), tmp_path, seed)
+
+
+# An init of -inf for an i32 buffer, a scalar of 1e308 for an f32 one: inputs silently
+# wrapped or made infinite (a numpy warning, now a located spec error).
+@pytest.mark.parametrize("seed", [13292, 44928, 46324])
+def test_spec_fuzzer_regressions(tmp_path, seed):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert spec_outcome(*spec_input(seed), tmp_path) == "error"

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kir.analysis.deps import dependence_graph
-from kir.errors import AnalysisLimitError, KirError
+from kir.errors import KirError
 from kir.frontends.cuda import load_cuda
 from kir.spec.sizeexpr import eval_size_expr
 
@@ -109,6 +108,9 @@ def _deep_nest(depth: int) -> str:
 
 
 def test_h3_a_deep_nests_dependence_test_is_refused_quickly():
+    from kir.analysis.deps import dependence_graph
+    from kir.errors import AnalysisLimitError
+
     kernel = load_cuda(_deep_nest(20), "nest.cu")
     start = time.monotonic()
     with pytest.raises(AnalysisLimitError, match="direction tests"):

@@ -13,7 +13,7 @@ import pytest
 
 from kir.driver.registry import load_registry
 from kir.errors import KirError
-from kir.rules import RuleError, apply_step, load_trace, parse_step
+from kir.rules import apply_step, load_trace, parse_step
 
 from .cli import (
     EXAMPLES,
@@ -205,7 +205,7 @@ def test_c8_the_search_rejects_the_candidates_counts_and_goes_on(tmp_path):
 def test_c8_apply_step_turns_every_failure_into_a_rule_error(tmp_path):
     """In-process: the registry's failure log counts each one."""
     from kir.driver.load import load_kernel
-    from kir.rules import context_for
+    from kir.rules import RuleError, context_for
 
     loaded = load_kernel(EXAMPLES / "softmax.cu")
     for mode in ("raise", "none", "garbage"):
