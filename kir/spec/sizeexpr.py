@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import warnings
 
 from kir.errors import KirError
 
@@ -52,7 +53,9 @@ def _parse(text: str) -> ast.Expression:
         raise KirError(f"size expression too long ({len(text)} characters, at most "
                        f"{MAX_EXPR_CHARS})")
     try:
-        return ast.parse(text.strip(), mode="eval")
+        with warnings.catch_warnings():  # "invalid decimal literal" and such: the error says
+            warnings.simplefilter("ignore")
+            return ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise KirError(f"malformed size expression {text!r}: {exc.msg}") from None
     except (RecursionError, MemoryError, ValueError) as exc:  # deep nesting, NUL bytes
