@@ -140,6 +140,16 @@ class Report:
                 out.append((int(row["bytes"]), name, int(line)))
         return out
 
+    def unwritten(self) -> dict[int, tuple[int, int]]:
+        """Buffer index -> (elements never written, the first of them), for outputs without an
+        init_value."""
+        out = {}
+        for row in self.rows:
+            if row.get("") == "unwritten":
+                size = self.buffers[int(row["buffer"])].itemsize
+                out[int(row["buffer"])] = (-(-int(row["bytes"]) // size), int(row["first"]) // size)
+        return out
+
     def launch_error(self, message: str) -> EmulatorError:
         """The EmulatorError of a failed launch: an out-of-bounds access is explained and
         located here; anything else as :func:`runtime_error` does."""

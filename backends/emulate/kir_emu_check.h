@@ -288,6 +288,18 @@ int kir_emu_check_end(char* out, uint64_t len) {
              f.group[2], f.tid[0], f.tid[1], f.tid[2], (unsigned long)f.count, file, where);
     text += line;
   }
+  for (int i = 0; i < S.nbuffers; i++) {
+    const Buffer& b = S.buffers[i];
+    if (!b.written) continue;
+    uint64_t missing = 0, first = 0;
+    for (uintptr_t k = 0; k < b.hi - b.lo; k++)
+      if (!b.written[k] && missing++ == 0) first = k;
+    if (missing) {
+      snprintf(line, sizeof line, "unwritten buffer=%u bytes=%lu first=%lu\n", b.index,
+               (unsigned long)missing, (unsigned long)first);
+      text += line;
+    }
+  }
   for (int i = 0; i < S.ngroups; i++) {
     snprintf(line, sizeof line, "threadgroup bytes=%lu declared=%s:%u\n",
              (unsigned long)(S.groups[i].hi - S.groups[i].lo), S.groups[i].file, S.groups[i].line);

@@ -106,6 +106,7 @@ class MetalKernel:
         self.math_mode = math_mode_of(compile_options)
         self.check = check
         self.findings: list[Any] = []
+        self.report: Any = None  # checked.Report of the last checked launch
         self.name = name
         self.input_names = list(input_names)
         self.output_names = list(output_names)
@@ -220,6 +221,7 @@ class MetalKernel:
                  verbose: bool = False, timeout: float = L.DEFAULT_TIMEOUT_S,
                  **_: Any) -> list[np.ndarray]:
         """Run the kernel; returns the outputs as numpy arrays (MLX's call signature)."""
+        self.report, self.findings = None, []
         if verbose:
             print(mlx_source(self, [L.as_input_array(v) for v in inputs], output_dtypes,
                              list(template.items() if isinstance(template, dict) else template)))
@@ -256,6 +258,7 @@ class MetalKernel:
                                returns=returns, timeout=timeout, check_roles=roles)
         names = [self.slot_name(slot) for slot in slots]
         report = checked.Report(reply.get("check", ""), str(so_path), sources, names, buffers)
+        self.report = report
         self.findings = report.findings()
         if reply["rc"] != 0:
             raise report.launch_error(reply["err"])
