@@ -8,6 +8,7 @@ declared, and the Python line that launched it.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,8 @@ def caller_site() -> tuple[Loc | None, str | None]:
             except OSError:
                 text = None
             col = 1 + len(text) - len(text.lstrip()) if text else 1
-            return Loc(str(path), frame.f_lineno, col), text
+            shown = os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
+            return Loc(shown, frame.f_lineno, col), text
         frame = frame.f_back
     return None, None
 
