@@ -124,3 +124,20 @@ def test_bad_input_is_exit_2(capsys) -> None:
     assert main(["check", f"{PLANTED}:no_such", "--reference", "double_ref"]) == 2
     assert "has no function 'no_such'" in capsys.readouterr().err
     assert main(["check", "missing.py:f", "--reference", "g"]) == 2
+
+
+def test_the_documented_worked_example(capsys) -> None:
+    """docs/MLX_KERNELS.md shows this very run: its finding, and a pass once fixed."""
+    root = Path(__file__).resolve().parents[2]
+    example = root / "examples" / "mlx_check"
+    doc = (root / "docs" / "MLX_KERNELS.md").read_text()
+    code = main(["check", f"{example / 'scale4.py'}:scale4", "--reference", "scale4_ref",
+                 "--shapes", "4096", "1000"])
+    out = capsys.readouterr().out
+    assert code == 1
+    block = out[out.index("scale4.metal:"):out.index("FAIL:")].strip()
+    assert block in doc, block
+    assert out[out.index("FAIL:"):].strip() in doc
+    code = main(["check", f"{example / 'scale4_fixed.py'}:scale4", "--reference",
+                 "scale4_ref", "--shapes", "4096", "1000"])
+    assert code == 0 and "PASS: 4 cases, 4 launches, no findings" in capsys.readouterr().out

@@ -56,7 +56,18 @@ def test_row_sum_with_simd_groups_matches_mx_sum(rows: int, cols: int) -> None:
                  atol=1e-4)
 
 
+def test_bfloat16_without_ml_dtypes_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "ml_dtypes", None)  # import fails
+    kernel = metal_kernel("bf_copy", ["x"], ["y"], "y[0] = x[0];")
+    with pytest.raises(EmulatorError, match="bfloat16 arrays need the optional package "
+                                            "ml_dtypes") as info:
+        kernel(inputs=[mx.ones((2,), dtype=mx.bfloat16)], grid=(1, 1, 1),
+               threadgroup=(1, 1, 1), output_shapes=[(2,)], output_dtypes=[mx.bfloat16])
+    assert "kir[bf16]" in str(info.value)
+
+
 def test_row_sum_in_half_and_bfloat16() -> None:
+    pytest.importorskip("ml_dtypes", reason="bfloat16 needs the bf16 extra (ml_dtypes)")
     row_sum = make_row_sum(metal_kernel, threads=64)
     for dtype, tol in ((mx.float16, 2e-2), (mx.bfloat16, 6e-2)):
         x = normal((4, 300), dtype, seed=1)
@@ -72,6 +83,7 @@ def test_scan_matches_mx_cumsum(rows: int, cols: int) -> None:
 
 
 def test_templates_dtype_int_and_bool() -> None:
+    pytest.importorskip("ml_dtypes", reason="bfloat16 needs the bf16 extra (ml_dtypes)")
     axpby = make_axpby(metal_kernel)
     x, y = normal((1000,), seed=3), normal((1000,), seed=4)
     assert_close(axpby(x, y, 2.0, -0.5), 2.0 * x - 0.5 * y, rtol=1e-6)
