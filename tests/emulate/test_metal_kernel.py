@@ -117,8 +117,9 @@ def test_verbose_prints_mlx_generated_source(capsys) -> None:
     # shows one underscore before "float"; custom_kernel.cpp produces two).
     name = "custom_kernel_myexp__float_float16_t_float16_t"
     assert f"template <typename T>\n[[kernel]] void {name}(" in printed
-    assert "  const device float16_t* inp [[buffer(0)]],\n  device float16_t* out [[buffer(1)]],\n" \
-        "  uint3 thread_position_in_grid [[thread_position_in_grid]]) {" in printed
+    assert ("  const device float16_t* inp [[buffer(0)]],\n"
+            "  device float16_t* out [[buffer(1)]],\n"
+            "  uint3 thread_position_in_grid [[thread_position_in_grid]]) {") in printed
     assert f'template [[host_name("{name}")]] [[kernel]] decltype({name}<float>) {name}<float>;' \
         in printed
 
