@@ -161,10 +161,9 @@ def random_inputs(shapes: Shapes, dtype: str, seed: int) -> list[Any]:
     """MLX arrays of normal values (uniform integers for integer dtypes)."""
     import mlx.core as mx
 
-    key = mx.random.key(seed)
+    keys = mx.random.split(mx.random.key(seed), len(shapes) + 1)
     out = []
-    for index, shape in enumerate(shapes):
-        k = mx.random.split(key, len(shapes) + 1)[index]
+    for k, shape in zip(keys, shapes):
         if "int" in dtype:
             out.append(mx.random.randint(-8, 8, shape, key=k).astype(getattr(mx, dtype)))
         else:
