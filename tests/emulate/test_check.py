@@ -141,3 +141,35 @@ def test_the_documented_worked_example(capsys) -> None:
     code = main(["check", f"{example / 'scale4_fixed.py'}:scale4", "--reference",
                  "scale4_ref", "--shapes", "4096", "1000"])
     assert code == 0 and "PASS: 4 cases, 4 launches, no findings" in capsys.readouterr().out
+
+
+def test_atomics_are_not_races_and_atomic_outputs_count_as_written() -> None:
+    import numpy as np
+
+    from kir.emulate import metal_kernel
+
+    kernel = metal_kernel("ck_atomic", ["x"], ["total", "per_group"], """
+        threadgroup atomic_int count;
+        uint t = thread_position_in_threadgroup.x;
+        if (t == 0) atomic_store_explicit(&count, 0, memory_order_relaxed);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        atomic_fetch_add_explicit(&count, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&total[0], int(x[thread_position_in_grid.x]),
+                                  memory_order_relaxed);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (t == 0) {
+            atomic_store_explicit(&per_group[threadgroup_position_in_grid.x],
+                                  atomic_load_explicit(&count, memory_order_relaxed),
+                                  memory_order_relaxed);
+        }
+    """, atomic_outputs=True, numpy=True, check=True)
+    x = np.arange(100, dtype=np.float32)
+    total, per_group = kernel(inputs=[x], grid=(100, 1, 1), threadgroup=(64, 1, 1),
+                              output_shapes=[(1,), (2,)], output_dtypes=[np.int32, np.int32],
+                              init_value=0)
+    assert total[0] == 4950 and per_group.tolist() == [64, 36]
+    assert kernel.findings == []
+    # the same kernel without init_value: its atomic adds read `total` before any write
+    kernel(inputs=[x], grid=(100, 1, 1), threadgroup=(64, 1, 1), output_shapes=[(1,), (2,)],
+           output_dtypes=[np.int32, np.int32])
+    assert [(f.kind, f.loc.line) for f in kernel.findings] == [("uninit-output", 7)]
