@@ -48,13 +48,22 @@ class CheckSession:
     launches: list[LaunchRecord] = field(default_factory=list)
 
 
+def _skipped_roots() -> tuple[Path, ...]:
+    """Folders whose frames are not the user's: kir's and MLX's."""
+    roots = [_KIR_ROOT, _BACKENDS_ROOT]
+    mlx = sys.modules.get("mlx")
+    for folder in getattr(mlx, "__path__", []):
+        roots.append(Path(folder).resolve())
+    return tuple(roots)
+
+
 def caller_site() -> tuple[Loc | None, str | None]:
     """The first frame outside kir and MLX: the user's line that launched the kernel."""
     frame = sys._getframe(1)
     while frame is not None:
-        path = Path(frame.f_code.co_filename)
-        inside = path.is_relative_to(_KIR_ROOT) or path.is_relative_to(_BACKENDS_ROOT)
-        if not inside and "mlx" not in path.parts:
+        path = Path(frame.f_code.co_filename).resolve()
+        inside = any(path.is_relative_to(root) for root in _skipped_roots())
+        if not inside:
             try:
                 text = source_line_of(path.read_text(), frame.f_lineno)
             except OSError:
