@@ -127,12 +127,14 @@ KIR_EMU_UNCHECKED inline void access(const volatile void* addr, size_t n, bool w
   if (!S.on || S.busy) return;
   uintptr_t a = (uintptr_t)addr;
   S.busy++;
+  bool device = false;  // (the buffers' window may span the threadgroup statics too)
   if (a + n > S.lo && a < S.hi) {
-    for (int i = 0; i < S.nbuffers; i++) {
+    for (int i = 0; i < S.nbuffers && !device; i++) {
       Buffer& b = S.buffers[i];
-      if (a + n > b.lo - RED && a < b.hi + RED) { device_access(b, a, n, write, pc); break; }
+      if (a + n > b.lo - RED && a < b.hi + RED) { device_access(b, a, n, write, pc); device = true; }
     }
-  } else if (a + n > S.group_lo && a < S.group_hi) {
+  }
+  if (!device && a + n > S.group_lo && a < S.group_hi) {
     for (int i = 0; i < S.ngroups; i++) {
       Group& g = S.groups[i];
       if (a + n > g.lo && a < g.hi) { group_access(g, a, n, write, pc); break; }
