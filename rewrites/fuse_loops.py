@@ -38,12 +38,12 @@ class FuseLoops(LoopRule):
     registers between the producer and the consumer (Best Practices Guide, "Minimize data
     transfer" / kernel fusion; the fused softmax/layernorm kernels of Milakov & Gimelshein
     2018 and Apex). Legality (via :mod:`kir.analysis.deps`, the spec's integer scalars as
-    facts): both loops canonical with equal start, bound and step; no barrier, break, continue or return
-    in either; no scalar written by one and used by the other; in the fused loop, no
-    dependence may run from a second-loop statement of an earlier iteration to a first-loop
-    statement of a later one (iteration i of the second loop reads only what iterations
-    <= i of the first wrote), and threads must not share the data the two loops touch (that
-    would need a barrier between them). Non-affine indices count as conflicts.
+    facts): both loops canonical with equal start, bound and step; no barrier, break,
+    continue or return in either; no scalar written by one and used by the other; in the
+    fused loop, no dependence may run from a second-loop statement of an earlier iteration
+    to a first-loop statement of a later one (iteration i of the second loop reads only what
+    iterations <= i of the first wrote), and threads must not share the data the two loops
+    touch (that would need a barrier between them). Non-affine indices count as conflicts.
     """
 
     name = "fuse-loops"
