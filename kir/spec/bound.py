@@ -89,6 +89,35 @@ class BoundSpec:
             value = int(value)
         return int(value)
 
+    def range(self, name: str) -> tuple[float, float]:
+        """The bounds of random values for argument ``name``: size expressions evaluated.
+        Floats are drawn from [low, high); integers from low to high, both included."""
+        arg = self._arg(name)
+        low, high = (float(self._eval(b, "args", name, "range")) if isinstance(b, str)
+                     else float(b) for b in arg.range)
+        if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+            raise self.spec.error(f"argument {name!r}: range {list(arg.range)} is "
+                                  f"[{low:g}, {high:g}] with sizes {self._sizes_text()}; it "
+                                  "must be finite with low <= high", "args", name, "range")
+        return low, high
+
+    def offset(self, name: str) -> int:
+        """Where the kernel's pointer for buffer ``name`` starts in it (0 without an
+        ``offset``); it must leave the kernel at least one element."""
+        arg = self._arg(name)
+        if arg.offset is None:
+            return 0
+        value = self._eval(arg.offset, "args", name, "offset")
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        size = math.prod(self.shape(name))
+        if not isinstance(value, int) or not 0 <= value < size:
+            raise self.spec.error(
+                f"argument {name!r}: offset {arg.offset!r} = {value!r} with sizes "
+                f"{self._sizes_text()}; it must be a whole number of elements from 0 to "
+                f"{size - 1} (the buffer holds {size})", "args", name, "offset")
+        return value
+
     @property
     def grid(self) -> tuple[int, int, int]:
         """Blocks per grid dimension."""
@@ -113,12 +142,16 @@ class BoundSpec:
                                   "launch", "shared_bytes")
         return value
 
-    def template_values(self) -> dict[str, int]:
+    def template_values(self) -> dict[str, int | str]:
         """Values for template parameters: every size under its own name, overridden by the
-        spec's ``templates`` table (the frontend picks the names its template declares)."""
-        values = dict(self.sizes)
+        spec's ``templates`` table (the frontend picks the names its template declares); a
+        dtype name (``T = "f16"``) is a ``typename`` parameter's type."""
+        from kir.ir.types import SCALARS
+
+        values: dict[str, int | str] = dict(self.sizes)
         for name, expr in self.spec.templates.items():
-            values[name] = self._count(expr, f"template {name}", "templates", name)
+            values[name] = expr if expr in SCALARS else \
+                self._count(expr, f"template {name}", "templates", name)
         return values
 
     def launch(self) -> Launch:
@@ -150,7 +183,7 @@ class BoundSpec:
             dtype = dtype_of(arg.dtype)  # type: ignore[arg-type]
             shape = self.shape(arg.name)
             if arg.init is None or arg.init == "input":
-                out[arg.name] = _random(rng, dtype, shape, arg.range)
+                out[arg.name] = _random(rng, dtype, shape, self.range(arg.name))
             elif arg.init == "none":
                 # Poison: an element the kernel never writes fails validation.
                 poison = np.nan if dtype.is_float else np.iinfo(dtype.numpy).min
