@@ -138,7 +138,7 @@ class MLXRunner(Runner):
                 case, DeviceReference(case.expected, case.tolerances.get))
         emitted = built.emitted
         on_device = held[1].compare(dict(zip(emitted.output_args, outs)),
-                                    {e.arg for e in emitted.inout_decode})
+                                    set(emitted.post_processed))
         if on_device is not None:
             return on_device
         return super().compare(built.finish(outs, keys), case)
