@@ -153,6 +153,7 @@ class Searched:
     registry: object = None
     db_path: Path | None = None
     key: object = None
+    ctx: object = None  # the rule context the steps replay in
 
     @property
     def baseline_failed(self) -> bool:
@@ -255,7 +256,7 @@ class SearchSession:
         return Searched(self.loaded, result, rows, replay.kernels, self.target,
                         self.module_target, time_unit(self.evaluator),
                         getattr(self.evaluator, "time_sizes", None), settings, registry,
-                        self.db_path, self.key)
+                        self.db_path, self.key, ctx)
 
 
 def adopt(result, base, steps, time_ms: float, registry, ctx, why: str,

@@ -253,11 +253,13 @@ def _round_bf16(values: np.ndarray) -> np.ndarray:
     return rounded.view(np.float32)
 
 
-def reference_file(spec: Spec) -> Path | None:
-    """The file of the spec's reference module (beside the spec), or None without one."""
-    if spec.reference is None:
+def reference_file(spec: Spec, key: str = "reference") -> Path | None:
+    """The file of the spec's reference module (``key``: "reference" or "reference_mlx"),
+    beside the spec, or None without one."""
+    name = getattr(spec, key)
+    if name is None:
         return None
-    module_name = spec.reference.split(":")[0]
+    module_name = name.split(":")[0]
     return spec.path.resolve().parent / (module_name.replace(".", "/") + ".py")
 
 
@@ -275,15 +277,21 @@ def validation_fingerprint(spec: Spec) -> str:
     return digest.hexdigest()[:16]
 
 
-def _reference_function(spec: Spec) -> Callable[..., Any]:
-    module_name, function_name = spec.reference.split(":")  # type: ignore[union-attr]
-    file = reference_file(spec)
+def reference_function(spec: Spec, key: str = "reference") -> Callable[..., Any]:
+    """The function the spec's ``reference`` (or ``reference_mlx``) names, its module
+    imported from beside the spec under a private name."""
+    return _reference_function(spec, key)
+
+
+def _reference_function(spec: Spec, key: str = "reference") -> Callable[..., Any]:
+    module_name, function_name = getattr(spec, key).split(":")  # type: ignore[union-attr]
+    file = reference_file(spec, key)
     assert file is not None
     module = _REFERENCE_MODULES.get(file)
     if module is None:
         if not file.is_file():
-            raise spec.error(f"reference module {module_name!r} not found: tried {file}",
-                             "reference", hint="the module file must sit beside the spec")
+            raise spec.error(f"{key} module {module_name!r} not found: tried {file}",
+                             key, hint="the module file must sit beside the spec")
         # A private, path-derived name: two specs' refs.py in different folders never collide
         # and nothing is added to sys.path.
         unique = "_kir_ref_" + hashlib.sha1(str(file).encode()).hexdigest()[:12]
@@ -297,15 +305,15 @@ def _reference_function(spec: Spec) -> Callable[..., Any]:
             raise
         except BaseException as exc:  # a module-level sys.exit() included
             del sys.modules[unique]
-            raise spec.error(f"importing reference module {file} failed: "
-                             f"{type(exc).__name__}: {exc}", "reference",
+            raise spec.error(f"importing {key} module {file} failed: "
+                             f"{type(exc).__name__}: {exc}", key,
                              hint=_last_frame(exc)) from None
         _REFERENCE_MODULES[file] = module
     function = getattr(module, function_name, None)
     if not callable(function):
-        raise spec.error(f"reference function {function_name!r} not found in {file}",
-                         "reference", hint="define def "
-                                           f"{function_name}(args: dict, sizes: dict) -> dict")
+        raise spec.error(f"{key} function {function_name!r} not found in {file}",
+                         key, hint="define def "
+                                   f"{function_name}(args: dict, sizes: dict) -> dict")
     return function
 
 
