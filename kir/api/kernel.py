@@ -129,17 +129,22 @@ class LoadedKernel:
         self._need_spec("emit")
         return emit(self.loaded.kernel, self.loaded.bound, target)
 
-    def module_build(self, target: str = "metal", **options: Any):
-        """The drop-in module of the unrewritten kernel (:class:`kir.api.ModuleBuild`)."""
+    def module_build(self, target: str = "metal", *, dtypes: Sequence[str] | None = None,
+                     **options: Any):
+        """The drop-in module of the unrewritten kernel (:class:`kir.api.ModuleBuild`);
+        ``dtypes`` limits the dtypes of a ``typename T`` kernel (default f32, f16, bf16),
+        ``options`` are :class:`kir.backends.module.ModuleOptions` (``warmup_on_import``)."""
         from kir.api.modules import build_module
         from kir.backends.module import ModuleOptions
 
         self._need_spec("module")
-        return build_module(self.loaded, target=target, options=ModuleOptions(**options))
+        return build_module(self.loaded, target=target, dtypes=dtypes,
+                            options=ModuleOptions(**options))
 
-    def module(self, target: str = "metal", **options: Any):
+    def module(self, target: str = "metal", *, dtypes: Sequence[str] | None = None,
+               **options: Any):
         """The unrewritten kernel as the generated MLX function, in memory."""
-        build = self.module_build(target, **options)
+        build = self.module_build(target, dtypes=dtypes, **options)
         return getattr(build.load(), _function(build))
 
     def search(self, target: str | None = None, budget: int | None = None, *,
@@ -211,29 +216,32 @@ class SearchResult:
         """Whether the unrewritten kernel passed its own check (else nothing was searched)."""
         return not self.searched.baseline_failed
 
-    def module_build(self, **options: Any):
-        """The module's text and variants (:class:`kir.api.ModuleBuild`)."""
+    def module_build(self, *, dtypes: Sequence[str] | None = None, **options: Any):
+        """The module's text and variants (:class:`kir.api.ModuleBuild`); ``dtypes`` and
+        ``options`` as for :meth:`LoadedKernel.module_build`."""
         from kir.api.results import build_searched_module
         from kir.backends.module import ModuleOptions
 
         self._check()
-        if options or self._build is None:
-            build = build_searched_module(self.searched, options=ModuleOptions(**options))
-            if options:
+        if options or dtypes or self._build is None:
+            build = build_searched_module(self.searched, dtypes=dtypes,
+                                          options=ModuleOptions(**options))
+            if options or dtypes:
                 return build
             self._build = build
         return self._build
 
-    def module(self, **options: Any):
-        """The winner as the generated MLX function (an ``mx.custom_function``), in memory:
-        call it with mx.arrays; its module (``warmup()``, ``choose()``, ``VARIANTS``) is
-        :meth:`module_build` ``().load()``."""
-        build = self.module_build(**options)
+    def module(self, *, dtypes: Sequence[str] | None = None, **options: Any):
+        """The winner as the generated MLX function, in memory: call it with mx.arrays
+        (``@fn.vjp`` attaches a gradient); its module (``warmup()``, ``choose()``,
+        ``VARIANTS``) is :meth:`module_build` ``().load()``."""
+        build = self.module_build(dtypes=dtypes, **options)
         return getattr(build.load(), _function(build))
 
-    def write(self, path: str | Path, **options: Any) -> Path:
+    def write(self, path: str | Path, *, dtypes: Sequence[str] | None = None,
+              **options: Any) -> Path:
         """Write the module to ``path`` (``x_kir.py``)."""
-        return self.module_build(**options).write(path)
+        return self.module_build(dtypes=dtypes, **options).write(path)
 
     def save(self, out_dir: str | Path | None = None, *, report: str | Path | None = None):
         """Write module, trace, IR and report as ``kir compile --search`` does (default
