@@ -10,9 +10,18 @@
 imported when first used.
 """
 
+from pathlib import Path
+
 from kir.version import __version__
 
-__all__ = ["__version__", "load", "LoadedKernel", "SearchResult"]
+__all__ = ["__version__", "examples_dir", "load", "LoadedKernel", "SearchResult"]
+
+
+def examples_dir() -> Path:
+    """The folder of the example kernels installed with kir (``kir examples`` copies it)."""
+    from kir.driver.examples import examples_dir as folder
+
+    return folder()
 
 _API = {"load", "LoadedKernel", "SearchResult", "RunResult", "ModuleBuild"}
 
