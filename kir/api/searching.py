@@ -154,6 +154,16 @@ class Searched:
     db_path: Path | None = None
     key: object = None
     ctx: object = None  # the rule context the steps replay in
+    # The spec's reference_mlx timed on the GPU at the compiled sizes (ms), or why not.
+    mlx_reference_ms: float | None = None
+    mlx_reference_note: str = ""
+
+    @property
+    def speedup_over_mlx(self) -> float | None:
+        """The MLX reference's time over the winner's, when both were measured."""
+        if self.mlx_reference_ms and self.result.best_ms and not self.result.modelled:
+            return self.mlx_reference_ms / self.result.best_ms
+        return None
 
     @property
     def baseline_failed(self) -> bool:
@@ -253,10 +263,33 @@ class SearchSession:
         settings = {"strategy": self.config.strategy, "seed": self.config.seed,
                     "hints": ", ".join(h.name for h in self.hints) or "none",
                     "tuning database": str(self.db_path) if self.db_path else "none"}
-        return Searched(self.loaded, result, rows, replay.kernels, self.target,
-                        self.module_target, time_unit(self.evaluator),
-                        getattr(self.evaluator, "time_sizes", None), settings, registry,
-                        self.db_path, self.key, ctx)
+        searched = Searched(self.loaded, result, rows, replay.kernels, self.target,
+                            self.module_target, time_unit(self.evaluator),
+                            getattr(self.evaluator, "time_sizes", None), settings, registry,
+                            self.db_path, self.key, ctx)
+        if result.stopped not in ("baseline_failed", "interrupted"):
+            self.time_mlx_reference(searched)
+        return searched
+
+    def time_mlx_reference(self, searched: Searched) -> None:
+        """Time the spec's ``reference_mlx`` (the baseline a user's MLX program has without
+        kir) on the GPU, after the search so no candidate's timing overlaps it."""
+        if self.loaded.spec.reference_mlx is None:
+            return
+        if self.modelled:
+            searched.mlx_reference_note = "not timed: no GPU (the cost model does not model MLX)"
+        else:
+            from kir.measure.mlx_reference import time_reference_mlx
+
+            try:
+                timing = time_reference_mlx(self.loaded.bound)
+            except KirError as exc:
+                searched.mlx_reference_note = f"not timed: {exc.message}"
+            else:
+                searched.mlx_reference_ms = timing.median_ms
+        text = f"{searched.mlx_reference_ms:.4g} ms (measured, mx.compile)" \
+            if searched.mlx_reference_ms is not None else searched.mlx_reference_note
+        searched.settings[f"MLX reference ({self.loaded.spec.reference_mlx})"] = text
 
 
 def adopt(result, base, steps, time_ms: float, registry, ctx, why: str,

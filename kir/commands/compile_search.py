@@ -109,6 +109,9 @@ def write_results(args, searched, paths: dict[str, Path]) -> int:
         print(f"best: {result.best_ms:.4g} ms{unit}{speed}, {len(result.best_steps)} steps, "
               f"{len(result.history)} evaluations ({result.cached} from the tuning database) "
               f"in {result.wall_s:.1f} s")
+        if searched.speedup_over_mlx:
+            print(f"  x{searched.speedup_over_mlx:.3g} over the MLX reference "
+                  f"({searched.mlx_reference_ms:.4g} ms, {loaded.spec.reference_mlx})")
     kind = "CUDA" if searched.module_target == "cuda" else "Metal"
     print(f"  kernel ({kind} MLX module): "
           + (f"not written: {module_error}" if module_error else str(paths["module"])))
