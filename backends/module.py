@@ -34,7 +34,6 @@ from kir.errors import KirError
 from kir.ir.types import SCALARS
 from kir.spec.pyexpr import PRELUDE, size_expr_to_python
 from kir.spec.require import to_python as require_to_python
-from kir.spec.sizeexpr import size_names
 
 MX_DTYPES = {"bool": "bool_", "i32": "int32", "u32": "uint32", "i64": "int64",
              "u64": "uint64", "f16": "float16", "bf16": "bfloat16", "f32": "float32",
@@ -87,11 +86,11 @@ def python_name(arg: str) -> str:
 
 def default_fixed(spec) -> tuple[str, ...]:
     """Sizes a kernel lowered from ``spec`` bakes into its body whatever the rules did:
-    those its template values, block and dynamic shared memory are computed from."""
-    names: set[str] = set()
-    for text in (*spec.templates.values(), *spec.block, spec.shared_bytes):
-        if str(text) not in SCALARS:  # a typename template's dtype
-            names |= size_names(str(text))
+    those its template values, block and dynamic shared memory are computed from (the
+    spec's structural sizes, :func:`kir.spec.shrink.structural_sizes`)."""
+    from kir.spec.shrink import structural_sizes
+
+    names = structural_sizes(spec)
     return tuple(n for n in spec.sizes if n in names)
 
 

@@ -205,16 +205,12 @@ class SearchSession:
         emit_or_explain(base, loaded, self.module_target)
         self.registry = load_registry(request.rules)
         self.ctx = context_for(loaded, target_for(self.target))
-        check_sizes = dict(request.check_sizes) if request.check_sizes else None
-        if check_sizes:
-            loaded.spec.bind(check_sizes)  # unknown names fail here, with the spec's message
-        else:
-            check_sizes = dict(loaded.spec.check) or None
+        check_sizes, source = self.check_sizes_of(request)
         self.check_sizes = check_sizes
         if check_sizes:
             where = "validated and modelled" if self.target == "model" \
                 else "validated on the interpreter"
-            note(f"candidates are {where} at {sizes_label(check_sizes)}")
+            note(f"candidates are {where} at {sizes_label(check_sizes)} ({source})")
         self.limit = parse_duration(request.time_limit) if request.time_limit else None
         # A time limit alone should run until the time is up, not stop at the default budget.
         budget = request.budget or (UNBOUNDED if self.limit else DEFAULT_BUDGET)
@@ -234,6 +230,29 @@ class SearchSession:
                      **{f"check:{k}": v for k, v in (check_sizes or {}).items()}}
         self.key = default_key(base, self.evaluator, key_sizes,
                                validation_fingerprint(loaded, self.registry))
+
+    def check_sizes_of(self, request: SearchRequest) -> tuple[dict[str, int] | None, str]:
+        """Sizes the interpreter validates candidates at, and where they came from: the
+        request's (``--check-size``), else the spec's ``check`` table, else sizes derived
+        from the spec's defaults (:func:`kir.spec.shrink.check_sizes`), so a search at
+        8192 x 8192 does not spend minutes per candidate on the interpreter; None when
+        those are the compiled sizes. All of them meet the spec's ``require``."""
+        from kir.spec.shrink import check_sizes
+
+        loaded = self.loaded
+        if request.check_sizes:
+            given = dict(request.check_sizes)
+            loaded.spec.bind(given)  # unknown names fail here, with the spec's message
+            return given, "--check-size"
+        if loaded.spec.check:
+            return dict(loaded.spec.check), "the spec's check table"
+        try:
+            derived = check_sizes(loaded.spec, loaded.bound.sizes)
+        except KirError:
+            return None, ""  # no smaller sizes meet the spec's constraints
+        if derived == dict(loaded.bound.sizes):
+            return None, ""
+        return derived, "derived from the spec's defaults: it has no check table"
 
     @property
     def modelled(self) -> bool:

@@ -39,11 +39,12 @@ from kir.api.results import make_folder  # noqa: E402,F401
 
 
 def check_sizes_for(args: argparse.Namespace, loaded: Loaded) -> dict[str, int] | None:
-    """Sizes the interpreter validates candidates at: ``--check-size``, else None (the
-    spec's ``check`` table, which the search session reads)."""
+    """``--check-size`` (None without it: the search session takes the spec's ``check``
+    table, else sizes derived from its defaults; see :class:`kir.api.SearchSession`)."""
     from kir.driver.load import parse_size_overrides
 
-    return parse_size_overrides(getattr(args, "check_size", None)) or None
+    return parse_size_overrides(getattr(args, "check_size", None),
+                                option="--check-size") or None
 
 
 def output_paths(args: argparse.Namespace, loaded: Loaded) -> dict[str, Path]:
