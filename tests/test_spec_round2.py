@@ -143,3 +143,31 @@ def test_spec_from_text_and_from_a_dict(tmp_path):
         spec_from_data({"sizes": {"N": 8}, "launch": {"grid": ["Q"], "block": [1]}},
                        tmp_path / "d.kir.toml")
     assert raised.value.loc.line == 2  # a line of the TOML the dict became
+
+
+def test_ragged_sizes_over_check_sizes_that_break_require_are_left_out(tmp_path):
+    """check M=32 with ragged BM=24 would give M % BM != 0: that case is noted, not run."""
+    from kir.measure.cases import build_cases
+
+    (tmp_path / "k.cu").write_text((DATA / "shift_add.cu").read_text())
+    text = (DATA / "shift_add.kir.toml").read_text().replace(
+        "ragged = { half = 77 }", 'ragged = { half = 90 }\nrequire = ["half % 30 == 0"]')
+    (tmp_path / "k.kir.toml").write_text(text)
+    (tmp_path / "refs.py").write_text((DATA / "refs.py").read_text())
+    loaded = load_kernel(tmp_path / "k.cu")
+    cases, notes = build_cases(loaded, validate_sizes=[{"half": 90}, {"half": 100}],
+                               seeds=(0,))
+    assert [c.sizes["half"] for c in cases] == [300, 90]
+    assert any("breaks the spec's require 'half % 30 == 0'" in n for n in notes)
+
+
+def test_a_gpu_job_carries_a_spec_that_is_not_a_file(tmp_path):
+    """A spec given to the Python API as text reaches the GPU worker as text."""
+    from kir.measure.gpu.jobs import GpuJob, build_gpu_case
+
+    loaded = load_kernel(DATA / "shift_add.cu")
+    virtual = DATA / "not_a_file.kir.toml"  # refs.py is looked up beside it: DATA/refs.py
+    job = GpuJob(loaded.kernel, str(virtual), {"half": 77}, "metal",
+                 spec_text=(DATA / "shift_add.kir.toml").read_text())
+    prepared = build_gpu_case(job, runner=None)
+    assert prepared.case.sizes == {"half": 77} and "y" in prepared.case.expected

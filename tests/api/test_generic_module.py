@@ -168,3 +168,21 @@ def test_warmup_builds_and_runs_every_variant(rmsnorm_path, monkeypatch):
     assert module.warmup() == len(module.VARIANTS) == 2  # f32 and f16
     assert sum(k.calls for k in built) == 2
     assert json.dumps([v["sizes"] for v in module.VARIANTS])  # plain data, printable
+
+
+@needs_emulator
+def test_the_cuda_module_too(tmp_path, monkeypatch):
+    """The CUDA-target module (mx.fast.cuda_kernel) at another shape, both dtypes."""
+    built = emulated_mlx.install(monkeypatch)
+    path = kir.load(DATA / "rmsnorm.cu").module_build("cuda", dtypes=("f32", "f16")) \
+        .write(tmp_path / "rmsnorm_cuda.py")
+    module = import_module(path)
+    assert module.TARGET == "cuda"
+    x = np.random.default_rng(3).uniform(-3, 3, (5, 300)).astype(np.float32)
+    w = np.ones(300, np.float32)
+    for dtype, tolerance in ((mx.float32, 1e-5), (mx.float16, 1e-2)):
+        y = module.rmsnorm(mx.array(x).astype(dtype), mx.array(w).astype(dtype))
+        xs = np.array(mx.array(x).astype(dtype).astype(mx.float32))
+        np.testing.assert_allclose(np.array(y.astype(mx.float32)), rmsnorm_numpy(xs, w),
+                                   rtol=tolerance, atol=tolerance)
+    assert len(built) == 2 and all(k.calls == 1 for k in built)
