@@ -355,13 +355,15 @@ def _solve(arrays):
     return sizes
 
 
-def _fits(variant, sizes, dtypes, arrays):
+def _fits(variant, sizes, dtypes, arrays=None):
     if any(sizes[name] != variant["sizes"][name] for name in variant["fixed"]):
         return False
     if variant["exact"] and any(sizes[k] != v for k, v in variant["sizes"].items()):
         return False
     if any(dtypes.get(arg, dtype) != dtype for arg, dtype in variant["dtypes"].items()):
         return False
+    if arrays is None:
+        return True
     return all((arrays[ARGS.index(arg)].size < 8) == small
                for arg, small in variant["small"].items() if arg in ARGS)
 
@@ -376,9 +378,10 @@ def choose(sizes, dtypes, arrays=None):
     tuned for this GPU over general over tuned for another, specialized over general, then
     nearest in size (log scale)."""
     device = device_name()
+    sizes = dict(SIZES, **sizes)  # sizes the shapes do not give keep their compiled values
     best, best_score = None, None
     for index, variant in enumerate(VARIANTS):
-        if arrays is not None and not _fits(variant, sizes, dtypes, arrays):
+        if not _fits(variant, sizes, dtypes, arrays):
             continue
         rank = 2 if variant["device"] == device else 1 if variant["device"] is None else 0
         score = (rank, variant["exact"], -_distance(sizes, variant["sizes"]), -index)

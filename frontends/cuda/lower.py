@@ -186,8 +186,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
                 raise self.error(f"{ct.UNSUPPORTED_TYPES[w]} not supported", tree,
                                  UnsupportedError)
             if w in self.template_types:
-                raise self.error(f"template type parameter '{w}' not supported (only integer "
-                                 "template parameters)", tree, UnsupportedError)
+                raise self.error(f"template type parameter '{w}' has no type: give it one "
+                                 f"in the spec, templates = {{ {w} = \"f32\" }}", tree)
         named = [w for w in words if w in self.typedefs or w in ct.NAMED_TYPES]
         if named:
             if len(words) != 1:

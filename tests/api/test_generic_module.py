@@ -186,3 +186,9 @@ def test_the_cuda_module_too(tmp_path, monkeypatch):
         np.testing.assert_allclose(np.array(y.astype(mx.float32)), rmsnorm_numpy(xs, w),
                                    rtol=tolerance, atol=tolerance)
     assert len(built) == 2 and all(k.calls == 1 for k in built)
+
+
+def test_choose_answers_without_arrays_and_refuses_what_does_not_fit():
+    module = kir.load(DATA / "rmsnorm.cu").module_build(dtypes=("f32",)).load()
+    assert module.choose({"rows": 2, "cols": 9}, {"x": "float32", "w": "float32"}) is not None
+    assert module.choose({"rows": 2, "cols": 9}, {"x": "float16", "w": "float16"}) is None
