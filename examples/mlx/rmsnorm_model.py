@@ -75,7 +75,8 @@ def main() -> int:
     build = kir.load(HERE / "rmsnorm.cu").module_build(dtypes=("f32", "f16"))
     module = build.load()
     path = "the GPU kernel" if module.available() else "the MLX fallback (no GPU kernel here)"
-    print(f"rmsnorm: {len(module.VARIANTS)} kernels ({', '.join(v['label'] for v in module.VARIANTS)})")
+    labels = ", ".join(v["label"] for v in module.VARIANTS)
+    print(f"rmsnorm: {len(module.VARIANTS)} kernels ({labels})")
     worst = 0.0
     for dtype in (mx.float32, mx.float16):
         for shape in ((4, 64), (16, 200), (3, 333)):

@@ -206,7 +206,6 @@ class _Drafter:
     def launch_table(self) -> dict:
         if self.launch is None:
             self.todo(("launch",), "no launch site found: the grid and block are guesses")
-            first = next((p.name for p in self.signature.params if not p.pointers), None)
             self._add_size("N", GUESS, None)
             return {"grid": ["ceil(N / 256)"], "block": [256]}
         config = self.launch.config
