@@ -34,6 +34,7 @@ LAYERS = [
     ("kir.driver",),
     ("kir.measure",),
     ("kir.report",),
+    ("kir.api",),
     ("kir.commands", "kir"),
 ]
 LEVEL = {package: level for level, names in enumerate(LAYERS) for package in names}
