@@ -250,7 +250,6 @@ class _Merger:
     def __init__(self, kernel: Kernel, dim: str, factor: int, old: int, plan: _Plan) -> None:
         self.dim, self.factor, self.old, self.new = dim, factor, old, old // factor
         self.namer = Namer(kernel)
-        self.tainted = plan.tainted
         self.shareable = plan.shareable
         self.varies = _Varies(dim, plan.tainted)
         local_arrays = {n.name for n in kernel.body.walk()
