@@ -2,7 +2,8 @@
 at 8192 x 8192 takes minutes per candidate. When the spec has no ``check`` table, these sizes
 stand in (the GPU still checks each timed candidate at the compiled sizes).
 
-They start from the spec's default sizes (what its author ran); sizes that shape the launch's
+They start from the spec's default sizes (what its author ran), or the compiled sizes where
+those are smaller; sizes that shape the launch's
 threads or the kernel's templates (a tile size ``T``, a block width) keep their compiled
 values: they are structure, not problem size, and changing them could change which code the
 frontend produces. If a buffer is still larger than ``max_elements``, the largest problem
@@ -32,9 +33,10 @@ def structural_sizes(spec: Spec) -> set[str]:
 def check_sizes(spec: Spec, compiled: Mapping[str, int],
                 max_elements: int = MAX_ELEMENTS) -> dict[str, int]:
     """Sizes to validate a search's candidates at, for a kernel compiled at ``compiled``:
-    the spec's defaults with the structural sizes as compiled, shrunk by :func:`small_sizes`."""
+    the spec's defaults (never more than the compiled sizes) with the structural sizes as
+    compiled, shrunk by :func:`small_sizes`."""
     fixed = structural_sizes(spec)
-    start = {name: (compiled[name] if name in fixed else value)
+    start = {name: (compiled[name] if name in fixed else min(value, compiled[name]))
              for name, value in spec.sizes.items()}
     return small_sizes(spec, start, max_elements)
 
