@@ -86,11 +86,13 @@ class MergeThreads(BaseRule):
         return [d for i, d in enumerate(AXES) if block[i] > 1 and block[i] % 2 == 0]
 
     def plan(self, kernel: Kernel, site: str) -> _Plan:
+        unsupported = _unsupported(kernel)
+        if unsupported:  # (no need for the taint)
+            return _Plan(set(), set(), NotApplicable(unsupported))
         tainted = _dim_tainted(kernel, site)
-        refusal = _unsupported(kernel) or _barrier_problem(kernel.body.stmts, True,
-                                                           _Varies(site, tainted))
+        problem = _barrier_problem(kernel.body.stmts, True, _Varies(site, tainted))
         return _Plan(tainted, _shareable(kernel, tainted),
-                     NotApplicable(refusal) if refusal else None)
+                     NotApplicable(problem) if problem else None)
 
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:

@@ -103,6 +103,10 @@ class ParallelizeLoop(LoopRule):
     class Params:
         dim: str = choice("z", "y")
 
+    def candidates(self, kernel: Kernel) -> list[str]:
+        # Only a loop at the top of the body can spread over blocks.
+        return [s.label for s in kernel.body.stmts if isinstance(s, For)]
+
     def plan_loop(self, kernel: Kernel, loop: For) -> _Plan | NotApplicable:
         stmts = kernel.body.stmts
         index = next((i for i, s in enumerate(stmts) if s is loop), None)
