@@ -30,6 +30,7 @@ LAYERS = [
     ("kir.search",),
     ("kir.frontends", "kir.grammar"),
     ("kir.backends",),
+    ("kir.emulate",),
     ("kir.driver",),
     ("kir.measure",),
     ("kir.report",),
