@@ -43,8 +43,8 @@ class Loaded:
 
 
 def parse_size_overrides(items: list[str] | None, option: str = "--size") -> dict[str, int]:
-    """``["N=4096", "D=64"]`` → ``{"N": 4096, "D": 64}``; bad items raise KirError naming
-    ``option`` (the command-line option they came from)."""
+    """``["N=4096", "D=64"]`` → ``{"N": 4096, "D": 64}``; bad items raise a KirError naming
+    ``option`` (the flag they came from)."""
     sizes: dict[str, int] = {}
     for item in items or []:
         name, sep, value = item.partition("=")
@@ -115,9 +115,11 @@ def named_spec(text: str, path: Path) -> Path | None:
     return None
 
 
-def spec_for(path: Path, spec_path: str | Path | None, text: str = "") -> Spec | None:
-    """The spec named with ``--spec``, else the one beside the source, else (IR text) the one
-    its ``# spec:`` comment names, else None."""
+def spec_for(path: Path, spec_path: str | Path | Spec | None, text: str = "") -> Spec | None:
+    """The spec named with ``--spec`` (or given as a loaded :class:`Spec`), else the one
+    beside the source, else (IR text) the one its ``# spec:`` comment names, else None."""
+    if isinstance(spec_path, Spec):
+        return spec_path
     if spec_path is not None:
         return load_spec(Path(spec_path))
     found = find_spec(path)
@@ -129,7 +131,7 @@ def spec_for(path: Path, spec_path: str | Path | None, text: str = "") -> Spec |
 def load_kernel(
     path: str | Path,
     *,
-    spec_path: str | Path | None = None,
+    spec_path: str | Path | Spec | None = None,
     sizes: dict[str, int] | None = None,
     kernel_name: str | None = None,
 ) -> Loaded:
@@ -167,8 +169,10 @@ def load_kernel(
     )
     if bound is not None:
         from kir.spec.index_range import check_index_range
+        from kir.spec.offsets import apply_offsets
 
         check_spec_fits(kernel, bound.spec)
+        kernel = apply_offsets(kernel, bound)  # launch-time pointer offsets (spec `offset`)
         check_index_range(kernel, bound)  # before any input is allocated or run
     return Loaded(kernel, bound, path, text)
 

@@ -18,7 +18,7 @@ from kir.ir import Kernel
 from kir.rules import Applied, Rule, RuleContext, RuleError, Step, apply_trace
 from kir.search.db import TuningDB, TuningKey, kir_version
 from kir.search.evaluator import Evaluation, Evaluator, Status
-from kir.search.genome import Genome, genome_text
+from kir.search.genome import Genome, canonical, genome_text
 
 STRATEGIES = ("evolve", "random", "greedy")
 
@@ -215,6 +215,7 @@ class Session:
             stop = self._stop_reason(len(fresh))
             if stop:
                 break
+            genome = canonical(genome, self.registry)
             try:
                 applied = self.apply(genome)
                 fp = fingerprint(applied.kernel)  # a malformed kernel fails here, not later
