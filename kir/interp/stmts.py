@@ -140,7 +140,12 @@ class StmtCompiler:
         if isinstance(stmt, ir.MATRIX_STMTS):  # warp-wide fragments: kir.interp.matrix
             from kir.interp.matrix import compile_matrix_stmt
 
-            return compile_matrix_stmt(self, stmt)
+            fn = compile_matrix_stmt(self, stmt)
+            if self.counters is None:
+                return fn
+            from kir.interp.matrix_counts import wrap_matrix_stmt
+
+            return wrap_matrix_stmt(self.counters, stmt, fn)
         if method is None:
             raise KirError(f"the interpreter does not support {type(stmt).__name__}",
                            ir.stmt_loc(stmt))
