@@ -12,20 +12,20 @@ Input: the :class:`~kir.interp.counters.Counters` of an interpreter run; output:
   group more than another finishes last; resident groups share a core, so a half-filled
   last wave is not by itself idle time).
 * **Memory.** DRAM traffic is at least the 32-byte sectors the kernel touches (its
-  footprint; a sparse access pays for whole sectors), at the
-  bandwidth a streaming kernel achieves (``bandwidth_efficiency``) with the cores the launch
-  keeps busy (too few resident SIMD-groups show in the latency term instead); traffic
-  between each core and the L2 is the 32-byte *sectors* of each warp-instruction, less those
-  the same warp's previous execution of a load already brought into L1, over a 32-byte-wide
-  core bus, so uncoalesced accesses cost more. Time = max(footprint / bandwidth, sectors x
-  32 / core bandwidth). Threadgroup
-  memory costs one clock per wavefront per core; bank conflicts add wavefronts. SIMD-group
-  matrix loads and stores count as the memory traffic they are.
+  footprint; a sparse access pays for whole sectors), at the bandwidth a streaming kernel
+  achieves (``bandwidth_efficiency``) with the cores the launch keeps busy (too few resident
+  SIMD-groups show in the latency term instead). Traffic between each core and the L2 is the
+  sectors of every warp-instruction, less those the same warp's previous execution of a
+  load already brought into L1, over a 32-byte core bus, so uncoalesced accesses cost more.
+  Time = max(DRAM, core bus). Threadgroup memory costs one clock per wavefront per core;
+  bank conflicts add wavefronts. SIMD-group matrix loads and stores count as the memory
+  traffic they are.
 * **Compute.** Everything that takes issue slots of the four schedulers per core, summed:
-  FP32/int lane-ops at the ALU rate (a multiply-add the compiler contracts is one), divisions and special functions at their own rates
-  (fast variants cheaper), shuffles, SIMD reductions and SIMD-group 8x8 matrix products at
-  their measured clocks per SIMD-group instruction; lane-ops inflated by divergence
-  (executed warp-instructions x 32 over useful lane-ops).
+  FP32/int lane-ops at the ALU rate (a multiply-add the compiler contracts is one),
+  divisions and special functions at their own rates (fast variants cheaper), shuffles,
+  SIMD reductions and SIMD-group 8x8 matrix products at their measured clocks per
+  SIMD-group instruction; lane-ops inflated by divergence (executed warp-instructions x 32
+  over useful lane-ops).
 * **Latency.** Each SIMD-group's chain of global loads, per wave, at DRAM latency with a
   little memory-level parallelism; plus a fixed launch overhead.
 * **Synchronization.** Barriers cost a fixed number of clocks each, overlapped across
@@ -126,7 +126,7 @@ def estimate(counters: Counters | Mapping[str, Any],
     seconds["sfu"] = (c.sfu / p.sfu_lanes_per_clock + c.sfu_fast / p.sfu_fast_lanes_per_clock) \
         * inflation / (p.gpu_cores * clock) / util
     slots = p.issue_slots_per_second * util  # SIMD-group instructions per second
-    seconds["shuffles"] = (c.warp_ops - c.warp_reductions) * p.shuffle_clocks / slots
+    seconds["shuffles"] = max(c.warp_ops - c.warp_reductions, 0) * p.shuffle_clocks / slots
     seconds["simd_reductions"] = c.warp_reductions * p.simd_reduce_clocks / slots
     seconds["simdgroup_matrix"] = c.matrix_mma * p.mma_clocks / slots
     compute = sum(seconds[k] for k in ("alu", "sfu", "shuffles", "simd_reductions",

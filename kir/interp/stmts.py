@@ -85,7 +85,7 @@ class StmtCompiler:
         self.hoist = Hoist({p.name for p in kernel.params
                             if not p.is_buffer and p.name not in written})
         if counters is not None:
-            from kir.interp.counters import CountingHoist
+            from kir.interp.count_hooks import CountingHoist
 
             self.hoist = CountingHoist(counters)  # count every operation where it runs
         self._fix_top_level_lets(kernel)
@@ -157,7 +157,7 @@ class StmtCompiler:
         """``fn`` reporting its statement's memory access or barrier to the counters."""
         counters = self.counters
         if isinstance(stmt, (ir.Store, ir.Atomic)):
-            from kir.interp.counters import wrap_memory_stmt
+            from kir.interp.count_hooks import wrap_memory_stmt
 
             return wrap_memory_stmt(counters, stmt, fn)
         if isinstance(stmt, ir.Barrier) and stmt.scope == "block":

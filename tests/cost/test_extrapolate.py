@@ -10,6 +10,7 @@ from kir.cost import estimate
 from kir.cost.extrapolate import extrapolate
 from kir.errors import KirError
 from tests.cost import calibration as cal
+from tests.cost import calibration_kernels as kernels
 
 # Counts that drive the model; launch constants are copied, the grid is exact.
 CHECKED = ("flops", "fma", "int_ops", "global_load_bytes", "global_load_sectors",
@@ -25,11 +26,11 @@ def _close(predicted, exact, rel: float) -> None:
 
 
 @pytest.mark.parametrize("workload, base, target", [
-    (lambda: cal.Workload(cal.gemm_simd_8x8(), cal.gemm_inputs,
+    (lambda: cal.Workload(kernels.gemm_simd_8x8(), kernels.gemm_inputs,
                           {"M": 32, "N": 32, "K": 32}), None, {"M": 128, "N": 64, "K": 256}),
-    (lambda: cal.Workload(cal.stream_sum(), cal.sum_inputs, {"groups": 4, "per_thread": 2}),
+    (lambda: cal.Workload(kernels.stream_sum(), kernels.sum_inputs, {"groups": 4, "per_thread": 2}),
      None, {"groups": 24, "per_thread": 16}),
-    (lambda: cal.Workload(cal.attention_simd(), cal.attention_inputs, {"N": 32, "BH": 1}),
+    (lambda: cal.Workload(kernels.attention_simd(), kernels.attention_inputs, {"N": 32, "BH": 1}),
      None, {"N": 256, "BH": 3}),
 ])
 def test_extrapolated_counts_match_an_exact_count(workload, base, target):
@@ -42,7 +43,7 @@ def test_extrapolated_counts_match_an_exact_count(workload, base, target):
 
 
 def test_one_moved_run_per_size_gives_a_power_law():
-    w = cal.Workload(cal.gemm_naive(), cal.gemm_inputs, {"M": 32, "N": 32, "K": 32})
+    w = cal.Workload(kernels.gemm_naive(), kernels.gemm_inputs, {"M": 32, "N": 32, "K": 32})
     predicted = w.counters_at({"M": 128, "N": 64, "K": 64}, runs_per_size=1)
     exact = w.count({"M": 128, "N": 64, "K": 64})
     # flops are 2 M N K + M N (C += A B): the power law in K is off by the M N term
@@ -51,7 +52,7 @@ def test_one_moved_run_per_size_gives_a_power_law():
 
 
 def test_bad_runs_are_refused():
-    w = cal.Workload(cal.gemm_naive(), cal.gemm_inputs, {"M": 32, "N": 32, "K": 32})
+    w = cal.Workload(kernels.gemm_naive(), kernels.gemm_inputs, {"M": 32, "N": 32, "K": 32})
     base = ({"M": 32, "N": 32, "K": 32}, w.count({"M": 32, "N": 32, "K": 32}))
     both = ({"M": 64, "N": 64, "K": 32}, w.count({"M": 64, "N": 64, "K": 32}))
     with pytest.raises(KirError, match="exactly one size"):
@@ -61,5 +62,5 @@ def test_bad_runs_are_refused():
 
 
 def test_counts_at_the_base_are_the_exact_count():
-    w = cal.Workload(cal.gemm_naive(), cal.gemm_inputs, {"M": 32, "N": 32, "K": 32})
+    w = cal.Workload(kernels.gemm_naive(), kernels.gemm_inputs, {"M": 32, "N": 32, "K": 32})
     assert dataclasses.asdict(w.counters_at({})) == dataclasses.asdict(w.count(w.base))

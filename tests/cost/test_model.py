@@ -87,7 +87,8 @@ BASE = Counters(threads_per_group=256, groups=512, grid=(512, 1, 1),
 @pytest.mark.parametrize("field", [
     "global_load_sectors", "global_unique_read_bytes", "flops", "fdiv", "sfu", "sfu_fast",
     "shared_wavefronts", "barriers", "atomics", "atomic_serial", "alu_warp_instr",
-    "global_load_requests", "warp_ops",
+    "global_load_requests", "warp_ops", "warp_reductions", "matrix_mma",
+    "atomic_hot_address", "global_unique_read_sector_bytes",
 ])
 def test_more_work_never_models_faster(field):
     # Roofline: a resource that does not bind may grow without cost, but never makes the
@@ -97,6 +98,12 @@ def test_more_work_never_models_faster(field):
              for f in (1, 2, 8, 64, 1024, 1 << 16)]
     assert times == sorted(times)
     assert times[-1] > times[0]
+
+
+def test_more_registers_never_model_faster():
+    times = [estimate(dataclasses.replace(BASE, flops=1 << 28, registers_per_thread=r)).time_ms
+             for r in (8, 16, 32, 64, 128, 256)]
+    assert times == sorted(times) and times[-1] > times[0]
 
 
 def test_threadgroup_memory_limits_occupancy():

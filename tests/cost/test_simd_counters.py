@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kir.interp import Counters, run_kernel
-from kir.interp.counters import estimate_registers
+from kir.interp.count_hooks import estimate_registers
 from kir.ir.parser import parse_kernel
 from tests.cost.kernels import GID, kernel, run
 
