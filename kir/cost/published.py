@@ -12,7 +12,8 @@ Sources (see also :mod:`kir.cost.profiles`):
          ``naive`` ~178, ``tile_16`` ~269, ``tile_simdgroup`` ~421.
 * [MLXB] github.com/TristanBilot/mlx-benchmark, benchmarks/detailed_benchmark.md (commit
          ccaeaf9): MLX built-ins, f32, one call timed with ``mx.eval`` after one untimed call,
-         mean of 5, ms; MLX 0.2.0 unless said otherwise.
+         mean of 5, ms; MLX 0.2.0 on the M1 Max, M3 and M3 Max, 0.5.0 on the M2 Max, not
+         stated for the M1 (8-core GPU). Python dispatch and the wait are inside the time.
 * [MLX1610] ml-explore/mlx pull request #1610 "Matrix Attention kernel" (Nov 2024), the
          author's table from ``benchmarks/python/sdpa_bench.py`` on an M3 Max:
          ``mx.fast.scaled_dot_product_attention``, float16, B=1, 32 heads, head dim 64,
