@@ -58,16 +58,24 @@ def resolve_target(requested: str | None) -> tuple[str, str | None]:
     return "model", MODEL_NOTE
 
 
-def check_sizes_for(args: argparse.Namespace, loaded: Loaded) -> dict[str, int] | None:
-    """Sizes the interpreter validates candidates at: ``--check-size``, else the spec's
-    ``check`` table, else None (validate at the compiled sizes)."""
+def check_sizes_for(args: argparse.Namespace, loaded: Loaded) -> tuple[dict[str, int] | None, str]:
+    """Sizes the interpreter validates candidates at, and where they came from:
+    ``--check-size``, else the spec's ``check`` table, else sizes derived from the spec's
+    defaults (:func:`kir.spec.shrink.check_sizes`), so a search at 8192 x 8192 does not spend
+    minutes per candidate on the interpreter; None when those are the compiled sizes."""
     from kir.driver.load import parse_size_overrides
+    from kir.spec.shrink import check_sizes
 
-    given = parse_size_overrides(getattr(args, "check_size", None))
+    given = parse_size_overrides(getattr(args, "check_size", None), option="--check-size")
     if given:
         loaded.spec.bind(given)  # unknown names fail here, with the spec's message
-        return given
-    return dict(loaded.spec.check) or None
+        return given, "--check-size"
+    if loaded.spec.check:
+        return dict(loaded.spec.check), "the spec's check table"
+    derived = check_sizes(loaded.spec, loaded.bound.sizes)
+    if derived == dict(loaded.bound.sizes):
+        return None, ""
+    return derived, "derived from the spec's defaults: it has no check table"
 
 
 def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | None = None):
@@ -174,10 +182,11 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     emit_or_explain(base, loaded, module_target)
     registry = load_registry(args.rules)
     ctx = context_for(loaded, target_for(target))
-    check_sizes = check_sizes_for(args, loaded)
+    check_sizes, source = check_sizes_for(args, loaded)
     if check_sizes:
         where = "validated and modelled" if target == "model" else "validated on the interpreter"
-        print(f"candidates are {where} at {sizes_label(check_sizes)}", file=sys.stderr)
+        print(f"candidates are {where} at {sizes_label(check_sizes)} ({source})",
+              file=sys.stderr)
     evaluator = make_evaluator(loaded, target, check_sizes)
     limit = parse_duration(args.time) if args.time else None
     # A time limit alone should run until the time is up, not stop at the default budget.

@@ -32,18 +32,19 @@ class Loaded:
         return self.bound.spec if self.bound else None
 
 
-def parse_size_overrides(items: list[str] | None) -> dict[str, int]:
-    """``["N=4096", "D=64"]`` → ``{"N": 4096, "D": 64}``; bad items raise KirError."""
+def parse_size_overrides(items: list[str] | None, option: str = "--size") -> dict[str, int]:
+    """``["N=4096", "D=64"]`` → ``{"N": 4096, "D": 64}``; bad items raise a KirError naming
+    ``option`` (the flag they came from)."""
     sizes: dict[str, int] = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip().isidentifier():
-            raise KirError(f"bad --size {item!r}",
-                           hint="write --size NAME=VALUE, e.g. --size N=4096")
+            raise KirError(f"bad {option} {item!r}",
+                           hint=f"write {option} NAME=VALUE, e.g. {option} N=4096")
         try:
             sizes[name.strip()] = int(value)
         except ValueError:
-            raise KirError(f"bad --size {item!r}: {value!r} is not an integer") from None
+            raise KirError(f"bad {option} {item!r}: {value!r} is not an integer") from None
     return sizes
 
 
