@@ -24,7 +24,7 @@ Sources, cited per number below:
            DIV32 6.01, EXP2_32 4.00, RSQRT32 8, SHUFFLE / BROADCAST32 2.04, simd_sum F32
            14.54, simdgroup_matrix MATMUL<F32x8x8> ~20.14. The later README (section
            "Overview", 859 lines): a GPU core's I/O bus is 32 bytes wide, the limit of
-           bandwidth-bound work outside the core.
+           bandwidth-bound work outside the core (read here as 32 bytes per clock).
 * [MLXB]   Tristan Bilot et al., github.com/TristanBilot/mlx-benchmark,
            benchmarks/detailed_benchmark.md (commit ccaeaf9): MLX built-ins on M-series
            chips, one call with ``mx.eval``, ms. ``mx.sum`` over 1000000 x 128 f32 (512 MB):

@@ -64,7 +64,7 @@ FIGURES: tuple[Published, ...] = (
               "best over sizes 256..3840; modelled at 2048"),
     Published("gm-tile16", "gemm_metal tile_16 (= examples/sgemm.cu TILE=16), ~269 GFLOPS",
               "apple-m2-8c", (("n", 2048),), _gemm_ms(2048, 269), "[GM]",
-              "best over sizes 256..3840; modelled at 2048"),
+              "best over sizes 256..3840; modelled at 2048; theirs also reads C (beta = 1)"),
     Published("gm-simd", "gemm_metal tile_simdgroup, ~421 GFLOPS", "apple-m2-8c",
               (("n", 2048),), _gemm_ms(2048, 421), "[GM]",
               "best over sizes 256..3840; modelled at 2048"),
