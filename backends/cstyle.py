@@ -369,6 +369,8 @@ class Printer:
                 return [pad + "break;"]
             case ir.Continue():
                 return [pad + "continue;"]
+            case ir.Assert():
+                return []  # asserts are checked on the interpreter and dropped on GPUs
             case ir.MatrixFill() | ir.MatrixLoad() | ir.MatrixMultiplyAccumulate() \
                     | ir.MatrixStore() if d.matrix is not None:
                 return [pad + line for line in d.matrix(self, s)]

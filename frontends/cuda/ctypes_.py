@@ -35,13 +35,20 @@ NAMED_TYPES: dict[str, ValueType] = {
     "float2": VectorType(F32, 2), "float3": VectorType(F32, 3), "float4": VectorType(F32, 4),
     "int2": VectorType(I32, 2), "int3": VectorType(I32, 3), "int4": VectorType(I32, 4),
     "uint2": VectorType(U32, 2), "uint3": VectorType(U32, 3), "uint4": VectorType(U32, 4),
-    "double2": VectorType(F64, 2),
+    "double2": VectorType(F64, 2), "uintptr_t": U64, "intptr_t": I64, "nv_bfloat16": BF16,
 }
+#: C type keywords (every other type word is a name: a typedef, struct, template parameter).
+KEYWORD_TYPES = frozenset({"void", "bool", "char", "short", "int", "long", "float", "double",
+                           "unsigned", "signed", "auto"})
 #: Type names that exist in CUDA but lie outside the subset, with the reason.
 UNSUPPORTED_TYPES = {
     "char": "char types", "short": "short integer types", "int8_t": "char types",
     "uint8_t": "char types", "int16_t": "short integer types", "uint16_t": "short integer types",
     "half2": "half2 vectors", "__half2": "half2 vectors", "dim3": "dim3 values in device code",
+    "uchar": "char types", "uchar2": "char types", "uchar3": "char types", "uchar4": "char types",
+    "char2": "char types", "char4": "char types", "ushort": "short integer types",
+    "__nv_bfloat162": "bf16 pairs (__nv_bfloat162)", "nv_bfloat162": "bf16 pairs (__nv_bfloat162)",
+    "bfloat16": "the bfloat16 name (use __nv_bfloat16)",
 }
 QUALIFIERS = frozenset({
     "const", "volatile", "constexpr", "static", "inline", "extern", "register", "__global__",

@@ -12,15 +12,27 @@ spine, so a 5,000-term expression does not touch Python's recursion limit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.lower_cg import Dim3Val
+from kir.frontends.cuda.lower_struct import StructArrVal
+from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.values import (
+    NULL_POINTER,
     OFFSET_TYPE,
     ArraySym,
     ArrVal,
+    CgVal,
     ConstSym,
     MemRef,
+    NullVal,
     PtrSym,
     PtrVal,
+    RefSym,
+    StructArraySym,
+    StructVal,
+    TypeSym,
     VarSym,
     count_of,
 )
@@ -28,7 +40,7 @@ from lark import Token, Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import Assign, Block, Component, Const, Declare, Expr, If, Load, Select, Special, Var
-from kir.ir.types import BOOL, I32, ScalarType, VectorType, common_type
+from kir.ir.types import BOOL, I32, U64, ScalarType, VectorType, common_type
 
 BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "shl": "<<", "shr": ">>",
           "band": "&", "bor": "|", "bxor": "^", "eq": "==", "ne": "!=", "lt": "<", "gt": ">",
@@ -37,6 +49,22 @@ SPECIAL_OBJECTS = {"threadIdx": "thread", "blockIdx": "block", "blockDim": "bloc
                    "gridDim": "grid_dim"}
 COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3}
 Value = Expr | PtrVal | ArrVal | MemRef
+#: kir assumes every buffer starts at an address aligned to this many bytes (MLX's and
+#: cudaMalloc's allocations are), so `(uintptr_t)p % 16` is known from p's offset.
+BUFFER_ALIGNMENT = 16
+
+
+@dataclass
+class AddrVal:
+    """A pointer converted to an integer (``reinterpret_cast<uintptr_t>(p)``): the byte
+    offset from its buffer's start. Only alignment tests (``% k``, ``& (k - 1)`` with k a
+    power of two up to :data:`BUFFER_ALIGNMENT`) can use it."""
+
+    offset_bytes: Expr
+
+
+def _pointerish(value) -> bool:
+    return isinstance(value, (PtrVal, ArrVal, NullVal))
 
 
 def add_offsets(a: Expr, b: Expr) -> Expr:
@@ -105,11 +133,17 @@ class ExprMixin:
         while isinstance(node, Tree) and node.data in BINOPS:
             spine.append(node)
             node = node.children[0]
+        folds = self.null_folds
         acc = self.operand(node)
         for t in reversed(spine):
             op = BINOPS[t.data]
             if op in ("&&", "||"):
-                acc = self._short_circuit(op, self._value(acc, node), t.children[-1])
+                left = self.truth(acc, node)
+                if isinstance(left, Const) and self.null_folds != folds \
+                        and bool(left.value) == (op == "||"):
+                    acc = left  # decided by a pointer test: the right side is not lowered
+                    continue
+                acc = self._short_circuit(op, left, t.children[-1])
             else:
                 acc = self._apply_binary(op, acc, self.operand(t.children[-1]), t)
         return acc
@@ -120,9 +154,65 @@ class ExprMixin:
         if isinstance(value, (PtrVal, ArrVal)):
             raise self.error("pointer used as a value (pointer comparisons and "
                              "conversions are not supported)", tree, UnsupportedError)
+        if isinstance(value, NullVal):
+            raise self.error("null pointer used as a value", tree, UnsupportedError)
+        if isinstance(value, StructVal):
+            raise self.error(f"{value.type} used where a scalar is expected", tree)
+        if isinstance(value, (CgVal, Dim3Val)):
+            raise self.error("a cooperative group used as a value", tree, UnsupportedError)
+        if isinstance(value, AddrVal):
+            raise self.error("a pointer's address used beyond an alignment test (kir knows "
+                             f"addresses modulo {BUFFER_ALIGNMENT} bytes only)", tree,
+                             UnsupportedError)
+        if isinstance(value, StructArrVal):
+            raise self.error("an array of structs used as a value", tree)
         return value
 
+    def truth(self, value: Value, tree) -> Expr:
+        """C truthiness of ``value``. A pointer's is known statically: a buffer is never
+        null, a null argument always is (counted in ``null_folds``)."""
+        if isinstance(value, (PtrVal, ArrVal, NullVal)):
+            self.null_folds += 1
+            return Const(not isinstance(value, NullVal), BOOL)
+        return ct.to_bool(self._value(value, tree))
+
+    def truth_of(self, tree) -> tuple[Expr, bool]:
+        """``tree`` as a condition, and whether a pointer test decided it (then only the
+        branch it selects is lowered: the other may use a null pointer)."""
+        before = self.null_folds
+        cond = self.truth(self.operand(tree), tree)
+        return cond, isinstance(cond, Const) and self.null_folds != before
+
+    def _pointer_test(self, op: str, a: Value, b: Value, tree) -> Expr:
+        """``p == nullptr``, ``p != NULL``, ``p == 0``: known statically."""
+        def null(v) -> bool:
+            return isinstance(v, NullVal) or (isinstance(v, Const) and v.value == 0
+                                              and isinstance(v.type, ScalarType)
+                                              and v.type.is_int)
+        if not (null(a) and _pointerish(b) or null(b) and _pointerish(a)):
+            raise self.error(f"operator '{op}' on pointers not supported (only tests "
+                             "against nullptr / NULL)", tree, UnsupportedError)
+        self.null_folds += 1
+        equal = null(a) and null(b)
+        return Const(equal if op == "==" else not equal, BOOL)
+
+    def _address_test(self, op: str, a: Value, b: Value, tree) -> Expr:
+        addr, other = (a, b) if isinstance(a, AddrVal) else (b, a)
+        k = other.value if isinstance(other, Const) and isinstance(other.value, int) else None
+        modulus = k if op == "%" and addr is a else (k + 1 if op == "&" and k is not None
+                                                      else None)
+        if modulus is None or modulus <= 0 or modulus & (modulus - 1) \
+                or modulus > BUFFER_ALIGNMENT:
+            raise self.error("a pointer's address used beyond an alignment test (kir knows "
+                             f"addresses modulo {BUFFER_ALIGNMENT} bytes only)", tree,
+                             UnsupportedError)
+        return ct.binary(op, addr.offset_bytes, ct.convert(other, U64))
+
     def _apply_binary(self, op: str, a: Value, b: Value, tree) -> Value:
+        if op in ("==", "!=") and (_pointerish(a) or _pointerish(b)):
+            return self._pointer_test(op, a, b, tree)
+        if isinstance(a, AddrVal) or isinstance(b, AddrVal):
+            return self._address_test(op, a, b, tree)
         pa, pb = self.as_pointer(a, tree), self.as_pointer(b, tree)
         if pa is not None or pb is not None:
             if op == "+" and pa is not None and pb is None:
@@ -157,7 +247,9 @@ class ExprMixin:
 
     def _x_ternary(self, tree, discard: bool) -> Value:
         cond_tree, a_tree, b_tree = tree.children
-        cond = ct.to_bool(self.rvalue(cond_tree))
+        cond, decided = self.truth_of(cond_tree)
+        if decided:
+            return self.operand(a_tree if cond.value else b_tree, discard)
         s1, a = self.capture(lambda: self.operand(a_tree))
         s2, b = self.capture(lambda: self.operand(b_tree))
         pa, pb = self.as_pointer(a, a_tree), self.as_pointer(b, b_tree)
@@ -194,7 +286,13 @@ class ExprMixin:
         return self._unary("-", tree)
 
     def _x_lnot(self, tree, discard):
-        return self._unary("!", tree)
+        value = self.operand(tree.children[-1])
+        if _pointerish(value):
+            return Const(not self.truth(value, tree).value, BOOL)
+        try:
+            return ct.unary("!", self._value(value, tree))
+        except TypeError as exc:
+            raise self.error(str(exc), tree, UnsupportedError) from None
 
     def _x_bnot(self, tree, discard):
         return self._unary("~", tree)
@@ -254,6 +352,22 @@ class ExprMixin:
     def _x_name(self, tree, discard) -> Value:
         ident = str(tree.children[0])
         sym = self.lookup(ident)
+        if sym is None and "::" in ident:
+            plain = normalize_name(ident)
+            sym = self.lookup(plain) or self.lookup(plain.rsplit("::", 1)[-1])
+            ident = plain
+        if isinstance(sym, RefSym):
+            return sym.target
+        if isinstance(sym, (StructVal, CgVal)):
+            return sym
+        if isinstance(sym, StructArraySym):
+            return StructArrVal(sym)
+        if isinstance(sym, TypeSym):
+            raise self.error(f"type '{ident}' used as a value", tree)
+        if sym is None and ident in ("nullptr", "NULL"):
+            return NULL_POINTER
+        if sym is None and "numeric_limits" in ident:
+            raise self.error(f"'{ident}' must be called: {ident}()", tree)
         if isinstance(sym, VarSym):
             return Var(sym.name, sym.type)
         if isinstance(sym, ConstSym):
@@ -288,6 +402,13 @@ class ExprMixin:
                 raise self.error(f"'{base.children[0]}' has no member '{field}'", tree)
             return Special(SPECIAL_OBJECTS[str(base.children[0])], field)
         value = self.operand(base)
+        if isinstance(value, StructVal):
+            return self.struct_member(value, field, tree)
+        if isinstance(value, Dim3Val):
+            return self.dim3_member(value, field, tree)
+        if isinstance(value, CgVal):
+            raise self.error(f"'{field}' of a cooperative group must be called: {field}()",
+                             tree, UnsupportedError)
         vtype = value.type if isinstance(value, (Expr, MemRef)) else None
         if not isinstance(vtype, VectorType):
             what = vtype if vtype is not None else "a pointer or array"
@@ -317,12 +438,27 @@ class ExprMixin:
         if isinstance(base, PtrVal):
             step = scale(index, count_of(base.view))
             return MemRef(base.root, add_offsets(base.offset, step), base.view)
+        if isinstance(base, StructArrVal):
+            return self.struct_element(base, index)
         raise self.error("subscript of a value that is not an array or pointer", tree)
 
     def _x_call(self, tree, discard) -> Value:
         callee, args = tree.children
+        arg_trees = list(args.children) if args is not None else []
+        if isinstance(callee, Tree) and callee.data == "member":
+            obj = self.operand(callee.children[0])
+            method = str(callee.children[1])
+            if isinstance(obj, CgVal):
+                return self.cg_method(obj.type, method, arg_trees, tree)
+            raise self.error(f"method call '.{method}()' not supported (member functions)",
+                             tree, UnsupportedError)
+        if isinstance(callee, Tree) and callee.data == "template_id":
+            return self.lower_call(str(callee.children[0]), arg_trees, tree, discard,
+                                   callee.children[1])
         if not (isinstance(callee, Tree) and callee.data == "name"):
             raise self.error("call of something that is not a function name (function "
                              "pointers not supported)", tree, UnsupportedError)
-        arg_trees = list(args.children) if args is not None else []
         return self.lower_call(str(callee.children[0]), arg_trees, tree, discard)
+
+    def _x_template_id(self, tree, discard):
+        raise self.error(f"'{tree.children[0]}<...>' must be called", tree)

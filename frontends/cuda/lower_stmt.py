@@ -9,12 +9,20 @@ condition without side effects and an update that only assigns the loop variable
 from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.lower_cg import Dim3Val
 from kir.frontends.cuda.values import (
+    AUTO,
     OFFSET_TYPE,
     ArraySym,
+    ArrVal,
     BufferInfo,
+    CgType,
+    CgVal,
     ConstSym,
     PtrSym,
+    PtrVal,
+    StructType,
+    StructVal,
     VarSym,
     count_of,
 )
@@ -138,6 +146,26 @@ class StmtMixin:
     def _s_continue_stmt(self, tree) -> None:
         self.emit(Continue(loc=self.cur_loc))
 
+    def _s_return_init(self, tree) -> None:
+        """``return {a, b};``: a struct or vector built from the list."""
+        fn = self.fn_stack[-1] if self.fn_stack else None
+        if fn is None or fn.result is None:
+            raise self.error("'return {...}' outside a function returning a value", tree)
+        items = [c for c in tree.children[1:] if c is not None]
+        if isinstance(fn.result, StructVal):
+            self.assign_struct(fn.result, self.struct_from_list(fn.result.type, items, tree),
+                               tree)
+        else:
+            value = self._vector_init(fn.result_type, Tree("init_list", items), tree)
+            self.emit(Assign(fn.result, value, loc=self.cur_loc))
+        self._returned(fn)
+
+    def _returned(self, fn) -> None:
+        if fn.done:
+            self.emit(Assign(fn.done, Const(True, BOOL), loc=self.cur_loc))
+            if fn.loop_depth:
+                self.emit(Break(loc=self.cur_loc))
+
     def _s_return_stmt(self, tree) -> None:
         value_tree = tree.children[1]
         if not self.fn_stack:
@@ -146,7 +174,10 @@ class StmtMixin:
             self.emit(Return(loc=self.cur_loc))
             return
         fn = self.fn_stack[-1]
-        if value_tree is not None:
+        if value_tree is not None and isinstance(fn.result, StructVal):
+            self.assign_struct(fn.result, self.struct_value(fn.result.type, value_tree),
+                               value_tree)
+        elif value_tree is not None:
             value = self.rvalue(value_tree)
             if fn.result is None:
                 raise self.error(f"void function '{fn.name}' returns a value", tree)
@@ -161,6 +192,18 @@ class StmtMixin:
 
     def _unsupported(self, what: str, tree) -> None:
         raise self.error(f"{what} not supported", tree, UnsupportedError)
+
+    def _s_typedef_stmt(self, tree) -> None:
+        self.declare_alias(tree)
+
+    def _s_alias_decl(self, tree) -> None:
+        self.declare_alias(tree)
+
+    def _s_using_namespace(self, tree) -> None:
+        pass  # names are resolved by their last part anyway
+
+    def _s_static_assert_stmt(self, tree) -> None:
+        pass  # checked by the C++ compiler; nothing happens at run time
 
     def _s_goto_stmt(self, tree) -> None:
         self._unsupported("goto", tree)
@@ -187,14 +230,23 @@ class StmtMixin:
         return Block(tuple(stmts))
 
     def condition(self, tree) -> tuple[list, object]:
-        stmts, value = self.capture(lambda: self.rvalue(tree))
-        return stmts, ct.to_bool(value)
+        stmts, (value, _decided) = self.capture(lambda: self.truth_of(tree))
+        return stmts, value
 
     def _s_if_stmt(self, tree) -> None:
         cond_tree, then_tree, else_tree = (tree.children[1:] + [None])[:3]
         loc = self.cur_loc
-        stmts, cond = self.condition(cond_tree)
+        stmts, (cond, decided) = self.capture(lambda: self.truth_of(cond_tree))
         self.out.extend(stmts)
+        if decided:  # a pointer test: only the branch it selects is lowered
+            live = then_tree if cond.value else else_tree
+            if live is not None:
+                self.push_scope()
+                try:
+                    self.lower_stmt(live)
+                finally:
+                    self.pop_scope()
+            return
         then = self.block_of(then_tree)
         orelse = self.block_of(else_tree) if else_tree is not None else None
         self.emit(If(cond, then, orelse, loc=loc))
@@ -295,7 +347,19 @@ class StmtMixin:
         if base is None and not pointers:
             raise self.error(f"variable '{ident}' of type void", tree)
         if is_ref:
-            return self._declare_reference(ident, init, tree)
+            return self._declare_reference(ident, init, tree, "const" in quals, base)
+        if base is AUTO and not pointers and not dims:
+            if init is None or isinstance(init, Tree) and init.data == "init_list":
+                raise self.error(f"'auto {ident}' needs an initializer expression", tree)
+            return self._declare_auto(ident, quals, init, tree)
+        if base is AUTO:
+            self._unsupported("'auto' pointers and arrays", tree)
+        if isinstance(base, CgType) and not pointers:
+            return self._declare_group(ident, base, dims, init, tree)
+        if isinstance(base, StructType) and not pointers:
+            return self.declare_struct(ident, base, dims, quals, init, tree)
+        if isinstance(base, StructType):
+            self._unsupported(f"pointers to structs ({base})", tree)
         if pointers:
             if shared or dims:
                 self._unsupported("arrays of pointers / shared pointers", tree)
@@ -326,13 +390,66 @@ class StmtMixin:
         self.emit(Declare(name, base, value, loc=self.cur_loc))
         self.bind(ident, VarSym(name, base))
 
-    def _declare_reference(self, ident: str, init, tree) -> None:
-        if init is None or not (isinstance(init, Tree) and init.data == "name"):
-            self._unsupported("references to anything but a local variable", tree)
-        sym = self.lookup(str(init.children[0]))
-        if not isinstance(sym, VarSym):
-            self._unsupported("references to anything but a local variable", tree)
-        self.bind(ident, sym)
+    def _declare_reference(self, ident: str, init, tree, const: bool, base) -> None:
+        """``T& r = lvalue;``: ``r`` names the lvalue itself (a local, or the buffer or array
+        element chosen now); a const reference to a value holds a copy."""
+        if init is None:
+            raise self.error(f"reference '{ident}' must be initialized", tree)
+        if isinstance(init, Tree) and init.data == "name":
+            sym = self.lookup(str(init.children[0]))
+            if isinstance(sym, VarSym):
+                self.bind(ident, sym)
+                return
+        value = self.operand(init)
+        if isinstance(value, (StructVal, CgVal)):
+            self.bind(ident, value)
+            return
+        bound = self.reference_to(value, init, ident, "this declaration", const,
+                                  None if base is AUTO else base)
+        if isinstance(bound, tuple):  # a const reference to a temporary: a copy
+            expr, t = bound
+            name = self.fresh(ident)
+            self.emit(Declare(name, t, expr, loc=self.cur_loc))
+            self.bind(ident, VarSym(name, t))
+        else:
+            self.bind(ident, bound)
+
+    def _declare_auto(self, ident: str, quals: set, init, tree) -> None:
+        value = self.operand(init)
+        if isinstance(value, (CgVal, Dim3Val)):
+            self.bind(ident, value)
+            return
+        if isinstance(value, StructVal):
+            self.bind(ident, self.struct_local(value.type, ident, value, tree))
+            return
+        if isinstance(value, (PtrVal, ArrVal)):
+            p = self.as_pointer(value, init)
+            sym = PtrSym(p.root, p.view, self.fresh(ident))
+            self.emit(Declare(sym.offset_var, OFFSET_TYPE, ct.convert(p.offset, OFFSET_TYPE),
+                              loc=self.cur_loc))
+            self.bind(ident, sym)
+            return
+        expr = self._value(value, init)
+        if quals & {"const", "constexpr"} and closed(expr):
+            self.bind(ident, ConstSym(expr))
+            return
+        name = self.fresh(ident)
+        self.emit(Declare(name, expr.type, expr, loc=self.cur_loc))
+        self.bind(ident, VarSym(name, expr.type))
+
+    def _declare_group(self, ident: str, t, dims: list, init, tree) -> None:
+        if dims:
+            self._unsupported("arrays of cooperative groups", tree)
+        if init is None:
+            value = CgVal(t) if t.kind in ("plus", "greater", "less") else None
+        else:
+            value = self.operand(init)
+        if not isinstance(value, CgVal):
+            raise self.error(f"'{ident}' must be initialized with a {t} (e.g. "
+                             "cg::this_thread_block())", tree)
+        if t.kind not in ("group", value.type.kind) or t.size and t.size != value.type.size:
+            raise self.error(f"'{ident}' is a {t} but is initialized with a {value.type}", tree)
+        self.bind(ident, value)
 
     def _vector_init(self, base, init, tree):
         items = [self.rvalue(c) for c in init.children if c is not None]

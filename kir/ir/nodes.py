@@ -322,6 +322,15 @@ class Barrier(Stmt):
     loc: Loc | None = _loc()
 
 
+@node
+class Assert(Stmt):
+    """``assert(cond)`` from the source: the interpreter stops with an error at ``loc``
+    when ``cond`` is false in any thread; GPU code drops it (as release builds do)."""
+
+    cond: Expr
+    loc: Loc | None = _loc()
+
+
 ATOMIC_OPS = ("add", "max", "min", "exch")
 
 
