@@ -8,6 +8,7 @@
 #include "kir_emu_runtime.h"  // first: it sets up feature macros (ucontext on macOS)
 #include "kir_emu_vec.h"
 #include <float.h>
+#include <assert.h>  // assert() in device code needs no include under nvcc
 #include <math.h>  // the float overloads (expf, exp(float) ...) in the global namespace
 
 #pragma GCC diagnostic ignored "-Wattributes"
@@ -217,16 +218,93 @@ inline int __all_sync(unsigned mask, int p, KirSL l = KirSL::current()) {
   return __ballot_sync(mask, p, l) == (mask & live);
 }
 
-// cooperative groups: just enough for `namespace cg = cooperative_groups;` and block sync
+// cooperative groups: blocks, tiles of a warp (tiled_partition<N>), their shuffles and votes,
+// cg::reduce / inclusive_scan / exclusive_scan with cg::plus / greater / less.
 namespace cooperative_groups {
 struct thread_block {
   void sync(KirSL l = KirSL::current()) const { kir_emu::tg_barrier(kir_emu::site_of(l)); }
   unsigned thread_rank() const { return kir_emu::self().lin; }
   unsigned size() const { return kir_emu::rt()->nthreads; }
+  unsigned num_threads() const { return size(); }
+  dim3 group_index() const { return dim3(::kir_emu::cuda::block_idx()); }
+  dim3 thread_index() const { return dim3(::kir_emu::cuda::thread_idx()); }
+  dim3 group_dim() const { return ::kir_emu::cuda::block_dim(); }
+  dim3 dim_threads() const { return group_dim(); }
 };
 inline thread_block this_thread_block() { return {}; }
 inline void sync(const thread_block& b, KirSL l = KirSL::current()) { b.sync(l); }
+struct grid_group {
+  unsigned long long thread_rank() const {
+    auto& R = *kir_emu::rt();
+    unsigned long long blockid = R.gid[0] + (unsigned long long)R.ngroups[0] * (R.gid[1] + (unsigned long long)R.ngroups[1] * R.gid[2]);
+    return blockid * R.nthreads + kir_emu::self().lin;
+  }
+  unsigned long long size() const {
+    auto& R = *kir_emu::rt();
+    return (unsigned long long)R.ngroups[0] * R.ngroups[1] * R.ngroups[2] * R.nthreads;
+  }
+};
+inline grid_group this_grid() { return {}; }
+template <unsigned N>
+struct thread_block_tile {
+  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "tiles of 1 to 32 threads");
+  void sync(KirSL l = KirSL::current()) const { __syncwarp(0xffffffffu, l); }
+  unsigned thread_rank() const { return kir_emu::self().lin % N; }
+  unsigned size() const { return N; }
+  unsigned num_threads() const { return N; }
+  unsigned meta_group_rank() const { return kir_emu::self().lin / N; }
+  unsigned meta_group_size() const { return (kir_emu::rt()->nthreads + N - 1) / N; }
+  template <class T> T shfl(T v, int src, KirSL l = KirSL::current()) const {
+    return __shfl_sync(0xffffffffu, v, src, N, l);
+  }
+  template <class T> T shfl_down(T v, unsigned d, KirSL l = KirSL::current()) const {
+    return __shfl_down_sync(0xffffffffu, v, d, N, l);
+  }
+  template <class T> T shfl_up(T v, unsigned d, KirSL l = KirSL::current()) const {
+    return __shfl_up_sync(0xffffffffu, v, d, N, l);
+  }
+  template <class T> T shfl_xor(T v, int m, KirSL l = KirSL::current()) const {
+    return __shfl_xor_sync(0xffffffffu, v, m, N, l);
+  }
+  int any(int p, KirSL l = KirSL::current()) const { return __any_sync(0xffffffffu, p, l); }
+  int all(int p, KirSL l = KirSL::current()) const { return __all_sync(0xffffffffu, p, l); }
+  unsigned ballot(int p, KirSL l = KirSL::current()) const { return __ballot_sync(0xffffffffu, p, l); }
+};
+template <unsigned N, class Parent>
+inline thread_block_tile<N> tiled_partition(const Parent&) { return {}; }
+template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
+template <class T> struct greater { T operator()(T a, T b) const { return a > b ? a : b; } };
+template <class T> struct less { T operator()(T a, T b) const { return a < b ? a : b; } };
+template <unsigned N, class T, class Op>
+inline T reduce(const thread_block_tile<N>& g, T v, Op op, KirSL l = KirSL::current()) {
+  for (unsigned m = N / 2; m > 0; m /= 2) v = op(v, g.shfl_xor(v, (int)m, l));
+  return v;
+}
+template <unsigned N, class T, class Op>
+inline T inclusive_scan(const thread_block_tile<N>& g, T v, Op op, KirSL l = KirSL::current()) {
+  for (unsigned d = 1; d < N; d *= 2) {
+    T other = g.shfl_up(v, d, l);
+    if (g.thread_rank() >= d) v = op(v, other);
+  }
+  return v;
+}
+template <unsigned N, class T>
+inline T inclusive_scan(const thread_block_tile<N>& g, T v, KirSL l = KirSL::current()) {
+  return inclusive_scan(g, v, plus<T>(), l);
+}
+template <unsigned N, class T, class Op>
+inline T exclusive_scan(const thread_block_tile<N>& g, T v, Op op, KirSL l = KirSL::current()) {
+  T incl = inclusive_scan(g, v, op, l);
+  T before = g.shfl_up(incl, 1, l);
+  return g.thread_rank() == 0 ? T(0) : before;
+}
+template <unsigned N, class T>
+inline T exclusive_scan(const thread_block_tile<N>& g, T v, KirSL l = KirSL::current()) {
+  return exclusive_scan(g, v, plus<T>(), l);
+}
 }  // namespace cooperative_groups
+// <cuda/std/...>: cuda::std::min and friends are std's on the host
+namespace cuda { namespace std = ::std; }
 
 // MLX cuda_kernel: shape/strides parameters (mlx/backend/cuda/device/utils.cuh)
 namespace mlx::core::cu {

@@ -29,8 +29,8 @@ from kir.frontends.cuda.values import ConstSym
 from kir.errors import KirError
 from kir.ir import Kernel, Launch
 
-__all__ = ["ArgFacts", "KernelParam", "MAX_FUNCTION_CHARS", "load_cuda", "list_kernels",
-           "kernel_params", "lower_source", "template_params"]
+__all__ = ["ArgFacts", "KernelParam", "MAX_FUNCTION_CHARS", "TemplateParam", "load_cuda",
+           "list_kernels", "kernel_params", "kernel_template", "lower_source", "template_params"]
 
 DEFAULT_LAUNCH = Launch(("1", "1", "1"), (1, 1, 1), 0)
 # Statement lowering recurses once per nesting level (a few frames each) and stops with a
@@ -54,11 +54,23 @@ class ArgFacts:
 @dataclass(frozen=True)
 class KernelParam:
     """One parameter of a ``__global__`` function as written: its name, whether it is a
-    pointer, and its default value's text (None without one)."""
+    pointer, its default value's text (None without one) and its type's name when that is
+    one word (``T`` for ``const T* x``: what deduces a template type from the spec)."""
 
     name: str
     pointer: bool
     default: str | None = None
+    type_word: str | None = None
+
+
+@dataclass(frozen=True)
+class TemplateParam:
+    """One parameter of a kernel's ``template<...>``: its name, whether it is a type
+    (``typename T``), and whether it has a default."""
+
+    name: str
+    is_type: bool
+    has_default: bool
 
 
 def _preprocess(text: str, filename: str, defines: dict[str, str] | None,
@@ -83,6 +95,13 @@ def template_params(text: str, filename: str, kernel: str | None = None,
     """The names of a ``__global__`` function's template parameters (``template<int A,
     typename T>``), in declaration order (empty for a plain kernel) — what an instantiation
     ``k<A, T>`` needs."""
+    return [p.name for p in kernel_template(text, filename, kernel, include_dirs)]
+
+
+def kernel_template(text: str, filename: str, kernel: str | None = None,
+                    include_dirs: Sequence[str | Path] = ()) -> list[TemplateParam]:
+    """A ``__global__`` function's template parameters, in order (empty for a plain
+    kernel)."""
     src = _preprocess(text, filename, None, include_dirs)
     chosen = _kernel_unit(src, kernel)
     if chosen is None:
@@ -91,8 +110,15 @@ def template_params(text: str, filename: str, kernel: str | None = None,
     template = tree.children[0] if tree is not None else None
     if template is None:
         return []
-    return [str(p.children[1] if p.data == "template_value" else p.children[0])
-            for p in template.children]
+    out = []
+    for p in template.children:
+        if p.data == "template_type":
+            out.append(TemplateParam(str(p.children[0]), True,
+                                     len(p.children) > 1 and p.children[1] is not None))
+        else:
+            out.append(TemplateParam(str(p.children[1]), False,
+                                     len(p.children) > 2 and p.children[2] is not None))
+    return out
 
 
 def kernel_params(text: str, filename: str, kernel: str | None = None,
@@ -109,7 +135,9 @@ def kernel_params(text: str, filename: str, kernel: str | None = None,
     params = split_function(tree)[4]
     out = []
     for ptree in (params.children if params is not None else []):
-        _specs, declarator, default = param_parts(ptree)
+        specs, declarator, default = param_parts(ptree)
+        words = [str(t) for spec in specs.children if spec.data == "type_word"
+                 for t in spec.children if getattr(t, "type", "") in ("TYPE_NAME", "IDENT")]
         if declarator is None:
             continue
         name = next(str(c) for c in declarator.children if getattr(c, "type", "") == "IDENT")
@@ -120,7 +148,8 @@ def kernel_params(text: str, filename: str, kernel: str | None = None,
             end = _last_end(default)
             text_default = src.text[chosen.start + start:chosen.start + end] \
                 if start is not None and end is not None else None
-        out.append(KernelParam(name, pointer, text_default))
+        out.append(KernelParam(name, pointer, text_default,
+                               words[0] if len(words) == 1 else None))
     return out
 
 

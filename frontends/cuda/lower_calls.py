@@ -15,6 +15,7 @@ from kir.frontends.cuda.values import MemRef
 
 from kir.errors import UnsupportedError
 from kir.ir import (
+    Assert,
     Atomic,
     Barrier,
     Binary,
@@ -209,6 +210,17 @@ class CallMixin:
             if last in self.functions or last in MATH or not self.functions.get(plain):
                 return last
         return plain
+
+    def _assert(self, cond_tree, tree) -> Expr:
+        """``assert(cond)``: an Assert statement the interpreter checks (one that a pointer
+        test proves true is dropped)."""
+        stmts, (cond, _decided) = self.capture(lambda: self.truth_of(cond_tree))
+        if stmts:
+            raise self.error("assert whose condition has side effects not supported (GPU "
+                             "builds may drop it)", cond_tree, UnsupportedError)
+        if not (isinstance(cond, Const) and cond.value):
+            self.emit(Assert(cond, loc=self.cur_loc))
+        return Const(0, I32)
 
     def _atomic_sub(self, arg_trees: list, tree, discard: bool) -> Expr:
         """``atomicSub(p, v)`` is ``atomicAdd(p, -v)`` (integers wrap alike)."""

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from kir.driver.load import Loaded
+from kir.errors import KirError
 from kir.spec.compare import CheckResult, compare_outputs
 
 Runner = Callable[[Loaded, dict], dict[str, np.ndarray]]
@@ -47,28 +48,98 @@ def run_emitted(target: str, emulated: bool) -> Runner:
 
 def run_original(loaded: Loaded, inputs: dict, *, timeout: float = 60.0) -> dict[str, np.ndarray]:
     """Run the user's original ``__global__`` function from ``loaded.source`` on the emulator
-    with the spec's launch; returns the spec's outputs."""
+    with the spec's launch; returns the spec's outputs. Arguments bind to the kernel's
+    parameters by name, as everywhere else (a null argument is passed as ``nullptr``, one the
+    spec leaves out takes its default)."""
     from kir.backends.emulate import run_original_cuda
     from kir.backends.emulated_runner import require_emulator
-    from kir.errors import KirError
-    from kir.frontends.cuda import template_params
+    from kir.frontends.cuda import kernel_params
 
     require_emulator()
     bound = loaded.bound
-    names = list(bound.spec.args)
-    args = [inputs[n] for n in names]
-    templates = bound.template_values()
-    params = template_params(loaded.source, str(loaded.path), loaded.kernel.name)
-    missing = [p for p in params if p not in templates]
-    if missing:
-        raise KirError(f"the spec gives no value for template parameter {missing[0]!r}")
+    params = kernel_params(loaded.source, str(loaded.path), loaded.kernel.name,
+                           loaded.include_dirs)
+    args = [_original_argument(loaded, p, inputs) for p in params]
     results = run_original_cuda(loaded.source, loaded.kernel.name, args, grid=bound.grid,
                                 block=bound.block, shared_bytes=bound.shared_bytes,
-                                template_args=[templates[p] for p in params],
-                                filename=str(loaded.path), timeout=timeout)
-    by_name = dict(zip(names, results))
+                                template_args=_template_arguments(loaded, params),
+                                filename=str(loaded.path), include_dirs=loaded.include_dirs,
+                                timeout=timeout)
+    by_name = {p.name: r for p, r in zip(params, results)}
     return {name: np.asarray(by_name[name]).reshape(bound.shape(name))
             for name in bound.outputs}
+
+
+_C_TYPES = {"f32": "float", "f64": "double", "f16": "__half", "bf16": "__nv_bfloat16",
+            "i32": "int", "u32": "unsigned int", "i64": "long long",
+            "u64": "unsigned long long", "bool": "bool"}
+
+
+def _original_argument(loaded: Loaded, param, inputs: dict):
+    """The value the original kernel gets for ``param`` (a frontend KernelParam)."""
+    spec = loaded.bound.spec
+    arg = spec.args.get(param.name)
+    if arg is not None and arg.null:
+        return None
+    if arg is not None:
+        return inputs[param.name]
+    if param.default is None:
+        raise spec.error(f"the kernel's parameter {param.name!r} is not in the spec's [args]",
+                         "args", hint=f"add {param.name} = {{ ... }} to {spec.path.name}")
+    if param.pointer:
+        return None  # a defaulted pointer: the frontend accepts only null defaults
+    return _literal(param.default, param.name)
+
+
+def _literal(text: str, name: str) -> int | float:
+    """A default argument's value from its text (``256``, ``1e-5f``, ``true``)."""
+    word = text.strip()
+    word = word.rstrip("lLuU") if word.lower().startswith("0x") else word.rstrip("fFlLuU")
+    if word in ("true", "false"):
+        return int(word == "true")
+    for convert in (lambda w: int(w, 0), float):
+        try:
+            return convert(word)
+        except ValueError:
+            pass
+    raise KirError(f"parameter {name!r} defaults to {text!r}, which emulate-original cannot "
+                   "evaluate", hint=f"give {name} in the spec's [args]")
+
+
+def _template_arguments(loaded: Loaded, params: list) -> list[int | str]:
+    """The original kernel's template arguments: the spec's ``templates`` (a size of the
+    same name for a value), a type deduced from the dtype of a parameter declared with it,
+    or — for trailing parameters with a default — nothing (C++ applies the default)."""
+    from kir.frontends.cuda import kernel_template
+
+    template = kernel_template(loaded.source, str(loaded.path), loaded.kernel.name,
+                               loaded.include_dirs)
+    values = loaded.bound.template_values()
+    spec = loaded.bound.spec
+    deduced = {}
+    for p in params:
+        arg = spec.args.get(p.name)
+        if p.type_word and arg is not None and arg.dtype and p.type_word not in deduced:
+            deduced[p.type_word] = arg.dtype
+    out: list[int | str | None] = []
+    for t in template:
+        value = values.get(t.name)
+        if t.is_type:
+            dtype = value if isinstance(value, str) else deduced.get(t.name)
+            out.append(_C_TYPES[dtype] if dtype else None)
+        else:
+            out.append(value if isinstance(value, int) else None)
+        if out[-1] is None and not t.has_default:
+            what = "type" if t.is_type else "value"
+            raise spec.error(f"the spec gives no {what} for template parameter {t.name!r}",
+                             "templates", hint=f"add templates = {{ {t.name} = ... }}")
+    while out and out[-1] is None:
+        out.pop()
+    if None in out:
+        missing = template[out.index(None)].name
+        raise spec.error(f"the spec gives no value for template parameter {missing!r} (a "
+                         "later one has a value)", "templates")
+    return out  # type: ignore[return-value]
 
 
 def run_mlx(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from kir.errors import KirError
 from kir.ir import Launch
-from kir.ir.types import ScalarType
+from kir.ir.types import SCALARS, ScalarType
 from kir.spec.schema import Spec, dtype_of
 from kir.spec.sizeexpr import eval_size_expr
 
@@ -113,11 +113,15 @@ class BoundSpec:
                                   "launch", "shared_bytes")
         return value
 
-    def template_values(self) -> dict[str, int]:
+    def template_values(self) -> dict[str, int | str]:
         """Values for template parameters: every size under its own name, overridden by the
-        spec's ``templates`` table (the frontend picks the names its template declares)."""
-        values = dict(self.sizes)
+        spec's ``templates`` table (the frontend picks the names its template declares); a
+        ``typename`` parameter's value is a dtype name (``"f32"``)."""
+        values: dict[str, int | str] = dict(self.sizes)
         for name, expr in self.spec.templates.items():
+            if expr in SCALARS:
+                values[name] = expr
+                continue
             values[name] = self._count(expr, f"template {name}", "templates", name)
         return values
 
@@ -144,6 +148,8 @@ class BoundSpec:
         rng = np.random.default_rng(seed)
         out: dict[str, np.ndarray | int | float] = {}
         for arg in self.spec.args.values():
+            if arg.null:
+                continue  # passed as nullptr: the kernel never sees data
             if arg.is_scalar:
                 out[arg.name] = self.scalar(arg.name)
                 continue
@@ -167,6 +173,7 @@ class BoundSpec:
             return None
         function = _reference_function(self.spec)
         args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+        args.update({a.name: None for a in self.spec.args.values() if a.null})
         try:
             result = function(args, dict(self.sizes))
         except KeyboardInterrupt:

@@ -34,9 +34,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 ROLES = ("in", "out", "inout")
 TOP_KEYS = ("kernel", "sizes", "ragged", "check", "templates", "launch", "tolerance",
-            "reference", "args")
+            "reference", "args", "include")
 LAUNCH_KEYS = ("grid", "block", "shared_bytes")
-ARG_KEYS = ("dtype", "shape", "role", "init", "value", "range")
+ARG_KEYS = ("dtype", "shape", "role", "init", "value", "range", "null")
 # Names users reach for out of habit, mapped to kir's dtype names (used for "did you mean").
 _DTYPE_ALIASES = {
     "float": "f32", "float32": "f32", "half": "f16", "float16": "f16", "double": "f64",
@@ -53,7 +53,8 @@ class ArgSpec:
     ``init`` is a float (``0.0``, ``-inf``), ``"input"`` (random like an input), or
     ``"none"`` for an output the kernel writes in full (no fill on the GPU; validation starts it
     as NaN, so an element the kernel forgets shows up); ``None`` for inputs. ``dtype`` of a
-    scalar may be ``None``: the kernel's parameter type decides.
+    scalar may be ``None``: the kernel's parameter type decides. ``null`` marks a pointer
+    argument passed as ``nullptr``: it has no data, and the kernel's tests of it fold.
     """
 
     name: str
@@ -63,10 +64,11 @@ class ArgSpec:
     init: float | str | None = None
     value: str | None = None
     range: tuple[float, float] = (-1.0, 1.0)
+    null: bool = False
 
     @property
     def is_buffer(self) -> bool:
-        return self.value is None
+        return self.value is None and not self.null
 
     @property
     def is_scalar(self) -> bool:
@@ -93,6 +95,13 @@ class Spec:
     # Size overrides at which a search validates candidates on the interpreter when the
     # compiled sizes are too big for it (the GPU still checks at the compiled sizes).
     check: dict[str, int] = field(default_factory=dict)
+    # Folders searched for `#include "..."` headers (after the source's own), relative to the
+    # spec's folder.
+    include: tuple[str, ...] = ()
+
+    def include_dirs(self) -> list[Path]:
+        """The ``include`` folders as paths (relative ones from the spec's folder)."""
+        return [self.path.parent / d for d in self.include]
 
     def bind(self, overrides: dict[str, int] | None = None) -> "BoundSpec":
         """Fix the sizes: the defaults with ``overrides`` (e.g. ``--size N=4096``) applied."""
@@ -237,7 +246,12 @@ class _Checker:
                                 or f"sizes: {', '.join(sizes) or 'none'}")
         templates = self.table(data.get("templates", {}), "templates")
         for name, expr in templates.items():
-            self.expr(expr, sizes, "templates", name)
+            if not (isinstance(expr, str) and expr in SCALARS):  # a dtype names a type
+                self.expr(expr, sizes, "templates", name)
+        include = data.get("include", [])
+        if not isinstance(include, list) or not all(isinstance(d, str) for d in include):
+            raise self.fail("include must be a list of folders (strings)", "include",
+                            hint='e.g. include = ["../common"] (relative to the spec)')
         grid, block, shared = self.launch(data, sizes)
         rtol, atol = self.tolerance(data.get("tolerance"))
         reference = data.get("reference")
@@ -251,7 +265,7 @@ class _Checker:
                 for name, value in self.table(data.get("args", {}), "args").items()}
         return Spec(self.path, kernel, sizes, ragged,
                     {k: str(v) for k, v in templates.items()}, grid, block, shared,
-                    rtol, atol, reference, args, self.text, check)
+                    rtol, atol, reference, args, self.text, check, tuple(include))
 
     def table(self, value: Any, *keys: str) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -343,6 +357,8 @@ class _Checker:
         if role not in ROLES:
             raise self.fail(f"argument {name!r}: role must be in, out or inout, got {role!r}",
                             *where, "role", hint=_did_you_mean(str(role), ROLES))
+        if "null" in table:
+            return self.null_arg(name, table)
         init = self.init(name, table.get("init"), role)
         bounds = self.range(name, table.get("range", [-1.0, 1.0]))
         if "value" in table:
@@ -375,6 +391,17 @@ class _Checker:
         if init is None and role != "in":
             init = 0.0 if role == "out" else "input"
         return ArgSpec(name, dtype, dims, role, init, None, bounds)
+
+    def null_arg(self, name: str, table: dict[str, Any]) -> ArgSpec:
+        """``bias = { null = true }``: a pointer argument passed as ``nullptr``."""
+        if table["null"] is not True:
+            raise self.fail(f"argument {name!r}: null must be true (leave it out for a "
+                            "buffer)", "args", name, "null")
+        extra = [k for k in table if k not in ("null", "dtype")]
+        if extra:
+            raise self.fail(f"argument {name!r} is null, so it cannot have {extra[0]!r} (a null "
+                            "pointer has no data)", "args", name, extra[0])
+        return ArgSpec(name, table.get("dtype"), null=True)
 
     def init(self, name: str, init: Any, role: str) -> float | str | None:
         if init is None:
