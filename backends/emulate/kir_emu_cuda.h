@@ -44,6 +44,21 @@ using int2 = kir_emu::vec<int, 2>;
 using int4 = kir_emu::vec<int, 4>;
 using uint2 = kir_emu::vec<unsigned, 2>;
 using uint4 = kir_emu::vec<unsigned, 4>;
+using int3 = kir_emu::vec<int, 3>;
+using double2 = kir_emu::vec<double, 2>;
+using uchar2 = kir_emu::vec<unsigned char, 2>;
+using uchar3 = kir_emu::vec<unsigned char, 3>;
+using uchar4 = kir_emu::vec<unsigned char, 4>;
+using char2 = kir_emu::vec<signed char, 2>;
+using char4 = kir_emu::vec<signed char, 4>;
+using short2 = kir_emu::vec<short, 2>;
+using ushort2 = kir_emu::vec<unsigned short, 2>;
+using uchar = unsigned char;
+using ushort = unsigned short;
+inline uchar4 make_uchar4(unsigned char a, unsigned char b, unsigned char c, unsigned char d) {
+  return uchar4(a, b, c, d);
+}
+inline double2 make_double2(double a, double b) { return double2(a, b); }
 inline float2 make_float2(float a, float b) { return float2(a, b); }
 inline float3 make_float3(float a, float b, float c) { return float3(a, b, c); }
 inline float4 make_float4(float a, float b, float c, float d) { return float4(a, b, c, d); }
@@ -59,6 +74,16 @@ inline __half __float2half_rn(float f) { return (__half)f; }
 inline float __half2float(__half h) { return (float)h; }
 inline __half __hadd(__half a, __half b) { return (__half)((float)a + (float)b); }
 inline __half __hmul(__half a, __half b) { return (__half)((float)a * (float)b); }
+using __half2 = kir_emu::vec<__half, 2>;
+using half2 = __half2;
+inline __half2 __halves2half2(__half a, __half b) { return __half2(a, b); }
+inline __half2 __floats2half2_rn(float a, float b) { return __half2((__half)a, (__half)b); }
+inline __half2 __float2half2_rn(float a) { return __half2((__half)a, (__half)a); }
+inline float __low2float(__half2 v) { return (float)v.x; }
+inline float __high2float(__half2 v) { return (float)v.y; }
+inline float2 __half22float2(__half2 v) { return float2((float)v.x, (float)v.y); }
+inline __half2 __hadd2(__half2 a, __half2 b) { return a + b; }
+inline __half2 __hmul2(__half2 a, __half2 b) { return a * b; }
 struct __nv_bfloat16 {
   uint16_t bits;
   __nv_bfloat16() = default;
@@ -134,6 +159,15 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldca(const T* p) { return *p; }
+template <class T> inline T __ldlu(const T* p) { return *p; }
+template <class T> inline T __ldcv(const T* p) { return *p; }
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
+template <class T> inline void __stcg(T* p, T v) { *p = v; }
+template <class T> inline void __stwb(T* p, T v) { *p = v; }
+template <class T> inline void __stwt(T* p, T v) { *p = v; }
 
 // ---------------------------------------------------------------- atomics (return the old value)
 // One OS thread, fibers switch only at barriers: a plain read-modify-write is atomic here.
@@ -352,6 +386,34 @@ inline int launch_kernel(const char* name, void (*k)(P...), const Arg* args, int
   }
   Closure<P...> c{k, convert_all<P...>(args, std::index_sequence_for<P...>{})};
   return launch(name, true, &Closure<P...>::run, &c, dims, smem, stack_kib, err, errlen);
+}
+// Launching with the first N of the kernel's parameters given; `Call` calls the kernel with
+// them, so C++ supplies the defaults of the rest (enum and constexpr defaults included).
+template <class... T> struct Types {};
+template <class Tuple, class Seq> struct Take;
+template <class Tuple, size_t... I>
+struct Take<Tuple, std::index_sequence<I...>> { using type = Types<std::tuple_element_t<I, Tuple>...>; };
+template <class Call, class... P>
+struct PrefixClosure {
+  std::tuple<std::decay_t<P>...> vals;
+  static void run(void* p) { std::apply(Call{}, static_cast<PrefixClosure*>(p)->vals); }
+};
+template <class Call, class... P>
+inline int launch_prefix(Types<P...>, const char* name, const Arg* args, const uint32_t* dims, uint64_t smem,
+                         uint64_t stack_kib, char* err, uint64_t errlen) {
+  PrefixClosure<Call, P...> c{convert_all<P...>(args, std::index_sequence_for<P...>{})};
+  return launch(name, true, &PrefixClosure<Call, P...>::run, &c, dims, smem, stack_kib, err, errlen);
+}
+template <size_t N, class Call, class... P>
+inline int launch_kernel_n(const char* name, void (*)(P...), const Arg* args, int nargs, const uint32_t* dims,
+                           uint64_t smem, uint64_t stack_kib, char* err, uint64_t errlen) {
+  static_assert(N <= sizeof...(P), "more arguments than the kernel has parameters");
+  if (nargs != (int)N) {
+    snprintf(err, errlen, "kernel '%s' given %d argument(s), expected %d", name, nargs, (int)N);
+    return 2;
+  }
+  using Given = typename Take<std::tuple<P...>, std::make_index_sequence<N>>::type;
+  return launch_prefix<Call>(Given{}, name, args, dims, smem, stack_kib, err, errlen);
 }
 }  // namespace kir_emu::cuda
 #endif  // KIR_EMU_CUDA_H

@@ -49,15 +49,18 @@ _FUNCTION_NAMES = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 MAX_DEPTH = 32
 
 
-def _rewrite(text: str) -> str:
-    return rewrite_group_memory(rewrite_extern_shared(strip_host_code(text)), "__shared__")
+def _rewrite(text: str, kernel: str | None) -> str:
+    return rewrite_group_memory(rewrite_extern_shared(strip_host_code(text, keep_kernel=kernel)),
+                                "__shared__")
 
 
 def expand_source(text: str, filename: str, include_dirs: Sequence[str | Path] = (),
                   sources: dict[str, str] | None = None, seen: set[Path] | None = None,
-                  depth: int = 0) -> str:
+                  depth: int = 0, kernel: str | None = None) -> str:
     """``text`` with its user headers put in place and unknown system headers commented out
-    (``sources`` collects every file's text by name, for error locations)."""
+    (``sources`` collects every file's text by name, for error locations). With ``kernel``,
+    the file's other ``__global__`` functions are blanked like host code: they may use
+    libraries the emulator does not have (cub), and the launch needs only this one."""
     sources = {} if sources is None else sources
     seen = set() if seen is None else seen
     sources[filename] = text
@@ -70,7 +73,7 @@ def expand_source(text: str, filename: str, include_dirs: Sequence[str | Path] =
             continue  # inside a comment or string
         name, quoted = match.group(3).strip(), match.group(2) == '"'
         line = text.count("\n", 0, match.start()) + 1
-        pieces.append(_rewrite(text[position:match.start()]))
+        pieces.append(_rewrite(text[position:match.start()], kernel))
         position = match.end()
         found = next((f / name for f in folders if (f / name).is_file()), None) \
             if quoted else None
@@ -81,7 +84,7 @@ def expand_source(text: str, filename: str, include_dirs: Sequence[str | Path] =
                 header = found.read_text(encoding="utf-8", errors="replace")
                 pieces.append(f'\n#line 1 "{found}"\n')
                 pieces.append(expand_source(header, str(found), include_dirs, sources, seen,
-                                            depth + 1))
+                                            depth + 1, kernel))
                 pieces.append(f"\n#line {line} \"{filename}\"\n")
             else:
                 pieces.append(f"// kir: {name} already included")
@@ -90,7 +93,7 @@ def expand_source(text: str, filename: str, include_dirs: Sequence[str | Path] =
             pieces.append(match.group(0))
         else:
             pieces.append(f"// kir: skipped {match.group(0).strip()}")
-    pieces.append(_rewrite(text[position:]))
+    pieces.append(_rewrite(text[position:], kernel))
     return "".join(pieces)
 
 
@@ -128,11 +131,14 @@ def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
                       timeout: float = L.DEFAULT_TIMEOUT_S) -> list[np.ndarray | None]:
     """Run ``kernel_name`` from a user's original ``.cu`` text on ``grid`` blocks of ``block``
     threads. ``args`` are in the kernel's parameter order: arrays, numbers, or None for a null
-    pointer; ``template_args`` integers or C++ type names. Returns each array argument's final
+    pointer, and may stop early (the parameters after them take their defaults);
+    ``template_args`` are integers or C++ type names. Returns each array argument's final
     contents (a new array), None for the others."""
     sources: dict[str, str] = {}
-    text = expand_source(cu_source, filename, include_dirs, sources)
-    instance = qualified_name(cu_source, kernel_name)
+    text = expand_source(cu_source, filename, include_dirs, sources, kernel=kernel_name)
+    qualified = qualified_name(cu_source, kernel_name)
+    namespace, _, _ = qualified.rpartition("::")
+    instance = kernel_name
     if template_args:
         instance += "<" + ", ".join(str(v) if isinstance(v, str) else str(int(v))
                                     for v in template_args) + ">"
@@ -144,10 +150,24 @@ def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
         f'#line 1 "{filename}"',
         text,
         '#line 1 "<launcher>"',
+        # In the kernel's namespace, so its template arguments are named as the kernel's own
+        # declaration names them; called through a struct, not a pointer, so C++ supplies
+        # the defaults of the parameters after the ones given.
+        f"namespace {namespace} {{" if namespace else "",
+        "struct KirCall {",
+        f"  template <class... A> void operator()(A... a) const {{ {instance}(a...); }}",
+        "};",
+        "inline int kir_launch(const ::kir_emu::Arg* a, int n, const uint32_t* dims, uint64_t smem,",
+        "                      uint64_t stack_kib, char* err, uint64_t errlen) {",
+        f"  return ::kir_emu::cuda::launch_kernel_n<{len(args)}, KirCall>(\"{kernel_name}\", "
+        f"&{instance}, a, n,",
+        "      dims, smem, stack_kib, err, errlen);",
+        "}",
+        "}" if namespace else "",
         "KIR_EMU_EXPORT int kir_emu_entry(const ::kir_emu::Arg* a, int n, const uint32_t* dims,",
         "    uint64_t smem, uint64_t stack_kib, char* err, uint64_t errlen) {",
-        f'  return ::kir_emu::cuda::launch_kernel("{kernel_name}", &{instance}, a, n, dims, smem,',
-        "                                      stack_kib, err, errlen);",
+        f"  return {namespace + '::' if namespace else ''}kir_launch(a, n, dims, smem, stack_kib, "
+        "err, errlen);",
         "}",
         "",
     ])

@@ -71,6 +71,8 @@ class TemplateParam:
     name: str
     is_type: bool
     has_default: bool
+    # a value parameter's declared type as written (``int``, ``detail::Mode``), else ""
+    type_text: str = ""
 
 
 def _preprocess(text: str, filename: str, defines: dict[str, str] | None,
@@ -116,8 +118,11 @@ def kernel_template(text: str, filename: str, kernel: str | None = None,
             out.append(TemplateParam(str(p.children[0]), True,
                                      len(p.children) > 1 and p.children[1] is not None))
         else:
+            words = [str(t) for spec in p.children[0].children if spec.data == "type_word"
+                     for t in spec.children if hasattr(t, "type")]
             out.append(TemplateParam(str(p.children[1]), False,
-                                     len(p.children) > 2 and p.children[2] is not None))
+                                     len(p.children) > 2 and p.children[2] is not None,
+                                     " ".join(words)))
     return out
 
 

@@ -225,7 +225,21 @@ def binary(op: str, a: Expr, b: Expr) -> Expr:
         folded = fold_int(op, int(left.value), int(right.value), t)
         if folded is not None:
             return Const(folded, rtype)
+    if t in (F32, F64) and op in "+-*/" and isinstance(left, Const) and isinstance(right, Const):
+        folded = fold_float(op, float(left.value), float(right.value), t)
+        if folded is not None:
+            return Const(folded, t)
     return Binary(op, left, right, rtype)
+
+
+def fold_float(op: str, a: float, b: float, t: ScalarType) -> float | None:
+    """``a op b`` in IEEE ``t`` (f32 or f64), as the GPU computes it, or None when it is not a
+    finite number (left to run time). ``2.0f / M_PI`` then needs no double at run time."""
+    kind = np.float32 if t == F32 else np.float64
+    with np.errstate(all="ignore"):
+        x, y = kind(a), kind(b)
+        value = {"+": x + y, "-": x - y, "*": x * y, "/": x / y if y != 0 else kind("nan")}[op]
+    return float(value) if math.isfinite(float(value)) else None
 
 
 def unary(op: str, a: Expr) -> Expr:

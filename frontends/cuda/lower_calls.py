@@ -50,6 +50,7 @@ MATH.update({
     "__fmaf_rn": ("fma", False, F32), "hexp": ("exp", False, F16), "hsqrt": ("sqrt", False, F16),
 })
 ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3}
+HYPERBOLIC = ("coshf", "sinhf", "cosh", "sinh")
 CONVERSIONS = {
     "__float2half": F16, "__float2half_rn": F16, "__half2float": F32, "__int2float_rn": F32,
     "__float2int_rz": I32, "__uint2float_rn": F32, "__float2bfloat16": BF16,
@@ -114,6 +115,10 @@ class CallMixin:
             return self._statement_call(Barrier("warp", loc=self.cur_loc), arg_trees, 1, tree)
         if name in MATH:
             return self._math(name, arg_trees, tree)
+        if name in HYPERBOLIC:
+            return self._hyperbolic(name, arg_trees, tree)
+        if name in ("log1pf", "log1p", "expm1f", "expm1"):
+            return self._near_one(name, arg_trees, tree)
         if name in SHUFFLES:
             return self._shuffle(SHUFFLES[name], arg_trees, tree)
         if name in VOTES:
@@ -166,6 +171,52 @@ class CallMixin:
             raise self.error(f"{what} must be an expression without side effects", tree,
                              UnsupportedError)
         return value
+
+    def _hyperbolic(self, name: str, arg_trees: list, tree) -> Expr:
+        """``coshf``/``sinhf`` (and double forms) as ``(exp(x) ± exp(-x)) / 2``: kir's
+        intrinsics have no hyperbolic functions but tanh."""
+        self._arity(name, arg_trees, 1, 1, tree)
+        x = self.rvalue(arg_trees[0])
+        t = F32 if name.endswith("f") else ct.pick_math_type([x])
+        if not isinstance(t, ScalarType) or not t.is_float:
+            t = F64
+        x = ct.convert(x, t)
+        if not isinstance(x, (Var, Const)):
+            tmp = self.fresh("hyp")
+            self.emit(Declare(tmp, t, x, loc=self.cur_loc))
+            x = Var(tmp, t)
+        pos, neg = Call("exp", (x,), t), Call("exp", (ct.unary("-", x),), t)
+        both = ct.binary("+" if name.startswith("cosh") else "-", pos, neg)
+        return ct.binary("*", both, ct.convert(Const(0.5, F64), t))
+
+    def _near_one(self, name: str, arg_trees: list, tree) -> Expr:
+        """``log1p``/``expm1`` from ``log``/``exp`` with the classic corrections that keep
+        them accurate near zero (Goldberg's ``log(u) * x / (u - 1)`` with ``u = 1 + x``;
+        Kahan's ``(u - 1) * x / log(u)`` with ``u = exp(x)``)."""
+        self._arity(name, arg_trees, 1, 1, tree)
+        x = self.rvalue(arg_trees[0])
+        t = F32 if name.endswith("f") else ct.pick_math_type([x])
+        if not isinstance(t, ScalarType) or not t.is_float:
+            t = F64
+        x = self._named(ct.convert(x, t), "x")
+        one = ct.convert(Const(1, I32), t)
+        if name.startswith("log1p"):
+            u = self._named(ct.binary("+", one, x), "u")
+            exact = ct.binary("/", ct.binary("*", Call("log", (u,), t), x),
+                              ct.binary("-", u, one))
+        else:
+            u = self._named(Call("exp", (x,), t), "u")
+            um1 = ct.binary("-", u, one)
+            exact = Select(ct.binary("==", um1, ct.unary("-", one)), ct.unary("-", one),
+                           ct.binary("/", ct.binary("*", um1, x), Call("log", (u,), t)), t)
+        return Select(ct.binary("==", u, one), x, exact, t)
+
+    def _named(self, value: Expr, base: str) -> Expr:
+        if isinstance(value, (Var, Const)):
+            return value
+        name = self.fresh(base)
+        self.emit(Declare(name, value.type, value, loc=self.cur_loc))
+        return Var(name, value.type)
 
     def _math(self, name: str, arg_trees: list, tree) -> Expr:
         fn, fast, fixed = MATH[name]

@@ -210,13 +210,14 @@ class CgMixin:
         acc = self._temp(value)
         step = 1
         while step < group.size:
-            other = Shuffle("up", acc, Const(step, I32), value.type, group.size)
+            # every lane shuffles (outside the select, whose arms run on their lanes only)
+            other = self._temp(Shuffle("up", acc, Const(step, I32), value.type, group.size))
             keep = Binary(">=", rank, Const(step, U32), BOOL)
             acc = self._temp(Select(keep, self._combine(op, acc, other), acc, value.type))
             step *= 2
         if inclusive:
             return acc
-        before = Shuffle("up", acc, Const(1, I32), value.type, group.size)
+        before = self._temp(Shuffle("up", acc, Const(1, I32), value.type, group.size))
         first = Binary("==", rank, Const(0, U32), BOOL)
         return self._temp(Select(first, ct.convert(Const(0, I32), value.type), before,
                                  value.type))

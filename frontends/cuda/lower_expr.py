@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_cg import Dim3Val
 from kir.frontends.cuda.lower_struct import StructArrVal
-from kir.frontends.cuda.parser import normalize_name
+from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
 from kir.frontends.cuda.values import (
     NULL_POINTER,
     OFFSET_TYPE,
@@ -252,6 +252,15 @@ class ExprMixin:
             return self.operand(a_tree if cond.value else b_tree, discard)
         s1, a = self.capture(lambda: self.operand(a_tree))
         s2, b = self.capture(lambda: self.operand(b_tree))
+        if isinstance(a, StructVal) or isinstance(b, StructVal):
+            if not (isinstance(a, StructVal) and isinstance(b, StructVal) and a.type == b.type):
+                raise self.error("'?:' arms of different types", tree)
+            if s1 or s2:  # arms with effects: evaluate each into its own copy first
+                self.out.extend(s1)
+                a = self.struct_local(a.type, "sel", a, tree)
+                self.out.extend(s2)
+                b = self.struct_local(b.type, "sel", b, tree)
+            return self.struct_select(cond, a, b, tree)
         pa, pb = self.as_pointer(a, a_tree), self.as_pointer(b, b_tree)
         if pa is not None or pb is not None:
             if pa is None or pb is None or pa.root != pb.root or s1 or s2:
@@ -303,7 +312,13 @@ class ExprMixin:
                                                                         ScalarType) else value
 
     def _x_deref(self, tree, discard) -> MemRef:
-        p = self.pointer(tree.children[-1])
+        value = self.operand(tree.children[-1])
+        if isinstance(value, NullVal):
+            raise self.error("a null pointer is read or written here (the spec gives it as "
+                             "null, or it defaults to null)", tree, UnsupportedError)
+        p = self.as_pointer(value, tree.children[-1])
+        if p is None:
+            raise self.error("expected a pointer into a buffer or array", tree.children[-1])
         return MemRef(p.root, p.offset, p.view)
 
     def _x_addr(self, tree, discard) -> PtrVal:
@@ -353,9 +368,9 @@ class ExprMixin:
         ident = str(tree.children[0])
         sym = self.lookup(ident)
         if sym is None and "::" in ident:
-            plain = normalize_name(ident)
-            sym = self.lookup(plain) or self.lookup(plain.rsplit("::", 1)[-1])
-            ident = plain
+            ident = normalize_name(ident)
+            sym = next((found for found in map(self.lookup, qualified_suffixes(ident))
+                        if found is not None), None)
         if isinstance(sym, RefSym):
             return sym.target
         if isinstance(sym, (StructVal, CgVal)):
@@ -440,6 +455,9 @@ class ExprMixin:
             return MemRef(base.root, add_offsets(base.offset, step), base.view)
         if isinstance(base, StructArrVal):
             return self.struct_element(base, index)
+        if isinstance(base, NullVal):
+            raise self.error("a null pointer is read or written here (the spec gives it as "
+                             "null, or it defaults to null)", tree, UnsupportedError)
         raise self.error("subscript of a value that is not an array or pointer", tree)
 
     def _x_call(self, tree, discard) -> Value:

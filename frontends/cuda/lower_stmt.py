@@ -337,7 +337,11 @@ class StmtMixin:
         if "__constant__" in quals:
             self._unsupported("__constant__ memory", tree)
         for init_decl in inits:
-            declarator, init = (init_decl.children + [None])[:2]
+            if init_decl.data == "brace_declarator":  # T x{a, b}: list-initialization
+                declarator, *items = init_decl.children
+                init = Tree("init_list", [i for i in items if i is not None], init_decl.meta)
+            else:
+                declarator, init = (init_decl.children + [None])[:2]
             self.declare(ctype, quals, declarator, init, init_decl)
 
     def declare(self, ctype, quals: set, declarator, init, tree) -> None:

@@ -26,7 +26,7 @@ from kir.frontends.cuda.values import (
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import Alloc, Const, Declare, Expr, Load, MakeVector, Store, Var
+from kir.ir import Alloc, Const, Declare, Expr, Load, MakeVector, Select, Store, Var
 from kir.ir.types import I32, VectorType
 
 
@@ -231,6 +231,21 @@ class StructMixin:
             index = Const(k * step, I32)
             self.emit(Store(target.sym.name, index, Load(source.sym.name, index, elem),
                             loc=self.cur_loc))
+
+    def struct_select(self, cond: Expr, a: StructVal, b: StructVal, tree) -> StructVal:
+        """``cond ? a : b`` on structs: a field-by-field select (an rvalue)."""
+        parts: dict[str, object] = {}
+        for field, ft in a.type.fields:
+            pa, pb = a.parts[field], b.parts[field]
+            if isinstance(ft, StructType):
+                parts[field] = self.struct_select(cond, pa, pb, tree)
+            elif isinstance(ft, FieldArray):
+                raise self.error("'?:' on structs with array members not supported", tree,
+                                 UnsupportedError)
+            else:
+                parts[field] = Select(cond, self.value_of(pa, tree), self.value_of(pb, tree),
+                                      ft)
+        return StructVal(a.type, parts)
 
     def struct_argument(self, t, arg, is_ref: bool, ident: str, atree) -> StructVal:
         """A struct argument: the caller's struct itself for a reference, else a copy."""

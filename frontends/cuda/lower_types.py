@@ -11,7 +11,7 @@ then CUDA's builtin names. ``std::`` and ``cuda::std::`` qualifications are drop
 from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.parser import normalize_name, parse_unit
+from kir.frontends.cuda.parser import normalize_name, parse_unit, qualified_suffixes
 from kir.frontends.cuda.values import (
     AUTO,
     ArraySym,
@@ -58,8 +58,9 @@ class TypeMixin:
                             words.append(str(child))
                     elif isinstance(child, Tree) and child.data == "template_args":
                         targs = child
-            self.last_qualifiers = quals
             base = self.resolve_words(words, specs, targs)
+            # set after resolving: a struct parsed on first use resolves its own fields
+            self.last_qualifiers = quals
             return ct.CType(base, 0, "const" in quals or "constexpr" in quals)
         finally:
             self.offset = saved
@@ -105,7 +106,7 @@ class TypeMixin:
         if targs is not None:
             raise self.error(f"template type '{word}' not supported (only cooperative groups' "
                              "templates)", tree, UnsupportedError)
-        for candidate in (name, name.rsplit("::", 1)[-1]):
+        for candidate in qualified_suffixes(name):
             if candidate in self.typedefs:
                 return self.typedefs[candidate]
             if candidate in self.program.broken:
@@ -157,6 +158,17 @@ class TypeMixin:
             ident, type_tree = str(tree.children[0]), tree.children[1]
             ctype = self.resolve_type_name(type_tree)
             pointers = ctype.pointers
+        elif len(tree.children) == 1 or not (isinstance(tree.children[-1], Tree)
+                                             and tree.children[-1].data == "declarator"):
+            # `typedef float real_t;` inside a function: the parser saw real_t as a type
+            # name (it is one, afterwards), so it ends the specifiers
+            specs = tree.children[0]
+            last = specs.children[-1]
+            if last.data != "type_word" or len(specs.children) < 2:
+                raise self.error("typedef without a name", tree)
+            ident = str(last.children[0])
+            ctype = self.resolve_specs(Tree("decl_specs", specs.children[:-1], specs.meta))
+            pointers = 0
         else:
             specs, declarator = tree.children[-2:]
             ctype = self.resolve_specs(specs)

@@ -65,8 +65,13 @@ class SourceMap(Protocol):
     def source_line(self, loc: Loc) -> str | None: ...
 
 
-def _unqualified(name: str) -> str:
-    return name.rsplit("::", 1)[-1]
+def qualified_suffixes(name: str) -> list[str]:
+    """``a::b::c``, ``b::c``, ``c``: how a name qualified by a user's namespaces may have
+    been declared (kir does not track namespaces; a ``cg::`` name keeps its qualifier)."""
+    if name.startswith("cg::") or "::" not in name:
+        return [name]
+    parts = name.split("::")
+    return ["::".join(parts[k:]) for k in range(len(parts))]
 
 
 class _TypeNamePostLexer:
@@ -84,12 +89,11 @@ class _TypeNamePostLexer:
 
     def _kind(self, name: str) -> str:
         plain = normalize_name(name)
-        if plain != name and "::" in plain and not plain.startswith("cg::"):
-            plain = _unqualified(plain)  # a user's namespace
-        if plain in self.type_names:
-            return "TYPE_NAME"
-        if plain in self.template_names:
-            return "TEMPLATE_NAME"
+        for candidate in qualified_suffixes(plain):
+            if candidate in self.type_names:
+                return "TYPE_NAME"
+            if candidate in self.template_names:
+                return "TEMPLATE_NAME"
         return "IDENT"
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
@@ -160,6 +164,8 @@ def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
         elif word == "class" and (m.start() < template_end or text[:m.start()].rstrip()
                                   .endswith("enum")):
             what = None  # template<class T> is parsed and rejected later with its name
+        elif word == "typename" and m.start() >= template_end:
+            what = "dependent type names ('typename X::Y')"
         if what is not None:
             raise error(f"{what} not supported", offset + m.start(), src, UnsupportedError)
 
@@ -180,6 +186,10 @@ def _expected_message(token: Token, expected: set[str]) -> str:
     found = _describe(token)
     if token.type == "$END":
         return "unexpected end of input (missing '}'?)"
+    if token.type == "IDENT" and "::" in token.value and "TYPE_NAME" in expected:
+        library = token.value.lstrip(":").split("::")[0]
+        return (f"'{token.value}' is not a type kir knows (names from the '{library}' "
+                "library are not supported in device code)")
     for name, text in (("SEMICOLON", ";"), ("RPAR", ")"), ("RSQB", "]"), ("RBRACE", "}"),
                        ("COLON", ":")):
         if expected == {name} or (name == "SEMICOLON" and name in expected

@@ -30,6 +30,8 @@ _ENUM_TYPE = re.compile(r"enum\b(?:\s+(?:class|struct)\b)?\s*([A-Za-z_]\w*)")
 # Cooperative groups' types, usable unqualified after `using namespace cooperative_groups;`.
 _CG_TYPES = ("thread_block", "thread_block_tile", "grid_group", "thread_group",
              "coalesced_group", "plus", "greater", "less")
+_LOCAL_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=")
+_LOCAL_TYPEDEF = re.compile(r"\btypedef\b[^;{}]*?\b([A-Za-z_]\w*)\s*;")
 _USING_CG = re.compile(r"\busing\s+namespace\s+(?:cooperative_groups|cg)\s*;")
 
 
@@ -49,11 +51,14 @@ class Program:
 
 
 def template_types(src: SourceMap, unit: Unit) -> set[str]:
-    """Names of the ``typename``/``class`` parameters of a unit's ``template<...>`` header."""
+    """Names of the ``typename``/``class`` parameters of a unit's ``template<...>`` header,
+    and of the aliases its body declares (``using T = ...;``, ``typedef ... T;``): the
+    parser must see them as type names."""
     text = src.text[unit.start:unit.end]
+    local = set(_LOCAL_USING.findall(text)) | set(_LOCAL_TYPEDEF.findall(text))
     if not text.startswith("template"):
-        return set()
-    return set(_TEMPLATE_TYPES.findall(text[:text.find(">") + 1]))
+        return local
+    return local | set(_TEMPLATE_TYPES.findall(text[:text.find(">") + 1]))
 
 
 def unit_type_name(src: SourceMap, unit: Unit) -> str | None:

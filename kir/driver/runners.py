@@ -60,6 +60,9 @@ def run_original(loaded: Loaded, inputs: dict, *, timeout: float = 60.0) -> dict
     params = kernel_params(loaded.source, str(loaded.path), loaded.kernel.name,
                            loaded.include_dirs)
     args = [_original_argument(loaded, p, inputs) for p in params]
+    while args and args[-1] is _DEFAULT:
+        args.pop()  # trailing parameters the spec leaves out: C++ applies their defaults
+    args = [_default_value(p) if a is _DEFAULT else a for p, a in zip(params, args)]
     results = run_original_cuda(loaded.source, loaded.kernel.name, args, grid=bound.grid,
                                 block=bound.block, shared_bytes=bound.shared_bytes,
                                 template_args=_template_arguments(loaded, params),
@@ -86,8 +89,18 @@ def _original_argument(loaded: Loaded, param, inputs: dict):
     if param.default is None:
         raise spec.error(f"the kernel's parameter {param.name!r} is not in the spec's [args]",
                          "args", hint=f"add {param.name} = {{ ... }} to {spec.path.name}")
+    return _DEFAULT
+
+
+_DEFAULT = object()
+_KEYWORDS = {"int", "unsigned", "signed", "long", "short", "bool", "char", "const", "uint",
+             "size_t"}
+
+
+def _default_value(param):
+    """A defaulted parameter's value when a later one is given (so it must be passed)."""
     if param.pointer:
-        return None  # a defaulted pointer: the frontend accepts only null defaults
+        return None  # the frontend accepts only null pointer defaults
     return _literal(param.default, param.name)
 
 
@@ -127,8 +140,12 @@ def _template_arguments(loaded: Loaded, params: list) -> list[int | str]:
         if t.is_type:
             dtype = value if isinstance(value, str) else deduced.get(t.name)
             out.append(_C_TYPES[dtype] if dtype else None)
+        elif isinstance(value, int):
+            # a named type (an enum) needs the integer converted to it explicitly
+            named = t.type_text and not set(t.type_text.split()) <= _KEYWORDS
+            out.append(f"({t.type_text})({value})" if named else value)
         else:
-            out.append(value if isinstance(value, int) else None)
+            out.append(None)
         if out[-1] is None and not t.has_default:
             what = "type" if t.is_type else "value"
             raise spec.error(f"the spec gives no {what} for template parameter {t.name!r}",
