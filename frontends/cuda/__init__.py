@@ -61,6 +61,9 @@ class KernelParam:
     pointer: bool
     default: str | None = None
     type_word: str | None = None
+    # the default's value (a constant kir can evaluate) and a scalar's dtype, when known
+    default_value: int | float | bool | None = None
+    dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,8 @@ def kernel_template(text: str, filename: str, kernel: str | None = None,
 def kernel_params(text: str, filename: str, kernel: str | None = None,
                   include_dirs: Sequence[str | Path] = ()) -> list[KernelParam]:
     """The parameters of a ``__global__`` function as written, in order (what binding
-    arguments by name to the original kernel needs)."""
+    arguments by name to the original kernel needs), with their scalar types and default
+    values where kir can tell them."""
     src = _preprocess(text, filename, None, include_dirs)
     chosen = _kernel_unit(src, kernel)
     tree = _parse_header(src, chosen) if chosen is not None else None
@@ -137,6 +141,8 @@ def kernel_params(text: str, filename: str, kernel: str | None = None,
         return []
     from kir.frontends.cuda.lower import param_parts, split_function
 
+    lowerer = _file_lowerer(src, scan_units(src.text), chosen, DEFAULT_LAUNCH)
+    lowerer.offset = chosen.start
     params = split_function(tree)[4]
     out = []
     for ptree in (params.children if params is not None else []):
@@ -147,15 +153,26 @@ def kernel_params(text: str, filename: str, kernel: str | None = None,
             continue
         name = next(str(c) for c in declarator.children if getattr(c, "type", "") == "IDENT")
         pointer = any(getattr(c, "data", "") == "pointer" for c in declarator.children)
-        text_default = None
+        text_default = value = dtype = None
         if default is not None:
-            start = _first_pos(default)
-            end = _last_end(default)
-            text_default = src.text[chosen.start + start:chosen.start + end] \
-                if start is not None and end is not None else None
+            start, end = _first_pos(default), _last_end(default)
+            if start is not None and end is not None:
+                text_default = src.text[chosen.start + start:chosen.start + end]
+            if not pointer:
+                value = _quietly(lambda: lowerer.constant(default, "a default"))
+        if not pointer:
+            base = _quietly(lambda: lowerer.resolve_specs(specs).base)
+            dtype = getattr(base, "name", None)
         out.append(KernelParam(name, pointer, text_default,
-                               words[0] if len(words) == 1 else None))
+                               words[0] if len(words) == 1 else None, value, dtype))
     return out
+
+
+def _quietly(fn):
+    try:
+        return fn()
+    except KirError:
+        return None
 
 
 def _first_pos(tree) -> int | None:
@@ -234,16 +251,22 @@ def _lower(src: SourceMap, kernel: str | None, template_values: dict[str, int | 
            launch: Launch, args: ArgFacts | None) -> Kernel:
     units = scan_units(src.text)
     chosen = _choose(src, units, kernel)
+    lowerer = _file_lowerer(src, units, chosen, launch, args)
+    tree = parse_kernel_unit(lowerer.program, chosen)
+    return lowerer.lower_kernel(tree, chosen.start, template_values)
+
+
+def _file_lowerer(src: SourceMap, units: list[Unit], chosen: Unit, launch: Launch,
+                  args: ArgFacts | None = None) -> Lowerer:
+    """A Lowerer for ``chosen`` with the file's typedefs, enums and constants read."""
     program = read_program(src, units)
     typedefs: dict[str, object] = {}
     globals_: dict[str, object] = {}
     for u in units:
         if u.kind in ("typedef", "enum") or u.kind == "const" and u.start < chosen.start:
             _top_level(program, u, typedefs, globals_, launch)
-    lowerer = Lowerer(src, program.functions, globals_, typedefs, launch, program=program,
-                      args=args)
-    tree = parse_kernel_unit(program, chosen)
-    return lowerer.lower_kernel(tree, chosen.start, template_values)
+    return Lowerer(src, program.functions, globals_, typedefs, launch, program=program,
+                   args=args)
 
 
 def _top_level(program: Program, unit: Unit, typedefs: dict, globals_: dict,

@@ -266,7 +266,8 @@ class InlineMixin:
         value = self.coerce(self.value_of(arg, atree), base, atree)
         return ident, (value, base)
 
-    def reference_to(self, arg, atree, ident: str, fname: str, const: bool = False, t=None):
+    def reference_to(self, arg, atree, ident: str, fname: str | None, const: bool = False,
+                     t=None):
         """What a reference parameter or variable binds to: the caller's lvalue (a local's
         symbol, or a memory element with its index fixed now); a const reference to a
         value binds a copy."""
@@ -281,9 +282,10 @@ class InlineMixin:
         if const and isinstance(arg, Expr):
             value = arg if t is None else self.coerce(arg, t, atree)
             return (value, value.type)
-        raise self.error(f"argument for reference parameter '{ident}' of '{fname}' must be "
-                         "a variable or an element of a buffer or array", atree,
-                         UnsupportedError)
+        what = f"argument for reference parameter '{ident}' of '{fname}'" if fname else \
+            f"reference '{ident}'"
+        raise self.error(f"{what} must be bound to a variable or an element of a buffer or "
+                         "array", atree, UnsupportedError)
 
     def fixed(self, ref: MemRef) -> MemRef:
         """``ref`` with its index computed once, now (a reference keeps naming the element

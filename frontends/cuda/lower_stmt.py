@@ -408,7 +408,7 @@ class StmtMixin:
         if isinstance(value, (StructVal, CgVal)):
             self.bind(ident, value)
             return
-        bound = self.reference_to(value, init, ident, "this declaration", const,
+        bound = self.reference_to(value, init, ident, None, const,
                                   None if base is AUTO else base)
         if isinstance(bound, tuple):  # a const reference to a temporary: a copy
             expr, t = bound

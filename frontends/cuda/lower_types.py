@@ -14,7 +14,6 @@ from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import normalize_name, parse_unit, qualified_suffixes
 from kir.frontends.cuda.values import (
     AUTO,
-    ArraySym,
     CgType,
     ConstSym,
     FieldArray,
@@ -220,8 +219,18 @@ class TypeMixin:
         saved = (self.scopes, self.offset, self.cur_loc)
         self._struct_depth += 1
         try:
-            def_tree = parse_unit(program.src, unit.start, unit.end, "top_decl",
-                                  program.type_names, program.template_names)
+            if program.src.text.startswith("template", unit.start):
+                raise _located(program.src, unit.start, f"template struct '{name}' not "
+                               "supported (only plain structs)")
+            try:
+                def_tree = parse_unit(program.src, unit.start, unit.end, "top_decl",
+                                      program.type_names, program.template_names)
+            except KirError as exc:
+                if "unexpected '('" in exc.message:  # a member function or constructor
+                    raise UnsupportedError(f"member functions of struct '{name}' not "
+                                           "supported (only plain data members)", exc.loc,
+                                           source_line=exc.source_line) from None
+                raise
             if def_tree.data == "top_decl":
                 def_tree = def_tree.children[0]
             self.scopes, self.offset = [self.scopes[0]], unit.start
@@ -272,9 +281,9 @@ class TypeMixin:
         return StructType(name, tuple(fields))
 
 
-def local_array(name: str, elem, dims: tuple[int, ...], space: str) -> ArraySym:
-    """An ArraySym for one field's array (used for arrays of structs)."""
-    return ArraySym(name, elem, dims, space)
+def _located(src, offset: int, message: str) -> UnsupportedError:
+    loc = src.loc(offset)
+    return UnsupportedError(message, loc, source_line=src.source_line(loc))
 
 
 def dtype_type(name: str) -> ScalarType | VectorType | None:
@@ -282,4 +291,4 @@ def dtype_type(name: str) -> ScalarType | VectorType | None:
     return SCALARS.get(name)
 
 
-__all__ = ["CG_TYPES", "TypeMixin", "dtype_type", "KirError"]
+__all__ = ["CG_TYPES", "TypeMixin", "dtype_type"]

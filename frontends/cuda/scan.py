@@ -205,7 +205,11 @@ _ENUM = re.compile(r"enum\b(?:\s+(?:class|struct)\b)?\s*([A-Za-z_]\w*)?")
 
 
 def _declared_type(unit: str) -> tuple[str, str] | None:
-    """(kind, name) for a struct definition, a ``using`` alias or an enum; None otherwise."""
+    """(kind, name) for a struct definition (a template struct too: the frontend refuses it
+    where it is used), a ``using`` alias or an enum; None otherwise."""
+    if unit.startswith("template"):
+        unit = _strip_template(unit).lstrip()
+        return _declared_type(unit) if unit.startswith("struct") else None
     struct = _STRUCT.match(unit)
     if struct:
         if unit.startswith("typedef"):

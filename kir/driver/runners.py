@@ -2,9 +2,10 @@
 checking it there against its reference.
 
 ``interp`` is kir's numpy interpreter; ``emulate-metal`` / ``emulate-cuda`` run the emitted
-source on the CPU emulator; ``emulate-original`` runs the user's own CUDA there; ``mlx`` (or
-``mlx-metal`` / ``mlx-cuda``) runs the emitted kernel on this machine's GPU through MLX. Every
-target is a function ``(loaded, inputs) -> outputs``.
+source on the CPU emulator; ``emulate-original`` runs the user's own CUDA there;
+``cupy-original`` runs it on an NVIDIA GPU through CuPy (NVRTC); ``mlx`` (or ``mlx-metal`` /
+``mlx-cuda``) runs the emitted kernel on this machine's GPU through MLX. Every target is a
+function ``(loaded, inputs) -> outputs``.
 """
 
 from __future__ import annotations
@@ -53,21 +54,60 @@ def run_original(loaded: Loaded, inputs: dict, *, timeout: float = 60.0) -> dict
     spec leaves out takes its default)."""
     from kir.backends.emulate import run_original_cuda
     from kir.backends.emulated_runner import require_emulator
-    from kir.frontends.cuda import kernel_params
 
     require_emulator()
     bound = loaded.bound
-    params = kernel_params(loaded.source, str(loaded.path), loaded.kernel.name,
-                           loaded.include_dirs)
-    args = [_original_argument(loaded, p, inputs) for p in params]
-    while args and args[-1] is _DEFAULT:
-        args.pop()  # trailing parameters the spec leaves out: C++ applies their defaults
-    args = [_default_value(p) if a is _DEFAULT else a for p, a in zip(params, args)]
+    params, args = _original_arguments(loaded, inputs, trailing_defaults=True)
     results = run_original_cuda(loaded.source, loaded.kernel.name, args, grid=bound.grid,
                                 block=bound.block, shared_bytes=bound.shared_bytes,
                                 template_args=_template_arguments(loaded, params),
                                 filename=str(loaded.path), include_dirs=loaded.include_dirs,
                                 timeout=timeout)
+    return _outputs(loaded, params, results)
+
+
+def run_original_cupy(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
+    """The user's original kernel on this machine's NVIDIA GPU, compiled by NVRTC through
+    CuPy; arguments bind by name as for ``emulate-original``."""
+    from kir.backends.cupy_original import run_original_cupy as run
+    from kir.backends.original_source import qualified_name
+
+    bound = loaded.bound
+    params, args = _original_arguments(loaded, inputs, trailing_defaults=False)
+    namespace = qualified_name(loaded.source, loaded.kernel.name).rpartition("::")[0]
+    dtypes = [_scalar_dtype(loaded, p) for p in params]
+    results = run(loaded.source, loaded.kernel.name, args, dtypes, grid=bound.grid,
+                  block=bound.block, shared_bytes=bound.shared_bytes,
+                  template_args=[str(a) for a in _template_arguments(loaded, params,
+                                                                     namespace)],
+                  filename=str(loaded.path), include_dirs=loaded.include_dirs)
+    return _outputs(loaded, params, results)
+
+
+def _scalar_dtype(loaded: Loaded, param) -> str | None:
+    arg = loaded.bound.spec.args.get(param.name)
+    kernel_param = next((p for p in loaded.kernel.params if p.name == param.name), None)
+    if kernel_param is not None and not kernel_param.is_buffer:
+        return str(kernel_param.type)
+    return param.dtype or (arg.dtype if arg is not None else None)
+
+
+def _original_arguments(loaded: Loaded, inputs: dict, trailing_defaults: bool):
+    """The original kernel's parameters and their values in order; with
+    ``trailing_defaults`` the parameters after the last one the spec gives are left out (the
+    compiler applies their defaults), else they get the values kir computes for them."""
+    from kir.frontends.cuda import kernel_params
+
+    params = kernel_params(loaded.source, str(loaded.path), loaded.kernel.name,
+                           loaded.include_dirs)
+    args = [_original_argument(loaded, p, inputs) for p in params]
+    while trailing_defaults and args and args[-1] is _DEFAULT:
+        args.pop()
+    return params, [_default_value(p) if a is _DEFAULT else a for p, a in zip(params, args)]
+
+
+def _outputs(loaded: Loaded, params: list, results: list) -> dict[str, np.ndarray]:
+    bound = loaded.bound
     by_name = {p.name: r for p, r in zip(params, results)}
     return {name: np.asarray(by_name[name]).reshape(bound.shape(name))
             for name in bound.outputs}
@@ -101,28 +141,17 @@ def _default_value(param):
     """A defaulted parameter's value when a later one is given (so it must be passed)."""
     if param.pointer:
         return None  # the frontend accepts only null pointer defaults
-    return _literal(param.default, param.name)
+    if param.default_value is None:
+        raise KirError(f"parameter {param.name!r} defaults to {param.default!r}, which kir "
+                       "cannot evaluate", hint=f"give {param.name} in the spec's [args]")
+    return param.default_value
 
 
-def _literal(text: str, name: str) -> int | float:
-    """A default argument's value from its text (``256``, ``1e-5f``, ``true``)."""
-    word = text.strip()
-    word = word.rstrip("lLuU") if word.lower().startswith("0x") else word.rstrip("fFlLuU")
-    if word in ("true", "false"):
-        return int(word == "true")
-    for convert in (lambda w: int(w, 0), float):
-        try:
-            return convert(word)
-        except ValueError:
-            pass
-    raise KirError(f"parameter {name!r} defaults to {text!r}, which emulate-original cannot "
-                   "evaluate", hint=f"give {name} in the spec's [args]")
-
-
-def _template_arguments(loaded: Loaded, params: list) -> list[int | str]:
+def _template_arguments(loaded: Loaded, params: list, namespace: str = "") -> list[int | str]:
     """The original kernel's template arguments: the spec's ``templates`` (a size of the
     same name for a value), a type deduced from the dtype of a parameter declared with it,
-    or — for trailing parameters with a default — nothing (C++ applies the default)."""
+    or — for trailing parameters with a default — nothing (C++ applies the default). A value
+    of a named type (an enum) is converted to it, named from ``namespace`` when given."""
     from kir.frontends.cuda import kernel_template
 
     template = kernel_template(loaded.source, str(loaded.path), loaded.kernel.name,
@@ -143,7 +172,8 @@ def _template_arguments(loaded: Loaded, params: list) -> list[int | str]:
         elif isinstance(value, int):
             # a named type (an enum) needs the integer converted to it explicitly
             named = t.type_text and not set(t.type_text.split()) <= _KEYWORDS
-            out.append(f"({t.type_text})({value})" if named else value)
+            prefix = f"{namespace}::" if namespace and named else ""
+            out.append(f"({prefix}{t.type_text})({value})" if named else value)
         else:
             out.append(None)
         if out[-1] is None and not t.has_default:
@@ -174,6 +204,7 @@ RUNNERS: dict[str, Runner] = {
     "emulate-metal": run_emitted("metal", emulated=True),
     "emulate-cuda": run_emitted("cuda", emulated=True),
     "emulate-original": run_original,
+    "cupy-original": run_original_cupy,
     "mlx": run_mlx,
     "mlx-metal": run_emitted("metal", emulated=False),
     "mlx-cuda": run_emitted("cuda", emulated=False),
