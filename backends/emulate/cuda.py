@@ -1,4 +1,5 @@
-"""``cuda_kernel`` (MLX's ``mx.fast.cuda_kernel`` conventions) and ``run_original_cuda``.
+"""``cuda_kernel`` (MLX's ``mx.fast.cuda_kernel`` conventions; a user's original file runs
+through :mod:`kir.backends.emulate.original`).
 
 MLX's CUDA signature (mlx/backend/cuda/custom_kernel.cpp, ``build_kernel``): in
 ``namespace mlx::core::cu``, ``__global__ void custom_kernel_<name><hash>(`` inputs
@@ -11,13 +12,11 @@ dynamic shared memory.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 from kir.backends.emulate import launch as L
-from kir.backends.emulate.source import rewrite_extern_shared, rewrite_group_memory, strip_host_code
-from kir.backends.emulate.toolchain import compile_shared
+from kir.backends.emulate.source import rewrite_extern_shared, rewrite_group_memory
 
 MAX_NDIM = 8
 
@@ -177,6 +176,3 @@ def cuda_kernel(name: str, input_names: Sequence[str], output_names: Sequence[st
     """Drop-in for ``mx.fast.cuda_kernel`` whose calls run on the CPU emulator."""
     return CudaKernel(name, input_names, output_names, source, header, ensure_row_contiguous,
                       shared_memory)
-
-
-from kir.backends.emulate.original import run_original_cuda  # noqa: E402,F401 (its old home)

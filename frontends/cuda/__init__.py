@@ -159,18 +159,19 @@ def kernel_params(text: str, filename: str, kernel: str | None = None,
             if start is not None and end is not None:
                 text_default = src.text[chosen.start + start:chosen.start + end]
             if not pointer:
-                value = _quietly(lambda: lowerer.constant(default, "a default"))
+                value = _quietly(lowerer.constant, default, "a default")
         if not pointer:
-            base = _quietly(lambda: lowerer.resolve_specs(specs).base)
-            dtype = getattr(base, "name", None)
+            ctype = _quietly(lowerer.resolve_specs, specs)
+            dtype = getattr(getattr(ctype, "base", None), "name", None)
         out.append(KernelParam(name, pointer, text_default,
                                words[0] if len(words) == 1 else None, value, dtype))
     return out
 
 
-def _quietly(fn):
+def _quietly(fn, *args):
+    """``fn(*args)``, or None where kir cannot tell (a template type, a non-constant)."""
     try:
-        return fn()
+        return fn(*args)
     except KirError:
         return None
 

@@ -185,7 +185,8 @@ class TypeMixin:
 
     def declare_enum(self, tree, constants: dict, table: dict | None = None) -> None:
         """An enum's enumerators become integer constants (``Mode::A`` for a scoped enum)."""
-        scoped, name, _base, *items = tree.children
+        scoped, name, _base, listed = tree.children
+        items = listed.children if listed is not None else []
         value = -1
         type_name = str(name) if name is not None else None
         for item in items:

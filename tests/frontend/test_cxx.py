@@ -147,7 +147,8 @@ def test_aliases_enums_constexpr_and_auto():
 
 TEMPLATES = """
 template <typename T> __device__ T twice(T v) { return v + v; }
-template <typename T, int N> __device__ T power(T v) { T r = 1; for (int i = 0; i < N; ++i) r *= v; return r; }
+template <typename T, int N>
+__device__ T power(T v) { T r = 1; for (int i = 0; i < N; ++i) r *= v; return r; }
 template <typename T, typename AccT = double>
 __global__ void k(const T* x, T* y, int n) {
     int i = threadIdx.x;
