@@ -17,7 +17,8 @@ from kir.backends.metal import metal_signature
 from kir.errors import KirError
 from kir.ir.types import SCALARS
 
-_MX = {"bool": "bool_", "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",
+_MX = {"bool": "bool_", "i8": "int8", "u8": "uint8", "i32": "int32", "u32": "uint32",
+       "i64": "int64", "u64": "uint64",
        "f16": "float16", "bf16": "bfloat16", "f32": "float32", "u16": "uint16"}
 _BITS = {2: "uint16", 4: "uint32", 8: "uint64"}
 

@@ -17,6 +17,7 @@ from kir.frontends.cuda.lower_calls import CallMixin
 from kir.frontends.cuda.lower_cg import CgMixin
 from kir.frontends.cuda.lower_expr import ExprMixin
 from kir.frontends.cuda.lower_inline import InlineMixin
+from kir.frontends.cuda.lower_pool import PoolMixin
 from kir.frontends.cuda.lower_stmt import StmtMixin
 from kir.frontends.cuda.lower_struct import StructMixin
 from kir.frontends.cuda.lower_switch import SwitchMixin
@@ -83,7 +84,7 @@ def assigned_names(tree) -> set[str]:
 
 
 class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, TypeMixin,
-              StructMixin, InlineMixin, CgMixin):
+              StructMixin, InlineMixin, CgMixin, PoolMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``
     the rest of the file's device side (structs, names); ``args`` what the spec says of the

@@ -29,7 +29,7 @@ from lark import Token, Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import Assign, Component, Const, Declare, Expr, MakeVector, Store, Var
-from kir.ir.types import I32, U64, ScalarType, VectorType
+from kir.ir.types import I8, I32, U8, U64, ScalarType, VectorType
 
 
 def struct_size(t: StructType) -> int:
@@ -103,6 +103,9 @@ class AssignMixin:
             if target.pointers > 1 or target.base is None:
                 raise self.error("cast to a pointer of this type not supported", tree,
                                  UnsupportedError)
+            if self.is_byte_pool(p.root) and ct.scalar_of(p.view) in (I8, U8) \
+                    and ct.scalar_of(target.base) not in (I8, U8):
+                return self.type_byte_pool(p, target.base, tree)
             if ct.scalar_of(target.base) != root_elem:
                 raise self.error(f"reinterpreting a {root_elem} buffer as "
                                  f"{ct.scalar_of(target.base)} not supported", tree,

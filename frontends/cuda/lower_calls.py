@@ -31,12 +31,12 @@ from kir.ir import (
     Var,
     WarpReduce,
 )
-from kir.ir.types import BF16, BOOL, F16, F32, F64, I32, U32, ScalarType, VectorType
+from kir.ir.types import BF16, BOOL, F16, F32, F64, I8, I32, U8, U32, ScalarType, VectorType
 
 # name -> (intrinsic, fast, fixed type or None for C++ overload on the argument types)
 MATH: dict[str, tuple[str, bool, ScalarType | None]] = {}
 for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "erf", "sin", "cos",
-            "floor", "ceil", "fma"):
+            "floor", "ceil", "fma", "round", "rint", "trunc"):
     MATH[_fn + "f"] = (_fn, False, F32)
     MATH[_fn] = (_fn, False, None)
 MATH.update({
@@ -48,6 +48,7 @@ MATH.update({
     "__cosf": ("cos", True, F32), "__tanhf": ("tanh", True, F32),
     "__frsqrt_rn": ("rsqrt", False, F32), "__fsqrt_rn": ("sqrt", False, F32),
     "__fmaf_rn": ("fma", False, F32), "hexp": ("exp", False, F16), "hsqrt": ("sqrt", False, F16),
+    "nearbyintf": ("rint", False, F32), "nearbyint": ("rint", False, None),
 })
 ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3}
 HYPERBOLIC = ("coshf", "sinhf", "cosh", "sinh")
@@ -65,7 +66,10 @@ ATOMICS = {"atomicAdd": "add", "atomicMax": "max", "atomicMin": "min", "atomicEx
 VECTORS = {"make_float2": VectorType(F32, 2), "make_float3": VectorType(F32, 3),
            "make_float4": VectorType(F32, 4), "make_int2": VectorType(I32, 2),
            "make_int4": VectorType(I32, 4), "make_uint2": VectorType(U32, 2),
-           "make_uint4": VectorType(U32, 4), "make_double2": VectorType(F64, 2)}
+           "make_uint4": VectorType(U32, 4), "make_double2": VectorType(F64, 2),
+           "make_uchar2": VectorType(U8, 2), "make_uchar3": VectorType(U8, 3),
+           "make_uchar4": VectorType(U8, 4), "make_char2": VectorType(I8, 2),
+           "make_char4": VectorType(I8, 4)}
 LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
 STORES = ("__stcs", "__stcg", "__stwb", "__stwt")
 UNSUPPORTED_CALLS = {

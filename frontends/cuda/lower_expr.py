@@ -319,6 +319,7 @@ class ExprMixin:
         p = self.as_pointer(value, tree.children[-1])
         if p is None:
             raise self.error("expected a pointer into a buffer or array", tree.children[-1])
+        self.byte_pool_used(p.root, tree, p.view)
         return MemRef(p.root, p.offset, p.view)
 
     def _x_addr(self, tree, discard) -> PtrVal:
@@ -444,6 +445,7 @@ class ExprMixin:
             raise self.error(f"array index of type {index.type} (must be an integer)",
                              index_tree)
         if isinstance(base, ArrVal):
+            self.byte_pool_used(base.sym.name, tree)
             sym = base.sym
             flat = index if base.index is None else add_offsets(
                 ct.binary("*", base.index, Const(sym.dims[base.used], I32)), index)
@@ -451,6 +453,7 @@ class ExprMixin:
                 return ArrVal(sym, flat, base.used + 1)
             return MemRef(sym.name, scale(flat, count_of(sym.elem)), sym.elem)
         if isinstance(base, PtrVal):
+            self.byte_pool_used(base.root, tree, base.view)
             step = scale(index, count_of(base.view))
             return MemRef(base.root, add_offsets(base.offset, step), base.view)
         if isinstance(base, StructArrVal):

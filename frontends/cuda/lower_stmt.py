@@ -49,7 +49,7 @@ from kir.ir import (
     Var,
     While,
 )
-from kir.ir.types import BOOL, I32, VectorType
+from kir.ir.types import BOOL, I8, I32, U8, VectorType
 
 MAX_NESTING = 1000  # statement levels (an `if` with a block counts two)
 LOOPS = ("for_stmt", "while_stmt", "do_stmt")
@@ -373,6 +373,8 @@ class StmtMixin:
             decl_init = None
             if init is not None:
                 p = self.pointer(init)
+                if ct.scalar_of(sym.view) in (I8, U8):
+                    self.byte_pool_used(p.root, init)  # a byte pointer kept
                 sym.root = p.root
                 self.check_view(sym.view, p.root, tree)
                 decl_init = ct.convert(p.offset, OFFSET_TYPE)

@@ -180,7 +180,7 @@ class Cast(Expr):
 
 
 INTRINSICS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "max", "min", "abs", "tanh",
-              "pow", "erf", "fma", "sin", "cos", "floor", "ceil")
+              "pow", "erf", "fma", "sin", "cos", "floor", "ceil", "round", "rint", "trunc")
 
 
 @node

@@ -42,7 +42,8 @@ _DTYPE_ALIASES = {
     "float": "f32", "float32": "f32", "half": "f16", "float16": "f16", "double": "f64",
     "float64": "f64", "int": "i32", "int32": "i32", "unsigned": "u32", "uint": "u32",
     "uint32": "u32", "int64": "i64", "long": "i64", "uint64": "u64", "bfloat16": "bf16",
-    "__half": "f16", "__nv_bfloat16": "bf16",
+    "__half": "f16", "__nv_bfloat16": "bf16", "int8": "i8", "uint8": "u8", "char": "i8",
+    "uchar": "u8", "unsigned char": "u8",
 }
 
 

@@ -385,3 +385,11 @@ def histogram_weighted(args, sizes):
     out = np.zeros(64)
     np.add.at(out, args["idx"] & 63, _f64(args["w"]))
     return {"bins": _f64(args["bins"]) + out}
+
+
+def rgba_to_grey(args, sizes):
+    # the kernel computes in float32 and truncates: replay that exactly
+    p = args["rgba"].astype(np.float32)
+    v = (np.float32(.299) * p[..., 0] + np.float32(.587) * p[..., 1]) \
+        + np.float32(.114) * p[..., 2]
+    return {"grey": v.astype(np.uint8)}

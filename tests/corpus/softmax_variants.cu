@@ -101,3 +101,34 @@ __global__ void log_softmax_kernel(const float* __restrict__ in, float* __restri
     const float lse = m + logf(sum);
     for (int c = threadIdx.x; c < cols; c += BLOCK) out[blockIdx.x * cols + c] = x[c] - lse;
 }
+
+// dynamic shared memory sized in bytes and carved by casts, as inference kernels size it
+__global__ void softmax_smem_bytes(const float* __restrict__ in, float* __restrict__ out,
+                                   int cols) {
+    extern __shared__ char smem[];
+    float* row = reinterpret_cast<float*>(smem);
+    float* partial = reinterpret_cast<float*>(smem + cols * sizeof(float));
+    const float* x = in + blockIdx.x * cols;
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        row[c] = x[c];
+        m = fmaxf(m, x[c]);
+    }
+    m = warp_max(m);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = m;
+    __syncthreads();
+    m = partial[0];
+    for (int w = 1; w < blockDim.x / 32; ++w) m = fmaxf(m, partial[w]);
+    __syncthreads();
+    float sum = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        row[c] = __expf(row[c] - m);
+        sum += row[c];
+    }
+    sum = warp_sum(sum);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
+    __syncthreads();
+    sum = 0.0f;
+    for (int w = 0; w < blockDim.x / 32; ++w) sum += partial[w];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) out[blockIdx.x * cols + c] = row[c] / sum;
+}

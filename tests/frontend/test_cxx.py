@@ -315,3 +315,72 @@ def test_a_struct_select_is_a_select_per_field():
     assert got["y"].tolist() == [3.0, 1.0]
     assert sum(isinstance(n, Select) for n in k.body.walk()) == 2
     assert any(isinstance(n, Load) and n.type == F32 for n in k.body.walk())
+
+
+# ------------------------------------------------------------ char types and byte pools
+
+CHARS = """
+#include <stdint.h>
+__global__ void k(const uchar4* rgba, unsigned char* grey, int8_t* q, const float* x) {
+    int i = threadIdx.x;
+    uchar4 p = rgba[i];
+    grey[i] = (unsigned char)(p.x / 4 + p.y / 2 + p.z / 4);
+    char c = (char)rintf(x[i] * 40.0f);
+    c += 1;
+    q[i] = c - 1;
+}
+"""
+
+
+def test_char_types_promote_and_wrap_as_c_does():
+    from kir.ir.parser import parse_kernel
+    from kir.ir.printer import print_kernel
+
+    rgba = RNG.integers(0, 256, size=(32, 4)).astype(np.uint8)
+    x = RNG.uniform(-3, 3, size=32).astype(np.float32)
+    k, got = run(CHARS, {"rgba": rgba, "grey": np.zeros(32, np.uint8),
+                         "q": np.zeros(32, np.int8), "x": x})
+    r = rgba.astype(np.int32)
+    assert got["grey"].tolist() == (r[:, 0] // 4 + r[:, 1] // 2 + r[:, 2] // 4).tolist()
+    assert got["q"].tolist() == np.rint(x * np.float32(40)).astype(np.int8).tolist()
+    assert parse_kernel(print_kernel(k)) == k  # i8 / u8 / u8x4 in IR text
+
+
+POOL = """
+__global__ void k(const float* x, float* out, int n) {
+    extern __shared__ char smem[];
+    float* a = reinterpret_cast<float*>(smem);
+    float* b = (float*)(smem + n * sizeof(float));
+    int t = threadIdx.x;
+    a[t] = x[t];
+    b[t] = 2.0f * x[t];
+    __syncthreads();
+    out[t] = a[n - 1 - t] + b[t];
+}
+"""
+
+
+def test_a_byte_array_of_dynamic_shared_memory_takes_the_type_of_its_casts():
+    from kir.ir import Alloc
+
+    x = f32(32)
+    launch = Launch(("1", "1", "1"), (32, 1, 1), 2 * 32 * 4)
+    k = load_cuda(POOL, "p.cu", launch=launch)
+    (alloc,) = [s for s in k.body.walk() if isinstance(s, Alloc)]
+    assert (alloc.elem, alloc.size, alloc.dynamic) == (F32, 64, True)
+    got = run_kernel(k, {"x": x, "out": np.zeros(32, np.float32), "n": 32}, {})
+    np.testing.assert_allclose(got["out"], x[::-1] + 2 * x, rtol=1e-6)
+
+
+@pytest.mark.parametrize("body,line,what", [
+    ("smem[0] = 1; float* a = (float*)smem; a[1] = 2.0f;", 4, "used as bytes before"),
+    ("float* a = (float*)smem; int* b = (int*)(smem + 8); b[0] = 1;", 4, "cast to i32 after"),
+    ("float* a = (float*)(smem + n); a[0] = 1.0f;", 4, r"not a multiple of sizeof\(f32\)"),
+    ("float* a = (float*)smem; a[0] = 1.0f; x[0] = smem[3];", 4, "used as bytes, but it holds"),
+])
+def test_byte_array_misuse_is_refused_where_it_happens(body, line, what):
+    src = f"__global__ void k(float* x, int n) {{\n    extern __shared__ char smem[];\n\n" \
+          f"    {body}\n}}\n"
+    with pytest.raises(UnsupportedError, match=what) as info:
+        load_cuda(src, "p.cu", launch=Launch(("1", "1", "1"), (32, 1, 1), 256))
+    assert info.value.loc.line == line
