@@ -30,9 +30,11 @@ LAYERS = [
     ("kir.search",),
     ("kir.frontends", "kir.grammar"),
     ("kir.backends",),
+    ("kir.emulate",),
     ("kir.driver",),
     ("kir.measure",),
     ("kir.report",),
+    ("kir.api",),
     ("kir.commands", "kir"),
 ]
 LEVEL = {package: level for level, names in enumerate(LAYERS) for package in names}

@@ -97,10 +97,11 @@ def _kernel_unit(src: SourceMap, kernel: str | None) -> Unit | None:
 
 def template_params(text: str, filename: str, kernel: str | None = None,
                     include_dirs: Sequence[str | Path] = ()) -> list[str]:
-    """The names of a ``__global__`` function's template parameters (``template<int A,
-    typename T>``), in declaration order (empty for a plain kernel) — what an instantiation
-    ``k<A, T>`` needs."""
-    return [p.name for p in kernel_template(text, filename, kernel, include_dirs)]
+    """The names of a ``__global__`` function's value template parameters (``template<int
+    A, int B>``), in declaration order (empty for a plain kernel); :func:`kernel_template`
+    gives all of them, ``typename`` ones included."""
+    return [p.name for p in kernel_template(text, filename, kernel, include_dirs)
+            if not p.is_type]
 
 
 def kernel_template(text: str, filename: str, kernel: str | None = None,

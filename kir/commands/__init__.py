@@ -8,3 +8,11 @@ COMMANDS = [parse_cmd, run_cmd, compile_cmd, rules_cmd, apply_cmd]
 from kir.commands import db_cmd, emit_cmd  # noqa: E402 - search, db and emit (issue 5)
 
 COMMANDS += [emit_cmd, db_cmd]
+
+from kir.commands import check_cmd  # noqa: E402 - MLX kernels written by hand (issue 16)
+
+COMMANDS += [check_cmd]
+
+from kir.commands import examples_cmd, spec_cmd  # noqa: E402 - issue 13
+
+COMMANDS += [spec_cmd, examples_cmd]

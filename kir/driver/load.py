@@ -35,18 +35,19 @@ class Loaded:
         return self.bound.spec if self.bound else None
 
 
-def parse_size_overrides(items: list[str] | None) -> dict[str, int]:
-    """``["N=4096", "D=64"]`` → ``{"N": 4096, "D": 64}``; bad items raise KirError."""
+def parse_size_overrides(items: list[str] | None, option: str = "--size") -> dict[str, int]:
+    """``["N=4096", "D=64"]`` → ``{"N": 4096, "D": 64}``; bad items raise a KirError naming
+    ``option`` (the flag they came from)."""
     sizes: dict[str, int] = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip().isidentifier():
-            raise KirError(f"bad --size {item!r}",
-                           hint="write --size NAME=VALUE, e.g. --size N=4096")
+            raise KirError(f"bad {option} {item!r}",
+                           hint=f"write {option} NAME=VALUE, e.g. {option} N=4096")
         try:
             sizes[name.strip()] = int(value)
         except ValueError:
-            raise KirError(f"bad --size {item!r}: {value!r} is not an integer") from None
+            raise KirError(f"bad {option} {item!r}: {value!r} is not an integer") from None
     return sizes
 
 
@@ -61,8 +62,11 @@ def read_text(path: Path) -> str:
         raise KirError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def spec_for(path: Path, spec_path: str | Path | None) -> Spec | None:
-    """The spec named with ``--spec``, else the one beside the source, else None."""
+def spec_for(path: Path, spec_path: str | Path | Spec | None) -> Spec | None:
+    """The spec named with ``--spec`` (or given as a loaded :class:`Spec`), else the one
+    beside the source, else None."""
+    if isinstance(spec_path, Spec):
+        return spec_path
     if spec_path is not None:
         return load_spec(Path(spec_path))
     found = find_spec(path)
@@ -72,7 +76,7 @@ def spec_for(path: Path, spec_path: str | Path | None) -> Spec | None:
 def load_kernel(
     path: str | Path,
     *,
-    spec_path: str | Path | None = None,
+    spec_path: str | Path | Spec | None = None,
     sizes: dict[str, int] | None = None,
     kernel_name: str | None = None,
     include_dirs: Sequence[str | Path] = (),
@@ -116,9 +120,11 @@ def load_kernel(
     )
     if bound is not None:
         from kir.spec.index_range import check_index_range
+        from kir.spec.offsets import apply_offsets
 
         check_spec_fits(kernel, bound.spec)
         check_spec_names(text, path, kernel, bound.spec, dirs)
+        kernel = apply_offsets(kernel, bound)  # launch-time pointer offsets (spec `offset`)
         check_index_range(kernel, bound)  # before any input is allocated or run
     return Loaded(kernel, bound, path, text, dirs)
 

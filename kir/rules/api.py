@@ -162,6 +162,11 @@ class BaseRule:
     name: str = ""
     site_key: str = "loop"
     Params: type = NoParams
+    # True when applying the rule a second time at the same site gives nothing new worth
+    # evaluating: the step is idempotent, undoes the first (a transpose), or compounds it
+    # into what one step with another parameter value already offers (pad 1 twice = pad 2).
+    # The search keeps only the first such step of a genome (kir.search.genome.canonical).
+    once_per_site: bool = False
 
     @property
     def params(self) -> tuple[ParamSpace, ...]:

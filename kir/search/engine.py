@@ -18,7 +18,7 @@ from kir.ir import Kernel
 from kir.rules import Applied, Rule, RuleContext, Step, apply_trace
 from kir.search.db import TuningDB, TuningKey, kir_version
 from kir.search.evaluator import Evaluation, Evaluator, Status
-from kir.search.genome import Genome, genome_text
+from kir.search.genome import Genome, canonical, genome_text
 
 STRATEGIES = ("evolve", "random", "greedy")
 
@@ -210,6 +210,7 @@ class Session:
             stop = self._stop_reason(len(fresh))
             if stop:
                 break
+            genome = canonical(genome, self.registry)
             try:
                 applied = self.apply(genome)
             except Exception as exc:  # noqa: BLE001 - a rule's bug rejects the candidate only

@@ -93,6 +93,23 @@ def all_steps(kernel: Kernel, registry: Mapping[str, Rule]) -> Iterator[Step]:
                 yield Step(rule.name, site, tuple(zip(names, values)), rule.site_key)
 
 
+def canonical(genome: Sequence[Step], registry: Mapping[str, Rule]) -> Genome:
+    """``genome`` without the repeats its rules declare pointless: a later step of a rule
+    marked ``once_per_site`` at a site an earlier step of it already used (the same padding
+    three times over, a transpose undone). Evaluating such a genome would spend a GPU compile
+    on a kernel the search either has or could reach with one step."""
+    seen: set[tuple[str, str]] = set()
+    kept: list[Step] = []
+    for step in genome:
+        rule = registry.get(step.rule)
+        if getattr(rule, "once_per_site", False):
+            if (step.rule, step.site) in seen:
+                continue
+            seen.add((step.rule, step.site))
+        kept.append(step)
+    return tuple(kept)
+
+
 def kernels_before(kernel: Kernel, applied: Applied) -> list[Kernel]:
     """For a normalized genome's :class:`Applied`: the kernel before each step, then the
     final kernel (``len(genome) + 1`` kernels)."""

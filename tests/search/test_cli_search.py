@@ -84,8 +84,10 @@ def test_search_writes_module_trace_ir_and_report(tmp_path, capsys):
     report = (tmp_path / "rep" / "report.md").read_text()
     assert "## Transfer table" in report and "## Rules tried and rejected" in report
     assert "(modelled at rows=4, cols=96)" in report
-    assert (tmp_path / "rep" / "progress.png").exists() or \
-        (tmp_path / "rep" / "progress.csv").exists()
+    assert "![best-so-far time against evaluations](progress.svg)" in report
+    svg = (tmp_path / "rep" / "progress.svg").read_text()
+    assert svg.startswith("<svg") and "best so far" in svg and "<path d=\"M" in svg
+    assert (tmp_path / "rep" / "progress.csv").exists()
     trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
     for step in trace["steps"]:  # every winning step is in the report with a diff
         assert "### Step" in report and step in report
@@ -298,3 +300,31 @@ def test_every_hint_of_every_example_is_a_valid_kernel(name):
                                  strict=True).kernel
             verdict = evaluator.evaluate(kernel)
             assert verdict.ok, f"{hint.name}: {verdict.status}: {verdict.error}"
+
+
+def test_search_without_a_check_table_validates_at_derived_small_sizes(tmp_path, capsys):
+    """`--size rows=8192 --size cols=8192` on a spec without a check table: candidates are
+    validated at small sizes derived from the spec's defaults (said on stderr), not on the
+    interpreter at 8192 x 8192 (issue 14: 5 evaluations in 68 s)."""
+    import time
+
+    started = time.monotonic()
+    code = main(["compile", str(EXAMPLES / "softmax.cu"), "--search", "--target", "model",
+                 "--size", "rows=8192", "--size", "cols=8192", "--budget", "6", "-q",
+                 "--db", str(tmp_path / "t.db"), "--out-dir", str(tmp_path / "out")])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "at rows=64, cols=1000 (derived from the spec's defaults" in out.err
+    assert "(modelled at rows=64, cols=1000)" in out.out
+    assert time.monotonic() - started < 60
+
+
+def test_derived_check_sizes_keep_structure_and_shrink_problem_sizes():
+    from kir.spec import load_spec
+    from kir.spec.shrink import check_sizes, small_sizes
+
+    sgemm = load_spec(EXAMPLES / "sgemm.kir.toml")
+    big = {**sgemm.sizes, "M": 2048, "N": 2048, "K": 2048, "TILE": 32}
+    assert check_sizes(sgemm, big) == {"M": 128, "N": 96, "K": 64, "TILE": 32}
+    softmax = load_spec(EXAMPLES / "softmax.kir.toml")
+    assert small_sizes(softmax, {"rows": 8192, "cols": 8192}) == {"rows": 512, "cols": 512}

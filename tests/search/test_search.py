@@ -255,3 +255,30 @@ def test_batch_evaluator_raising_mid_batch_rejects_only_that_candidate():
     crashes = [r for r in result.history if r.status == "crash"]
     assert crashes and all("worker died" in r.error for r in crashes)
     assert len(result.history) == 40 and result.counts["ok"] > len(crashes)
+
+
+def test_repeats_of_a_once_per_site_rule_are_dropped_before_evaluation():
+    """The same padding three times over cost three GPU compiles (issue 14): a rule that
+    says it is once_per_site has later repeats at a site dropped from the genome."""
+    from kir.search.genome import canonical
+
+    registry = toy_registry()
+    steps = [parse_step(t, registry) for t in (
+        "set-const{loop=L0,value=1}", "unroll-loop{loop=L1,factor=2}",
+        "set-const{loop=L0,value=2}", "set-const{loop=L2,value=3}")]
+    assert canonical(steps, registry) == tuple(steps)  # not marked: kept
+    registry["set-const"].once_per_site = True
+    try:
+        kept = canonical(steps, registry)
+        assert [str(s) for s in kept] == ["set-const{loop=L0,value=1}",
+                                          "unroll-loop{loop=L1,factor=2}",
+                                          "set-const{loop=L2,value=3}"]
+        evaluator = FunctionEvaluator(toy_evaluate)
+        result = search(toy_kernel(), registry, evaluator, CTX,
+                        SearchConfig(strategy="random", budget=40, seed=3))
+        for record in result.history:
+            sites = [g.split("{")[1].split(",")[0] for g in record.genome
+                     if g.startswith("set-const")]
+            assert len(sites) == len(set(sites)), record.genome
+    finally:
+        del registry["set-const"].once_per_site
