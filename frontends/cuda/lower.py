@@ -1,9 +1,10 @@
 """The Lowerer: parse trees of one CUDA kernel (and the ``__device__`` functions it calls)
 to a :class:`kir.ir.Kernel`.
 
-Expression, call, statement, type, struct, inlining and cooperative-groups lowering live in
-mixins (``lower_expr``, ``lower_calls``, ``lower_stmt``, ``lower_types``, ``lower_struct``,
-``lower_inline``, ``lower_cg``); this module holds the state they share: scopes and unique
+Expression, call, statement, declaration, type, struct, inlining, cooperative-groups and
+byte-pool lowering live in mixins (``lower_expr``, ``lower_calls``, ``lower_stmt``,
+``lower_decl``, ``lower_types``, ``lower_struct``, ``lower_inline``, ``lower_cg``,
+``lower_pool``); this module holds the state they share: scopes and unique
 local names, the statement list being emitted, source locations and the kernel's parameters.
 """
 
@@ -15,6 +16,7 @@ from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_assign import AssignMixin
 from kir.frontends.cuda.lower_calls import CallMixin
 from kir.frontends.cuda.lower_cg import CgMixin
+from kir.frontends.cuda.lower_decl import DeclMixin
 from kir.frontends.cuda.lower_expr import ExprMixin
 from kir.frontends.cuda.lower_inline import InlineMixin
 from kir.frontends.cuda.lower_pool import PoolMixin
@@ -83,7 +85,7 @@ def assigned_names(tree) -> set[str]:
     return names
 
 
-class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, TypeMixin,
+class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMixin, TypeMixin,
               StructMixin, InlineMixin, CgMixin, PoolMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``

@@ -12,10 +12,15 @@ spine, so a 5,000-term expression does not touch Python's recursion limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_cg import Dim3Val
+from kir.frontends.cuda.lower_ptrtest import (
+    BUFFER_ALIGNMENT,
+    AddrVal,
+    PointerTestMixin,
+    pointerish,
+)
 from kir.frontends.cuda.lower_struct import StructArrVal
 from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
 from kir.frontends.cuda.values import (
@@ -40,7 +45,7 @@ from lark import Token, Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import Assign, Block, Component, Const, Declare, Expr, If, Load, Select, Special, Var
-from kir.ir.types import BOOL, I32, U64, ScalarType, VectorType, common_type
+from kir.ir.types import BOOL, I32, ScalarType, VectorType, common_type
 
 BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "shl": "<<", "shr": ">>",
           "band": "&", "bor": "|", "bxor": "^", "eq": "==", "ne": "!=", "lt": "<", "gt": ">",
@@ -49,24 +54,6 @@ SPECIAL_OBJECTS = {"threadIdx": "thread", "blockIdx": "block", "blockDim": "bloc
                    "gridDim": "grid_dim"}
 COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3}
 Value = Expr | PtrVal | ArrVal | MemRef
-#: kir assumes every buffer starts at an address aligned to this many bytes (MLX's and
-#: cudaMalloc's allocations are), so `(uintptr_t)p % 16` is known from p's offset.
-BUFFER_ALIGNMENT = 16
-
-
-@dataclass
-class AddrVal:
-    """A pointer converted to an integer (``reinterpret_cast<uintptr_t>(p)``): the byte
-    offset from its buffer's start. Only alignment tests (``% k``, ``& (k - 1)`` with k a
-    power of two up to :data:`BUFFER_ALIGNMENT`) can use it."""
-
-    offset_bytes: Expr
-
-
-def _pointerish(value) -> bool:
-    return isinstance(value, (PtrVal, ArrVal, NullVal))
-
-
 def add_offsets(a: Expr, b: Expr) -> Expr:
     """``a + b`` for element offsets, skipping additions of zero."""
     if isinstance(a, Const) and a.value == 0:
@@ -80,7 +67,7 @@ def scale(e: Expr, factor: int) -> Expr:
     return e if factor == 1 else ct.binary("*", e, Const(factor, I32))
 
 
-class ExprMixin:
+class ExprMixin(PointerTestMixin):
     """Expression lowering; relies on the Lowerer for symbols, errors and emission."""
 
     # ------------------------------------------------------------------ entry points
@@ -168,48 +155,8 @@ class ExprMixin:
             raise self.error("an array of structs used as a value", tree)
         return value
 
-    def truth(self, value: Value, tree) -> Expr:
-        """C truthiness of ``value``. A pointer's is known statically: a buffer is never
-        null, a null argument always is (counted in ``null_folds``)."""
-        if isinstance(value, (PtrVal, ArrVal, NullVal)):
-            self.null_folds += 1
-            return Const(not isinstance(value, NullVal), BOOL)
-        return ct.to_bool(self._value(value, tree))
-
-    def truth_of(self, tree) -> tuple[Expr, bool]:
-        """``tree`` as a condition, and whether a pointer test decided it (then only the
-        branch it selects is lowered: the other may use a null pointer)."""
-        before = self.null_folds
-        cond = self.truth(self.operand(tree), tree)
-        return cond, isinstance(cond, Const) and self.null_folds != before
-
-    def _pointer_test(self, op: str, a: Value, b: Value, tree) -> Expr:
-        """``p == nullptr``, ``p != NULL``, ``p == 0``: known statically."""
-        def null(v) -> bool:
-            return isinstance(v, NullVal) or (isinstance(v, Const) and v.value == 0
-                                              and isinstance(v.type, ScalarType)
-                                              and v.type.is_int)
-        if not (null(a) and _pointerish(b) or null(b) and _pointerish(a)):
-            raise self.error(f"operator '{op}' on pointers not supported (only tests "
-                             "against nullptr / NULL)", tree, UnsupportedError)
-        self.null_folds += 1
-        equal = null(a) and null(b)
-        return Const(equal if op == "==" else not equal, BOOL)
-
-    def _address_test(self, op: str, a: Value, b: Value, tree) -> Expr:
-        addr, other = (a, b) if isinstance(a, AddrVal) else (b, a)
-        k = other.value if isinstance(other, Const) and isinstance(other.value, int) else None
-        modulus = k if op == "%" and addr is a else (k + 1 if op == "&" and k is not None
-                                                      else None)
-        if modulus is None or modulus <= 0 or modulus & (modulus - 1) \
-                or modulus > BUFFER_ALIGNMENT:
-            raise self.error("a pointer's address used beyond an alignment test (kir knows "
-                             f"addresses modulo {BUFFER_ALIGNMENT} bytes only)", tree,
-                             UnsupportedError)
-        return ct.binary(op, addr.offset_bytes, ct.convert(other, U64))
-
     def _apply_binary(self, op: str, a: Value, b: Value, tree) -> Value:
-        if op in ("==", "!=") and (_pointerish(a) or _pointerish(b)):
+        if op in ("==", "!=") and (pointerish(a) or pointerish(b)):
             return self._pointer_test(op, a, b, tree)
         if isinstance(a, AddrVal) or isinstance(b, AddrVal):
             return self._address_test(op, a, b, tree)
@@ -296,7 +243,7 @@ class ExprMixin:
 
     def _x_lnot(self, tree, discard):
         value = self.operand(tree.children[-1])
-        if _pointerish(value):
+        if pointerish(value):
             return Const(not self.truth(value, tree).value, BOOL)
         try:
             return ct.unary("!", self._value(value, tree))
