@@ -60,7 +60,8 @@ class Loaded:
             raise KirError(f"cannot re-tile {', '.join(sorted(set(sizes)))}: not tile sizes "
                            f"of {self.path.name}")
         again = load_kernel(self.path, spec_path=self.bound.spec.path,
-                            sizes={**self.bound.sizes, **sizes}, kernel_name=self.kernel.name)
+                            sizes={**self.bound.sizes, **sizes}, kernel_name=self.kernel.name,
+                            include_dirs=self.include_dirs)
         grid = tuple(_substitute(expr, sizes) for expr in again.kernel.launch.grid)
         launch = dataclasses.replace(again.kernel.launch, grid=grid)
         return dataclasses.replace(again.kernel, launch=launch)
