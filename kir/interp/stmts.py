@@ -337,6 +337,23 @@ class StmtCompiler:
         loc = s.loc
         return lambda st, mask: st.check_barrier(mask, loc)
 
+    def _assert(self, s: ir.Assert) -> StmtFn:
+        from kir.ir.printer import print_expr
+
+        cond = self._value(s.cond, BOOL, s.loc)
+        loc, text = s.loc, print_expr(s.cond)
+
+        def run(st: State, mask: np.ndarray) -> None:
+            c = cond(st, mask)
+            failed = np.count_nonzero(mask & ~c) if type(c) is np.ndarray else \
+                (not bool(c) and np.count_nonzero(mask))
+            if failed:
+                raise KirError(f"assertion failed in {failed} thread(s): {text}", loc,
+                               hint="the kernel's assert does not hold for these inputs and "
+                                    "sizes (GPU builds drop asserts; kir's interpreter checks "
+                                    "them)")
+        return run
+
     def _atomic(self, s: ir.Atomic) -> StmtFn:
         from kir.interp.atomics import compile_atomic
 
