@@ -98,7 +98,7 @@ class PromoteToRegisters(BaseRule):
         return [site for buffer in _candidate_buffers(kernel)
                 for site in [buffer] + [f"{buffer}@{label}" for label in labels]]
 
-    def match(self, kernel: Kernel) -> Iterator[Match]:
+    def match(self, kernel: Kernel, ctx: RuleContext | None = None) -> Iterator[Match]:
         # One analysis per buffer serves all its sites (the loops are analysed together to
         # find the outermost that qualifies).
         for buffer in _candidate_buffers(kernel):

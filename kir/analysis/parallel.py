@@ -32,6 +32,7 @@ from kir.ir import (
     Special,
     Stmt,
     Var,
+    WarpReduce,
     While,
 )
 from kir.ir.types import I32 as _I32
@@ -101,8 +102,8 @@ def is_lane_varying(expr: Expr, tainted: set[str], block: tuple[int, int, int]) 
     stack: list[Node] = [expr]
     while stack:
         e = stack.pop()
-        if _warp_index_form(e, block):
-            continue
+        if _warp_index_form(e, block) or isinstance(e, WarpReduce):
+            continue  # every lane of the warp gets the same result
         if isinstance(e, Special):
             if e.kind in ("lane",) or (e.kind == "thread" and e.axis == "x"):
                 return True

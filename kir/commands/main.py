@@ -27,18 +27,21 @@ def add_kernel_args(parser: argparse.ArgumentParser) -> None:
                         help="kernel spec TOML (default: FILE's stem + .kir.toml beside it)")
     parser.add_argument("--size", action="append", metavar="NAME=VALUE",
                         help="override a spec size (repeatable)")
+    parser.add_argument("-I", "--include", action="append", metavar="DIR", default=[],
+                        help='search DIR for #include "..." headers, after the source\'s own '
+                             "folder (repeatable; the spec's `include` list adds more)")
 
 
 def load_for(args: argparse.Namespace, *, sizes: dict[str, int] | None = None,
              notes: bool = True):
-    """The kernel a command's FILE, ``--spec``, ``--size`` (or ``sizes``) and ``--kernel``
-    name, loaded (:func:`kir.driver.load.load_kernel`); its notes (which launch a ``.kir``
+    """The kernel a command's FILE, ``--spec``, ``--size`` (or ``sizes``), ``--kernel`` and
+    ``-I`` name, loaded (:func:`kir.driver.load.load_kernel`); its notes (which launch a ``.kir``
     runs with, say) go to stderr unless ``notes`` is False."""
     from kir.driver.load import load_kernel, parse_size_overrides
 
     loaded = load_kernel(args.file, spec_path=args.spec,
                          sizes=parse_size_overrides(args.size) if sizes is None else sizes,
-                         kernel_name=args.kernel)
+                         kernel_name=args.kernel, include_dirs=getattr(args, "include", ()))
     for note in loaded.notes if notes else ():
         print(f"note: {note}", file=sys.stderr)
     return loaded

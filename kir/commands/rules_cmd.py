@@ -93,8 +93,10 @@ def show_rule(registry, name: str | None, file: str | None) -> int:
     if file:
         from kir.driver.load import load_kernel
 
+        from kir.rules import context_for
+
         loaded = load_kernel(file)
-        sites = rule_sites(rule, loaded.kernel, registry)
+        sites = rule_sites(rule, loaded.kernel, registry, context_for(loaded))
         print(f"\nsites in {file}: " + (", ".join(f"{rule.site_key}={s}" for s in sites)
                                        if sites else "none"))
     return 0

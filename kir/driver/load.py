@@ -17,6 +17,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from kir.errors import KirError, Loc, source_line_of
 from kir.ir import Kernel
@@ -35,11 +36,50 @@ class Loaded:
     bound: BoundSpec | None
     path: Path
     source: str
+    # Folders searched for `#include "..."` headers after the source's own (-I, the spec's).
+    include_dirs: tuple[Path, ...] = ()
     notes: tuple[str, ...] = ()  # what the user should know (e.g. which launch is used)
 
     @property
     def spec(self) -> Spec | None:
         return self.bound.spec if self.bound else None
+
+    def tile_sizes(self) -> dict[str, int]:
+        """The spec sizes a search may change to re-tile the kernel (like a Triton config):
+        those that shape the launch's threads or shared memory or a template, but no
+        buffer's shape and no scalar argument's value (the problem stays the same), for a
+        kernel read from CUDA source (re-tiling lowers it again). Name → current value."""
+        if self.bound is None or self.path.suffix not in CUDA_SUFFIXES:
+            return {}
+        from kir.spec.shrink import structural_sizes
+
+        spec = self.bound.spec
+        used = set()
+        for arg in spec.args.values():
+            for text in (*arg.shape, arg.value or ""):
+                used.update(re.findall(r"[A-Za-z_]\w*", str(text)))
+        return {name: self.bound.sizes[name] for name in sorted(structural_sizes(spec) - used)}
+
+    def retiled(self, sizes: dict[str, int]) -> Kernel:
+        """The kernel lowered again from its source with ``sizes`` for some of its
+        :meth:`tile_sizes`; its launch grid is written with those values, so the kernel stays
+        right when the spec's other sizes change (validation evaluates the grid with them)."""
+        if not set(sizes) <= set(self.tile_sizes()):
+            raise KirError(f"cannot re-tile {', '.join(sorted(set(sizes)))}: not tile sizes "
+                           f"of {self.path.name}")
+        again = load_kernel(self.path, spec_path=self.bound.spec.path,
+                            sizes={**self.bound.sizes, **sizes}, kernel_name=self.kernel.name,
+                            include_dirs=self.include_dirs)
+        grid = tuple(_substitute(expr, sizes) for expr in again.kernel.launch.grid)
+        launch = dataclasses.replace(again.kernel.launch, grid=grid)
+        return dataclasses.replace(again.kernel, launch=launch)
+
+
+def _substitute(expr: str, values: dict[str, int]) -> str:
+    """A size expression with some names replaced by their values."""
+    for name, value in values.items():
+        expr = re.sub(rf"\b{re.escape(name)}\b", str(value), expr)
+    return expr
 
 
 def parse_size_overrides(items: list[str] | None, option: str = "--size") -> dict[str, int]:
@@ -134,8 +174,10 @@ def load_kernel(
     spec_path: str | Path | Spec | None = None,
     sizes: dict[str, int] | None = None,
     kernel_name: str | None = None,
+    include_dirs: Sequence[str | Path] = (),
 ) -> Loaded:
-    """Load ``path`` (``.cu`` CUDA or ``.kir`` IR text) with its spec bound to ``sizes``."""
+    """Load ``path`` (``.cu`` CUDA or ``.kir`` IR text) with its spec bound to ``sizes``;
+    ``include_dirs`` (``-I``) and the spec's ``include`` list are searched for headers."""
     path = Path(path)
     text = read_text(path)
     spec = spec_for(path, spec_path, text)
@@ -154,27 +196,59 @@ def load_kernel(
             kernel, notes = _choose_launch(kernel, bound, text, path)
             check_spec_fits(kernel, bound.spec)
             check_index_range(kernel, bound)
-        return Loaded(kernel, bound, path, text, notes)
+        return Loaded(kernel, bound, path, text, notes=notes)
     if path.suffix not in CUDA_SUFFIXES:
         raise KirError(f"don't know how to read {path.name}",
                        hint="kir reads CUDA (.cu, .cuh) and kir IR text (.kir)")
     from kir.frontends.cuda import load_cuda
 
+    dirs = tuple(Path(d) for d in include_dirs) + tuple(spec.include_dirs() if spec else ())
+    name = kernel_name or (spec.kernel if spec else None)
     kernel = load_cuda(
         text,
         str(path),
-        kernel=kernel_name or (spec.kernel if spec else None),
+        kernel=name,
         template_values=bound.template_values() if bound else {},
         launch=bound.launch() if bound else None,
+        include_dirs=dirs,
+        args=arg_facts(spec) if spec else None,
     )
     if bound is not None:
         from kir.spec.index_range import check_index_range
         from kir.spec.offsets import apply_offsets
 
         check_spec_fits(kernel, bound.spec)
+        check_spec_names(text, path, kernel, bound.spec, dirs)
         kernel = apply_offsets(kernel, bound)  # launch-time pointer offsets (spec `offset`)
         check_index_range(kernel, bound)  # before any input is allocated or run
-    return Loaded(kernel, bound, path, text)
+    return Loaded(kernel, bound, path, text, dirs)
+
+
+def arg_facts(spec: Spec):
+    """What the frontend needs of the spec's arguments (dtypes; which are null)."""
+    from kir.frontends.cuda import ArgFacts
+
+    return ArgFacts({a.name: a.dtype for a in spec.args.values() if not a.null},
+                    frozenset(a.name for a in spec.args.values() if a.null))
+
+
+def check_spec_names(text: str, path: Path, kernel: Kernel, spec: Spec,
+                     include_dirs: Sequence[Path] = ()) -> None:
+    """Raise a KirError at a spec argument that names no parameter of the kernel (a
+    misspelling, or a spec written for another kernel): arguments bind by name, so the
+    spec's order does not matter, but every name must be the kernel's."""
+    from kir.frontends.cuda import kernel_params
+
+    written = kernel_params(text, str(path), kernel.name, include_dirs)
+    names = [p.name for p in written] or [p.name for p in kernel.params]
+    for arg in spec.args:
+        if arg not in names:
+            from kir.spec.schema import _did_you_mean
+
+            raise spec.error(f"argument {arg!r} is not a parameter of kernel "
+                             f"'{kernel.name}' (its parameters: {', '.join(names)})", "args",
+                             arg, hint=_did_you_mean(arg, names)
+                             or "arguments bind to the kernel's parameters by name")
 
 
 def _choose_launch(kernel: Kernel, bound: BoundSpec, text: str,

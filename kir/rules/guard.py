@@ -235,23 +235,25 @@ class SiteCache:
     """The sites each rule listed for each kernel, most recent ``size`` pairs. Rules are
     deterministic and kernels immutable, so a search that meets a kernel again (a parent it
     mutates, a genome it replays, a second search answered from the tuning database) need
-    not run the rule's analysis again. Keyed by identity, holding the kernel and the rule so
-    neither identity can be reused while its entry lives."""
+    not run the rule's analysis again. Keyed by identity of the rule, the kernel and the rule
+    context (sites may depend on the sizes and target it carries), holding all three so no
+    identity can be reused while its entry lives."""
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        self.entries: OrderedDict[tuple[int, int], tuple[object, Kernel, list[str]]] = \
-            OrderedDict()
+        self.entries: OrderedDict[tuple[int, int, int],
+                                  tuple[object, Kernel, object, list[str]]] = OrderedDict()
 
-    def sites(self, rule: Any, kernel: Kernel, compute: Callable[[], list[str]]) -> list[str]:
-        key = (id(rule), id(kernel))
+    def sites(self, rule: Any, kernel: Kernel, compute: Callable[[], list[str]],
+              ctx: object = None) -> list[str]:
+        key = (id(rule), id(kernel), id(ctx))
         hit = self.entries.get(key)
         if hit is not None:
             self.entries.move_to_end(key)
-            return list(hit[2])
+            return list(hit[3])
         sites = compute()
         if isinstance(sites, list):
-            self.entries[key] = (rule, kernel, list(sites))
+            self.entries[key] = (rule, kernel, ctx, list(sites))
             if len(self.entries) > self.size:
                 self.entries.popitem(last=False)
         return sites
@@ -260,8 +262,9 @@ class SiteCache:
 SITES = SiteCache()
 
 
-def rule_sites(rule: Any, kernel: Kernel, registry: Mapping[str, Any] | None = None) -> list[str]:
-    """``rule.sites(kernel)`` under the rule's limits (remembered in :data:`SITES`): a list
+def rule_sites(rule: Any, kernel: Kernel, registry: Mapping[str, Any] | None = None,
+               ctx: Any = None) -> list[str]:
+    """``rule.sites(kernel, ctx)`` under the rule's limits (remembered in :data:`SITES`): a list
     of site names, or a RuleError (an analysis over its bound offers no sites)."""
     name = getattr(rule, "name", "?")
     origin = origin_of(registry, name) if registry is not None else None
@@ -269,7 +272,7 @@ def rule_sites(rule: Any, kernel: Kernel, registry: Mapping[str, Any] | None = N
     try:
         sites = run_guarded(rule, name, origin, "listing its sites",
                             lambda: SITES.sites(rule, kernel,
-                                                lambda: _listed(rule.sites(kernel))),
+                                                lambda: _listed(rule.sites(kernel, ctx)), ctx),
                             failures)
     except AnalysisLimitError:
         return []

@@ -101,7 +101,7 @@ def apply_step(kernel: Kernel, step: Step, registry: "Mapping[str, Rule]",
     doing = f"at {step}"
 
     def run() -> object:
-        found = rule.match_at(kernel, step.site)
+        found = rule.match_at(kernel, step.site, ctx)
         if isinstance(found, NotApplicable):
             return found
         return rule.apply(kernel, found, rule.make_params(step.param_dict), ctx)

@@ -27,9 +27,9 @@ def genome_text(genome: Sequence[Step]) -> tuple[str, ...]:
     return tuple(str(step) for step in genome)
 
 
-def safe_sites(rule: Rule, kernel: Kernel, registry: Mapping[str, Rule] | None = None
-               ) -> list[str]:
-    """A rule's sites in ``kernel``, listed under the rule limits (:func:`kir.rules.rule_sites`);
+def safe_sites(rule: Rule, kernel: Kernel, ctx: RuleContext | None = None,
+               registry: Mapping[str, Rule] | None = None) -> list[str]:
+    """A rule's sites in ``kernel`` (under ``ctx``), listed under the rule limits (:func:`kir.rules.rule_sites`);
     a rule whose ``sites`` fails offers none (a buggy rule must not stop a search that has
     other rules to try; the registry's failure log, when it keeps one, counts it), and so
     does one that ran past its time limit before."""
@@ -37,17 +37,18 @@ def safe_sites(rule: Rule, kernel: Kernel, registry: Mapping[str, Rule] | None =
     if failures is not None and not failures.usable(rule.name):
         return []
     try:
-        return rule_sites(rule, kernel, registry)
+        return rule_sites(rule, kernel, registry, ctx)
     except RuleError:
         return []
 
 
-def rules_with_sites(kernel: Kernel, registry: Mapping[str, Rule]) -> list[tuple[Rule, list[str]]]:
+def rules_with_sites(kernel: Kernel, registry: Mapping[str, Rule],
+                     ctx: RuleContext | None = None) -> list[tuple[Rule, list[str]]]:
     """Every rule that has at least one site in ``kernel``, sorted by name (a stable order
     whatever order the registry was filled in)."""
     found = []
     for name in sorted(registry):
-        sites = safe_sites(registry[name], kernel, registry)
+        sites = safe_sites(registry[name], kernel, ctx, registry)
         if sites:
             found.append((registry[name], sites))
     return found
@@ -58,10 +59,11 @@ def random_params(rule: Rule, rng: random.Random) -> tuple[tuple[str, int | str 
     return tuple((space.name, rng.choice(space.choices)) for space in rule.params)
 
 
-def random_step(kernel: Kernel, registry: Mapping[str, Rule], rng: random.Random) -> Step | None:
+def random_step(kernel: Kernel, registry: Mapping[str, Rule], rng: random.Random,
+                ctx: RuleContext | None = None) -> Step | None:
     """A random step that names a site ``kernel`` has: a rule with sites, one of its sites,
     and a value from each parameter space. None when no rule has a site."""
-    candidates = rules_with_sites(kernel, registry)
+    candidates = rules_with_sites(kernel, registry, ctx)
     if not candidates:
         return None
     rule, sites = rng.choice(candidates)
@@ -75,7 +77,7 @@ def random_genome(kernel: Kernel, registry: Mapping[str, Rule], ctx: RuleContext
     raises ends the genome, so the engine can record the crash)."""
     steps: list[Step] = []
     for _ in range(length):
-        step = random_step(kernel, registry, rng)
+        step = random_step(kernel, registry, rng, ctx)
         if step is None:
             break
         try:
@@ -89,10 +91,11 @@ def random_genome(kernel: Kernel, registry: Mapping[str, Rule], ctx: RuleContext
     return tuple(steps)
 
 
-def all_steps(kernel: Kernel, registry: Mapping[str, Rule]) -> Iterator[Step]:
+def all_steps(kernel: Kernel, registry: Mapping[str, Rule],
+              ctx: RuleContext | None = None) -> Iterator[Step]:
     """Every single step at ``kernel``: all rules x sites x parameter combinations, in a
     stable order (lazily: a rule with large parameter spaces is not expanded up front)."""
-    for rule, sites in rules_with_sites(kernel, registry):
+    for rule, sites in rules_with_sites(kernel, registry, ctx):
         names = [space.name for space in rule.params]
         for site in sites:
             for values in itertools.product(*(space.choices for space in rule.params)):
@@ -133,7 +136,8 @@ def _retunable(step: Step, registry: Mapping[str, Rule]) -> list[str]:
 
 
 def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rule],
-           rng: random.Random, max_len: int) -> tuple[Genome, str]:
+           rng: random.Random, max_len: int,
+           ctx: RuleContext | None = None) -> tuple[Genome, str]:
     """Apply one random mutation operator to a normalized ``genome`` whose intermediate
     kernels are ``kernels`` (see :func:`kernels_before`). Returns the new genome and the
     operator used ("insert", "delete", "swap", "retune", "site"; "none" if nothing could
@@ -151,7 +155,7 @@ def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rul
         options.append("retune")
     resite = [i for i, step in enumerate(genome)
               if step.rule in registry
-              and len(safe_sites(registry[step.rule], kernels[i], registry)) > 1]
+              and len(safe_sites(registry[step.rule], kernels[i], ctx, registry)) > 1]
     if resite:
         options.append("site")
     if not options:
@@ -162,7 +166,7 @@ def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rul
         # Try each position from a random start: some kernels along the way may offer no site.
         start = rng.randint(0, n)
         for pos in [*range(start, n + 1), *range(0, start)]:
-            step = random_step(kernels[pos], registry, rng)
+            step = random_step(kernels[pos], registry, rng, ctx)
             if step is not None:
                 steps.insert(pos, step)
                 break
@@ -187,7 +191,7 @@ def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rul
     else:  # site
         i = rng.choice(resite)
         step = steps[i]
-        others = [s for s in safe_sites(registry[step.rule], kernels[i], registry)
+        others = [s for s in safe_sites(registry[step.rule], kernels[i], ctx, registry)
                   if s != step.site]
         steps[i] = Step(step.rule, rng.choice(others), step.params, step.site_key)
     return tuple(steps), op

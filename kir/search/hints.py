@@ -124,6 +124,29 @@ def recurrence_loops(kernel: Kernel) -> list[str]:
     return found
 
 
+def thread_rows(kernel: Kernel) -> bool:
+    """Each thread works through a row of its own: a one-dimensional block, no warp-level
+    operation, and a loop whose bounds all threads share around memory accesses that depend on
+    the thread (the thread-per-row softmax, norm or attention query row)."""
+    from kir.analysis import thread_dependent_vars
+    from kir.ir import Load, Special, Store, WarpReduce
+
+    if kernel.launch.block[1:] != (1, 1):
+        return False
+    if any(isinstance(n, (Shuffle, WarpReduce)) or isinstance(n, Special)
+           and n.kind in ("lane", "warp") for n in kernel.body.walk()):
+        return False
+    tainted = thread_dependent_vars(kernel)
+    for loop in _loops(kernel.body):
+        header = used_vars(loop.init) | used_vars(loop.cond) | used_vars(loop.update)
+        if header & tainted - {loop.var}:
+            continue
+        if any(isinstance(n, (Load, Store)) and used_vars(n.index) & tainted
+               for n in loop.body.walk()):
+            return True
+    return False
+
+
 def shared_buffers(kernel: Kernel) -> tuple[str, ...]:
     from kir.ir import Alloc
 
@@ -140,6 +163,13 @@ def _finishing(kernel: Kernel) -> list[Want]:
         wants += [Want("exp-to-exp2", ("all",), any_site=True),
                   Want("exp-to-exp2-fast", ("all",), any_site=True)]
     return wants
+
+
+def _warp_rows() -> list[Want]:
+    """Give each thread's work to a warp, then spread every row loop over its lanes."""
+    return [Want("widen-threads", ("x",)),
+            Want("distribute-loop", any_site=True, repeat=16),
+            Want("split-reduction", any_site=True, repeat=8)]
 
 
 def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
@@ -162,9 +192,14 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         # The same with the shared tiles split apart first, so each thread's query row and
         # score row (read with a stride of a whole row: every lane on one bank) can move to
         # registers too, as FlashAttention-2 keeps them.
-        out.append(("flash-attention-2-registers", [
-            Want("split-shared", any_site=True), *fa2[:2],
-            Want("promote-to-registers", any_site=True, repeat=8), *fa2[3:]]))
+        registers = [Want("split-shared", any_site=True), *fa2[:2],
+                     Want("promote-to-registers", any_site=True, repeat=8), *fa2[3:]]
+        out.append(("flash-attention-2-registers", registers))
+        # FlashAttention-2's warps: each query row owned by a warp whose lanes split the
+        # head dimension (dot products combined by shuffles, the output row in registers
+        # spread over the lanes) instead of one thread per row.
+        out.append(("flash-attention-2-warps", [*registers[:-len(_finishing(kernel))],
+                                                *_warp_rows(), *_finishing(kernel)]))
     mm = None if nest else matmul_nest(kernel)  # attention holds matmuls; FA2 covers them
     if mm:
         tiles, inner = mm
@@ -186,6 +221,12 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             Want("merge-threads", ("x",), {"factor": 4}), *_finishing(kernel)]))
         out.append(("register-blocked-matmul-rows", [
             Want("merge-threads", ("y",), {"factor": 4}), *_finishing(kernel)]))
+        # A larger block tile first (the search re-tiles the template like a Triton config),
+        # then register blocking on it.
+        for factor in (4, 8):
+            out.append((f"retiled-register-blocked-matmul-{factor}", [
+                Want("retile", any_site=True, params={"value": 32}),
+                Want("merge-threads", ("y",), {"factor": factor}), *_finishing(kernel)]))
     if shuffle_reduction(kernel):
         out.append(("warp-reduce", [Want("warp-reduce", any_site=True, repeat=4),
                                     *_finishing(kernel)]))
@@ -193,6 +234,12 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         out.append(("vectorized-rows", [
             Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
             *_finishing(kernel)]))
+        # One pass fewer over the row: the running max and sum in one loop (Milakov &
+        # Gimelshein 2018), then vectorized loads where they still apply.
+        out.append(("online-vectorized-rows", [
+            Want("online-softmax", any_site=True),
+            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]))
     if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
            for n in kernel.body.walk()):
         # Block partials added atomically to one fixed address (a reduction to a scalar):
@@ -201,6 +248,16 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         rounds = [Want("coarsen-threads", ("x",), {"factor": 4}),
                   Want("privatize-atomic", any_site=True)]
         out.append(("aggregated-atomics", rounds * 3 + _finishing(kernel)))
+    if not nest and thread_rows(kernel):
+        # A thread per row (LLM training code's norms and softmaxes): a warp per row
+        # instead, its lanes splitting the row's loops (Apex/PyTorch, MLX row kernels).
+        out.append(("warp-rows", [Want("resize-block", ("x",), {"threads": 32}),
+                                  *_warp_rows(), *_finishing(kernel)]))
+        out.append(("warp-rows-vectorized", [
+            Want("resize-block", ("x",), {"threads": 32}), *_warp_rows(),
+            Want("online-softmax", any_site=True),
+            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            *_finishing(kernel)]))
     scans = recurrence_loops(kernel)
     if scans:
         out.append(("parallel-scan", [Want("parallel-scan", tuple(scans)), *_finishing(kernel)]))
@@ -230,7 +287,7 @@ def build(kernel: Kernel, wants: Sequence[Want], registry: Mapping[str, Rule],
         if rule is None:
             continue
         for _ in range(max(1, want.repeat)):
-            offered = safe_sites(rule, kernel, registry)
+            offered = safe_sites(rule, kernel, ctx, registry)
             order = [s for s in want.sites if s in offered]
             if want.any_site:
                 order += [s for s in offered if s not in order]

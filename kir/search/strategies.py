@@ -106,7 +106,7 @@ def evolve(session: Session, seeds: list[Candidate]) -> str:
                     applied = None
                 if applied is not None:
                     child, _ = mutate(applied.applied, kernels_before(session.base, applied),
-                                      session.registry, rng, cfg.max_genome_len)
+                                      session.registry, rng, cfg.max_genome_len, session.ctx)
             children.append(child)
         judged = session.judge_many(children)
         stale = 0 if any(new for _, new in judged) else stale + len(children)
@@ -126,8 +126,8 @@ def greedy(session: Session, seeds: list[Candidate]) -> str:
         assert current.kernel is not None
         # Enumerate lazily, a bounded number, so a rule with huge parameter spaces cannot
         # stall the search before the first evaluation.
-        steps: list[Step] = list(itertools.islice(all_steps(current.kernel, session.registry),
-                                                  cfg.greedy_cap * 64))
+        steps: list[Step] = list(itertools.islice(
+            all_steps(current.kernel, session.registry, session.ctx), cfg.greedy_cap * 64))
         if len(steps) > cfg.greedy_cap:
             steps = rng.sample(steps, cfg.greedy_cap)
         if not steps:
