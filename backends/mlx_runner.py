@@ -54,8 +54,10 @@ def available_targets() -> list[str]:
     return found
 
 
-def require_target(target: str) -> None:
-    """Raise a KirError naming what is missing when ``target`` cannot run here."""
+def require_target(target: str, otherwise: str = "use --target interp, or an emulate-* "
+                                                  "target, instead") -> None:
+    """Raise a KirError naming what is missing when ``target`` cannot run here; the hint
+    ends with ``otherwise``, what the calling command offers instead."""
     have = available_targets()
     if target not in have:
         where = {"metal": "an Apple Silicon Mac with MLX's Metal back end",
@@ -63,7 +65,7 @@ def require_target(target: str) -> None:
         raise KirError(f"target {target!r} is not available on this machine "
                        f"(available: {', '.join(have) or 'none'})",
                        hint=f"running on {target} needs {where.get(target, target)}; "
-                            "use the 'interp' or emulator targets otherwise")
+                            f"{otherwise}")
 
 
 def mx_dtype(name: str):

@@ -74,6 +74,23 @@ class StepLimitError(KirError):
     """A run went past its step limit: the kernel (or a candidate) probably never ends."""
 
 
+class AnalysisLimitError(KirError):
+    """An analysis would do more work than its bound allows (the dependence test of a deep
+    loop nest, say): a rule that needs it refuses the site with this reason."""
+
+
+def frame_place(frame) -> tuple[Loc | None, str | None]:
+    """The Loc and line of a ``traceback.FrameSummary`` (a user's reference or rule, where it
+    raised or was stopped): the column is the line's first non-blank character."""
+    import linecache
+
+    if frame is None or not frame.lineno:
+        return None, None
+    line = linecache.getline(frame.filename, frame.lineno).rstrip("\n") or frame.line or ""
+    col = len(line) - len(line.lstrip()) + 1
+    return Loc(frame.filename, frame.lineno, col), (line or None)
+
+
 def source_line_of(text: str, line: int) -> str | None:
     """The 1-based ``line`` of ``text``, or None when out of range."""
     lines = text.splitlines()

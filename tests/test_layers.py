@@ -20,6 +20,7 @@ FOLDERS = {"kir": "kir", "backends": "kir.backends", "frontends": "kir.frontends
 # Lowest first; a package may import packages of its own layer's predecessors only.
 LAYERS = [
     ("kir.errors", "kir.version", "kir.target"),
+    ("kir.limits",),
     ("kir.ir",),
     ("kir.analysis",),
     ("kir.spec",),

@@ -98,15 +98,39 @@ def emulator_available() -> tuple[bool, str]:
 
 
 def cache_dir() -> Path:
-    """``$KIR_CACHE_DIR``, else ``$XDG_CACHE_HOME/kir/emulate``, else ``~/.cache/kir/emulate``."""
+    """``$KIR_CACHE_DIR``, else ``$XDG_CACHE_HOME/kir/emulate``, else ``~/.cache/kir/emulate``;
+    an EmulatorError naming it when it cannot be created or written (compiled kernels go
+    there)."""
     env = os.environ.get("KIR_CACHE_DIR")
     if env:
-        root = Path(env)
+        root, source = Path(env), "KIR_CACHE_DIR"
     else:
         xdg = os.environ.get("XDG_CACHE_HOME")
         root = (Path(xdg) if xdg else Path.home() / ".cache") / "kir" / "emulate"
-    root.mkdir(parents=True, exist_ok=True)
+        source = "XDG_CACHE_HOME" if xdg else "the default cache folder"
+    problem = _unwritable(str(root))
+    if problem:
+        raise EmulatorError(f"the emulator's cache folder {root} ({source}) cannot be written: "
+                            f"{problem}", kind="unavailable",
+                            hint="set KIR_CACHE_DIR to a folder you can write; the emulator "
+                                 "keeps the kernels it compiles there")
     return root
+
+
+@functools.lru_cache(maxsize=None)
+def _unwritable(root: str) -> str | None:
+    """Why ``root`` cannot hold the cache (created when missing), or None. A file is made
+    and removed to find out: permission bits do not tell (root, read-only mounts)."""
+    if Path(root).exists() and not Path(root).is_dir():
+        return "it is a file, not a folder"
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".kir-probe-", dir=root)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 @functools.lru_cache(maxsize=None)

@@ -44,11 +44,43 @@ import networkx as nx
 
 from kir.analysis.accesses import Access, Region, collect
 from kir.analysis.affine import Range, difference, may_equal_zero, rename_atoms
+from kir.errors import AnalysisLimitError
 from kir.ir import Barrier, For, Kernel
 
 __all__ = ["Dependence", "dependence_graph", "loop_carries_dependence",
            "independent_iterations", "can_interchange", "private_buffers", "Region",
-           "collect", "Access"]
+           "collect", "Access", "MAX_DEPENDENCE_TESTS"]
+
+MAX_DEPENDENCE_TESTS = 100_000
+"""Direction-vector tests one dependence graph may run. Refining ``*`` directions tries up to
+3^depth vectors per pair of accesses (a scalar live across 20 nested loops: 3.5 billion);
+past this many tests the graph is refused (:class:`~kir.errors.AnalysisLimitError`), and
+the rule asking for it refuses its site with that reason. The example kernels' largest
+graph needs a few thousand."""
+
+
+class _Budget:
+    """Counts the tests of one dependence graph against MAX_DEPENDENCE_TESTS."""
+
+    def __init__(self, label: str, limit: int) -> None:
+        self.label = label
+        self.limit = limit
+        self.used = 0
+
+    def spend(self, count: int = 1) -> None:
+        self.used += count
+        if self.used > self.limit:
+            raise self.refusal()
+
+    def require(self, count: int) -> None:
+        """Refuse now when ``count`` more tests are certain to be needed and do not fit."""
+        if self.used + count > self.limit:
+            raise self.refusal()
+
+    def refusal(self) -> AnalysisLimitError:
+        return AnalysisLimitError(
+            f"the dependence test of loop {self.label} needs more than {self.limit} "
+            "direction tests (a deep loop nest, or very many accesses): not analysed")
 
 
 @dataclass(frozen=True)
@@ -89,6 +121,7 @@ def dependence_graph(kernel: Kernel, label: str, *, assume: Mapping[str, int] | 
     between writes whose values reach only covered reads are dropped too when the buffer is
     read nowhere outside the analysed statements."""
     region = collect(kernel, label, assume or {}, within)
+    budget = _Budget(label, MAX_DEPENDENCE_TESTS)
     graph = nx.DiGraph()
     for node_id, stmt in enumerate(region.nodes):
         graph.add_node(node_id, stmt=stmt, barrier=isinstance(stmt, Barrier))
@@ -98,14 +131,14 @@ def dependence_graph(kernel: Kernel, label: str, *, assume: Mapping[str, int] | 
         for b in mem[i:]:
             if a.buffer != b.buffer or not (a.write or b.write):
                 continue
-            deps += _memory_deps(region, a, b)
+            deps += _memory_deps(region, a, b, budget)
             if cross_thread and region.space(a.buffer) != "local" \
-                    and _cross_conflict(region, a, b):
+                    and _cross_conflict(region, a, b, budget):
                 deps.append(Dependence(a.node, b.node, _kind(a.write, b.write), a.buffer,
                                        (), (), True, True))
     if kill_covered:
         deps = _kill_covered(kernel, region, mem, deps)
-    deps += _scalar_deps(region)
+    deps += _scalar_deps(region, budget)
     for dep in deps:
         if graph.has_edge(dep.source, dep.sink):
             graph.edges[dep.source, dep.sink]["deps"].append(dep)
@@ -169,12 +202,14 @@ def _pair_setup(region: Region, a: Access, b: Access, cross: bool):
     return difference(pa, pb), common
 
 
-def _vectors(test, n: int) -> list[tuple[str, ...]]:
-    """Concrete direction vectors (over n loops) the test cannot rule out, refining ``*``."""
+def _vectors(test, n: int, budget: _Budget) -> list[tuple[str, ...]]:
+    """Concrete direction vectors (over n loops) the test cannot rule out, refining ``*``
+    (each test spent from ``budget``)."""
     out: list[tuple[str, ...]] = []
     stack = [("*",) * n]
     while stack:
         vector = stack.pop()
+        budget.spend()
         if not test(vector):
             continue
         if "*" not in vector:
@@ -186,7 +221,7 @@ def _vectors(test, n: int) -> list[tuple[str, ...]]:
     return out
 
 
-def _memory_deps(region: Region, a: Access, b: Access) -> list[Dependence]:
+def _memory_deps(region: Region, a: Access, b: Access, budget: _Budget) -> list[Dependence]:
     exact = a.index is not None and b.index is not None
     if exact:
         h, common = _pair_setup(region, a, b, cross=False)
@@ -197,6 +232,7 @@ def _memory_deps(region: Region, a: Access, b: Access) -> list[Dependence]:
             pairs = [(region.var_of(f) + "#1", region.var_of(f) + "#2", d,
                       region.ranges.get(f.label)) for f, d in zip(common, vector)]
             return may_equal_zero(h, pairs, singles)
+        _require_if_blind(region, h, common, test, budget)
     else:
         common = []
         for la, lb in zip(a.loops, b.loops):
@@ -206,8 +242,31 @@ def _memory_deps(region: Region, a: Access, b: Access) -> list[Dependence]:
 
         def test(vector: tuple[str, ...]) -> bool:
             return True
+        budget.require(_directions(region, common))  # every vector survives
     labels = tuple(f.label for f in common)
-    return _orient(a, b, _vectors(test, len(common)), labels, a.buffer, exact)
+    return _orient(a, b, _vectors(test, len(common), budget), labels, a.buffer, exact)
+
+
+def _directions(region: Region, loops: list[For]) -> int:
+    """How many direction vectors over ``loops`` are possible: ``=`` on a loop of one trip,
+    any of three on the others."""
+    count = 1
+    for f in loops:
+        bounds = region.ranges.get(f.label)
+        count *= 1 if bounds is not None and bounds[1] <= bounds[0] else 3
+    return count
+
+
+def _require_if_blind(region: Region, h, common: list[For], test, budget: _Budget) -> None:
+    """When the index difference ``h`` involves none of the common loops' variables, the
+    test answers alike for every direction: all possible vectors survive when one does, and
+    their count is known before enumerating them."""
+    names = {region.var_of(f) + suffix for f in common for suffix in ("#1", "#2")}
+    if any(atom in names for mono in h for atom in mono):
+        return
+    count = _directions(region, common)
+    if count > 1 and test(("*",) * len(common)):
+        budget.require(count)
 
 
 def _singles(region: Region, a: Access, b: Access, common: list[For]) -> dict[str, Range]:
@@ -241,10 +300,11 @@ def _orient(a: Access, b: Access, vectors, labels, what: str, exact: bool) -> li
     return out
 
 
-def _cross_conflict(region: Region, a: Access, b: Access) -> bool:
+def _cross_conflict(region: Region, a: Access, b: Access, budget: _Budget) -> bool:
     """Whether two different threads of a block may touch one element (one writing)."""
     if a.index is None or b.index is None:
         return True
+    budget.spend(2 * len(region.thread_ranges))
     h, common = _pair_setup(region, a, b, cross=True)
     singles = _singles(region, a, b, common)
     pairs = [(region.var_of(f) + "#1", region.var_of(f) + "#2", "*",
@@ -265,7 +325,7 @@ def _cross_conflict(region: Region, a: Access, b: Access) -> bool:
 # ----------------------------------------------------------------------------- scalars
 
 
-def _scalar_deps(region: Region) -> list[Dependence]:
+def _scalar_deps(region: Region, budget: _Budget) -> list[Dependence]:
     out: list[Dependence] = []
     for name, (writers, readers) in region.scalars.items():
         scope = region.decl_loops.get(name, ())
@@ -280,7 +340,11 @@ def _scalar_deps(region: Region) -> list[Dependence]:
                 def test(vector, common=common) -> bool:
                     return all(d in ("=", "*") for f, d in zip(common, vector) if
                                any(f is s for s in scope))
-                vectors = _vectors(test, len(common))
+                # Every direction on the loops outside the scalar's scope survives: 3^free
+                # vectors at least, known before enumerating them.
+                free = sum(1 for f in common if not any(f is s for s in scope))
+                budget.require(3 ** free)
+                vectors = _vectors(test, len(common), budget)
                 out += _orient(a, b, vectors, tuple(f.label for f in common), "$" + name,
                                True)
     return out

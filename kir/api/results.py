@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -15,7 +16,7 @@ from typing import Mapping
 from kir.api.modules import ModuleBuild, build_module, is_specialized
 from kir.api.searching import Searched
 from kir.backends.module import ModuleOptions
-from kir.driver.load import Loaded
+from kir.driver.load import Loaded, ir_header
 from kir.errors import KirError
 from kir.ir.printer import print_kernel
 from kir.rules import apply_trace, save_trace
@@ -39,6 +40,13 @@ def make_folder(folder: Path, option: str) -> None:
         raise KirError(f"{option} {folder}: the folder is not writable")
 
 
+def module_name(stem: str) -> str:
+    """A Python module name made from a file's stem (``my kernel`` → ``my_kernel``,
+    ``núcleo`` → ``n_cleo``): the generated module must be importable by ``import NAME``."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "kernel"
+    return f"k_{name}" if name[0].isdigit() else name
+
+
 def output_paths(loaded: Loaded, out_dir: str | Path | None = None,
                  module: str | Path | None = None,
                  report: str | Path | None = None) -> dict[str, Path]:
@@ -48,7 +56,7 @@ def output_paths(loaded: Loaded, out_dir: str | Path | None = None,
     nowhere to write its result."""
     stem = loaded.path.name.split(".")[0]
     folder = Path(out_dir) if out_dir else default_out_dir(loaded)
-    module_path = Path(module) if module else folder / f"{stem}_kir.py"
+    module_path = Path(module) if module else folder / f"{module_name(stem)}_kir.py"
     if module_path.suffix != ".py":
         raise KirError(f"-o {module}: with --search the output is the MLX module (.py)",
                        hint="write -o NAME.py; the trace, IR and report go to --out-dir")
@@ -125,7 +133,7 @@ def write_outputs(searched: Searched, paths: Mapping[str, Path], *,
         "baseline_ms": result.baseline_ms, "modelled": result.modelled,
         "sizes": dict(loaded.bound.sizes), "time_sizes": dict(searched.time_sizes or {}),
         "stopped": result.stopped})
-    paths["ir"].write_text(print_kernel(result.best_kernel))
+    paths["ir"].write_text(ir_header(loaded) + print_kernel(result.best_kernel))
     module_error = None
     try:
         paths["module"].parent.mkdir(parents=True, exist_ok=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from kir import limits
 from kir.driver.load import Loaded
 from kir.errors import KirError
 from kir.rules import apply_trace, context_for
@@ -32,15 +32,7 @@ def parse_duration(text: str | float | int) -> float:
         if text <= 0:
             raise KirError(f"bad time limit {text!r}: it must be more than zero")
         return float(text)
-    match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*"
-                         r"(?:(\d+(?:\.\d+)?)s?)?\s*", text)
-    if not text.strip() or not match or not any(match.groups()):
-        raise KirError(f"bad --time {text!r}", hint="write seconds or a duration: 90, 30s, 5m, 1h")
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    total = hours * 3600 + minutes * 60 + seconds
-    if total <= 0:
-        raise KirError(f"bad --time {text!r}: it must be more than zero")
-    return total
+    return limits.parse_duration(text, "--time")
 
 
 def resolve_target(requested: str | None) -> tuple[str, str | None]:
@@ -49,7 +41,8 @@ def resolve_target(requested: str | None) -> tuple[str, str | None]:
     from kir.backends.mlx_runner import available_targets, require_target
 
     if requested in ("metal", "cuda"):
-        require_target(requested)
+        require_target(requested, "search with --target model (the Apple-GPU cost model) "
+                                  "instead")
         return requested, None
     if requested == "model":
         return "model", "timings are modelled (Apple M2 cost model), as asked"
@@ -72,12 +65,14 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
     except ImportError as exc:
         raise KirError(f"the search evaluators are not available in this kir ({exc})",
                        hint="reinstall kir (pip install -e .)") from None
+    timeout_s = limits.current().candidate_s  # checking one candidate, CPU time
     if target == "model":
-        return ModelEvaluator(loaded, profile=MODEL_PROFILE, check_sizes=check_sizes)
+        return ModelEvaluator(loaded, profile=MODEL_PROFILE, check_sizes=check_sizes,
+                              timeout_s=timeout_s)
     # Half the cores compile candidates in GPU workers (a compile takes about a second of one
     # core); timings still run one at a time.
     cores = os.cpu_count() or 2
-    return MLXEvaluator(loaded, target=target, check_sizes=check_sizes,
+    return MLXEvaluator(loaded, target=target, check_sizes=check_sizes, timeout_s=timeout_s,
                         workers=max(2, cores // 4), gpu_workers=max(1, min(8, cores // 2)))
 
 
@@ -194,6 +189,7 @@ class SearchSession:
                                               "give --time")
         self.loaded = loaded
         self.request = request
+        self.note = note
         self.target, target_note = resolve_target(request.target)
         if target_note:
             note(target_note)
@@ -242,7 +238,7 @@ class SearchSession:
         loaded = self.loaded
         if request.check_sizes:
             given = dict(request.check_sizes)
-            loaded.spec.bind(given)  # unknown names fail here, with the spec's message
+            loaded.spec.bind(given, "--check-size")  # unknown names fail here, named so
             return given, "--check-size"
         if loaded.spec.check:
             return dict(loaded.spec.check), "the spec's check table"
@@ -271,6 +267,11 @@ class SearchSession:
         with database as db, self.evaluator:
             result = search(base, registry, self.evaluator, ctx, self.config, db,
                             [h.steps for h in self.hints], progress=progress, key=self.key)
+            for paragraph in registry.failures.summary():  # the search went on without them
+                self.note(paragraph)
+            if db is not None and db.damaged:
+                self.note(f"tuning database {self.db_path}: {db.damaged} damaged row(s) "
+                          "answered nothing; those candidates were judged again")
             rows: list = []
             if result.stopped != "baseline_failed":
                 if db is not None:

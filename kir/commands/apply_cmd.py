@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 
-from kir.driver.load import load_kernel, parse_size_overrides
+from kir.driver.load import ir_header
 from kir.driver.registry import load_registry
 from kir.errors import KirError
 from kir.ir.printer import print_kernel
@@ -33,8 +33,9 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load_kernel(args.file, spec_path=args.spec, sizes=parse_size_overrides(args.size),
-                         kernel_name=args.kernel, include_dirs=args.include)
+    from kir.commands.main import load_for
+
+    loaded = load_for(args)
     registry = load_registry(args.rules)
     steps = load_trace(args.trace, registry) if args.trace else []
     steps += [parse_step(s, registry) for s in args.step]
@@ -53,10 +54,13 @@ def run(args: argparse.Namespace) -> int:
                 fromfile="before", tofile="after")), end="")
             before = after
     else:
-        print(print_kernel(result.kernel), end="")
+        print(ir_header(loaded) + print_kernel(result.kernel), end="")
     if args.output:
-        with open(args.output, "w") as handle:
-            handle.write(print_kernel(result.kernel))
+        try:
+            with open(args.output, "w") as handle:
+                handle.write(ir_header(loaded) + print_kernel(result.kernel))
+        except OSError as exc:
+            raise KirError(f"-o {args.output}: cannot write it ({exc.strerror})") from None
     if args.check:
         return check_equivalent(loaded, result.kernel)
     return 0

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from kir.backends import TARGETS
-from kir.driver.load import load_kernel, parse_size_overrides
+from kir.driver.load import parse_size_overrides
 from kir.driver.runners import check_on_target
 from kir.errors import KirError
 from kir.ir.printer import print_kernel
@@ -56,9 +56,10 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kir.commands.main import load_for
+
     overrides = parse_size_overrides(args.size)
-    loaded = load_kernel(args.file, spec_path=args.spec, sizes=overrides, kernel_name=args.kernel,
-                         include_dirs=args.include)
+    loaded = load_for(args, sizes=overrides)
     # The target's limits come first: a kernel no GPU of the target can launch must not PASS.
     verify(loaded.kernel, TARGETS["cuda" if args.target == "cuda" else "metal"])
     if args.search:
@@ -77,9 +78,7 @@ def run(args: argparse.Namespace) -> int:
     # (templates, launch and dynamic shared memory follow the sizes).
     kernels = [loaded]
     if loaded.spec.ragged and not overrides:
-        kernels.append(load_kernel(args.file, spec_path=args.spec,
-                                   sizes=dict(loaded.spec.ragged), kernel_name=args.kernel,
-                                   include_dirs=args.include))
+        kernels.append(load_for(args, sizes=dict(loaded.spec.ragged), notes=False))
     ok = True
     for current in kernels:
         outcome = check_on_target(current, "interp")
@@ -110,7 +109,9 @@ def write_output(loaded, path: Path, target: str | None) -> None:
         write_metal_source(emit(loaded.kernel, loaded.bound, "metal"), path)
     elif path.suffix == ".py":
         from kir.api.modules import build_module
+        from kir.commands.compile_search import note_unimportable
 
+        note_unimportable(path)
         language = "cuda" if target == "cuda" else "metal"
         build_module(loaded, target=language).write(path)
     else:

@@ -52,7 +52,19 @@ def output_paths(args: argparse.Namespace, loaded: Loaded) -> dict[str, Path]:
     ``kir-out/<stem>/<kernel>/``), ``-o`` the module, ``--report`` the report folder."""
     from kir.api.results import output_paths as paths_for
 
-    return paths_for(loaded, args.out_dir, args.output, args.report)
+    paths = paths_for(loaded, args.out_dir, args.output, args.report)
+    note_unimportable(paths["module"])
+    return paths
+
+
+def note_unimportable(module: Path) -> None:
+    """Say so when ``-o`` names a module ``import`` cannot load by name (spaces, ...)."""
+    from kir.api.results import module_name
+
+    if module.suffix == ".py" and not module.stem.isidentifier():
+        print(f"note: {module.name} is not an importable module name (write -o "
+              f"{module_name(module.stem)}.py to `import {module_name(module.stem)}`); "
+              "importlib can still load it from its path", file=sys.stderr)
 
 
 def run_search(args: argparse.Namespace, loaded: Loaded) -> int:

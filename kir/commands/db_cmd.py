@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     if not path.exists():
         raise KirError(f"no tuning database at {path}",
                        hint="`kir compile FILE --search` creates it; pass --db for another file")
-    with TuningDB(path) as db:
+    with TuningDB(path, read_only=True) as db:  # looking changes nothing
         if args.action == "list":
             return list_keys(db)
         if args.action == "show":
@@ -44,8 +44,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
 
-def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g} ms"
+def _ms(value: float | None, modelled: bool = False) -> str:
+    """A time for the listing: ``0.2177 ms``, marked when the cost model made it up."""
+    if value is None:
+        return "—"
+    return f"{value:.4g} ms" + (" (modelled)" if modelled else "")
+
+
+def _modelled(key) -> bool:
+    """Whether a key's times come from the cost model (its target is ``model:PROFILE``)."""
+    return key.target.startswith("model")
 
 
 def list_keys(db) -> int:
@@ -57,10 +65,13 @@ def list_keys(db) -> int:
           f"{'evals':>5} {'ok':>4}  {'best':>11}  {'baseline':>11}  sizes")
     for number, info in enumerate(infos, 1):
         k = info.key
+        mark = "*" if _modelled(k) else " "
         print(f"{number:>3}  {k.kernel_name[:18]:<18} {k.kernel_fp:<16}  {k.target[:15]:<15} "
-              f"{k.device[:16]:<16} {info.count:>5} {info.ok:>4}  {_ms(info.best_ms):>11}  "
-              f"{_ms(info.baseline_ms):>11}  {k.sizes}")
+              f"{k.device[:16]:<16} {info.count:>5} {info.ok:>4}  {_ms(info.best_ms):>11}"
+              f"{mark} {_ms(info.baseline_ms):>11}{mark} {k.sizes}")
     print(f"\n{len(infos)} keys in {db.path}")
+    if any(_modelled(i.key) for i in infos):
+        print("* modelled (the Apple-GPU cost model), not measured")
     return 0
 
 
@@ -83,16 +94,21 @@ def show_key(db, text: str, limit: int) -> int:
     k = info.key
     print(f"kernel {k.kernel_name} ({k.kernel_fp}), sizes {k.sizes}")
     print(f"target {k.target} on {k.device}, kir {k.version}")
-    print(f"{info.count} evaluations, {info.ok} valid, best {_ms(info.best_ms)}, "
-          f"unrewritten {_ms(info.baseline_ms)}, last "
+    modelled = _modelled(k)
+    print(f"{info.count} evaluations, {info.ok} valid, best {_ms(info.best_ms, modelled)}, "
+          f"unrewritten {_ms(info.baseline_ms, modelled)}, last "
           f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(info.last))}\n")
     rows = sorted(db.rows(k), key=lambda r: (r.evaluation.time_ms is None,
                                              r.evaluation.time_ms or 0.0, len(r.genome)))
     for row in rows[:limit]:
         ev = row.evaluation
         steps = " ".join(row.genome) or "(unrewritten)"
-        what = _ms(ev.time_ms) if ev.ok else f"{ev.status}: {ev.error[:60]}"
+        what = _ms(ev.time_ms, modelled or bool(ev.details.get("modelled"))) if ev.ok \
+            else f"{ev.status}: {ev.error[:60]}"
         print(f"  {row.fingerprint}  {what:<28}  {steps}")
     if len(rows) > limit:
         print(f"  ... {len(rows) - limit} more (--limit)")
+    if db.damaged:
+        print(f"  {db.damaged} damaged row(s) not shown (a search judges those candidates "
+              "again and rewrites them)")
     return 0

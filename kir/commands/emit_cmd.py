@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from kir.driver.load import load_kernel, parse_size_overrides
 from kir.errors import KirError
 
 
@@ -68,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     from kir.backends.module import full_metal_source
     from kir.ir.verify import verify
 
-    loaded = load_kernel(args.file, spec_path=args.spec, sizes=parse_size_overrides(args.size),
-                         kernel_name=args.kernel, include_dirs=args.include)
+    from kir.commands.main import load_for
+
+    loaded = load_for(args)
     if loaded.bound is None:
         raise KirError(f"{args.file} has no spec: emitting needs its shapes and launch",
                        hint="write a .kir.toml beside the kernel (see examples/) or pass --spec")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kir.driver.registry import load_registry
 from kir.errors import KirError
+from kir.rules import rule_sites
 
 
 def register(sub) -> None:
@@ -95,7 +96,7 @@ def show_rule(registry, name: str | None, file: str | None) -> int:
         from kir.rules import context_for
 
         loaded = load_kernel(file)
-        sites = rule.sites(loaded.kernel, context_for(loaded))
+        sites = rule_sites(rule, loaded.kernel, registry, context_for(loaded))
         print(f"\nsites in {file}: " + (", ".join(f"{rule.site_key}={s}" for s in sites)
                                        if sites else "none"))
     return 0

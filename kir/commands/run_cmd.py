@@ -8,7 +8,6 @@ import sys
 import time
 
 from kir.backends import TARGETS
-from kir.driver.load import load_kernel, parse_size_overrides
 from kir.driver.runners import RUNNERS, check_on_target
 from kir.errors import KirError
 from kir.ir.verify import verify
@@ -33,8 +32,13 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load_kernel(args.file, spec_path=args.spec, sizes=parse_size_overrides(args.size),
-                         kernel_name=args.kernel, include_dirs=args.include)
+    from kir.commands.main import load_for
+
+    if args.seed < 0:
+        raise KirError(f"--seed {args.seed}: seeds are non-negative integers")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise KirError(f"--max-steps {args.max_steps}: give a positive number of iterations")
+    loaded = load_for(args)
     if loaded.bound is None:
         raise KirError(f"{args.file} has no spec: kir needs one to make inputs",
                        hint="write a .kir.toml beside the kernel (see examples/) or pass --spec")
@@ -43,10 +47,6 @@ def run(args: argparse.Namespace) -> int:
     language = "metal" if "metal" in args.target else "cuda"
     verify(loaded.kernel, TARGETS[language])
     start = time.perf_counter()
-    if args.seed < 0:
-        raise KirError(f"--seed {args.seed}: seeds are non-negative integers")
-    if args.max_steps is not None and args.max_steps < 1:
-        raise KirError(f"--max-steps {args.max_steps}: give a positive number of iterations")
     outcome = check_on_target(loaded, args.target, seed=args.seed, max_steps=args.max_steps)
     elapsed = time.perf_counter() - start
     sizes = ", ".join(f"{k}={v}" for k, v in loaded.bound.sizes.items())

@@ -2,6 +2,13 @@
 
 This is the one place that wires the frontend, the IR parser and the spec together; the CLI,
 the rule tester and the search all start here.
+
+IR text kir writes (``kir parse``, ``kir apply``, a search's ``best.kir``) starts with
+:func:`ir_header`: a ``# spec: PATH`` comment naming the spec the kernel was loaded with, so
+the dump can be edited and run on its own, or, without a spec, a ``# launch: placeholder``
+comment. Which launch a ``.kir`` runs with: its own (rules change launches), unless it is a
+placeholder, in which case the spec's; either way, when the two differ a note says which
+(:attr:`Loaded.notes`, printed by the CLI).
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from kir.errors import KirError
+from kir.errors import KirError, Loc, source_line_of
 from kir.ir import Kernel
 from kir.spec import BoundSpec, Spec, find_spec, load_spec
 
@@ -31,6 +38,7 @@ class Loaded:
     source: str
     # Folders searched for `#include "..."` headers after the source's own (-I, the spec's).
     include_dirs: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = ()  # what the user should know (e.g. which launch is used)
 
     @property
     def spec(self) -> Spec | None:
@@ -91,8 +99,10 @@ def parse_size_overrides(items: list[str] | None, option: str = "--size") -> dic
 
 
 def read_text(path: Path) -> str:
+    """A kernel file's text (a UTF-8 byte order mark dropped; bytes that are not UTF-8
+    replaced, for the frontend to report where they are)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return path.read_text(encoding="utf-8-sig", errors="replace")
     except FileNotFoundError:
         raise KirError(f"no such file: {path}") from None
     except IsADirectoryError:
@@ -101,14 +111,60 @@ def read_text(path: Path) -> str:
         raise KirError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def spec_for(path: Path, spec_path: str | Path | Spec | None) -> Spec | None:
+SPEC_COMMENT = re.compile(r"^#[ \t]*spec:[ \t]*(\S.*?)[ \t]*$")
+PLACEHOLDER_COMMENT = "# launch: placeholder"
+
+
+def ir_header(loaded: "Loaded") -> str:
+    """The comment lines kir writes before a kernel's IR text so the dump reads back alone:
+    the spec it was loaded with, or that its launch is a placeholder (no spec gave one)."""
+    if loaded.spec is not None:
+        # As it was found or given: absolute stays absolute; relative (to the working
+        # directory) is tried from the dump's folder, then from the working directory.
+        return f"# spec: {loaded.spec.path}\n"
+    return (f"{PLACEHOLDER_COMMENT} (no spec): grid and block below are not the kernel's; "
+            "a spec's launch replaces them\n")
+
+
+def _header_lines(text: str) -> list[tuple[int, str]]:
+    """The comment lines before the first line of IR, with their line numbers."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        out.append((number, stripped))
+    return out
+
+
+def named_spec(text: str, path: Path) -> Path | None:
+    """The spec a dump's ``# spec:`` comment names (relative paths from the dump's folder,
+    then from the working directory); a KirError there when it names one that is missing."""
+    for number, line in _header_lines(text):
+        found = SPEC_COMMENT.match(line)
+        if not found:
+            continue
+        named = Path(found.group(1))
+        tries = [named] if named.is_absolute() else [path.parent / named, named]
+        for candidate in tries:
+            if candidate.is_file():
+                return candidate
+        raise KirError(f"the spec this IR was dumped with, {named}, is not there",
+                       Loc(str(path), number, 1), source_line=source_line_of(text, number),
+                       hint="pass --spec, or fix the path in the comment")
+    return None
+
+
+def spec_for(path: Path, spec_path: str | Path | Spec | None, text: str = "") -> Spec | None:
     """The spec named with ``--spec`` (or given as a loaded :class:`Spec`), else the one
-    beside the source, else None."""
+    beside the source, else (IR text) the one its ``# spec:`` comment names, else None."""
     if isinstance(spec_path, Spec):
         return spec_path
     if spec_path is not None:
         return load_spec(Path(spec_path))
     found = find_spec(path)
+    if found is None and path.suffix in IR_SUFFIXES:
+        found = named_spec(text, path)
     return load_spec(found) if found else None
 
 
@@ -124,7 +180,7 @@ def load_kernel(
     ``include_dirs`` (``-I``) and the spec's ``include`` list are searched for headers."""
     path = Path(path)
     text = read_text(path)
-    spec = spec_for(path, spec_path)
+    spec = spec_for(path, spec_path, text)
     bound = spec.bind(sizes or {}) if spec else None
     if sizes and not spec:
         raise KirError(f"--size given but {path} has no spec",
@@ -132,15 +188,15 @@ def load_kernel(
     if path.suffix in IR_SUFFIXES:
         from kir.ir.parser import parse_kernel
 
-        # IR text carries its own launch (rules may have changed it); the spec's sizes are
-        # still what its grid expressions and scalar arguments are evaluated with.
         kernel = parse_kernel(text, filename=str(path), locate_unmarked=True)
+        notes: tuple[str, ...] = ()
         if bound is not None:
             from kir.spec.index_range import check_index_range
 
+            kernel, notes = _choose_launch(kernel, bound, text, path)
             check_spec_fits(kernel, bound.spec)
             check_index_range(kernel, bound)
-        return Loaded(kernel, bound, path, text)
+        return Loaded(kernel, bound, path, text, notes=notes)
     if path.suffix not in CUDA_SUFFIXES:
         raise KirError(f"don't know how to read {path.name}",
                        hint="kir reads CUDA (.cu, .cuh) and kir IR text (.kir)")
@@ -193,6 +249,60 @@ def check_spec_names(text: str, path: Path, kernel: Kernel, spec: Spec,
                              f"'{kernel.name}' (its parameters: {', '.join(names)})", "args",
                              arg, hint=_did_you_mean(arg, names)
                              or "arguments bind to the kernel's parameters by name")
+
+
+def _choose_launch(kernel: Kernel, bound: BoundSpec, text: str,
+                   path: Path) -> tuple[Kernel, tuple[str, ...]]:
+    """The launch a ``.kir`` runs with, and a note when the IR's and the spec's differ.
+
+    The IR's own launch wins (a rule such as coarsen-threads or resize-block changed it, and
+    the IR's body depends on it), unless the dump says it is a placeholder (it was parsed
+    without a spec): then the spec's. The spec's sizes are what the grid expressions are
+    evaluated with either way; an expression that does not evaluate is an error at the
+    launch line."""
+    spec_launch = bound.launch()
+    header = [line for _, line in _header_lines(text)]
+    if any(line.startswith(PLACEHOLDER_COMMENT) for line in header):
+        kernel = dataclasses.replace(kernel, launch=spec_launch)
+        return kernel, (f"{path}: its launch was a placeholder (dumped without a spec): the "
+                        f"spec's is used ({_launch_text(spec_launch)})",)
+    _check_grid(kernel, bound, text, path)
+    ours, theirs = _launch_text(kernel.launch), _launch_text(spec_launch)
+    if ours == theirs:
+        return kernel, ()
+    return kernel, (f"{path}: the IR's launch ({ours}) differs from the spec's ({theirs}): the "
+                    f"IR's is used (edit its grid=/block= line to change it)",)
+
+
+def _launch_text(launch) -> str:
+    grid = ", ".join(re.sub(r"\s+", "", str(g)) for g in launch.grid)
+    return f"grid ({grid}), block {tuple(launch.block)}, shared_bytes {launch.shared_bytes}"
+
+
+def _check_grid(kernel: Kernel, bound: BoundSpec, text: str, path: Path) -> None:
+    """Each grid expression of an IR launch evaluates, with the spec's sizes, to a positive
+    whole number; else a KirError at the launch line of the IR text."""
+    from kir.spec.sizeexpr import eval_size_expr
+
+    for expr in kernel.launch.grid:
+        problem = None
+        try:
+            value = eval_size_expr(expr, bound.sizes)
+        except KirError as exc:
+            problem = exc.message
+        else:
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if not isinstance(value, int) or value <= 0:
+                problem = (f"launch grid {expr!r} = {value!r} with sizes "
+                           f"{', '.join(f'{k}={v}' for k, v in bound.sizes.items())}: it must "
+                           "be a positive whole number of blocks")
+        if problem:
+            at = text.find("grid=")
+            line = text.count("\n", 0, at) + 1 if at >= 0 else 1
+            col = at - (text.rfind("\n", 0, at) + 1) + 1 if at >= 0 else 1
+            raise KirError(problem, Loc(str(path), line, col),
+                           source_line=source_line_of(text, line) if at >= 0 else None)
 
 
 def check_spec_fits(kernel: Kernel, spec: Spec) -> None:

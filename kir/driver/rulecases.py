@@ -199,7 +199,10 @@ def run_case(case: Case, registry: Mapping[str, Rule],
             step = parse_step(step_text, registry)
         except KirError as exc:
             return Outcome(case, False, exc.message, number)
-        result = apply_step(kernel, step, registry, ctx)
+        try:
+            result = apply_step(kernel, step, registry, ctx)
+        except KirError as exc:  # the rule's own failure (kir.rules.RuleError): this case's
+            return Outcome(case, False, str(exc), number)
         if isinstance(result, NotApplicable):
             if case.refuse is not None and number == case.steps[-1][0]:
                 wanted = case.refuse[1]
@@ -277,7 +280,7 @@ def run_case_file(path: str | Path, registry: Mapping[str, Rule]) -> list[Outcom
     """Every case of the file at ``path``, checked."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise KirError(f"cannot read case file {path}: {exc}") from None
     return [run_case(case, registry) for case in parse_cases(text, str(path))]

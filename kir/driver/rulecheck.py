@@ -14,7 +14,7 @@ from kir.driver.load import Loaded, load_kernel
 from kir.driver.runners import copy_inputs, run_interp
 from kir.errors import KirError
 from kir.ir.verify import verify
-from kir.rules import NotApplicable, Rule, Step, apply_step, context_for
+from kir.rules import NotApplicable, Rule, RuleError, Step, apply_step, context_for, rule_sites
 from kir.spec.compare import compare_outputs
 
 
@@ -46,24 +46,30 @@ def example_files(folder: Path) -> list[Path]:
 
 
 
-def steps_of(rule: Rule, kernel) -> Iterator[Step]:
-    """Every (site, parameter combination) of ``rule`` on ``kernel``."""
+def steps_of(rule: Rule, kernel, registry: Mapping[str, Rule] | None = None) -> Iterator[Step]:
+    """Every (site, parameter combination) of ``rule`` on ``kernel`` (the sites listed under
+    the rule limits: a RuleError when that fails)."""
     names = [p.name for p in rule.params]
-    for site in rule.sites(kernel):
+    for site in rule_sites(rule, kernel, registry):
         for values in itertools.product(*(p.choices for p in rule.params)):
             yield Step(rule.name, site, tuple(zip(names, values)), rule.site_key)
 
 
 def check_step(loaded: Loaded, rule: Rule, step: Step, inputs: dict,
-               expected: dict) -> Application:
-    """Apply one step and compare the result with ``expected`` (the original's outputs)."""
+               expected: dict, registry: Mapping[str, Rule] | None = None) -> Application:
+    """Apply one step and compare the result with ``expected`` (the original's outputs). A
+    failure of the rule's own code (an exception, a wrong answer, a run past the time limit)
+    is an "error" naming the rule and its file, and so is a result that does not verify."""
     sizes = dict(loaded.bound.sizes)
     try:
-        result = apply_step(loaded.kernel, step, {rule.name: rule}, context_for(loaded))
+        result = apply_step(loaded.kernel, step, registry or {rule.name: rule},
+                            context_for(loaded))
         if isinstance(result, NotApplicable):
             return Application(str(loaded.path), sizes, step, "not-applicable", result.reason)
         verify(result)
         got = run_interp(dataclasses.replace(loaded, kernel=result), copy_inputs(inputs))
+    except RuleError as exc:
+        return Application(str(loaded.path), sizes, step, "error", str(exc))
     except KirError as exc:
         return Application(str(loaded.path), sizes, step, "error", str(exc).splitlines()[0])
     bound = loaded.bound
@@ -75,11 +81,15 @@ def check_step(loaded: Loaded, rule: Rule, step: Step, inputs: dict,
 
 
 def sweep(rules: Iterable[Rule], files: Iterable[Path],
-          size_sets: Mapping[str, list[dict[str, int]]] | None = None) -> list[Application]:
+          size_sets: Mapping[str, list[dict[str, int]]] | None = None,
+          registry: Mapping[str, Rule] | None = None) -> list[Application]:
     """Apply every rule at every site with every parameter value to every file, at each of
-    the file's size sets (default: the spec's defaults and its ragged sizes)."""
+    the file's size sets (default: the spec's defaults and its ragged sizes). ``registry``
+    (holding the rules) names their files in errors; a rule that runs past its time limit
+    is not tried further (each try would cost the limit again)."""
     rules = list(rules)
     results: list[Application] = []
+    failures = getattr(registry, "failures", None)
     for path in files:
         first = load_kernel(path)
         sets = (size_sets or {}).get(path.name)
@@ -90,9 +100,27 @@ def sweep(rules: Iterable[Rule], files: Iterable[Path],
             inputs = loaded.bound.make_inputs(0)
             expected = run_interp(loaded, copy_inputs(inputs))
             for rule in rules:
-                for step in steps_of(rule, loaded.kernel):
-                    results.append(check_step(loaded, rule, step, inputs, expected))
+                results += _rule_on(loaded, rule, inputs, expected, registry, failures)
     return results
+
+
+def _rule_on(loaded: Loaded, rule: Rule, inputs: dict, expected: dict,
+             registry: Mapping[str, Rule] | None, failures) -> list[Application]:
+    """Every step of ``rule`` on one kernel at one size set, checked."""
+    sizes = dict(loaded.bound.sizes)
+    where = Step(rule.name, "?", (), rule.site_key)
+    if failures is not None and not failures.usable(rule.name):
+        return []
+    try:
+        steps = list(steps_of(rule, loaded.kernel, registry))
+    except RuleError as exc:
+        return [Application(str(loaded.path), sizes, where, "error", str(exc))]
+    out = []
+    for step in steps:
+        if failures is not None and not failures.usable(rule.name):
+            break
+        out.append(check_step(loaded, rule, step, inputs, expected, registry))
+    return out
 
 
 def report_rules_file(registry, path: Path, examples: str | None) -> int:
@@ -104,7 +132,7 @@ def report_rules_file(registry, path: Path, examples: str | None) -> int:
     files = example_files(Path(examples) if examples else default_examples_dir())
     if not files:
         raise KirError("no examples with specs found", hint="pass --examples DIR")
-    results = sweep(rules, files)
+    results = sweep(rules, files, registry=registry)
     counts: dict[str, int] = {}
     for app in results:
         counts[app.status] = counts.get(app.status, 0) + 1
@@ -112,6 +140,9 @@ def report_rules_file(registry, path: Path, examples: str | None) -> int:
             sizes = ", ".join(f"{k}={v}" for k, v in app.sizes.items())
             print(f"{app.status.upper()}: {app.step} on {Path(app.kernel_file).name} ({sizes})")
             print("    " + app.detail.replace("\n", "\n    "))
+    for name in sorted(getattr(registry.failures, "timed_out", ())):
+        if name in names:
+            print(f"rule {name} ran past its time limit: it was not tried further")
     applied = counts.get("same", 0) + counts.get("changed", 0)
     print(f"{len(rules)} rule(s), {len(files)} kernel(s): {applied} applications checked, "
           f"{counts.get('same', 0)} kept results, {counts.get('changed', 0)} changed results, "

@@ -24,10 +24,13 @@ Runner = Callable[[Loaded, dict], dict[str, np.ndarray]]
 
 def run_interp(loaded: Loaded, inputs: dict, *,
                max_steps: int | None = None) -> dict[str, np.ndarray]:
-    """Run on the numpy interpreter; returns the spec's outputs."""
+    """Run on the numpy interpreter (under the ``interp_s`` limit); returns the spec's
+    outputs."""
     from kir.interp import run_kernel
+    from kir.limits import current
 
-    result = run_kernel(loaded.kernel, inputs, loaded.bound.sizes, max_steps=max_steps)
+    result = run_kernel(loaded.kernel, inputs, loaded.bound.sizes, max_steps=max_steps,
+                        time_limit_s=current().interp_s)
     return {name: result[name] for name in loaded.bound.outputs}
 
 

@@ -64,9 +64,9 @@ def compile_sum_loop(loop: ir.For, hoist: Hoist, types: dict[str, object]) -> Su
         if count is None or count * st.n > MAX_ELEMENTS \
                 or not info.min <= start + count * step <= info.max:
             return False
-        st.steps.count += count
-        if st.steps.count > st.steps.limit:
+        if st.steps.count + count > st.steps.limit:
             return False  # the iteration-by-iteration run reports it, naming the loop
+        st.steps.count += count
         if count == 0:
             return True
         counters = np.arange(start, start + count * step, step, dtype=np.int64)

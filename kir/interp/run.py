@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,7 +33,8 @@ LOCAL_ELEMENTS_PER_CHUNK = 1 << 24
 def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
                sizes: dict[str, int] | None = None, *,
                max_steps: int | None = None,
-               counters: "Counters | None" = None) -> dict[str, np.ndarray]:
+               counters: "Counters | None" = None,
+               time_limit_s: float | None = None) -> dict[str, np.ndarray]:
     """Run ``kernel`` on the CPU over its whole launch grid and return the final contents of
     every buffer parameter (new arrays of the shapes given; ``args`` is never modified).
 
@@ -40,7 +42,8 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
     type) or a number (scalars, converted with C rules); ``sizes`` binds the names in the
     launch grid's size expressions. Raises :class:`~kir.errors.KirError` for kernel bugs
     the run exposes (out-of-bounds accesses, divergent barriers, loops running past
-    ``max_steps`` iterations) and for arguments that do not fit the kernel.
+    ``max_steps`` iterations, or past ``time_limit_s`` seconds of CPU time) and for
+    arguments that do not fit the kernel.
 
     With ``counters`` (a :class:`kir.interp.counters.Counters`) the run also counts what a
     GPU would execute (memory transactions, flops, barriers, ...) into it; slower, and
@@ -53,7 +56,9 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
     threads = math.prod(block)
     total_blocks = math.prod(grid)
     buffers, shapes, scalars = _bind(kernel, args)
-    steps = Steps(DEFAULT_MAX_STEPS if max_steps is None else int(max_steps))
+    steps = Steps(DEFAULT_MAX_STEPS if max_steps is None else int(max_steps),
+                  deadline=None if time_limit_s is None else time.process_time() + time_limit_s,
+                  seconds=time_limit_s)
 
     with deep_recursion(), np.errstate(all="ignore"):
         if counters is not None:

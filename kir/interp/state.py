@@ -9,11 +9,13 @@ so hot paths can skip masking when no lane is off.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from kir.errors import BarrierError, KirError, Loc
+from kir.errors import BarrierError, KirError, Loc, StepLimitError
+from kir.limits import limit_hint
 from kir.ir.cops import Value
 
 WARP = 32
@@ -43,12 +45,43 @@ class LoopFrame:
     cont: np.ndarray
 
 
+CLOCK_EVERY = 1024
+"""Loop iterations between two looks at the clock (a look costs a system call)."""
+
+
 @dataclass
 class Steps:
-    """Loop iterations executed so far, across chunks, against the ``limit``."""
+    """Loop iterations executed so far, across chunks, against the ``limit`` and, when a
+    ``deadline`` (a ``time.process_time()`` value: CPU time, which a busy machine does not
+    eat into) is set, against the clock. A loop calls :meth:`check` when ``count`` passes
+    ``next_check``: the hot path is one comparison."""
 
     limit: int
     count: int = 0
+    deadline: float | None = None
+    seconds: float | None = None  # the time limit the deadline came from, for messages
+    next_check: int = 0
+
+    def __post_init__(self) -> None:
+        self.next_check = self.limit if self.deadline is None else min(self.limit, CLOCK_EVERY)
+
+    def check(self, label: str, loc: Loc | None) -> None:
+        """Raise StepLimitError when the step limit or the deadline is passed, naming the
+        loop ``label`` at ``loc``; else set when to look again."""
+        if self.count > self.limit:
+            raise StepLimitError(
+                f"kernel did not terminate within {self.limit} loop iterations "
+                f"(loop {label})", loc,
+                hint="kir run --max-steps N raises the limit, if the kernel really loops "
+                     "this long")
+        if self.deadline is not None and time.process_time() > self.deadline:
+            raise StepLimitError(
+                f"kernel did not finish within {self.seconds:g} s of CPU time on the interpreter "
+                f"({self.count} loop iterations so far; in loop {label})", loc,
+                hint=limit_hint("interp_s", self.seconds or 0.0)
+                + ", if the kernel is only slow; or use smaller sizes (--size)")
+        self.next_check = min(self.limit, self.count + CLOCK_EVERY) \
+            if self.deadline is not None else self.limit
 
 
 @dataclass

@@ -310,12 +310,8 @@ class StmtCompiler:
                                 return
                     first = False
                     steps.count += 1
-                    if steps.count > steps.limit:
-                        raise StepLimitError(
-                            f"kernel did not terminate within {steps.limit} loop iterations "
-                            f"(loop {label})", loc,
-                            hint="kir run --max-steps N raises the limit, if the kernel "
-                                 "really loops this long")
+                    if steps.count > steps.next_check:
+                        steps.check(label, loc)  # the step limit or the clock
                     body(st, live)
                     if body_stops:
                         live = live & ~(frame.brk | st.ret)

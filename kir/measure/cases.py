@@ -15,6 +15,7 @@ out-of-bounds access), ``timeout`` (the interpreter's step limit, or the wall cl
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -24,6 +25,7 @@ from kir import ir
 from kir.driver.load import Loaded
 from kir.errors import KirError, StepLimitError
 from kir.ir import Kernel
+from kir.limits import WALL_FACTOR, current
 from kir.measure.cpu_pool import CheckPool
 from kir.search.evaluator import Evaluation, Status
 from kir.spec.compare import CheckResult, compare_outputs
@@ -58,6 +60,9 @@ class CheckContext:
     # sizes), or the candidate could never be written out.
     target: str = "metal"
     bound: Any = None
+    # Wall-clock seconds one candidate's runs may take together (the ``candidate_s`` limit):
+    # past them it is "timeout", in a worker or in the search's own process alike.
+    time_limit_s: float | None = None
 
 
 def scalars_used(kernel: Kernel) -> frozenset[str]:
@@ -125,7 +130,7 @@ def build_cases(loaded: Loaded, validate_sizes: Sequence[dict[str, int]] | None 
             baseline = None
             try:
                 baseline = run_kernel(loaded.kernel, copy_inputs(inputs), bound.sizes,
-                                      max_steps=max_steps)
+                                      max_steps=max_steps, time_limit_s=current().interp_s)
             except KirError as exc:
                 if not i:
                     raise
@@ -174,9 +179,11 @@ def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
         # specialized to the compiled sizes cannot run: there is nothing to judge it by.
         return Evaluation.rejected(Status.NOT_APPLICABLE, "specialized to the compiled sizes, but the cost model counts "
             "at the check sizes: use check sizes equal to the compiled ones to model it")
+    deadline = None if ctx.time_limit_s is None else time.process_time() + ctx.time_limit_s
     for i, case in enumerate(cases):
         count = ctx.profile is not None and i == 0
-        verdict, outputs, counted = run_case(kernel, case, ctx.max_steps, count)
+        left = None if deadline is None else max(deadline - time.process_time(), 0.001)
+        verdict, outputs, counted = run_case(kernel, case, ctx.max_steps, count, left)
         if verdict is not None:
             return verdict
         counters = counted if count else counters
@@ -196,13 +203,14 @@ def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
                             cases=len(cases), **notes)
 
 
-def run_case(kernel: Kernel, case: Case, max_steps: int, count: bool):
+def run_case(kernel: Kernel, case: Case, max_steps: int, count: bool,
+             time_limit_s: float | None = None):
     from kir.interp import Counters, run_kernel
 
     counters = Counters() if count else None
     try:
         outputs = run_kernel(kernel, copy_inputs(case.inputs), case.sizes, max_steps=max_steps,
-                             counters=counters)
+                             counters=counters, time_limit_s=time_limit_s)
     except StepLimitError as exc:
         return Evaluation.rejected(Status.TIMEOUT, f"{case.label}: {exc}"), None, None
     except KirError as exc:
@@ -241,8 +249,12 @@ class Validating:
                  check_sizes: dict[str, int] | None = None, target: str = "metal") -> None:
         cases, notes = build_cases(loaded, validate_sizes, seeds, max_steps, check_sizes)
         self.loaded = loaded
+        # ``timeout_s`` is CPU time, counted by the candidate's own runs (a busy machine does
+        # not turn a slow candidate into a "timeout"); the pool kills a worker that has not
+        # answered after WALL_FACTOR times as long on the wall clock (a hang in C code).
         self.context = CheckContext(cases, max_steps, profile, notes,
-                                    scalars_used(loaded.kernel), target, loaded.bound)
+                                    scalars_used(loaded.kernel), target, loaded.bound,
+                                    time_limit_s=timeout_s)
         self.notes = notes
         self.workers = workers
         self.timeout_s = timeout_s
@@ -256,7 +268,7 @@ class Validating:
         """:meth:`check` for each kernel in worker processes, verdicts in order."""
         if self._pool is None:
             self._pool = CheckPool(check_kernel, self.context, workers=self.workers,
-                                   timeout_s=self.timeout_s)
+                                   timeout_s=self.timeout_s * WALL_FACTOR)
         return self._pool.run(list(kernels))
 
     def close(self) -> None:

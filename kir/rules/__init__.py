@@ -20,6 +20,7 @@ from kir.rules.api import (  # noqa: F401 - the package's public names
     param_spaces,
     rule_summary,
 )
+from kir.rules.guard import FailureLog, RuleError, rule_sites  # noqa: F401
 from kir.rules.trace import (  # noqa: F401
     Applied,
     Step,
@@ -31,8 +32,8 @@ from kir.rules.trace import (  # noqa: F401
 )
 
 __all__ = [
-    "ANALYSES", "Applied", "BaseRule", "LegacyRule", "LoopRule", "Match", "NoParams",
-    "NotApplicable", "ParamSpace", "Rule", "RuleContext", "Step", "apply_step", "apply_trace",
-    "as_rule", "choice", "context_for", "load_trace", "param_spaces", "parse_step",
-    "rule_summary", "save_trace",
+    "ANALYSES", "Applied", "BaseRule", "FailureLog", "LegacyRule", "LoopRule", "Match",
+    "NoParams", "NotApplicable", "ParamSpace", "Rule", "RuleContext", "RuleError", "Step",
+    "apply_step", "apply_trace", "as_rule", "choice", "context_for", "load_trace",
+    "param_spaces", "parse_step", "rule_sites", "rule_summary", "save_trace",
 ]

@@ -292,7 +292,9 @@ class LegacyRule(BaseRule):
         return summary if isinstance(summary, str) else rule_summary(self.rule)
 
     def candidates(self, kernel: Kernel) -> Iterable[str]:
-        return list(self.rule.sites(kernel))
+        from kir.rules.guard import SITES  # its sites are its analysis: remember them
+
+        return SITES.sites(self.rule, kernel, lambda: list(self.rule.sites(kernel)))
 
     def make_params(self, values: Mapping[str, object]) -> dict[str, object]:
         return {p.name: values.get(p.name, p.choices[0]) for p in self._params}

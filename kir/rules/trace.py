@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from kir.errors import KirError
+from kir.errors import AnalysisLimitError, KirError, Loc, source_line_of
 from kir.ir import Kernel
 from kir.rules.api import NotApplicable, Rule, RuleContext, as_rule
+from kir.rules.guard import checked_result, failures_of, origin_of, run_guarded
 
 # ------------------------------------------------------------------------------------ steps
 
@@ -87,14 +88,28 @@ def apply_step(kernel: Kernel, step: Step, registry: "Mapping[str, Rule]",
                ctx: RuleContext) -> Kernel | NotApplicable:
     """Apply one step: match the rule at the step's site only (its legality analysis runs
     once, and its plan goes to ``apply``); a site the kernel no longer has, or where the rule
-    is not legal, is NotApplicable, not an error."""
+    is not legal, is NotApplicable, not an error.
+
+    The rule's code runs under the rule limits (:mod:`kir.rules.guard`): an exception, a
+    result that is neither a kernel nor a refusal, or a run past the time limit is a
+    :class:`~kir.rules.guard.RuleError` naming the rule and its file; a kernel over the IR
+    size limit, or an analysis over its bound, is a refusal."""
     rule = as_rule(registry.get(step.rule))  # a first-protocol rule works through an adapter
     if rule is None:
         return NotApplicable(f"unknown rule {step.rule}")
-    found = rule.match_at(kernel, step.site, ctx)
-    if isinstance(found, NotApplicable):
-        return found
-    return rule.apply(kernel, found, rule.make_params(step.param_dict), ctx)
+    origin, failures = origin_of(registry, step.rule), failures_of(registry)
+    doing = f"at {step}"
+
+    def run() -> object:
+        found = rule.match_at(kernel, step.site, ctx)
+        if isinstance(found, NotApplicable):
+            return found
+        return rule.apply(kernel, found, rule.make_params(step.param_dict), ctx)
+    try:
+        result = run_guarded(rule, step.rule, origin, doing, run, failures)
+    except AnalysisLimitError as exc:
+        return NotApplicable(exc.message)
+    return checked_result(result, rule, step.rule, origin, doing, failures)  # type: ignore
 
 
 def apply_trace(kernel: Kernel, steps: Sequence[Step], registry: "Mapping[str, Rule]",
@@ -129,17 +144,68 @@ def save_trace(steps: Sequence[Step], path: str | Path, *, kernel: Kernel | None
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
 
 
+MAX_TRACE_BYTES = 4 * 1024 * 1024
+
+
 def load_trace(path: str | Path, registry: "Mapping[str, Rule]") -> list[Step]:
-    """Read a trace JSON file back into steps."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise KirError(f"no such trace file: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise KirError(f"{path}:{exc.lineno}:{exc.colno}: malformed trace JSON: "
-                       f"{exc.msg}") from None
+    """Read a trace JSON file back into steps. Anything that is not one (a folder, binary,
+    JSON nested past Python's recursion limit, a wrong shape) is a KirError naming the file,
+    and where in it when that is known; a bad step names its place in the list."""
+    path = Path(path)
+    data = _read_json(path)
     steps = data.get("steps") if isinstance(data, dict) else data
     if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
-        raise KirError(f"{path}: a trace is a JSON list of step strings, or an object with "
-                       "\"steps\": [...]")
-    return [parse_step(s, registry) for s in steps]
+        raise KirError("a trace is a JSON list of step strings, or an object with "
+                       "\"steps\": [...]", Loc(str(path), 1, 1),
+                       hint="e.g. {\"steps\": [\"tile-loop{loop=L2,factor=4}\"]}")
+    out = []
+    for number, text in enumerate(steps, 1):
+        try:
+            out.append(parse_step(text, registry))
+        except KirError as exc:
+            raise KirError(f"step {number} of the trace: {exc.message}",
+                           exc.loc or _step_loc(path, text), hint=exc.hint) from None
+    return out
+
+
+def _read_json(path: Path) -> object:
+    try:
+        if path.is_dir():
+            raise KirError(f"{path} is a folder, not a trace file",
+                           hint="name the .trace.json file (e.g. kir-out/NAME/best.trace.json)")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise KirError(f"no such trace file: {path}") from None
+    except OSError as exc:
+        raise KirError(f"cannot read trace {path}: {exc.strerror}") from None
+    if len(raw) > MAX_TRACE_BYTES:
+        raise KirError(f"trace of {len(raw)} bytes: at most {MAX_TRACE_BYTES} are read",
+                       Loc(str(path), 1, 1))
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise KirError(f"the trace is not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+                       Loc(str(path), line, col), hint="a trace is JSON text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise KirError(f"malformed trace JSON: {exc.msg}", Loc(str(path), exc.lineno, exc.colno),
+                       source_line=source_line_of(text, exc.lineno)) from None
+    except RecursionError:
+        raise KirError("the trace's JSON is nested too deeply to be a trace",
+                       Loc(str(path), 1, 1)) from None
+
+
+def _step_loc(path: Path, step_text: str) -> Loc:
+    """Where a step string is written in its trace file (line 1 when not found)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return Loc(str(path), 1, 1)
+    at = text.find(json.dumps(step_text))
+    if at < 0:
+        return Loc(str(path), 1, 1)
+    line = text.count("\n", 0, at) + 1
+    return Loc(str(path), line, at - (text.rfind("\n", 0, at) + 1) + 1)

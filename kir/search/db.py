@@ -146,9 +146,15 @@ class KeyInfo:
 class TuningDB:
     """An open tuning database. Use as a context manager or call :meth:`close`."""
 
-    def __init__(self, path: str | Path, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, path: str | Path, *, timeout_s: float = 10.0,
+                 read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         self._key_ids: dict[tuple[str, ...], int] = {}
+        self.damaged = 0  # rows found unreadable (they answer nothing; a search rewrites them)
+        if read_only:
+            self._conn = self._open_read_only(timeout_s)
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -167,6 +173,38 @@ class TuningDB:
             raise self._error(exc) from None
 
     # -------------------------------------------------------------------------- plumbing
+
+    def _open_read_only(self, timeout_s: float) -> sqlite3.Connection:
+        """A connection that never writes (``kir db`` on a database it may not write: a
+        read-only folder or file system). SQLite's read-only mode still needs the WAL
+        index beside the file; where even that cannot be made, the file is read as
+        immutable (no other process may be writing it then, which a read-only medium
+        ensures)."""
+        if not self.path.is_file():
+            raise KirError(f"no tuning database at {self.path}")
+        uri = self.path.resolve().as_uri()
+        last: Exception | None = None
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                conn = sqlite3.connect(uri + query, uri=True, timeout=timeout_s,
+                                       isolation_level=None)
+                self._check_schema(conn)
+                return conn
+            except sqlite3.Error as exc:
+                last = exc
+        raise self._error(last)  # type: ignore[arg-type]
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "meta" not in tables:
+            raise KirError(f"{self.path} is not a kir tuning database",
+                           hint="pass --db to choose another file")
+        row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+        if row is None or not str(row[0]).isdigit() or int(row[0]) > SCHEMA_VERSION:
+            raise KirError(f"tuning database {self.path} has schema "
+                           f"{row[0] if row else 'none'}, which this kir does not read "
+                           f"({SCHEMA_VERSION})",
+                           hint="upgrade kir, or pass --db to use another file")
 
     def _error(self, exc: Exception) -> KirError:
         text = str(exc)
@@ -259,7 +297,10 @@ class TuningDB:
                            "WHERE key_id=? AND fingerprint=?", (key_id, fingerprint))
         if not rows:
             return None
-        return _evaluation(*rows[0], path=self.path)
+        evaluation = _evaluation(*rows[0])
+        if evaluation is None:
+            self.damaged += 1  # a damaged row answers nothing: the search judges it again
+        return evaluation
 
     def record(self, key: TuningKey, fingerprint: str, genome: Sequence[str],
                evaluation: Evaluation) -> None:
@@ -287,11 +328,14 @@ class TuningDB:
         if key_id is None:
             return None
         rows = self._query("SELECT genome, time_ms FROM evaluations WHERE key_id=? AND "
-                           "status='ok' ORDER BY time_ms, length(genome), genome LIMIT 1",
-                           (key_id,))
-        if not rows:
-            return None
-        return tuple(_genome(rows[0][0], self.path)), float(rows[0][1])
+                           "status='ok' AND typeof(time_ms) IN ('real', 'integer') "
+                           "ORDER BY time_ms, length(genome), genome", (key_id,))
+        for genome_text, time_ms in rows:
+            genome = _genome(genome_text)
+            if genome is not None:
+                return tuple(genome), float(time_ms)
+            self.damaged += 1
+        return None
 
     def rows(self, key: TuningKey) -> list[Row]:
         """Every stored evaluation under ``key``, oldest first."""
@@ -301,9 +345,15 @@ class TuningDB:
         rows = self._query("SELECT fingerprint, genome, status, time_ms, error, details, "
                            "timestamp FROM evaluations WHERE key_id=? ORDER BY timestamp, "
                            "rowid", (key_id,))
-        return [Row(fp, tuple(_genome(genome, self.path)),
-                    _evaluation(status, time_ms, error, details, path=self.path), stamp)
-                for fp, genome, status, time_ms, error, details, stamp in rows]
+        out = []
+        for fp, genome_text, status, time_ms, error, details, stamp in rows:
+            genome = _genome(genome_text)
+            evaluation = _evaluation(status, time_ms, error, details)
+            if genome is None or evaluation is None or not isinstance(stamp, (int, float)):
+                self.damaged += 1  # listed nowhere; ``kir db show`` says how many
+                continue
+            out.append(Row(str(fp), tuple(genome), evaluation, float(stamp)))
+        return out
 
     def runs(self) -> list[KeyInfo]:
         """Every key with its row count, valid count, best and baseline times."""
@@ -314,7 +364,8 @@ class TuningDB:
             "THEN e.time_ms END), coalesce(max(e.timestamp), k.created) "
             "FROM keys k LEFT JOIN evaluations e ON e.key_id = k.id "
             "GROUP BY k.id ORDER BY k.created, k.id")
-        return [KeyInfo(TuningKey(*r[:7]), r[7], int(r[8] or 0), r[9], r[10], r[11])
+        return [KeyInfo(TuningKey(*(str(v) for v in r[:7])), int(r[7] or 0), int(r[8] or 0),
+                        _number(r[9]), _number(r[10]), _number(r[11]) or 0.0)
                 for r in rows]
 
     def export(self, fmt: str = "json", key: TuningKey | None = None) -> str:
@@ -344,19 +395,35 @@ class TuningDB:
         return self._query("PRAGMA integrity_check")[0][0] == "ok"
 
 
-def _genome(text: str, path: Path) -> list[str]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        raise KirError(f"tuning database {path}: malformed genome {text!r}",
-                       hint="the file is damaged: move it away or pass --db") from None
-    return [str(v) for v in value]
+def _number(value: object) -> float | None:
+    """A stored number, or None for NULL or a value damage left in a REAL column."""
+    return float(value) if isinstance(value, (int, float)) else None
 
 
-def _evaluation(status: str, time_ms: float | None, error: str, details: str, *,
-                path: Path) -> Evaluation:
+def _genome(text: object) -> list[str] | None:
+    """A stored genome (a JSON list of step strings), or None when the row is damaged."""
     try:
-        return Evaluation(status, time_ms, error or "", json.loads(details or "{}"))
-    except (KirError, json.JSONDecodeError) as exc:
-        raise KirError(f"tuning database {path}: bad stored evaluation ({exc})",
-                       hint="the file is damaged: move it away or pass --db") from None
+        value = json.loads(text) if isinstance(text, str) else None
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return value
+
+
+def _evaluation(status: object, time_ms: object, error: object,
+                details: object) -> Evaluation | None:
+    """A stored evaluation, or None when the row is damaged (a status kir does not know, a
+    time that is not a number, details that are not a JSON object, ...)."""
+    try:
+        extra = json.loads(details) if isinstance(details, str) and details else {}
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(extra, dict) or not isinstance(error, (str, type(None))) \
+            or not (time_ms is None or isinstance(time_ms, (int, float))):
+        return None
+    try:
+        return Evaluation(str(status), None if time_ms is None else float(time_ms),
+                          error or "", extra)
+    except KirError:
+        return None

@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 from kir.errors import KirError
 from kir.ir import Kernel
-from kir.rules import Applied, Rule, RuleContext, Step, apply_trace
+from kir.rules import Applied, Rule, RuleContext, RuleError, Step, apply_trace
 from kir.search.db import TuningDB, TuningKey, kir_version
 from kir.search.evaluator import Evaluation, Evaluator, Status
 from kir.search.genome import Genome, canonical, genome_text
@@ -176,6 +176,11 @@ class Session:
         hit = self._applied.get(genome)
         if hit is not None:
             return hit
+        failures = getattr(self.registry, "failures", None)
+        stopped = [s.rule for s in genome if failures is not None and not failures.usable(s.rule)]
+        if stopped:  # each try would cost the rule's whole time limit again
+            raise RuleError(f"rule {stopped[0]} is not tried again: it ran past its time limit",
+                            rule=stopped[0], origin=None, timed_out=True)
         if len(self._applied) > 4096:  # bound memory on long searches
             self._applied.clear()
         # Mutants share a prefix with a parent already applied: start from the longest one.
@@ -213,16 +218,18 @@ class Session:
             genome = canonical(genome, self.registry)
             try:
                 applied = self.apply(genome)
+                fp = fingerprint(applied.kernel)  # a malformed kernel fails here, not later
             except Exception as exc:  # noqa: BLE001 - a rule's bug rejects the candidate only
+                # (a RuleError names the rule and its file, and the registry counted it)
                 text = genome_text(genome)
+                why = exc.message if isinstance(exc, RuleError) else _describe(exc, "applying")
                 cand = Candidate(tuple(genome), None, "apply:" + "|".join(text),
-                                 Evaluation.rejected(Status.CRASH, _describe(exc, "applying")))
+                                 Evaluation.rejected(Status.CRASH, why))
                 known = self.seen.get(cand.fingerprint)
                 if known is None:
                     self._record(cand, cached=False)
                 out.append((known or cand, known is None))
                 continue
-            fp = fingerprint(applied.kernel)
             known = self.seen.get(fp) or batch.get(fp)
             if known is not None:
                 self.duplicates += 1

@@ -15,7 +15,7 @@ import random
 from typing import Iterator, Mapping, Sequence
 
 from kir.ir import Kernel
-from kir.rules import Applied, Rule, RuleContext, Step, apply_trace
+from kir.rules import Applied, Rule, RuleContext, RuleError, Step, apply_trace, rule_sites
 
 Genome = tuple[Step, ...]
 
@@ -27,12 +27,18 @@ def genome_text(genome: Sequence[Step]) -> tuple[str, ...]:
     return tuple(str(step) for step in genome)
 
 
-def safe_sites(rule: Rule, kernel: Kernel, ctx: RuleContext | None = None) -> list[str]:
-    """A rule's sites in ``kernel`` (under ``ctx``); a rule whose ``sites`` raises offers none
-    (a buggy rule must not stop a search that has other rules to try)."""
+def safe_sites(rule: Rule, kernel: Kernel, ctx: RuleContext | None = None,
+               registry: Mapping[str, Rule] | None = None) -> list[str]:
+    """A rule's sites in ``kernel`` (under ``ctx``), listed under the rule limits (:func:`kir.rules.rule_sites`);
+    a rule whose ``sites`` fails offers none (a buggy rule must not stop a search that has
+    other rules to try; the registry's failure log, when it keeps one, counts it), and so
+    does one that ran past its time limit before."""
+    failures = getattr(registry, "failures", None)
+    if failures is not None and not failures.usable(rule.name):
+        return []
     try:
-        return list(rule.sites(kernel, ctx))
-    except Exception:  # noqa: BLE001 - third-party rule code
+        return rule_sites(rule, kernel, registry, ctx)
+    except RuleError:
         return []
 
 
@@ -42,7 +48,7 @@ def rules_with_sites(kernel: Kernel, registry: Mapping[str, Rule],
     whatever order the registry was filled in)."""
     found = []
     for name in sorted(registry):
-        sites = safe_sites(registry[name], kernel, ctx)
+        sites = safe_sites(registry[name], kernel, ctx, registry)
         if sites:
             found.append((registry[name], sites))
     return found
@@ -149,7 +155,7 @@ def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rul
         options.append("retune")
     resite = [i for i, step in enumerate(genome)
               if step.rule in registry
-              and len(safe_sites(registry[step.rule], kernels[i], ctx)) > 1]
+              and len(safe_sites(registry[step.rule], kernels[i], ctx, registry)) > 1]
     if resite:
         options.append("site")
     if not options:
@@ -185,7 +191,7 @@ def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rul
     else:  # site
         i = rng.choice(resite)
         step = steps[i]
-        others = [s for s in safe_sites(registry[step.rule], kernels[i], ctx)
+        others = [s for s in safe_sites(registry[step.rule], kernels[i], ctx, registry)
                   if s != step.site]
         steps[i] = Step(step.rule, rng.choice(others), step.params, step.site_key)
     return tuple(steps), op

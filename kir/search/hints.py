@@ -287,7 +287,7 @@ def build(kernel: Kernel, wants: Sequence[Want], registry: Mapping[str, Rule],
         if rule is None:
             continue
         for _ in range(max(1, want.repeat)):
-            offered = safe_sites(rule, kernel, ctx)
+            offered = safe_sites(rule, kernel, ctx, registry)
             order = [s for s in want.sites if s in offered]
             if want.any_site:
                 order += [s for s in offered if s not in order]

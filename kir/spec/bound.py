@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kir.errors import KirError
+from kir import limits
+from kir.errors import KirError, frame_place
 from kir.ir import Launch
 from kir.ir.types import ScalarType
 from kir.spec.schema import Spec, dtype_of
@@ -29,6 +30,7 @@ DEFAULT_TOLERANCES = {
 }
 
 _REFERENCE_MODULES: dict[Path, ModuleType] = {}
+RUN_COPIES = 4  # copies of each buffer a checked run holds at once, about
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,11 @@ class BoundSpec:
             return value
         dtype = dtype_of(arg.dtype)
         if dtype.is_float:
+            largest = float(np.finfo(np.float32 if dtype.name == "bf16" else dtype.numpy).max)
+            if math.isfinite(value) and abs(value) > largest:
+                raise self.spec.error(f"scalar {name!r} of dtype {arg.dtype}: {arg.value!r} = "
+                                      f"{value!r} is larger than {arg.dtype} holds", "args",
+                                      name, "value")
             return float(np.asarray(value, dtype=dtype.numpy)) if dtype.name != "bf16" \
                 else float(_round_bf16(np.asarray([value], np.float32))[0])
         if isinstance(value, float):
@@ -87,6 +94,13 @@ class BoundSpec:
                 raise self.spec.error(f"scalar {name!r} of dtype {arg.dtype}: {arg.value!r} = "
                                       f"{value!r} is not an integer", "args", name, "value")
             value = int(value)
+        if dtype.name != "bool":
+            info = np.iinfo(dtype.numpy)
+            if not int(info.min) <= value <= int(info.max):
+                # the kernel would see it wrapped: a different number from the one written
+                raise self.spec.error(f"scalar {name!r} of dtype {arg.dtype}: {arg.value!r} = "
+                                      f"{value} does not fit in {arg.dtype}", "args", name,
+                                      "value")
         return int(value)
 
     def range(self, name: str) -> tuple[float, float]:
@@ -171,9 +185,40 @@ class BoundSpec:
         return (rtol if self.spec.rtol is None else self.spec.rtol,
                 atol if self.spec.atol is None else self.spec.atol)
 
+    def memory_needed(self) -> int:
+        """Bytes one checked run of the kernel needs at these sizes, about: every buffer
+        ``RUN_COPIES`` times (the inputs, the reference's and the run's copies, the
+        interpreter's memory, float64 temporaries), at 8 bytes an element at least."""
+        total = 0
+        for name, arg in self.spec.args.items():
+            if arg.is_buffer:
+                width = max(8, np.dtype(dtype_of(arg.dtype).numpy).itemsize)  # type: ignore[arg-type]
+                total += math.prod(self.shape(name)) * width * RUN_COPIES
+        return total
+
+    def check_memory(self) -> None:
+        """A KirError naming the sizes and the largest buffers when a run at these sizes
+        would need more than the ``memory_fraction`` limit of the available memory."""
+        available = limits.available_memory()
+        needed = self.memory_needed()
+        share = limits.current().memory_fraction
+        if available is None or needed <= available * share:
+            return
+        buffers = sorted(((math.prod(self.shape(n)), n) for n, a in self.spec.args.items()
+                          if a.is_buffer), reverse=True)[:3]
+        largest = ", ".join(f"{n}: {count:,} elements" for count, n in buffers)
+        raise self.spec.error(
+            f"sizes {self._sizes_text()} need about {_gib(needed)} of memory to run and check "
+            f"({largest}); {_gib(available)} is available", "sizes",
+            hint="use smaller sizes (--size, or the spec's check sizes for a search); "
+                 f"the estimate counts each buffer {RUN_COPIES} times (--limit "
+                 "memory_fraction=... sets the share of the available memory it may use)")
+
     def make_inputs(self, seed: int = 0) -> dict[str, np.ndarray | int | float]:
         """Every argument, in order: random inputs, outputs filled with their init, scalars
-        their value. The same seed gives the same arrays."""
+        their value. The same seed gives the same arrays. Sizes whose run would not fit in
+        memory are refused first (:meth:`check_memory`)."""
+        self.check_memory()
         rng = np.random.default_rng(seed)
         out: dict[str, np.ndarray | int | float] = {}
         for arg in self.spec.args.values():
@@ -203,9 +248,11 @@ class BoundSpec:
         function = _reference_function(self.spec)
         args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
         args.update({a.name: None for a in self.spec.args.values() if a.null})
+        seconds = limits.current().reference_s
         try:
-            result = function(args, dict(self.sizes))
-        except KeyboardInterrupt:
+            with limits.cpu_limit(seconds, self._too_slow):
+                result = function(args, dict(self.sizes))
+        except (KeyboardInterrupt, KirError):
             raise
         except BaseException as exc:  # the user's code (even sys.exit): report it, not a
             # kir traceback and not an exit code the reference chose
@@ -228,6 +275,21 @@ class BoundSpec:
                                f"returned {name!r} of shape {array.shape}, the spec says {shape}")
             outs[name] = array.astype(dtype_of(self.spec.args[name].dtype).numpy)  # type: ignore
         return outs
+
+    def _too_slow(self, overrun: limits.Overrun) -> KirError:
+        """The error of a reference call that ran past its limit, located at the line it
+        was running (in the reference's own file) when it was stopped."""
+        loc, line = frame_place(limits.frame_in(overrun.where, str(reference_file(self.spec))))
+        seconds = limits.current().reference_s
+        return KirError(f"reference {self.spec.reference} did not return within "
+                        f"{overrun.limit_text} (spec {self.spec.path.name}, sizes "
+                        f"{self._sizes_text()})", loc, source_line=line,
+                        hint=limits.limit_hint("reference_s", seconds)
+                        + "; or give smaller sizes (--size, or the spec's check sizes)")
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2**30:.1f} GiB" if count >= 2**28 else f"{count / 2**20:.0f} MiB"
 
 
 def _random(rng: np.random.Generator, dtype: ScalarType, shape: tuple[int, ...],
@@ -301,9 +363,17 @@ def _reference_function(spec: Spec, key: str = "reference") -> Callable[..., Any
         loader_spec = importlib.util.spec_from_file_location(unique, file)
         module = importlib.util.module_from_spec(loader_spec)  # type: ignore[arg-type]
         sys.modules[unique] = module
+        seconds = limits.current().reference_s
+
+        def too_slow(overrun: limits.Overrun) -> KirError:
+            loc, line = frame_place(limits.frame_in(overrun.where, str(file)))
+            return KirError(f"importing reference module {file} did not finish within "
+                            f"{overrun.limit_text}", loc, source_line=line,
+                            hint=limits.limit_hint("reference_s", seconds))
         try:
-            loader_spec.loader.exec_module(module)  # type: ignore[union-attr]
-        except KeyboardInterrupt:
+            with limits.cpu_limit(seconds, too_slow):
+                loader_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except (KeyboardInterrupt, KirError):
             del sys.modules[unique]
             raise
         except BaseException as exc:  # a module-level sys.exit() included

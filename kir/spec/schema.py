@@ -33,6 +33,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 ROLES = ("in", "out", "inout")
+MAX_SPEC_BYTES = 1024 * 1024
 TOP_KEYS = ("kernel", "sizes", "ragged", "check", "templates", "launch", "tolerance",
             "reference", "reference_mlx", "require", "args", "include")
 LAUNCH_KEYS = ("grid", "block", "shared_bytes")
@@ -114,19 +115,21 @@ class Spec:
         """The ``include`` folders as paths (relative ones from the spec's folder)."""
         return [self.path.parent / d for d in self.include]
 
-    def bind(self, overrides: dict[str, int] | None = None) -> "BoundSpec":
-        """Fix the sizes: the defaults with ``overrides`` (e.g. ``--size N=4096``) applied."""
+    def bind(self, overrides: dict[str, int] | None = None,
+             option: str = "--size") -> "BoundSpec":
+        """Fix the sizes: the defaults with ``overrides`` (e.g. ``--size N=4096``; errors
+        name ``option``, the command-line option they came from) applied."""
         from kir.spec.bound import BoundSpec
 
         sizes = dict(self.sizes)
         for name, value in (overrides or {}).items():
             if name not in self.sizes:
                 raise KirError(
-                    f"--size {name}={value}: {self.path.name} has no size {name!r} "
+                    f"{option} {name}={value}: {self.path.name} has no size {name!r} "
                     f"(sizes: {', '.join(self.sizes) or 'none'})",
                     hint=_did_you_mean(name, self.sizes))
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-                raise KirError(f"--size {name}={value}: sizes must be positive integers "
+                raise KirError(f"{option} {name}={value}: sizes must be positive integers "
                                f"(spec {self.path.name})")
             sizes[name] = int(value)
         self.check_require(sizes, "--size " + " ".join(
@@ -172,9 +175,22 @@ def load_spec(path: str | Path) -> Spec:
     """Read and check a ``.kir.toml`` spec; KirError (file:line:col where known) on bad input."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise KirError(f"spec {path} is a folder, not a .kir.toml file") from None
     except OSError as exc:
         raise KirError(f"cannot read spec {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise KirError(f"spec of {len(raw)} bytes: at most {MAX_SPEC_BYTES} are read",
+                       Loc(str(path), 1, 1))
+    try:
+        text = raw.decode("utf-8-sig")  # a byte order mark some editors write is fine
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise KirError(f"{path.name} is not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+                       Loc(str(path), line, col),
+                       hint="a spec is TOML text; save it as UTF-8") from None
     return load_spec_text(text, path)
 
 
@@ -437,7 +453,8 @@ class _Checker:
         if "null" in table:
             return self.null_arg(name, table)
         init = self.init(name, table.get("init"), role)
-        bounds = self.range(name, table.get("range", [-1.0, 1.0]), sizes)
+        bounds = self.range(name, table.get("range", [-1.0, 1.0]), sizes,
+                            dtype if "range" in table else None)
         if "value" in table:
             if "shape" in table:
                 raise self.fail(f"argument {name!r} has both shape and value: a buffer has a "
@@ -470,6 +487,8 @@ class _Checker:
         dims = tuple(self.expr(dim, sizes, *where, "shape") for dim in shape)
         if init is None and role != "in":
             init = 0.0 if role == "out" else "input"
+        if isinstance(init, float):
+            self.init_fits(name, init, dtype)
         offset = None
         if "offset" in table:
             offset = self.expr(table["offset"], sizes, *where, "offset")
@@ -509,10 +528,27 @@ class _Checker:
                         "or 'none'",
                         "args", name, "init")
 
-    def range(self, name: str, bounds: Any, sizes: dict[str, int]
+    def init_fits(self, name: str, init: float, dtype: str) -> None:
+        """A numeric init must be a value of the buffer's dtype (an integer buffer cannot
+        start at -inf or 1e10; a float one at a finite value past its largest)."""
+        kind = SCALARS.get(dtype)
+        if kind is None or kind.name == "bool":
+            return
+        if kind.is_float:
+            largest = float(np.finfo(np.float32 if kind.name == "bf16" else kind.numpy).max)
+            ok = not math.isfinite(init) or abs(init) <= largest
+        else:
+            info = np.iinfo(kind.numpy)
+            ok = math.isfinite(init) and init.is_integer() \
+                and float(info.min) <= init <= float(info.max)
+        if not ok:
+            raise self.fail(f"argument {name!r}: init {init:g} is not a {dtype} value", "args",
+                            name, "init", hint="give an init the buffer's dtype can hold")
+
+    def range(self, name: str, bounds: Any, sizes: dict[str, int], dtype: str | None = None
               ) -> tuple[float | str, float | str]:
         """``[low, high]``: numbers, or size expressions (``[0, "V - 1"]``) checked here and
-        evaluated (and compared) when the sizes are bound."""
+        evaluated (and compared) when the sizes are bound. Numbers must fit in ``dtype``."""
         where = ("args", name, "range")
         if not isinstance(bounds, list) or len(bounds) != 2:
             raise self.fail(f"argument {name!r}: range must be [low, high] with low <= high",
@@ -530,7 +566,27 @@ class _Checker:
         if all(isinstance(b, float) for b in out) and out[0] > out[1]:
             raise self.fail(f"argument {name!r}: range must be [low, high] with low <= high",
                             *where)
+        numbers = [b for b in out if isinstance(b, float)]
+        problem = range_misfit(numbers, dtype) if numbers else None
+        if problem:  # random inputs outside the dtype would be inf or wrap: not what was asked
+            raise self.fail(f"argument {name!r}: range {bounds} {problem}", *where)
         return out[0], out[1]
+
+
+def range_misfit(values: list[float], dtype: str | None) -> str | None:
+    """Why random inputs between ``values`` cannot be of ``dtype`` (past a float's largest
+    value, or an integer's range; unsigned types clamp below at 0), or None."""
+    if dtype not in SCALARS or SCALARS[dtype].name == "bool":
+        return None
+    kind = SCALARS[dtype]
+    info = np.finfo(np.float32 if kind.name == "bf16" else kind.numpy) if kind.is_float \
+        else np.iinfo(kind.numpy)
+    low, high = float(info.min), float(info.max)  # Python floats: no numpy cast
+    if not kind.is_float and not kind.is_signed:
+        low = -math.inf
+    if all(low <= v <= high for v in values):
+        return None
+    return f"does not fit in {dtype} ([{info.min:.6g}, {info.max:.6g}])"
 
 
 def dtype_of(name: str | ScalarType) -> ScalarType:
