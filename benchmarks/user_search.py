@@ -33,13 +33,22 @@ CASES = {
                        {"B": 1, "H": 16, "N": 4096, "D": 64}, 120, "flash_attn", 0.5),
     "matmul-2048": ("examples/sgemm.cu", None, {"M": 2048, "N": 2048, "K": 2048}, 90,
                     "sgemm", 0.5),
-    "reduce-2^24": ("examples/reduce.cu", None, {"n": 1 << 24}, 60, "reduce", 0.5),
+    "reduce-16M": ("examples/reduce.cu", None, {"n": 1 << 24}, 60, "reduce", 0.5),
     "softmax-8192": ("examples/softmax.cu", None, {"rows": 8192, "cols": 8192}, 60,
                      "softmax", 1.0),
     "layernorm-8192": ("examples/layernorm.cu", None, {"rows": 8192, "cols": 8192}, 60,
                        "layernorm", 1.5),
     "thread-rows-softmax": ("tests/rules/data/softmax_thread_rows.cu", None,
                             {"rows": 8192, "cols": 8192}, 60, "softmax", 1.0),
+    # Kernels written in other styles than the examples (tests/corpus: vLLM-style RMS norm,
+    # llm.c's warp-per-row softmax with cooperative groups, a GEMM tutorial's naive kernel).
+    "corpus-rms-norm": ("tests/corpus/infer_norm.cu", "tests/corpus/infer_norm.rms_norm.kir.toml",
+                        {"T": 8192, "H": 4096}, 60, "rms_norm", 1.0),
+    "corpus-softmax": ("tests/corpus/llm_train.cu",
+                       "tests/corpus/llm_train.softmax_forward.kir.toml",
+                       {"N": 8192, "C": 8192}, 60, "softmax_forward", 1.0),
+    "corpus-sgemm": ("tests/corpus/gemm_tutorial.cu", "tests/corpus/gemm_tutorial.naive.kir.toml",
+                     {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
 }
 _BEST = re.compile(r"best: ([0-9.e+-]+) ms.*?(?:x([0-9.e+-]+) over the unrewritten kernel "
                    r"\(([0-9.e+-]+) ms\))?, (\d+) steps, (\d+) evaluations \((\d+) from the "
