@@ -33,6 +33,7 @@ LAYERS = [
     ("kir.driver",),
     ("kir.measure",),
     ("kir.report",),
+    ("kir.cluster",),
     ("kir.commands", "kir"),
 ]
 LEVEL = {package: level for level, names in enumerate(LAYERS) for package in names}

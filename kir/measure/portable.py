@@ -77,7 +77,7 @@ class EvalContext:
             raise KirError(f"{loaded.path.name} has no spec: remote validation needs one",
                            hint=f"write {loaded.path.with_suffix('.kir.toml').name} beside it")
         validate = settings.pop("validate_sizes", None)
-        return cls(print_kernel(loaded.kernel), loaded.path.name,
+        return cls(portable_ir(loaded.kernel), loaded.path.name,
                    SpecBundle.of(loaded.bound.spec), dict(loaded.bound.sizes), device,
                    validate_sizes=None if validate is None else tuple(map(dict, validate)),
                    **settings)
@@ -108,7 +108,18 @@ class EvalJob:
     @classmethod
     def of(cls, context: EvalContext, kernel: Kernel,
            give_up_ms: float | None = None) -> "EvalJob":
-        return cls(context.digest, print_kernel(kernel), kernel.fingerprint(), give_up_ms)
+        return cls(context.digest, portable_ir(kernel), kernel.fingerprint(), give_up_ms)
+
+
+# The ``# file:line:col`` comment of an IR line (kir.ir.printer); group 1 is the folder part.
+_LOCATION = re.compile(r"(#\s)(?:[^\n]*/)?([^/\n]*:\d+:\d+)[ \t]*$", re.MULTILINE)
+
+
+def portable_ir(kernel: Kernel) -> str:
+    """``kernel`` as IR text whose source locations name files without their folders: the
+    messages a worker writes still point at ``softmax.cu:29:5``, and no path of the
+    coordinator's travels (the fingerprint, which ignores locations, is unchanged)."""
+    return _LOCATION.sub(r"\1\2", print_kernel(kernel))
 
 
 @dataclass
