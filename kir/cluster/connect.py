@@ -24,9 +24,9 @@ def require_ray() -> Any:
 
 
 def parse_cluster(text: str) -> str | None:
-    """``ray`` → None (Ray finds the cluster: ``RAY_ADDRESS``, a cluster started here with
-    ``ray start``, else a new local one); ``ray:ADDRESS`` → ADDRESS (``HOST:6379``,
-    ``auto``, ``ray://HOST:10001``)."""
+    """``ray`` → None (Ray finds the cluster: ``RAY_ADDRESS`` or one started here with
+    ``ray start``; else :func:`connect` starts one on this machine); ``ray:ADDRESS`` →
+    ADDRESS (``HOST:6379``, ``auto``, ``ray://HOST:10001``)."""
     kind, _, address = text.partition(":")
     if kind != "ray":
         raise KirError(f"unknown --cluster {text!r}",
@@ -37,17 +37,27 @@ def parse_cluster(text: str) -> str | None:
     return address or None
 
 
-def connect(address: str | None = None, **init: Any) -> Any:
+def connect(address: str | None = None, *, local_resource: str | None = None,
+            **init: Any) -> Any:
     """Connect to the Ray cluster at ``address`` (see :func:`parse_cluster`) unless this
-    process is connected already; ``init`` goes to ``ray.init`` (tests start a local cluster
-    with fake device resources). Returns the ``ray`` module."""
+    process is connected already. Without an address and with no cluster to find, a
+    cluster of this machine alone is started, offering one unit of ``local_resource`` (one
+    device worker here). ``init`` goes to ``ray.init`` (tests start a local cluster with
+    fake device resources). Returns the ``ray`` module."""
     ray = require_ray()
     if ray.is_initialized():
         return ray
+    # Workers' own output stays in their logs: verdicts carry what went wrong, and worker
+    # chatter would break the search's progress line.
+    quiet = {"include_dashboard": False, "log_to_driver": False}
     try:
-        # Workers' own output stays in their logs: verdicts carry what went wrong, and
-        # worker chatter would break the search's progress line.
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, **init)
+        if address is None and local_resource is not None and not init:
+            try:
+                ray.init(address="auto", **quiet)
+            except ConnectionError:
+                ray.init(resources={local_resource: 1}, **quiet)
+        else:
+            ray.init(address=address, **quiet, **init)
     except ConnectionError as exc:
         raise KirError(f"cannot reach the Ray cluster at {address or 'auto'}: {exc}",
                        hint="start it with `ray start --head` (docs/SCALE_OUT.md), or check "
@@ -72,6 +82,7 @@ def cluster_evaluator(loaded: Loaded, cluster: str, resource: str | None, role: 
     from kir.cluster.ray_executor import RayExecutor
     from kir.measure.remote import RemoteEvaluator
 
-    connect(parse_cluster(cluster))
-    pool = RayExecutor(resource or DEFAULT_RESOURCE, role, **executor)
+    resource = resource or DEFAULT_RESOURCE
+    connect(parse_cluster(cluster), local_resource=resource)
+    pool = RayExecutor(resource, role, **executor)
     return RemoteEvaluator(loaded, pool, check_sizes=check_sizes)

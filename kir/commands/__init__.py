@@ -8,3 +8,7 @@ COMMANDS = [parse_cmd, run_cmd, compile_cmd, rules_cmd, apply_cmd]
 from kir.commands import db_cmd, emit_cmd  # noqa: E402 - search, db and emit (issue 5)
 
 COMMANDS += [emit_cmd, db_cmd]
+
+from kir.commands import campaign_cmd  # noqa: E402 - scale-out (issue 15)
+
+COMMANDS += [campaign_cmd]

@@ -78,9 +78,18 @@ def check_sizes_for(args: argparse.Namespace, loaded: Loaded) -> tuple[dict[str,
     return derived, "derived from the spec's defaults: it has no check table"
 
 
-def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | None = None):
+def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | None = None,
+                   cluster: str | None = None, device_resource: str | None = None):
     """The evaluator for ``target`` ("model", "metal" or "cuda"); ``check_sizes`` moves the
-    interpreter's validation (and the cost model's counting) to smaller sizes."""
+    interpreter's validation (and the cost model's counting) to smaller sizes. With
+    ``cluster`` (``ray[:ADDRESS]``) candidates are judged on that cluster's workers, the
+    device workers on nodes offering ``device_resource`` (:mod:`kir.cluster`)."""
+    if cluster:
+        from kir.cluster import cluster_evaluator
+        from kir.cluster.connect import role_for
+
+        return cluster_evaluator(loaded, cluster, device_resource,
+                                 role_for(target, MODEL_PROFILE), check_sizes)
     try:
         from kir.measure.mlx import MLXEvaluator
         from kir.measure.model import ModelEvaluator
@@ -171,9 +180,20 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     if budget is not None and budget < 1:
         raise KirError(f"--budget {budget}: the search needs at least one evaluation",
                        hint="leave --budget out for the default (40), or give --time")
-    target, note = resolve_target(args.target)
-    if note:
-        print(note, file=sys.stderr)
+    cluster = getattr(args, "cluster", None)
+    if getattr(args, "device_resource", None) and not cluster:
+        raise KirError("--device-resource names the device workers of a cluster",
+                       hint="add --cluster ray[:ADDRESS], or leave --device-resource out")
+    if cluster:
+        from kir.cluster import parse_cluster, require_ray
+
+        parse_cluster(cluster)  # a bad value or a missing Ray fails before any work
+        require_ray()
+        target = args.target or "auto"  # what the device workers have, unless named
+    else:
+        target, note = resolve_target(args.target)
+        if note:
+            print(note, file=sys.stderr)
     paths = output_paths(args, loaded)
     module_target = "cuda" if target == "cuda" else "metal"
     base = loaded.kernel
@@ -181,13 +201,24 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     verify(base, TARGETS[module_target])
     emit_or_explain(base, loaded, module_target)
     registry = load_registry(args.rules)
-    ctx = context_for(loaded, target_for(target))
     check_sizes, source = check_sizes_for(args, loaded)
     if check_sizes:
         where = "validated and modelled" if target == "model" else "validated on the interpreter"
         print(f"candidates are {where} at {sizes_label(check_sizes)} ({source})",
               file=sys.stderr)
-    evaluator = make_evaluator(loaded, target, check_sizes)
+    evaluator = make_evaluator(loaded, target, check_sizes, cluster,
+                               getattr(args, "device_resource", None))
+    if cluster:  # the device workers said what they time
+        target = "model" if evaluator.modelled else evaluator.target
+        if module_target != ("cuda" if target == "cuda" else "metal"):
+            module_target = "cuda"  # a CUDA fleet: its limits and emitter
+            verify(base, TARGETS[module_target])
+            emit_or_explain(base, loaded, module_target)
+        print(f"judging candidates on the cluster: device {evaluator.descriptor}",
+              file=sys.stderr)
+        for line in getattr(evaluator.executor, "notes", ()):
+            print(line, file=sys.stderr)
+    ctx = context_for(loaded, target_for(target))
     limit = parse_duration(args.time) if args.time else None
     # A time limit alone should run until the time is up, not stop at the default budget.
     budget = budget or (UNBOUNDED if limit else DEFAULT_BUDGET)

@@ -376,8 +376,8 @@ class TuningDB:
                 ev = row.evaluation
                 records.append(dict(zip(EXPORT_FIELDS, (
                     k.kernel_name, k.kernel_fp, k.sizes, k.target, k.device, k.version,
-                    k.validation, k.mlx, k.os, row.fingerprint, " ".join(row.genome), ev.status, ev.time_ms, ev.error,
-                    row.timestamp))))
+                    k.validation, k.mlx, k.os, row.fingerprint, " ".join(row.genome),
+                    ev.status, ev.time_ms, ev.error, row.timestamp))))
         if fmt == "json":
             return json.dumps(records, indent=2) + "\n"
         if fmt == "csv":

@@ -84,7 +84,7 @@ def evolve(session: Session, seeds: list[Candidate]) -> str:
     """A generational genetic algorithm: the first population is the baseline, the hints
     and short random genomes; each generation keeps the ``elite`` best and breeds the rest
     by tournament selection, one-point crossover and mutation."""
-    cfg, rng = session.config, session.rng
+    cfg = session.config
     population = list(seeds)
     stale = 0
     while len(population) < cfg.population and stale < cfg.patience:
