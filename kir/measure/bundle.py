@@ -60,7 +60,9 @@ class SpecBundle:
     def materialize(self, root: str | Path | None = None) -> Path:
         """Write the bundle under ``root`` (default: a per-user folder in the temporary
         directory) unless it is there already; returns the spec's path."""
-        folder = Path(root or default_root()) / self.digest
+        base = Path(root or default_root())
+        base.mkdir(parents=True, exist_ok=True, mode=0o700)  # the reference is code
+        folder = base / self.digest
         spec_path = folder / self.spec_name
         files = {spec_path: self.spec_text}
         if self.reference_name:
