@@ -55,9 +55,11 @@ def connect(address: str | None = None, *, local_resource: str | None = None,
             try:
                 ray.init(address="auto", **quiet)
             except ConnectionError:
-                ray.init(resources={local_resource: 1}, **quiet)
+                ray.init(address="local", resources={local_resource: 1}, **quiet)
         else:
-            ray.init(address=address, **quiet, **init)
+            # Settings for a cluster of our own (CPUs, resources) start a new one here
+            # ("local"), never join one somebody else started on this machine.
+            ray.init(address=address or ("local" if init else None), **quiet, **init)
     except ConnectionError as exc:
         raise KirError(f"cannot reach the Ray cluster at {address or 'auto'}: {exc}",
                        hint="start it with `ray start --head` (docs/SCALE_OUT.md), or check "

@@ -210,14 +210,16 @@ class RayExecutor:
             return
         with self._guard:
             entry = self._pending.pop(ref, None)
+            if entry is not None:
+                self._release(entry)
         if entry is not None:
-            self._release(entry)
             try:
                 self._ray.cancel(ref, force=entry.kind == "validate")
             except Exception:  # noqa: BLE001 - finished meanwhile
                 pass
 
     def _release(self, entry: _Job) -> None:
+        """One job fewer on its actor (the guard held)."""
         if entry.kind == "measure" and 0 <= entry.actor < len(self._load):
             self._load[entry.actor] -= 1
 
@@ -241,9 +243,10 @@ class RayExecutor:
     def _settle(self, ref: Any) -> None:
         with self._guard:
             entry = self._pending.pop(ref, None)
+            if entry is not None:
+                self._release(entry)
         if entry is None:
             return  # cancelled meanwhile
-        self._release(entry)
         ray = self._ray
         try:
             verdict = ray.get(ref)
