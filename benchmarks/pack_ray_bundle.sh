@@ -25,9 +25,18 @@ if ! ls .dev-ray/ray-$V.tar.xz.part-* > /dev/null 2>&1; then
     --platform manylinux2014_x86_64 -d "$tmp/wheels" "ray==$V"
   ls "$tmp/wheels"
   mkdir "$tmp/site"
-  for wheel in "$tmp"/wheels/*.whl; do
-    (cd "$tmp/site" && python3 -m zipfile -e "$wheel" .)
-  done
+  # Unzip keeping the files' modes: Ray starts its own executables (gcs_server, raylet), and
+  # `python -m zipfile -e` would drop their execute bits.
+  python3 - "$tmp/site" "$tmp"/wheels/*.whl <<'PY'
+import os, sys, zipfile
+for wheel in sys.argv[2:]:
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            path = archive.extract(info, sys.argv[1])
+            mode = info.external_attr >> 16
+            if mode & 0o111:
+                os.chmod(path, mode & 0o777)
+PY
   # Ray's dashboard and its pre-built web client are not needed to run tasks and actors.
   rm -rf "$tmp/site/ray/dashboard/client/build"
   tar -C "$tmp/site" -cf - . | xz -9e -T2 | split -b 48m -d - ".dev-ray/ray-$V.tar.xz.part-"

@@ -119,7 +119,8 @@ def show_key(db, text: str, limit: int) -> int:
     info = find_key(db, text)
     k = info.key
     print(f"kernel {k.kernel_name} ({k.kernel_fp}), sizes {k.sizes}")
-    print(f"target {k.target} on {k.device}, kir {k.version}")
+    print(f"target {k.target} on {k.device}, kir {k.version}"
+          + (f", MLX {k.mlx}" if k.mlx else "") + (f", {k.os}" if k.os else ""))
     print(f"{info.count} evaluations, {info.ok} valid, best {_ms(info.best_ms)}, "
           f"unrewritten {_ms(info.baseline_ms)}, last "
           f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(info.last))}\n")

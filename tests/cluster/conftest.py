@@ -1,4 +1,5 @@
-"""One local Ray cluster for every test of this folder (starting one takes ~10 s): 2 CPUs
+"""One local Ray cluster for the tests of this folder (starting one takes ~10 s; it stops
+after the folder's last test, so the rest of the suite does not share the cores with it): 2 CPUs
 and two units of a fake device resource, as on CI's 2 cores. Tests that need Ray skip with
 the reason when it is not installed (`pip install -e ".[ray]"`)."""
 
@@ -12,7 +13,7 @@ import pytest
 RESOURCE = "fake-gpu"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ray_cluster():
     ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install -e ".[ray]"')
     from kir.cluster import connect
