@@ -53,6 +53,7 @@ def run_fleet(nodes: int, names: list[str], budget: int, cpus: int, out: Path) -
 
     resources = [f"fleet-{p}" for p in CHIPS.values()]
     per_node = [resources] if nodes == 1 else [[r] for r in resources[:nodes]]
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     cluster = Cluster()
     started = time.monotonic()
     for i, offered in enumerate(per_node):
@@ -75,7 +76,9 @@ def run_fleet(nodes: int, names: list[str], budget: int, cpus: int, out: Path) -
                                                                           lines.append(line)))
     ray.shutdown()
     cluster.shutdown()
-    return {"nodes": nodes, "cpus_per_node": cpus, "cluster_start_s": round(up_s, 1),
+    return {"nodes": nodes, "cpus_per_node": cpus, "load_average_before": load_before,
+            "load_average_after": os.getloadavg() if hasattr(os, "getloadavg") else None,
+            "cluster_start_s": round(up_s, 1),
             "campaign_wall_s": round(done.wall_s, 1), "searches": len(done.outcomes),
             "failed": [o.line() for o in done.outcomes if o.error],
             "evaluations": sum(o.evaluations for o in done.outcomes),
