@@ -265,7 +265,12 @@ class Printer:
         info = self.info(buffer)
         d = self.dialect
         if isinstance(t, VectorType):
-            self._no_vector_on(info, buffer)
+            if self._per_lane(info):
+                # Atomic or XOR-encoded elements are read one by one (each through its own
+                # atomic load or key), then gathered into the vector.
+                lanes = ", ".join(self.load(buffer, f"({index}) + {i}", t.elem)
+                                  for i in range(t.count))
+                return d.make_vector.format(type=self.type_name(t), elems=lanes)
             return d.vector_pointer.format(space=info.space, type=self.type_name(t),
                                            buffer=self.name(buffer), index=index)
         if info.atomic and d.atomic_load:
@@ -284,11 +289,12 @@ class Printer:
             self.element(info.xor_key_buffer, index)
         return f"kir_xor({text}, {key})"
 
-    def _no_vector_on(self, info: BufferInfo, buffer: str) -> None:
-        if info.atomic or info.xor_key or info.xor_key_buffer:
-            raise UnsupportedError(
-                f"vector access to {buffer!r}, whose accesses must be atomic or encoded",
-                hint="drop the vectorizing rule for this buffer")
+    @staticmethod
+    def _per_lane(info: BufferInfo) -> bool:
+        """Whether vector accesses to the buffer must go element by element: its elements
+        are atomic (MLX's ``atomic_outputs``) or XOR-encoded (an output whose initial
+        contents MLX cannot fill)."""
+        return bool(info.atomic or info.xor_key or info.xor_key_buffer)
 
     def store(self, s: ir.Store) -> str:
         info = self.info(s.buffer)
@@ -299,17 +305,27 @@ class Printer:
         vt = s.value.type
         d = self.dialect
         if isinstance(vt, VectorType):
-            self._no_vector_on(info, s.buffer)
+            if self._per_lane(info):
+                # One element at a time, each atomic or encoded; the vector is computed once.
+                lanes = " ".join(self._store_element(s.buffer, info, f"({index}) + {i}",
+                                                     f"kir_vector.{'xyzw'[i]}", vt.elem)
+                                 for i in range(vt.count))
+                return f"{{ {self.type_name(vt)} kir_vector = {value}; {lanes} }}"
             target = d.vector_pointer.format(space=info.space, type=self.type_name(vt),
                                              buffer=self.name(s.buffer), index=index)
             return f"{target} = {value};"
-        if vt != info.elem and isinstance(info.elem, ScalarType):
+        return self._store_element(s.buffer, info, index, value, vt)
+
+    def _store_element(self, buffer: str, info: BufferInfo, index: str, value: str,
+                       value_type) -> str:
+        d = self.dialect
+        if value_type != info.elem and isinstance(info.elem, ScalarType):
             value = f"({self.type_name(info.elem)})({value})"
         value = self._xor(info, value, index)
         if info.atomic and d.atomic_store:
-            return d.atomic_store.format(ptr=f"&{self.element(s.buffer, index)}",
+            return d.atomic_store.format(ptr=f"&{self.element(buffer, index)}",
                                          value=value) + ";"
-        return f"{self.element(s.buffer, index)} = {value};"
+        return f"{self.element(buffer, index)} = {value};"
 
     # ----------------------------------------------------------------------- statements
 
@@ -354,9 +370,12 @@ class Printer:
                 info = self.info(s.buffer)
                 if info.xor_key or info.xor_key_buffer:
                     raise UnsupportedError(
-                        f"atomic {s.op} on {s.buffer!r}, whose initial value MLX cannot give "
-                        "directly (it is XOR-encoded)", s.loc,
-                        hint="give every atomically updated output the same constant init")
+                        f"atomic {s.op} on {s.buffer!r}, whose initial contents MLX cannot "
+                        "fill (one init_value fills every output) and an atomic cannot decode",
+                        s.loc,
+                        hint=f"in the spec, give args.{s.buffer} the init the other outputs "
+                             "start with, or init = 0 (kir adds initial data after the "
+                             "kernel for an output it only atomically adds to)")
                 call = d.atomic(self, s, info, self.expr(s.index), self.expr(s.value))
                 if s.result is not None:
                     return [f"{pad}{self.name(s.result)} = {call};"]

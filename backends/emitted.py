@@ -15,9 +15,13 @@ kernels exact with an XOR encoding:
   ``bits(init_value)``, so the decoded value starts as the wanted initial content;
 * after the kernel the caller decodes each encoded output with the same key.
 
-Atomic updates cannot go through the encoding, so an atomically updated output must share
-``init_value`` (the planner prefers their init); otherwise emission stops with a clear
-UnsupportedError.
+Atomic updates cannot go through the encoding. An output the kernel only ever adds to
+atomically (``atomicAdd`` with the old value unused) is *accumulated* instead: it starts at 0
+and the caller adds its initial contents (data or a constant) after the kernel
+(:class:`Accumulation`); the result differs from adding in place only by the order of the
+additions, which atomics leave open anyway. Any other atomically updated output must share
+``init_value`` (the planner prefers their init); otherwise emission stops with an
+UnsupportedError that says which spec ``init`` to change.
 """
 
 from __future__ import annotations
@@ -43,6 +47,17 @@ class InoutEncoding:
     dtype: str                  # kir scalar dtype name
     key: int | None = None
     key_input: str | None = None
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """An output only ever atomically added to, started at 0 on the GPU; afterwards the
+    caller adds ``init``: a constant, or ``"input"`` (the argument's initial data)."""
+
+    output: str                 # emitted output name
+    arg: str                    # the spec argument it stands for
+    dtype: str                  # kir scalar dtype name
+    init: float | str = "input"
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,19 @@ class Emitted:
     blocks: tuple[int, int, int] = (1, 1, 1)
     # The kernel's own name (``name`` adds a hash of the text: MLX caches kernels by name).
     kernel_name: str = ""
+    accumulate: tuple[Accumulation, ...] = ()
+    # The grid in blocks as the kernel's size expressions (``ceil(N / 256)``), for callers
+    # that launch at other sizes (the generated module).
+    grid_exprs: tuple[str, ...] = ()
+
+    def accumulation_for(self, arg: str) -> Accumulation | None:
+        return next((a for a in self.accumulate if a.arg == arg), None)
+
+    @property
+    def post_processed(self) -> frozenset[str]:
+        """Outputs whose raw buffer is not the result yet: decoded or accumulated after the
+        kernel."""
+        return frozenset({e.arg for e in self.inout_decode} | {a.arg for a in self.accumulate})
 
     def scalar(self, arg: str) -> int | float:
         """The bound value of scalar argument ``arg``."""
@@ -161,4 +189,15 @@ def _check_encodable(arg: str, dtype: ScalarType) -> None:
         raise UnsupportedError(
             f"output {arg!r} ({dtype}) needs an initial value other than MLX's init_value, "
             "which kir can only encode for f32, i32, u32 and f16 outputs",
-            hint="give it the same constant init as the other outputs")
+            hint=f"in the spec, give args.{arg} the same constant init as the other outputs "
+                 "(init = 0 when they start at 0), or init = \"none\" if the kernel writes "
+                 "every element")
+
+
+def accumulated(raw: np.ndarray, initial: np.ndarray | float) -> np.ndarray:
+    """An accumulated output after the kernel: the raw result (the sum of what the kernel
+    added, from 0) plus the initial contents, in the output's dtype (integers wrap as the
+    GPU's do)."""
+    raw = np.asarray(raw)
+    with np.errstate(over="ignore"):
+        return (raw + np.asarray(initial).astype(raw.dtype)).astype(raw.dtype)

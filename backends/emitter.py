@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 
 from kir.backends.cstyle import BufferInfo, Printer
-from kir.backends.emitted import Emitted, plan_inits
+from kir.backends.emitted import Accumulation, Emitted, plan_inits
 from kir.backends.targets import target_named
 
 from kir import ir
@@ -71,7 +71,6 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
     out_names = {p.name for p in out_params}
     atomic_outputs = target.typed_atomics and bool(atomic_targets & out_names)
 
-    out_rows = []
     for p in out_params:
         elem = p.type.elem
         if isinstance(elem, VectorType):
@@ -81,8 +80,8 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
             raise UnsupportedError(
                 f"output {p.name!r} is {elem}: with atomics, MLX makes every output "
                 f"device atomic<T>, which {target.title} allows for {allowed} only")
-        out_rows.append((names.get(p.name, p.name), p.name, elem, args[p.name].init))
-    init_value, encodings = plan_inits(out_rows, prefer={names.get(b, b) for b in atomic_targets})
+    init_value, encodings, accumulations, out_rows = _plan_outputs(
+        out_params, args, names, atomic_targets, _only_atomically_added(body, out_names))
     enc_by_arg = {e.arg: e for e in encodings}
 
     buffers: dict[str, BufferInfo] = {}
@@ -142,7 +141,8 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
         grid=grid, threadgroup=block, template=(), init_value=init_value,
         atomic_outputs=atomic_outputs,
         shared_memory=shared_dynamic if target.dynamic_shared and dynamic else 0,
-        inout_decode=tuple(encodings), scalar_values=tuple(scalar_values), blocks=blocks)
+        inout_decode=tuple(encodings), scalar_values=tuple(scalar_values), blocks=blocks,
+        accumulate=tuple(accumulations), grid_exprs=tuple(kernel.launch.grid))
 
 
 def _grid_dim(expr: str, sizes: dict[str, int]) -> int:
@@ -228,6 +228,41 @@ def _check_full_width_shuffles(body: ir.Block, target: Target) -> None:
                 raise UnsupportedError(f"{n.mode} shuffle of width {n.width} ({target.title} "
                                        f"shuffles span all {target.warp_size} lanes)",
                                        hint="use width 32 or an xor shuffle within the width")
+
+
+def _plan_outputs(out_params, args, names: dict[str, str], atomic_targets: set[str],
+                  added_only: set[str]):
+    """MLX's init_value, the XOR encodings and the accumulated outputs: an output that is
+    only atomically added to and would otherwise need an encoding (which atomics cannot go
+    through) starts at 0 instead, its initial contents added after the kernel."""
+    accumulated: set[str] = set()
+    while True:
+        rows = [(names.get(p.name, p.name), p.name, p.type.elem,
+                 0.0 if p.name in accumulated else args[p.name].init) for p in out_params]
+        init_value, encodings = plan_inits(
+            rows, prefer={names.get(b, b) for b in atomic_targets})
+        more = {e.arg for e in encodings if e.arg in added_only} - accumulated
+        if not more:
+            break
+        accumulated |= more
+    accumulations = [Accumulation(names.get(p.name, p.name), p.name, p.type.elem.name,
+                                  args[p.name].init) for p in out_params
+                     if p.name in accumulated]
+    return init_value, encodings, accumulations, rows
+
+
+def _only_atomically_added(body: ir.Block, outputs: set[str]) -> set[str]:
+    """Outputs whose every access is an atomic add whose old value is unused: their result
+    is their initial contents plus what the kernel adds, in any order."""
+    touched: dict[str, bool] = {}
+    for n in body.walk():
+        buffer = getattr(n, "buffer", None)
+        if buffer not in outputs or not isinstance(n, (ir.Load, ir.Store, ir.Atomic,
+                                                       ir.MatrixLoad, ir.MatrixStore)):
+            continue
+        adds = isinstance(n, ir.Atomic) and n.op == "add" and n.result is None
+        touched[buffer] = touched.get(buffer, True) and adds
+    return {name for name, adds in touched.items() if adds}
 
 
 def _reads_own_output(body: ir.Block, outputs: set[str]) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from kir.backends.emitted import Emitted, decode, key_array
+from kir.backends.emitted import Emitted, accumulated, decode, key_array
 
 from kir.errors import KirError
 
@@ -218,6 +218,9 @@ def prepare_inputs(e: Emitted, inputs: dict[str, Any]) -> tuple[list[np.ndarray]
         else:
             data = data.astype(_np_dtype(dtype), copy=False)
         arrays.append(data)
+    for acc in e.accumulate:  # added to the kernel's sums afterwards
+        keys[("initial", acc.arg)] = np.asarray(inputs[acc.arg]) if acc.init == "input" \
+            else acc.init
     return arrays, keys
 
 
@@ -227,6 +230,8 @@ def decode_outputs(e: Emitted, outs: list[np.ndarray], keys: dict) -> dict[str, 
     for arg, data in zip(e.output_args, outs):
         enc = e.encoding_for(arg)
         result[arg] = decode(enc, data, keys.get(arg)) if enc is not None else data
+        if ("initial", arg) in keys:
+            result[arg] = accumulated(result[arg], keys[("initial", arg)])
     return result
 
 

@@ -47,7 +47,7 @@ def run_fleet(nodes: int, names: list[str], budget: int, cpus: int, out: Path) -
     import ray
     from ray.cluster_utils import Cluster
 
-    from kir.cluster import connect
+    from kir.measure.ray_connect import connect
     from kir.cluster.campaign import run_campaign
     from kir.cluster.campaign_config import load_campaign
 

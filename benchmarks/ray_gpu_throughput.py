@@ -154,8 +154,8 @@ def main() -> None:
         runs["local"] = search_with(local, loaded, args.budget, "evolve", args.seed)
     runs["local"]["overlapping_timings"] = overlaps(log)
 
-    from kir.cluster import connect
-    from kir.cluster.ray_executor import RayExecutor
+    from kir.measure.ray_connect import connect
+    from kir.measure.ray_executor import RayExecutor
 
     # The actors import this script's runner class by module name.
     path = os.pathsep.join([str(HERE), *filter(None, sys.path)])

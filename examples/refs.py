@@ -32,6 +32,14 @@ def softmax(args: dict, sizes: dict) -> dict:
     return {"y": (e / e.sum(axis=1, keepdims=True)).astype(np.float32)}
 
 
+def softmax_mlx(args: dict, sizes: dict) -> dict:
+    """Softmax over each row of x in MLX: the generated module's fallback where there is no
+    GPU kernel, and the baseline a GPU search reports against."""
+    import mlx.core as mx
+
+    return {"y": mx.softmax(args["x"].astype(mx.float32), axis=-1).astype(args["x"].dtype)}
+
+
 def layernorm(args: dict, sizes: dict) -> dict:
     """(x - mean) / sqrt(var + eps) * gamma + beta over each row (biased variance)."""
     x = _f64(args["x"])

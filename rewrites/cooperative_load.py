@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir import analysis
-from kir.analysis import single_defs
+from kir.analysis import CanonicalLoop, single_defs
 from kir.analysis.parallel import is_thread_x, position_of
 from kir.ir import (
     Alloc,
@@ -30,7 +30,7 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import BOOL, U32
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import LoopRule, Match, NoParams, NotApplicable, RuleContext
 
 
 def _terms(e: Expr) -> list[Expr]:
@@ -59,7 +59,19 @@ def _inline(e: Expr, defs: dict[str, Expr], tainted: set[str]) -> Expr | None:
     return None
 
 
-class CooperativeLoad(BaseRule):
+@dataclass(frozen=True)
+class TileLoad:
+    """A per-thread row load and its body with thread-dependent locals inlined (None when
+    refused). ``refusal``: why the block cannot load the tile together, for a loop still
+    listed so that the search sees the sites it saw before; a later change stops listing
+    such loops."""
+
+    canon: CanonicalLoop
+    body: Block | None = None
+    refusal: str = ""
+
+
+class CooperativeLoad(LoopRule):
     """Make the threads of a block load a shared-memory tile together, coalesced.
 
     CUDA practice: CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory" and
@@ -79,59 +91,24 @@ class CooperativeLoad(BaseRule):
     """
 
     name = "cooperative-load"
-    site_key = "loop"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        out = []
-        for lp in analysis.loops(kernel):
-            canon = analysis.canonical(lp)
-            if canon is not None and canon.step == 1 and any(
-                    isinstance(n, Store) for n in lp.body.walk()):
-                out.append(lp.label)
-        return out
+    def plan_loop(self, kernel: Kernel, loop: For) -> TileLoad | NotApplicable:
+        canon = analysis.canonical(loop)
+        if canon is None or canon.step != 1 or not any(
+                isinstance(n, Store) for n in loop.body.walk()):
+            return NotApplicable(f"{loop.label} is not a counted loop with step 1 that stores")
+        body = _inlined_body(kernel, canon)
+        if isinstance(body, str):
+            return TileLoad(canon, refusal=body)
+        return TileLoad(canon, body)
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = analysis.find_loop(kernel, site)
-        canon = analysis.canonical(loop) if loop is not None else None
-        if canon is None or canon.step != 1 or canon.inclusive or canon.start != Const(
-                0, loop.type):
-            return NotApplicable(f"{site} is not a loop from 0 to a bound with step 1")
-        if kernel.launch.block[1:] != (1, 1):
-            return NotApplicable("the block is not one-dimensional")
-        if analysis.has_matrix_stmts(loop.body):
-            return NotApplicable(f"{site} holds matrix-tile statements")
-        tainted = analysis.thread_dependent_vars(kernel)
-        if analysis.is_thread_dependent(canon.stop, tainted):
-            return NotApplicable(f"the bound of {site} differs between threads")
-        pos = position_of(kernel, loop)
-        assert pos is not None
-        if any(isinstance(a, (If, While)) and analysis.is_thread_dependent(a.cond, tainted)
-               for a in pos.ancestors):
-            return NotApplicable(f"{site} runs under thread-dependent control flow")
-        shared = {n.name for n in kernel.body.walk() if isinstance(n, Alloc)
-                  and n.space == "shared"}
-        body_ok = _check_body(loop, shared)
-        if isinstance(body_ok, NotApplicable):
-            return body_ok
-        tiles = analysis.buffers_written(loop.body)
-        defs = {k: v for k, v in single_defs(kernel).items() if not any(
-            isinstance(n, Load) for n in v.walk())}
-        new_body = _inline(loop.body, defs, tainted - analysis.declared_names(loop.body))
-        if new_body is None:
-            return NotApplicable(f"{site} uses thread-dependent values that cannot be inlined")
-        for n in new_body.walk():
-            if isinstance(n, Special) and n.kind in ("lane", "warp", "thread") \
-                    and not is_thread_x(n):
-                return NotApplicable(f"{site} uses {n.kind}{n.axis}")
-        for n in new_body.walk():
-            if isinstance(n, Store) and not _row_major(n.index, loop.var, canon.stop, tainted):
-                return NotApplicable(f"{site} stores {n.buffer!r} at an index not of the "
-                                     f"form base + thread * {_short(canon.stop)} + {loop.var}")
-        why = _barriers(pos, tiles)
-        if why:
-            return NotApplicable(why)
+        plan: TileLoad = match.plan
+        if plan.refusal:
+            return NotApplicable(plan.refusal)
+        canon, new_body = plan.canon, plan.body
+        loop = canon.loop
         t = loop.type
         idx = analysis.fresh_name(kernel, "coop")
         row = analysis.fresh_name(kernel, "coop_row", {idx})
@@ -151,6 +128,49 @@ class CooperativeLoad(BaseRule):
                    Binary("<", iv, Binary("*", bdim, canon.stop, t), BOOL),
                    Binary("+", iv, bdim, t), Block(stmts), loc=loop.loc)
         return analysis.replace_stmt(kernel, loop, coop)
+
+
+def _inlined_body(kernel: Kernel, canon: CanonicalLoop) -> Block | str:
+    """The loop's body with thread-dependent locals inlined, or why the block cannot load
+    the tile together."""
+    loop, site = canon.loop, canon.loop.label
+    if canon.inclusive or canon.start != Const(0, loop.type):
+        return f"{site} is not a loop from 0 to a bound with step 1"
+    if kernel.launch.block[1:] != (1, 1):
+        return "the block is not one-dimensional"
+    if analysis.has_matrix_stmts(loop.body):
+        return f"{site} holds matrix-tile statements"
+    tainted = analysis.thread_dependent_vars(kernel)
+    if analysis.is_thread_dependent(canon.stop, tainted):
+        return f"the bound of {site} differs between threads"
+    pos = position_of(kernel, loop)
+    assert pos is not None
+    if any(isinstance(a, (If, While)) and analysis.is_thread_dependent(a.cond, tainted)
+           for a in pos.ancestors):
+        return f"{site} runs under thread-dependent control flow"
+    shared = {n.name for n in kernel.body.walk() if isinstance(n, Alloc)
+              and n.space == "shared"}
+    body_ok = _check_body(loop, shared)
+    if isinstance(body_ok, NotApplicable):
+        return body_ok.reason
+    tiles = analysis.buffers_written(loop.body)
+    defs = {k: v for k, v in single_defs(kernel).items() if not any(
+        isinstance(n, Load) for n in v.walk())}
+    new_body = _inline(loop.body, defs, tainted - analysis.declared_names(loop.body))
+    if new_body is None:
+        return f"{site} uses thread-dependent values that cannot be inlined"
+    for n in new_body.walk():
+        if isinstance(n, Special) and n.kind in ("lane", "warp", "thread") \
+                and not is_thread_x(n):
+            return f"{site} uses {n.kind}{n.axis}"
+    for n in new_body.walk():
+        if isinstance(n, Store) and not _row_major(n.index, loop.var, canon.stop, tainted):
+            return (f"{site} stores {n.buffer!r} at an index not of the form base + thread * "
+                    f"{_short(canon.stop)} + {loop.var}")
+    why = _barriers(pos, tiles)
+    if why:
+        return why
+    return new_body
 
 
 def _short(e: Expr) -> str:

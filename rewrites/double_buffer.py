@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir import analysis
 from kir.analysis.memory import find_alloc
@@ -28,10 +28,21 @@ from kir.ir import (
 )
 from kir.ir.fold import fold
 from kir.ir.types import BOOL, ScalarType
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import LoopRule, Match, NoParams, NotApplicable, RuleContext
 
 
-class DoubleBuffer(BaseRule):
+@dataclass(frozen=True)
+class Pipeline:
+    """A loop's body split at its first barrier: the load part (``prefix``), the compute
+    part, and the shared tiles the load part fills (by name, in name order)."""
+
+    loop: For
+    prefix: Block
+    compute: Block
+    tiles: dict[str, Alloc]
+
+
+class DoubleBuffer(LoopRule):
     """Double-buffer the shared tiles a loop loads each iteration (software pipelining).
 
     CUDA practice: a tiled main loop ``load tile; barrier; compute; barrier`` leaves the
@@ -54,25 +65,17 @@ class DoubleBuffer(BaseRule):
     """
 
     name = "double-buffer"
-    site_key = "loop"
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [loop.label for loop in analysis.loops(kernel)
-                if not isinstance(_check(kernel, loop), NotApplicable)]
+    def plan_loop(self, kernel: Kernel, loop: For) -> Pipeline | NotApplicable:
+        return _check(kernel, loop)
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = analysis.find_loop(kernel, site)
-        if loop is None:
-            return NotApplicable(f"no loop {site}")
-        shape = _check(kernel, loop)
-        if isinstance(shape, NotApplicable):
-            return shape
-        prefix, compute, tiles = shape
-        return _rewrite(kernel, loop, prefix, compute, tiles)
+        plan: Pipeline = match.plan
+        return _rewrite(kernel, plan.loop, plan.prefix, plan.compute, plan.tiles)
 
 
-def _check(kernel: Kernel, loop: For):
+def _check(kernel: Kernel, loop: For) -> Pipeline | NotApplicable:
     c = analysis.canonical(loop)
     if c is None or c.step != 1 or c.inclusive or c.start != Const(0, loop.type):
         return NotApplicable(f"{loop.label} is not `for t = 0; t < n; t = t + 1`")
@@ -110,7 +113,7 @@ def _check(kernel: Kernel, loop: For):
                      for n in loop.walk() if isinstance(n, (Load, Store)) and n.buffer == t)
         if inside != total or vector:
             return NotApplicable(f"{t} is used outside {loop.label} or moved as vectors")
-    return prefix, compute, {t: allocs[t] for t in sorted(tiles)}
+    return Pipeline(loop, prefix, compute, {t: allocs[t] for t in sorted(tiles)})
 
 
 def _offset(kernel: Kernel, tiles: dict[str, Alloc], node: Node, parity: Expr) -> Node:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
 
 from kir.ir import Call, Kernel, Node, transform
 from kir.ir.types import F32
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import BaseRule, Match, NoParams, NotApplicable, RuleContext
 
 # Intrinsics with a fast form on at least one target: CUDA's __expf, __logf, __log2f, __powf,
 # __sinf, __cosf (Programming Guide, "Intrinsic Functions") and Metal's metal::fast:: family
@@ -42,21 +41,32 @@ class FastMath(BaseRule):
 
     name = "fast-math"
     site_key = "at"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    def candidates(self, kernel: Kernel) -> list[str]:
         found: list[str] = []
         for n in kernel.body.walk():
             if _candidate(n, None) and n.fn not in found:  # type: ignore[union-attr]
                 found.append(n.fn)  # type: ignore[union-attr]
         return ["all"] + found if found else []
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
+    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable:
+        """As for every rule, with the reason a function name is not a site."""
         if site != "all" and site not in FAST_FNS:
             return NotApplicable(f"{site!r} has no fast form (choose all or one of "
                                  f"{', '.join(FAST_FNS)})")
-        fn = None if site == "all" else site
+        found = super().match_at(kernel, site)
+        if isinstance(found, NotApplicable):
+            return NotApplicable(f"no precise f32 {site if site != 'all' else 'math'} call "
+                                 "to make fast")
+        return found
+
+    def plan(self, kernel: Kernel, site: str) -> str | None:
+        """The function to make fast (None: all of them); every candidate has a call."""
+        return None if site == "all" else site
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        site, fn = match.site, match.plan
 
         def visit(n: Node) -> Node | None:
             return dataclasses.replace(n, fast=True) if _candidate(n, fn) else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir.analysis import (
     assigned_vars,
@@ -17,29 +17,39 @@ from kir.analysis import (
 from kir.analysis.deps import all_deps, dependence_graph
 from kir.analysis.loop_edits import has_barrier, has_exit, int_assume, parent_block
 from kir.ir import Block, For, Kernel
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import LoopRule, Match, NoParams, NotApplicable, RuleContext
 
 
-class FuseLoops(BaseRule):
+@dataclass(frozen=True)
+class Pair:
+    """Two adjacent loops to fuse. ``refusal``: why their shapes forbid it, for a site still
+    listed so that the search sees the sites it saw before; a later change stops listing
+    such pairs."""
+
+    first: For
+    second: For
+    refusal: str = ""
+
+
+class FuseLoops(LoopRule):
     """Fuse loop ``loop`` with the loop right after it when their bounds are the same.
 
     CUDA practice: loop fusion — one pass over the data instead of two, keeping values in
     registers between the producer and the consumer (Best Practices Guide, "Minimize data
     transfer" / kernel fusion; the fused softmax/layernorm kernels of Milakov & Gimelshein
-    2018 and Apex). Legality (via :mod:`kir.analysis.deps`, the spec's integer scalars as facts): both
-    loops canonical with equal start, bound and step; no barrier, break, continue or return
-    in either; no scalar written by one and used by the other; in the fused loop, no
-    dependence may run from a second-loop statement of an earlier iteration to a first-loop
-    statement of a later one (iteration i of the second loop reads only what iterations
-    <= i of the first wrote), and threads must not share the data the two loops touch (that
-    would need a barrier between them). Non-affine indices count as conflicts.
+    2018 and Apex). Legality (via :mod:`kir.analysis.deps`, the spec's integer scalars as
+    facts): both loops canonical with equal start, bound and step; no barrier, break,
+    continue or return in either; no scalar written by one and used by the other; in the
+    fused loop, no dependence may run from a second-loop statement of an earlier iteration
+    to a first-loop statement of a later one (iteration i of the second loop reads only what
+    iterations <= i of the first wrote), and threads must not share the data the two loops
+    touch (that would need a barrier between them). Non-affine indices count as conflicts.
     """
 
     name = "fuse-loops"
-    site_key = "loop"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    def candidates(self, kernel: Kernel) -> list[str]:
+        """Every loop directly followed by a loop, block by block."""
         out = []
         for n in kernel.body.walk():
             if isinstance(n, Block):
@@ -48,30 +58,24 @@ class FuseLoops(BaseRule):
                         out.append(a.label)
         return out
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        first = next((f for f in loops(kernel) if f.label == site), None)
-        block = parent_block(kernel, first) if first is not None else None
-        if first is None or block is None:
-            return NotApplicable(f"no loop {site}")
+    def plan_loop(self, kernel: Kernel, first: For) -> Pair | NotApplicable:
+        """The pair and its shape checks; the dependence test needs the spec's scalars
+        (``ctx``), so it runs in ``apply``."""
+        block = parent_block(kernel, first)
+        if block is None:
+            return NotApplicable(f"no loop {first.label}")
         at = next(k for k, s in enumerate(block.stmts) if s is first)
         second = block.stmts[at + 1] if at + 1 < len(block.stmts) else None
         if not isinstance(second, For):
-            return NotApplicable(f"{site} is not followed by a loop")
-        c1, c2 = canonical(first), canonical(second)
-        if c1 is None or c2 is None:
-            return NotApplicable("both loops must be counted loops")
-        if (c1.start, c1.stop, c1.step, c1.inclusive, first.type) != \
-                (c2.start, c2.stop, c2.step, c2.inclusive, second.type):
-            return NotApplicable(f"{first.label} and {second.label} have different bounds")
-        for loop in (first, second):
-            if has_barrier(loop.body) or has_exit(loop.body):
-                return NotApplicable(f"{loop.label} has a barrier, break, continue or return")
-        w1 = assigned_vars(first.body) - declared_names(first.body)
-        w2 = assigned_vars(second.body) - declared_names(second.body)
-        bounds = used_vars(c1.start) | used_vars(c1.stop)
-        if w1 & (used_vars(second.body) | w2 | bounds) or w2 & (used_vars(first.body) | bounds):
-            return NotApplicable("a variable carries a value between the loops")
+            return NotApplicable(f"{first.label} is not followed by a loop")
+        return Pair(first, second, _shape_refusal(first, second))
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        pair, site = match.plan, match.site
+        if pair.refusal:
+            return NotApplicable(pair.refusal)
+        first, second = pair.first, pair.second
         body2 = rename_var(second.body, second.var, first.var)
         fused = dataclasses.replace(first, body=Block(first.body.stmts + body2.stmts,
                                                       first.body.loc))
@@ -93,6 +97,25 @@ class FuseLoops(BaseRule):
             if not dep.exact:
                 return NotApplicable(f"cannot analyse the indices of {dep.what}")
         return result
+
+
+def _shape_refusal(first: For, second: For) -> str:
+    """Why the two loops' shapes forbid fusing them ("" when they do not)."""
+    c1, c2 = canonical(first), canonical(second)
+    if c1 is None or c2 is None:
+        return "both loops must be counted loops"
+    if (c1.start, c1.stop, c1.step, c1.inclusive, first.type) != \
+            (c2.start, c2.stop, c2.step, c2.inclusive, second.type):
+        return f"{first.label} and {second.label} have different bounds"
+    for loop in (first, second):
+        if has_barrier(loop.body) or has_exit(loop.body):
+            return f"{loop.label} has a barrier, break, continue or return"
+    w1 = assigned_vars(first.body) - declared_names(first.body)
+    w2 = assigned_vars(second.body) - declared_names(second.body)
+    bounds = used_vars(c1.start) | used_vars(c1.stop)
+    if w1 & (used_vars(second.body) | w2 | bounds) or w2 & (used_vars(first.body) | bounds):
+        return "a variable carries a value between the loops"
+    return ""
 
 
 RULES = [FuseLoops()]

@@ -3,22 +3,46 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir.analysis import (
     assigned_vars,
     buffers_written,
     constant_trip_count,
-    find_loop,
-    loops,
     replace_loop,
     substitute,
 )
-from kir.ir import Assign, Binary, Block, Declare, Expr, If, Kernel, Load, Shuffle, Var, WarpReduce
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.ir import (
+    Assign,
+    Binary,
+    Block,
+    Declare,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Load,
+    Shuffle,
+    Stmt,
+    Var,
+    WarpReduce,
+)
+from kir.rules import LoopRule, Match, NoParams, NotApplicable, RuleContext
 
 
-class HoistInvariant(BaseRule):
+@dataclass(frozen=True)
+class Hoisting:
+    """A loop's top-level statements split into the invariant declarations to move out
+    (``hoisted``, in order) and the rest (``kept``). ``hoisted`` may be empty: the loop is
+    still listed as a site (refused when applied) so that the search sees the sites it saw
+    before; a later change stops listing it."""
+
+    loop: For
+    hoisted: tuple[Declare, ...]
+    kept: tuple[Stmt, ...]
+
+
+class HoistInvariant(LoopRule):
     """Move loop-invariant declarations (and invariant loads) out of a loop.
 
     CUDA practice: loop-invariant code motion — compute once what every iteration computes
@@ -32,18 +56,10 @@ class HoistInvariant(BaseRule):
     """
 
     name = "hoist-invariant"
-    site_key = "loop"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [f.label for f in loops(kernel)
-                if any(isinstance(s, Declare) and s.init is not None for s in f.body.stmts)]
-
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = find_loop(kernel, site)
-        if loop is None:
-            return NotApplicable(f"no loop {site}")
+    def plan_loop(self, kernel: Kernel, loop: For) -> Hoisting | NotApplicable:
+        if not any(isinstance(s, Declare) and s.init is not None for s in loop.body.stmts):
+            return NotApplicable(f"{loop.label} declares nothing at the top of its body")
         written = assigned_vars(loop.body) | {loop.var}
         written_buffers = buffers_written(loop)
         counts: dict[str, int] = {}
@@ -51,7 +67,7 @@ class HoistInvariant(BaseRule):
             if isinstance(n, (Declare, Assign)):
                 counts[n.name] = counts.get(n.name, 0) + 1
         hoisted: list[Declare] = []
-        kept = []
+        kept: list[Stmt] = []
         invariant: set[str] = set()
         for stmt in loop.body.stmts:
             if isinstance(stmt, Declare) and stmt.init is not None \
@@ -61,8 +77,13 @@ class HoistInvariant(BaseRule):
                 invariant.add(stmt.name)
             else:
                 kept.append(stmt)
+        return Hoisting(loop, tuple(hoisted), tuple(kept))
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        loop, hoisted, kept = match.plan.loop, match.plan.hoisted, match.plan.kept
         if not hoisted:
-            return NotApplicable(f"nothing invariant to hoist from {site}")
+            return NotApplicable(f"nothing invariant to hoist from {match.site}")
         runs = constant_trip_count(loop)
         guard = None if runs is not None and runs > 0 else \
             substitute(loop.cond, loop.var, loop.init)
@@ -76,7 +97,7 @@ class HoistInvariant(BaseRule):
                 before.append(d)
         new_loop = dataclasses.replace(loop, body=dataclasses.replace(loop.body,
                                                                       stmts=tuple(kept)))
-        return replace_loop(kernel, site, before + [new_loop])
+        return replace_loop(kernel, match.site, before + [new_loop])
 
 
 def _invariant(expr: Expr, written: set[str], written_buffers: set[str]) -> bool:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir.analysis import (
     assigned_vars,
     declared_names,
-    find_loop,
     has_own_exit,
     is_thread_dependent,
-    loops,
     replace_loop,
     thread_dependent_vars,
     used_vars,
@@ -19,10 +17,24 @@ from kir.analysis import (
 from kir.analysis.deps import all_deps, can_interchange, dependence_graph
 from kir.analysis.loop_edits import has_barrier, has_exit, int_assume
 from kir.ir import Alloc, Atomic, Barrier, Block, For, Kernel, Load, Stmt, Store
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import LoopRule, Match, NoParams, NotApplicable, RuleContext
 
 
-class InterchangeLoops(BaseRule):
+@dataclass(frozen=True)
+class Nest:
+    """An outer loop, the last loop nested directly in its body, and the statements before
+    (``pro``) and after (``epi``) that inner loop. ``refusal``: why the shape forbids the
+    swap, for a site still listed so that the search sees the sites it saw before; a later
+    change stops listing such nests."""
+
+    outer: For
+    inner: For
+    pro: tuple[Stmt, ...]
+    epi: tuple[Stmt, ...]
+    refusal: str = ""
+
+
+class InterchangeLoops(LoopRule):
     """Swap loop ``loop`` with the (last) loop nested directly in its body.
 
     CUDA practice: loop interchange, and the FlashAttention-1 -> FlashAttention-2 change
@@ -47,27 +59,25 @@ class InterchangeLoops(BaseRule):
     """
 
     name = "interchange-loops"
-    site_key = "loop"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [f.label for f in loops(kernel) if any(isinstance(s, For) for s in f.body.stmts)]
-
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        outer = find_loop(kernel, site)
-        if outer is None:
-            return NotApplicable(f"no loop {site}")
+    def plan_loop(self, kernel: Kernel, outer: For) -> Nest | NotApplicable:
+        """The nest and its shape checks; the dependence tests need the spec's scalars
+        (``ctx``), so they run in ``apply``."""
         inner_at = [k for k, s in enumerate(outer.body.stmts) if isinstance(s, For)]
         if not inner_at:
-            return NotApplicable(f"{site} holds no directly nested loop")
+            return NotApplicable(f"{outer.label} holds no directly nested loop")
         at = inner_at[-1]  # earlier loops (cooperative tile loads) belong to the prologue
         inner: For = outer.body.stmts[at]  # type: ignore[assignment]
-        pro, epi = list(outer.body.stmts[:at]), list(outer.body.stmts[at + 1:])
-        around = Block(tuple(pro + epi))
-        reason = _check_shape(kernel, outer, inner, around)
-        if reason:
-            return NotApplicable(reason)
+        pro, epi = outer.body.stmts[:at], outer.body.stmts[at + 1:]
+        reason = _check_shape(kernel, outer, inner, Block(pro + epi))
+        return Nest(outer, inner, pro, epi, reason or "")
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        nest: Nest = match.plan
+        if nest.refusal:
+            return NotApplicable(nest.refusal)
+        outer, inner, pro, epi = nest.outer, nest.inner, list(nest.pro), list(nest.epi)
         assume = int_assume(ctx.scalars)
         if not can_interchange(kernel, outer.label, inner.label, assume, within=inner.label,
                                kill_covered=True):
@@ -78,7 +88,7 @@ class InterchangeLoops(BaseRule):
         new_outer = dataclasses.replace(
             outer, body=Block(tuple(pro) + inner.body.stmts + tuple(epi), outer.body.loc))
         new_inner = dataclasses.replace(inner, body=Block((new_outer,), inner.body.loc))
-        return replace_loop(kernel, site, new_inner)
+        return replace_loop(kernel, match.site, new_inner)
 
 
 def _check_shape(kernel: Kernel, outer: For, inner: For, around: Block) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Mapping
 
 from kir import analysis
@@ -32,7 +33,7 @@ from kir.ir import (
 )
 from kir.ir.types import BOOL, F32, I32, MatrixType
 from kir.ir.verify import verify
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import LoopRule, Match, NoParams, NotApplicable, RuleContext
 
 FRAG = MatrixType(F32, 8, 8)
 _PROBES = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (3, 5, 7), (6, 2, 9), (11, 13, 4))
@@ -95,7 +96,23 @@ def _lin(c0: int, terms: list[tuple[int, Expr]]) -> Expr:
     return expr if expr is not None else const(0)
 
 
-class MmaTile(BaseRule):
+@dataclass(frozen=True)
+class InnerProduct:
+    """An inner-product loop ``acc = acc + A[..] * B[..]`` and what the rewrite needs: the
+    T x T tile size, the operands (per ``a`` / ``b``: buffer, index coefficients, row stride,
+    transposed) and where ``acc`` is declared and the loop sits at the kernel's top level.
+    ``refusal``: why it cannot use warp matrices, for a loop still listed so that the
+    search sees the sites it saw before; a later change stops listing such loops."""
+
+    loop: For
+    acc: str
+    tile: int = 0
+    operands: dict | None = None
+    top: tuple[int, int] | None = None
+    refusal: str = ""
+
+
+class MmaTile(LoopRule):
     """Compute a shared-memory tiled matmul's inner product with 8x8 warp matrices.
 
     Encodes Apple's SIMD-group matrix functions (MSL specification §6.7,
@@ -122,17 +139,9 @@ class MmaTile(BaseRule):
     """
 
     name = "mma-tile"
-    site_key = "loop"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [loop.label for loop in analysis.loops(kernel) if _product(loop) is not None]
-
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = analysis.find_loop(kernel, site)
-        if loop is None:
-            return NotApplicable(f"no loop {site}")
+    def plan_loop(self, kernel: Kernel, loop: For) -> InnerProduct | NotApplicable:
+        site = loop.label
         product = _product(loop)
         if product is None:
             return NotApplicable(f"{site} is not `acc = acc + x[..] * y[..]` over f32")
@@ -140,19 +149,28 @@ class MmaTile(BaseRule):
         bx, by, bz = kernel.launch.block
         trip = analysis.constant_trip_count(loop)
         if not (isinstance(loop.init, Const) and loop.init.value == 0 and trip is not None):
-            return NotApplicable(f"{site} does not count k = 0, 1, ... to a constant")
+            return InnerProduct(loop, acc,
+                                refusal=f"{site} does not count k = 0, 1, ... to a constant")
         tile = trip
         if not (bx == by == tile and bz == 1 and tile % 16 == 0):
-            return NotApplicable(f"needs a block of T x T threads with T = trip count of {site}"
-                                 f" and a multiple of 16; block is {kernel.launch.block}, "
-                                 f"T = {tile}")
+            return InnerProduct(loop, acc, refusal=(
+                f"needs a block of T x T threads with T = trip count of {site} and a "
+                f"multiple of 16; block is {kernel.launch.block}, T = {tile}"))
         operands = _operands(kernel, loop, loads)
         if isinstance(operands, NotApplicable):
-            return operands
+            return InnerProduct(loop, acc, refusal=operands.reason)
         top = _top_level(kernel, loop, acc)
         if isinstance(top, NotApplicable):
-            return top
-        return _rewrite(kernel, loop, acc, operands, top, tile)
+            return InnerProduct(loop, acc, refusal=top.reason)
+        return InnerProduct(loop, acc, tile, operands, top)
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        plan: InnerProduct = match.plan
+        if plan.refusal:
+            return NotApplicable(plan.refusal)
+        assert plan.operands is not None and plan.top is not None
+        return _rewrite(kernel, plan.loop, plan.acc, plan.operands, plan.top, plan.tile)
 
 
 def _product(loop: For) -> tuple[str, tuple[Load, Load]] | None:

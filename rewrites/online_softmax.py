@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
 
 from kir.analysis import (
     assigned_vars,
     buffers_read,
     buffers_written,
     canonical,
-    find_loop,
     fresh_name,
     rename_var,
     used_vars,
@@ -32,11 +30,13 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import F32
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import LoopRule, Match, NoParams, NotApplicable, RuleContext
 
 
 @dataclass(frozen=True)
-class _Match:
+class Passes:
+    """The two passes found at a max loop: the plan ``apply`` rewrites."""
+
     parent: Block       # the block holding both loops
     max_loop: For       # for i: m = max(m, E)
     sum_loop: For       # for i: s = s + exp(E - M)
@@ -99,16 +99,15 @@ def _same_header(a: For, b: For) -> bool:
             and rename_var(b.update, b.var, a.var) == a.update)
 
 
-def match(kernel: Kernel, label: str) -> _Match | str:
-    """The two-pass pattern starting at loop ``label``, or why there is none."""
-    loop = find_loop(kernel, label)
-    if loop is None:
-        return f"no loop {label}"
+def find_passes(kernel: Kernel, loop: For) -> Passes | NotApplicable:
+    """The two-pass pattern starting at ``loop``, or why there is none."""
+    label = loop.label
     if canonical(loop) is None:
-        return f"loop {label} is not a counted loop"
+        return NotApplicable(f"loop {label} is not a counted loop")
     found = _max_update(loop)
     if found is None:
-        return f"loop {label} is not a max pass (its body must be just m = max(m, x_i))"
+        return NotApplicable(f"loop {label} is not a max pass (its body must be just "
+                             "m = max(m, x_i))")
     m, elem = found
     parent = parent_block(kernel.body, loop)
     assert parent is not None
@@ -127,19 +126,21 @@ def match(kernel: Kernel, label: str) -> _Match | str:
         between = rest[:j]
         decls = [b for b in between if isinstance(b, Declare) and b.name == s]
         if len(decls) != 1 or decls[0].init != Const(0.0, F32):
-            return f"sum variable {s} is not declared as 0.0 between the two passes"
+            return NotApplicable(f"sum variable {s} is not declared as 0.0 between the two "
+                                 "passes")
         others = Block(tuple(b for b in between if b is not decls[0]))
         if s in used_vars(others) | assigned_vars(others) or s == m:
-            return f"{s} is used between the two passes"
+            return NotApplicable(f"{s} is used between the two passes")
         if buffers_written(others) & buffers_read(elem):
-            return "the data the passes read is written between them"
+            return NotApplicable("the data the passes read is written between them")
         if assigned_vars(others) & ((used_vars(elem) - {loop.var}) | header_vars):
-            return "the element or the loop bounds change between the two passes"
-        return _Match(parent, loop, cand, decls[0], m, s, elem, frame, fast)
-    return f"no sum-of-exp(x_i - max) pass over the same range follows loop {label}"
+            return NotApplicable("the element or the loop bounds change between the two passes")
+        return Passes(parent, loop, cand, decls[0], m, s, elem, frame, fast)
+    return NotApplicable(f"no sum-of-exp(x_i - max) pass over the same range follows loop "
+                         f"{label}")
 
 
-class OnlineSoftmax(BaseRule):
+class OnlineSoftmax(LoopRule):
     """Fuse a softmax's max pass and sum-of-exponentials pass into one online pass.
 
     Encodes Milakov & Gimelshein 2018, "Online normalizer calculation for softmax" (the
@@ -162,27 +163,20 @@ class OnlineSoftmax(BaseRule):
     """
 
     name = "online-softmax"
-    site_key = "loop"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [n.label for n in kernel.body.walk()
-                if isinstance(n, For) and _max_update(n) is not None
-                and isinstance(match(kernel, n.label), _Match)]
+    def plan_loop(self, kernel: Kernel, loop: For) -> Passes | NotApplicable:
+        return find_passes(kernel, loop)
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        found = match(kernel, site)
-        if isinstance(found, str):
-            return NotApplicable(found)
-        return _fuse(kernel, found)
+        return _fuse(kernel, match.plan)
 
 
 def _exp(arg: Expr, fast: bool) -> Call:
     return Call("exp", (arg,), F32, fast)
 
 
-def _fuse(kernel: Kernel, mt: _Match) -> Kernel:
+def _fuse(kernel: Kernel, mt: Passes) -> Kernel:
     loc = mt.max_loop.body.stmts[0].loc
     xv = fresh_name(kernel, f"{mt.m}_x")
     mn = fresh_name(kernel, f"{mt.m}_new", {xv})

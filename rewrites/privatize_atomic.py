@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir.analysis import (
     assigned_vars,
     buffers_written,
-    find_loop,
     fresh_name,
-    loops,
     replace_loop,
     used_vars,
 )
@@ -32,10 +30,22 @@ from kir.ir import (
 )
 from kir.ir.printer import print_expr
 from kir.ir.types import BOOL, ScalarType
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import LoopRule, Match, NoParams, NotApplicable, RuleContext
 
 
-class PrivatizeAtomic(BaseRule):
+@dataclass(frozen=True)
+class Privatization:
+    """A loop and the buffer of its first atomic add, with every atomic on that buffer in
+    the loop. ``refusal``: why the adds cannot be summed privately, for a loop still listed
+    so that the search sees the sites it saw before; a later change stops listing it."""
+
+    loop: For
+    buffer: str
+    atomics: tuple[Atomic, ...]
+    refusal: str = ""
+
+
+class PrivatizeAtomic(LoopRule):
     """Accumulate a loop's atomic adds to one address in a private register; add it once.
 
     CUDA practice: privatization / atomic aggregation (Kirk & Hwu, "Programming Massively
@@ -61,27 +71,23 @@ class PrivatizeAtomic(BaseRule):
     """
 
     name = "privatize-atomic"
-    site_key = "loop"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [loop.label for loop in loops(kernel)
-                if any(isinstance(n, Atomic) and n.op == "add" for n in loop.body.walk())]
-
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = find_loop(kernel, site)
-        if loop is None:
-            return NotApplicable(f"no loop {site}")
+    def plan_loop(self, kernel: Kernel, loop: For) -> Privatization | NotApplicable:
         atomics = [n for n in loop.body.walk() if isinstance(n, Atomic)]
         adds = [a for a in atomics if a.op == "add"]
         if not adds:
-            return NotApplicable(f"loop {site} has no atomic add")
+            return NotApplicable(f"loop {loop.label} has no atomic add")
         buffer = adds[0].buffer
         mine = [a for a in atomics if a.buffer == buffer]
-        why = _refusal(kernel, loop, buffer, mine)
-        if why:
-            return NotApplicable(why)
+        return Privatization(loop, buffer, tuple(mine),
+                             _refusal(kernel, loop, buffer, mine) or "")
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        plan: Privatization = match.plan
+        if plan.refusal:
+            return NotApplicable(plan.refusal)
+        loop, buffer, mine = plan.loop, plan.buffer, plan.atomics
         index, vtype = mine[0].index, mine[0].value.type
         acc = fresh_name(kernel, f"{buffer}_acc")
         hit = fresh_name(kernel, f"{buffer}_hit", {acc})
@@ -108,7 +114,7 @@ class PrivatizeAtomic(BaseRule):
                   Declare(hit, BOOL, Const(False, BOOL), loc=loc)]
         after = If(Var(hit, BOOL), Block((Atomic("add", buffer, index, Var(acc, vtype),
                                                  loc=loc),), loc=loc), loc=loc)
-        return replace_loop(kernel, site, [*before, new_loop, after])
+        return replace_loop(kernel, match.site, [*before, new_loop, after])
 
 
 def _refusal(kernel: Kernel, loop: For, buffer: str, mine: list[Atomic]) -> str | None:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
 
 import numpy as np
 
 from kir.analysis import used_vars
-from kir.ir import Const, Kernel, Node, Var, transform
+from kir.ir import Const, Kernel, Node, Param, Var, transform
 from kir.ir.fold import fold
 from kir.ir.types import ScalarType
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import BaseRule, Match, NoParams, NotApplicable, RuleContext
 
 
 class SpecializeParam(BaseRule):
@@ -29,20 +28,22 @@ class SpecializeParam(BaseRule):
 
     name = "specialize-param"
     site_key = "param"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    def candidates(self, kernel: Kernel) -> list[str]:
+        """The scalar parameters the body reads (bf16 has no exact literal)."""
         used = used_vars(kernel.body)
         return [p.name for p in kernel.params
                 if isinstance(p.type, ScalarType) and p.type.name != "bf16" and p.name in used]
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
+    def plan(self, kernel: Kernel, site: str) -> Param:
+        """The parameter; whether the spec gives it a value is known only in ``apply``."""
         param = kernel.param(site)
-        if param is None or not isinstance(param.type, ScalarType):
-            return NotApplicable(f"no scalar parameter {site}")
-        if site not in used_vars(kernel.body):
-            return NotApplicable(f"{site} is never read")
+        assert param is not None  # every candidate is a parameter
+        return param
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        param, site = match.plan, match.site
         if site not in ctx.scalars:
             return NotApplicable(f"the spec gives no value for {site}")
         t = param.type

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir import analysis
+from kir.analysis import CanonicalLoop
 from kir.analysis.parallel import is_lane_varying, lane_varying_context, lane_varying_vars
 from kir.ir import (
     Assign,
@@ -24,7 +25,7 @@ from kir.ir import (
 )
 from kir.ir.fold import fold_expr
 from kir.ir.types import ScalarType
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
 
 
 def reduction_of(loop: For) -> tuple[str, str, Expr] | None:
@@ -60,7 +61,21 @@ def _identity(op: str, t: ScalarType) -> Const | None:
     return None
 
 
-class SplitReduction(BaseRule):
+@dataclass(frozen=True)
+class Reduction:
+    """A counted loop reducing ``acc`` with ``op`` over ``term``, and its identity value.
+    ``refusal``: why its lanes cannot share the work, for a loop still listed so that the
+    search sees the sites it saw before; a later change stops listing such loops."""
+
+    canon: CanonicalLoop
+    acc: str
+    op: str
+    term: Expr
+    identity: Const | None
+    refusal: str = ""
+
+
+class SplitReduction(LoopRule):
     """Spread a serial reduction that every lane computes redundantly across the warp's lanes.
 
     CUDA practice: a reduction over a short, uniform range (e.g. the per-warp partials in
@@ -80,43 +95,32 @@ class SplitReduction(BaseRule):
     """
 
     name = "split-reduction"
-    site_key = "loop"
-    params = (ParamSpace("ways", (32,)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [lp.label for lp in analysis.loops(kernel)
-                if analysis.canonical(lp) is not None and reduction_of(lp) is not None]
+    @dataclass(frozen=True)
+    class Params:
+        ways: int = choice(32)
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = analysis.find_loop(kernel, site)
-        canon = analysis.canonical(loop) if loop is not None else None
-        red = reduction_of(loop) if loop is not None else None
+    def plan_loop(self, kernel: Kernel, loop: For) -> Reduction | NotApplicable:
+        canon = analysis.canonical(loop)
+        red = reduction_of(loop)
         if canon is None or red is None:
-            return NotApplicable(f"{site} is not a counted reduction loop")
-        ways = int(params.get("ways", 32))  # type: ignore[arg-type]
-        if kernel.launch.threads_per_block % 32:
-            return NotApplicable("the block holds a partial warp")
+            return NotApplicable(f"{loop.label} is not a counted reduction loop")
         acc, op, term = red
-        tainted = lane_varying_vars(kernel)
-        block = kernel.launch.block
-        if lane_varying_context(kernel, loop):
-            return NotApplicable(f"{site} runs under lane-dependent control flow")
-        for part in (canon.start, canon.stop):
-            if is_lane_varying(part, tainted, block):
-                return NotApplicable(f"the bounds of {site} differ between lanes")
-        body_vars = {s.name for s in loop.body.stmts[:-1]}
-        if acc in tainted:
-            return NotApplicable(f"{acc!r} differs between lanes: each lane reduces its own")
-        for s in loop.body.stmts[:-1]:
-            if is_lane_varying(s.init, tainted - body_vars, block):  # type: ignore[attr-defined]
-                return NotApplicable(f"the terms of {site} differ between lanes")
-        if is_lane_varying(term, tainted - body_vars, block):
-            return NotApplicable(f"the terms of {site} differ between lanes")
         acc_type = loop.body.stmts[-1].value.type
         ident = _identity(op, acc_type)
-        if ident is None:
-            return NotApplicable(f"no identity for {op} over {acc_type}")
+        refusal = _lane_refusal(kernel, canon, acc, term)
+        if not refusal and ident is None:
+            refusal = f"no identity for {op} over {acc_type}"
+        return Reduction(canon, acc, op, term, ident, refusal)
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        red: Reduction = match.plan
+        if red.refusal:
+            return NotApplicable(red.refusal)
+        canon, acc, op, term, ident = red.canon, red.acc, red.op, red.term, red.identity
+        loop, ways = canon.loop, params.ways
+        acc_type = loop.body.stmts[-1].value.type
         part = analysis.fresh_name(kernel, f"{acc}_part")
         t = loop.type
         lane = Cast(Special("lane"), t)
@@ -135,6 +139,29 @@ class SplitReduction(BaseRule):
             new_loop,
             Assign(acc, _combine(op, Var(acc, acc_type), total), loc=loop.loc),
         ])
+
+
+def _lane_refusal(kernel: Kernel, canon: CanonicalLoop, acc: str, term: Expr) -> str:
+    """Why the lanes of a warp cannot share the reduction ("" when they can)."""
+    loop, site = canon.loop, canon.loop.label
+    if kernel.launch.threads_per_block % 32:
+        return "the block holds a partial warp"
+    tainted = lane_varying_vars(kernel)
+    block = kernel.launch.block
+    if lane_varying_context(kernel, loop):
+        return f"{site} runs under lane-dependent control flow"
+    for part in (canon.start, canon.stop):
+        if is_lane_varying(part, tainted, block):
+            return f"the bounds of {site} differ between lanes"
+    body_vars = {s.name for s in loop.body.stmts[:-1]}
+    if acc in tainted:
+        return f"{acc!r} differs between lanes: each lane reduces its own"
+    for s in loop.body.stmts[:-1]:
+        if is_lane_varying(s.init, tainted - body_vars, block):  # type: ignore[attr-defined]
+            return f"the terms of {site} differ between lanes"
+    if is_lane_varying(term, tainted - body_vars, block):
+        return f"the terms of {site} differ between lanes"
+    return ""
 
 
 def _combine(op: str, a: Expr, b: Expr) -> Expr:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir.analysis import (
+    CanonicalLoop,
     canonical,
     constant_trip_count,
-    find_loop,
     has_own_exit,
     loops,
     replace_loop,
@@ -16,12 +16,22 @@ from kir.analysis.loop_edits import Namer, copy_body
 from kir.ir import Assign, Binary, Block, Const, Declare, Expr, For, Kernel, Var
 from kir.ir.fold import fold, fold_expr
 from kir.ir.types import BOOL
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
 
 MAX_FULL = 64
 
 
-class UnrollLoop(BaseRule):
+@dataclass(frozen=True)
+class UnrollPlan:
+    """A counted loop to unroll. ``refusal``: why no factor applies (a loop with its own
+    break/continue), for a site still listed so that the search sees the sites it saw
+    before; a later change stops listing such loops."""
+
+    canon: CanonicalLoop
+    refusal: str = ""
+
+
+class UnrollLoop(LoopRule):
     """Unroll a counted loop by 2, 4 or 8 (with a remainder loop), or fully.
 
     CUDA practice: loop unrolling, ``#pragma unroll`` (CUDA C++ Programming Guide,
@@ -39,23 +49,29 @@ class UnrollLoop(BaseRule):
     """
 
     name = "unroll-loop"
-    site_key = "loop"
-    params = (ParamSpace("factor", (4, 2, 8, "full")),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        found = [f for f in loops(kernel) if canonical(f) is not None]
+    @dataclass(frozen=True)
+    class Params:
+        factor: int | str = choice(4, 2, 8, "full")
+
+    def candidates(self, kernel: Kernel) -> list[str]:
+        found = loops(kernel)
         found.sort(key=lambda f: f.unroll is None)  # #pragma unroll hints first
         return [f.label for f in found]
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def plan_loop(self, kernel: Kernel, loop: For) -> UnrollPlan | NotApplicable:
+        c = canonical(loop)
+        if c is None:
+            return NotApplicable(f"{loop.label} is not a counted loop (v = a; v < b; v += const)")
+        return UnrollPlan(c, f"{loop.label} has break/continue" if has_own_exit(loop) else "")
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = find_loop(kernel, site)
-        c = canonical(loop) if loop is not None else None
-        if loop is None or c is None:
-            return NotApplicable(f"{site} is not a counted loop (v = a; v < b; v += const)")
-        if has_own_exit(loop):
-            return NotApplicable(f"{site} has break/continue")
-        factor = params.get("factor", 4)
+        plan, site, factor = match.plan, match.site, params.factor
+        if plan.refusal:
+            return NotApplicable(plan.refusal)
+        c = plan.canon
+        loop = c.loop
         trips = constant_trip_count(loop)
         namer = Namer(kernel)
         t = loop.type
@@ -67,7 +83,7 @@ class UnrollLoop(BaseRule):
                 value = Const(int(c.start.value) + k * c.step, t)  # type: ignore[union-attr]
                 stmts.extend(fold(copy_body(loop.body, namer, {loop.var: value})).stmts)
             return replace_loop(kernel, site, stmts)
-        k = int(factor)  # type: ignore[arg-type]
+        k = int(factor)
         if trips is not None and trips % k == 0:
             main = _main_loop(loop, c.step, k, namer, None, loop.cond)
             return replace_loop(kernel, site, main)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir import analysis
 from kir.analysis import accumulation, single_defs
@@ -31,7 +31,7 @@ from kir.ir import (
     const,
 )
 from kir.ir.types import BOOL, U32, ScalarType
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import ANALYSES, BaseRule, Match, NoParams, NotApplicable, RuleContext
 
 
 def _var(e: Expr, name: str) -> bool:
@@ -131,8 +131,59 @@ def tree(kernel: Kernel, loop: For) -> tuple[str, str, Expr] | None:
     return (store.buffer, op, store.index) if op else None
 
 
-def _sites(kernel: Kernel) -> list[For]:
-    return [lp for lp in analysis.loops(kernel) if butterfly(lp) or tree(kernel, lp)]
+@dataclass(frozen=True)
+class Butterfly:
+    """A shuffle butterfly ``loop`` reducing ``var`` with ``op``."""
+
+    loop: For
+    var: str
+    op: str
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A shared-memory tree ``loop`` reducing ``buffer`` (of ``elem``) with ``op``, each
+    thread at element ``tid``. ``refusal``: why it cannot be replaced (nested, partial sums
+    read afterwards, not a shared array), for a reduction still numbered among the sites so
+    that the search sees the sites it saw before; a later change stops listing it."""
+
+    loop: For
+    buffer: str
+    op: str
+    tid: Expr
+    elem: ScalarType | None
+    refusal: str = ""
+
+
+def reductions(kernel: Kernel) -> list[Butterfly | Tree]:
+    """Every hand-written warp reduction, in source order: the rule's sites, by number."""
+    found: list[Butterfly | Tree] = []
+    for loop in analysis.loops(kernel):
+        bf = butterfly(loop)
+        if bf is not None:
+            found.append(Butterfly(loop, *bf))
+            continue
+        shape = tree(kernel, loop)
+        if shape is not None:
+            found.append(_tree_plan(kernel, loop, *shape))
+    return found
+
+
+def _tree_plan(kernel: Kernel, loop: For, buf: str, op: str, tid: Expr) -> Tree:
+    pos = position_of(kernel, loop)
+    if pos is None or any(isinstance(a, (For, While, If)) for a in pos.ancestors):
+        return Tree(loop, buf, op, tid, None, "the tree reduction is nested in a loop or branch")
+    after = pos.block.stmts[pos.index + 1:]
+    for s in after:
+        for n in s.walk():
+            if isinstance(n, Load) and n.buffer == buf and not (
+                    isinstance(_strip(n.index), Const) and _strip(n.index).value == 0):
+                return Tree(loop, buf, op, tid, None,
+                            f"{buf!r} is read at an element other than 0 afterwards; its "
+                            "partial sums would change")
+    elem = kernel_elem(kernel, buf)
+    return Tree(loop, buf, op, tid, elem,
+                "" if elem is not None else f"{buf!r} is not a shared array")
 
 
 class WarpReduceRule(BaseRule):
@@ -157,43 +208,37 @@ class WarpReduceRule(BaseRule):
 
     name = "warp-reduce"
     site_key = "at"
-    params = ()
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [str(i) for i in range(len(_sites(kernel)))]
+    # Sites are numbered reductions: finding one means finding all before it, so the whole
+    # kernel is analysed once per match rather than once per candidate.
+    def match(self, kernel: Kernel) -> list[Match]:
+        ANALYSES[self.name] += 1
+        return [Match(str(i), found) for i, found in enumerate(reductions(kernel))]
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        found = _sites(kernel)
+    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable:
+        ANALYSES[self.name] += 1
+        found = reductions(kernel)
         if not site.isdigit() or int(site) >= len(found):
             return NotApplicable(f"no warp reduction #{site}")
-        loop = found[int(site)]
-        bf = butterfly(loop)
-        if bf is not None:
-            name, op = bf
-            stmt = loop.body.stmts[0]
-            v = Var(name, stmt.value.type)
-            new = Assign(name, WarpReduce(op, v, stmt.value.type), loc=loop.loc)
+        return Match(site, found[int(site)])
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        found = match.plan
+        if isinstance(found, Butterfly):
+            loop = found.loop
+            t = loop.body.stmts[0].value.type  # type: ignore[attr-defined]
+            new = Assign(found.var, WarpReduce(found.op, Var(found.var, t), t), loc=loop.loc)
             return analysis.replace_stmt(kernel, loop, new)
-        return _apply_tree(kernel, loop)
+        if found.refusal:
+            return NotApplicable(found.refusal)
+        return _apply_tree(kernel, found)
 
 
-def _apply_tree(kernel: Kernel, loop: For) -> Kernel | NotApplicable:
-    buf, op, tid = tree(kernel, loop)  # type: ignore[misc]
-    pos = position_of(kernel, loop)
-    if pos is None or any(isinstance(a, (For, While, If)) for a in pos.ancestors):
-        return NotApplicable("the tree reduction is nested in a loop or branch")
-    after = pos.block.stmts[pos.index + 1:]
-    for s in after:
-        for n in s.walk():
-            if isinstance(n, Load) and n.buffer == buf and not (
-                    isinstance(_strip(n.index), Const) and _strip(n.index).value == 0):
-                return NotApplicable(f"{buf!r} is read at an element other than 0 afterwards; "
-                                     "its partial sums would change")
+def _apply_tree(kernel: Kernel, plan: Tree) -> Kernel:
+    loop, buf, op, tid, elem = plan.loop, plan.buffer, plan.op, plan.tid, plan.elem
+    assert elem is not None  # a tree without a refusal reduces a shared array
     bx = kernel.launch.block[0]
-    elem = kernel_elem(kernel, buf)
-    if elem is None:
-        return NotApplicable(f"{buf!r} is not a shared array")
     res = analysis.fresh_name(kernel, f"{buf}_red")
     own = Load(buf, tid, elem)
     value = own

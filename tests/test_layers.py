@@ -30,9 +30,11 @@ LAYERS = [
     ("kir.search",),
     ("kir.frontends", "kir.grammar"),
     ("kir.backends",),
+    ("kir.emulate",),
     ("kir.driver",),
     ("kir.measure",),
     ("kir.report",),
+    ("kir.api",),
     ("kir.cluster",),
     ("kir.commands", "kir"),
 ]

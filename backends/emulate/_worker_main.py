@@ -26,6 +26,14 @@ def handle(request, libraries):
     entry = libraries[path].kir_emu_entry
     entry.restype = ctypes.c_int
     arrays = request["arrays"]
+    check = request.get("check")
+    if check is not None:
+        arrays, keep = guarded(arrays)
+        table = (ctypes.c_uint64 * (4 * len(arrays)))()
+        for index, (array, role) in enumerate(zip(arrays, check["roles"])):
+            table[4 * index:4 * index + 4] = [array.ctypes.data, array.ctypes.data + array.nbytes,
+                                              role, index]
+        libraries[path].kir_emu_check_begin(table, ctypes.c_int(len(arrays)))
     args = (Arg * max(1, len(request["args"])))()
     for slot, (kind, value) in zip(args, request["args"]):
         if kind == "p":
@@ -39,8 +47,33 @@ def handle(request, libraries):
     rc = entry(args, ctypes.c_int(len(request["args"])), dims, ctypes.c_uint64(request["smem"]),
                ctypes.c_uint64(request["stack_kib"]), err, ctypes.c_uint64(len(err)))
     sys.stdout.flush()
-    return {"rc": rc, "err": err.value.decode(errors="replace"),
-            "arrays": [arrays[i] for i in request["return"]]}
+    reply = {"rc": rc, "err": err.value.decode(errors="replace"),
+             "arrays": [arrays[i] for i in request["return"]]}
+    if check is not None:
+        report = ctypes.create_string_buffer(1 << 20)
+        libraries[path].kir_emu_check_end(report, ctypes.c_uint64(len(report)))
+        reply["check"] = report.value.decode(errors="replace")
+        reply["arrays"] = [a.copy() for a in reply["arrays"]]
+    return reply
+
+
+RED_ZONE = 64 * 1024  # kir_emu_check.h's RED: bytes on each side of a checked buffer
+
+
+def guarded(arrays):
+    """Copies of ``arrays`` each inside its own allocation with a red zone on both sides, for
+    the checked build (an access into a red zone is out of bounds). Returns (copies, owners)."""
+    import numpy as np
+
+    copies, owners = [], []
+    for array in arrays:
+        raw = np.zeros(array.nbytes + 2 * RED_ZONE + 64, dtype=np.uint8)
+        start = RED_ZONE + (-(raw.ctypes.data + RED_ZONE) % 64)
+        copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+        copy[...] = array
+        copies.append(copy)
+        owners.append(raw)
+    return copies, owners
 
 
 def main():

@@ -62,7 +62,7 @@ using kir_emu::any;
 
 // ---------------------------------------------------------------- type rules
 template <class T>
-inline constexpr bool is_scalar_v = kir_emu::is_scalar_v<T>;
+inline constexpr bool is_scalar_v = kir_emu::is_scalar_v<T> || std::is_same_v<std::remove_cv_t<T>, bfloat>;
 template <class T>
 inline constexpr bool is_fp_v = std::is_floating_point_v<T> || kir_emu::is_half_v<T> || std::is_same_v<T, bfloat>;
 // result type of a float function of T: half stays half, anything else computes in float
@@ -232,6 +232,16 @@ struct numeric_limits<_Float16> {
   static constexpr _Float16 lowest() { return (_Float16)-65504.0f; }
   static constexpr _Float16 min() { return (_Float16)6.103515625e-05f; }
   static constexpr _Float16 epsilon() { return (_Float16)0.0009765625f; }
+};
+template <>
+struct numeric_limits<bfloat> {
+  static constexpr bool is_specialized = true;
+  static bfloat infinity() { return bfloat(__builtin_inff()); }
+  static bfloat quiet_NaN() { return bfloat(__builtin_nanf("")); }
+  static bfloat max() { return bfloat(3.38953139e38f); }
+  static bfloat lowest() { return bfloat(-3.38953139e38f); }
+  static bfloat min() { return bfloat(1.17549435e-38f); }
+  static bfloat epsilon() { return bfloat(0.0078125f); }
 };
 #ifndef MAXFLOAT
 #define MAXFLOAT 3.402823466e+38F
@@ -420,40 +430,47 @@ template <class T>
 struct atomic {
   T v;
 };
+// The checked build sees atomics' loads and stores too: they count for bounds and for
+// initialisation, never as races.
+#ifdef KIR_EMU_CHECK
+#define KIR_ATOMIC ::kir_emu::check::AtomicScope kir_atomic_scope_;
+#else
+#define KIR_ATOMIC
+#endif
 using atomic_int = atomic<int>;
 using atomic_uint = atomic<uint>;
 using atomic_bool = atomic<bool>;
 using atomic_float = atomic<float>;
 template <class T, class U>
-inline T atomic_fetch_add_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { T o = p->v; p->v = T(o + (T)v); return o; }
+inline T atomic_fetch_add_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { KIR_ATOMIC T o = p->v; p->v = T(o + (T)v); return o; }
 template <class T, class U>
-inline T atomic_fetch_sub_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { T o = p->v; p->v = T(o - (T)v); return o; }
+inline T atomic_fetch_sub_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { KIR_ATOMIC T o = p->v; p->v = T(o - (T)v); return o; }
 template <class T, class U>
-inline T atomic_fetch_and_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { T o = p->v; p->v = T(o & (T)v); return o; }
+inline T atomic_fetch_and_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { KIR_ATOMIC T o = p->v; p->v = T(o & (T)v); return o; }
 template <class T, class U>
-inline T atomic_fetch_or_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { T o = p->v; p->v = T(o | (T)v); return o; }
+inline T atomic_fetch_or_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { KIR_ATOMIC T o = p->v; p->v = T(o | (T)v); return o; }
 template <class T, class U>
-inline T atomic_fetch_xor_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { T o = p->v; p->v = T(o ^ (T)v); return o; }
+inline T atomic_fetch_xor_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { KIR_ATOMIC T o = p->v; p->v = T(o ^ (T)v); return o; }
 template <class T, class U>
-inline T atomic_fetch_max_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { T o = p->v; if ((T)v > o) p->v = (T)v; return o; }
+inline T atomic_fetch_max_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { KIR_ATOMIC T o = p->v; if ((T)v > o) p->v = (T)v; return o; }
 template <class T, class U>
-inline T atomic_fetch_min_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { T o = p->v; if ((T)v < o) p->v = (T)v; return o; }
+inline T atomic_fetch_min_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { KIR_ATOMIC T o = p->v; if ((T)v < o) p->v = (T)v; return o; }
 template <class T, class U>
-inline T atomic_exchange_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { T o = p->v; p->v = (T)v; return o; }
+inline T atomic_exchange_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { KIR_ATOMIC T o = p->v; p->v = (T)v; return o; }
 template <class T>
-inline T atomic_load_explicit(const atomic<T>* p, memory_order = memory_order_relaxed) { return p->v; }
+inline T atomic_load_explicit(const atomic<T>* p, memory_order = memory_order_relaxed) { KIR_ATOMIC return p->v; }
 template <class T, class U>
-inline void atomic_store_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { p->v = (T)v; }
+inline void atomic_store_explicit(atomic<T>* p, U v, memory_order = memory_order_relaxed) { KIR_ATOMIC p->v = (T)v; }
 template <class T, class U>
 inline bool atomic_compare_exchange_weak_explicit(atomic<T>* p, T* expected, U desired, memory_order = memory_order_relaxed,
-                                                  memory_order = memory_order_relaxed) {
+                                                  memory_order = memory_order_relaxed) { KIR_ATOMIC 
   if (p->v == *expected) { p->v = (T)desired; return true; }
   *expected = p->v;
   return false;
 }
 template <class T, class U>
 inline bool atomic_compare_exchange_strong_explicit(atomic<T>* p, T* expected, U desired,
-                                                    memory_order m1 = memory_order_relaxed, memory_order m2 = memory_order_relaxed) {
+                                                    memory_order m1 = memory_order_relaxed, memory_order m2 = memory_order_relaxed) { KIR_ATOMIC 
   return atomic_compare_exchange_weak_explicit(p, expected, desired, m1, m2);
 }
 
@@ -467,6 +484,41 @@ inline IdxT elem_to_loc(IdxT elem, const int* shape, const int64_t* strides, int
   }
   return loc;
 }
+template <typename IdxT = int64_t>
+inline IdxT elem_to_loc(uint3 elem, const int* shape, const int64_t* strides, int ndim) {
+  IdxT loc = elem.x * IdxT(strides[ndim - 1]) + elem.y * IdxT(strides[ndim - 2]);
+  for (int d = ndim - 3; d >= 0; --d) {
+    loc += (elem.z % shape[d]) * IdxT(strides[d]);
+    elem.z /= shape[d];
+  }
+  return loc;
+}
+template <typename IdxT = int64_t>
+inline IdxT elem_to_loc_1(uint elem, int64_t stride) { return elem * IdxT(stride); }
+template <typename IdxT = int64_t>
+inline IdxT elem_to_loc_2(uint2 elem, const int64_t* strides) {
+  return elem.x * IdxT(strides[1]) + elem.y * IdxT(strides[0]);
+}
+template <typename IdxT = int64_t>
+inline IdxT elem_to_loc_3(uint3 elem, const int64_t* strides) {
+  return elem.x * IdxT(strides[2]) + elem.y * IdxT(strides[1]) + elem.z * IdxT(strides[0]);
+}
+inline size_t ceildiv(size_t n, size_t m) { return (n + m - 1) / m; }
+// Limits<T>: +-infinity for floats, the type's range for integers (MLX's utils.h)
+template <typename U, bool = is_fp_v<U>>
+struct Limits {
+  static inline const U max = numeric_limits<U>::max();
+  static inline const U min = numeric_limits<U>::min();
+  static inline const U finite_max = numeric_limits<U>::max();
+  static inline const U finite_min = numeric_limits<U>::min();
+};
+template <typename U>
+struct Limits<U, true> {
+  static inline const U max = numeric_limits<U>::infinity();
+  static inline const U min = U(-(float)numeric_limits<U>::infinity());
+  static inline const U finite_max = numeric_limits<U>::max();
+  static inline const U finite_min = U(-(float)numeric_limits<U>::max());
+};
 
 }  // namespace metal
 

@@ -123,10 +123,22 @@ inline std::vector<TgRegion>& tg_regions() {
   static std::vector<TgRegion> r;
   return r;
 }
-// Called once per static threadgroup array (from its `static bool` initialiser).
-inline bool register_tg(void* p, size_t n) {
+#ifdef KIR_EMU_CHECK  // the checked build's hooks (kir_emu_check.h)
+namespace check {
+inline void on_register(void* p, size_t n, const char* file, uint32_t line);
+inline void on_group_start();
+}  // namespace check
+#endif
+// Called once per static threadgroup array (from its `static bool` initialiser, on the
+// declaration's line: the default argument names it).
+inline bool register_tg(void* p, size_t n, std::source_location at = std::source_location::current()) {
   tg_regions().push_back({p, n});
   memset(p, 0xFF, n);
+#ifdef KIR_EMU_CHECK
+  check::on_register(p, n, at.file_name(), at.line());
+#else
+  (void)at;
+#endif
   return true;
 }
 
@@ -418,6 +430,9 @@ inline void setup_group(Runtime& R, uint32_t linear) {
   }
   if (R.smem) memset(R.smem, 0xFF, R.smem_bytes);
   for (auto& r : tg_regions()) memset(r.p, 0xFF, r.n);
+#ifdef KIR_EMU_CHECK
+  check::on_group_start();
+#endif
   for (uint32_t w = 0; w < R.nthreads; w++) {
     Fiber& f = R.fibers[w];
     f.tid[0] = w % R.gsize[0];
@@ -538,5 +553,9 @@ inline int launch(const char* kernel, bool cuda, void (*body)(void*), void* arg,
 }  // namespace kir_emu
 
 #define KIR_EMU_EXPORT extern "C" __attribute__((visibility("default")))
+
+#ifdef KIR_EMU_CHECK
+#include "kir_emu_check.h"
+#endif
 
 #endif  // KIR_EMU_RUNTIME_H

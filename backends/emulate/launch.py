@@ -23,11 +23,21 @@ def to_dtype(value: Any) -> np.dtype:
         return np.dtype(value)
     text = str(value).removeprefix("mlx.core.")
     if text == "bfloat16":
-        raise EmulatorError("bfloat16 buffers are not supported by the emulator", kind="launch")
+        return bfloat16_dtype()
     try:
         return np.dtype(text)
     except TypeError:
         raise EmulatorError(f"unknown dtype {value!r}", kind="launch") from None
+
+
+def bfloat16_dtype() -> np.dtype:
+    """numpy's bfloat16, from the optional ``ml_dtypes`` package (``pip install 'kir[bf16]'``)."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise EmulatorError("bfloat16 arrays need the optional package ml_dtypes", kind="launch",
+                            hint="pip install 'kir[bf16]' (or pip install ml_dtypes)") from None
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def as_input_array(value: Any) -> np.ndarray:
@@ -91,12 +101,29 @@ def run_launch(so_path: str, label: str, arrays: list[np.ndarray], args: list[tu
                dims: list[int], *, smem: int, returns: list[int], timeout: float,
                sources: dict[str, str], stack_kib: int = DEFAULT_STACK_KIB) -> list[np.ndarray]:
     """Run a compiled kernel in the worker process; the arrays listed in ``returns`` come back."""
-    request = {"so": so_path, "arrays": arrays, "args": args, "dims": dims, "smem": int(smem),
-               "stack_kib": int(stack_kib), "return": returns}
-    reply = run_request(request, timeout, f"emulated kernel '{label}'")
+    reply = launch_reply(so_path, label, arrays, args, dims, smem=smem, returns=returns,
+                         timeout=timeout, stack_kib=stack_kib)
     if reply["rc"] != 0:
         raise runtime_error(reply["err"], sources)
     return reply["arrays"]
+
+
+def launch_reply(so_path: str, label: str, arrays: list[np.ndarray], args: list[tuple[str, Any]],
+                 dims: list[int], *, smem: int, returns: list[int], timeout: float,
+                 stack_kib: int = DEFAULT_STACK_KIB,
+                 check_roles: list[int] | None = None) -> dict[str, Any]:
+    """The worker's whole reply to one launch (``rc``, ``err``, ``arrays``, and ``check``, the
+    checked build's report, when ``check_roles`` gives each array's role). bfloat16 arrays
+    travel as uint16, so the worker needs no ml_dtypes."""
+    sent = [a.view(np.uint16) if a.dtype.name == "bfloat16" else a for a in arrays]
+    request = {"so": so_path, "arrays": sent, "args": args, "dims": dims, "smem": int(smem),
+               "stack_kib": int(stack_kib), "return": returns}
+    if check_roles is not None:
+        request["check"] = {"roles": list(check_roles)}
+    reply = run_request(request, timeout, f"emulated kernel '{label}'")
+    reply["arrays"] = [back.view(arrays[i].dtype) if arrays[i].dtype.name == "bfloat16" else back
+                       for i, back in zip(returns, reply["arrays"])]
+    return reply
 
 
 def runtime_error(message: str, sources: dict[str, str]) -> EmulatorError:
@@ -137,6 +164,7 @@ def compile_call(kernel: Any, dialect: str, inputs: Sequence[Any],
     if verbose:
         print(unit)
     sources = {kernel.body_file: kernel.source, kernel.header_file: kernel.header}
-    so_path = compile_shared(unit, dialect, tag=kernel.name, sources=sources)
+    so_path = compile_shared(unit, dialect, tag=kernel.name, sources=sources,
+                             extra_flags=tuple(getattr(kernel, "compile_flags", ())))
     return arrays, slots, sources, so_path
 

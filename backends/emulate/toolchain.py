@@ -26,7 +26,8 @@ from kir.errors import KirError, Loc
 
 HEADER_DIR = Path(__file__).resolve().parent
 CUDA_STUB_DIR = HEADER_DIR / "cuda_include"
-SHIM_HEADERS = ("kir_emu_runtime.h", "kir_emu_vec.h", "kir_emu_metal.h", "kir_emu_cuda.h")
+SHIM_HEADERS = ("kir_emu_runtime.h", "kir_emu_vec.h", "kir_emu_metal.h", "kir_emu_cuda.h",
+                "kir_emu_check.h")
 DIALECT_HEADER = {"metal": "kir_emu_metal.h", "cuda": "kir_emu_cuda.h"}
 # -fsanitize=bounds checks indexes into fixed-size arrays (threadgroup, shared, local); its
 # handlers live in kir_emu_runtime.h, so the link below needs no sanitizer runtime.

@@ -32,7 +32,7 @@ from lark import Token, Tree
 
 from kir.errors import KirError, Loc, UnsupportedError
 from kir.ir import Block, Const, Declare, Kernel, Launch, Param, Stmt, Var
-from kir.ir.types import BOOL, I32, PointerType
+from kir.ir.types import BOOL, I32, SCALARS, PointerType
 
 ASSIGNING = ("assign", "pre_inc", "pre_dec", "post_inc", "post_dec")
 
@@ -186,8 +186,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
                 raise self.error(f"{ct.UNSUPPORTED_TYPES[w]} not supported", tree,
                                  UnsupportedError)
             if w in self.template_types:
-                raise self.error(f"template type parameter '{w}' not supported (only integer "
-                                 "template parameters)", tree, UnsupportedError)
+                raise self.error(f"template type parameter '{w}' has no type: give it one "
+                                 f"in the spec, templates = {{ {w} = \"f32\" }}", tree)
         named = [w for w in words if w in self.typedefs or w in ct.NAMED_TYPES]
         if named:
             if len(words) != 1:
@@ -268,7 +268,12 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
     def bind_template(self, template, values: dict[str, int]) -> None:
         for param in template.children:
             if param.data == "template_type":
-                self.template_types.add(str(param.children[0]))
+                ident = str(param.children[0])
+                given = values.get(ident)
+                if isinstance(given, str) and given in SCALARS:  # spec: templates T = "f16"
+                    self.typedefs[ident] = SCALARS[given]
+                else:
+                    self.template_types.add(ident)
                 continue
             specs, ident = param.children[0], str(param.children[1])
             default = param.children[2] if len(param.children) > 2 else None

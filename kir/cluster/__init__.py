@@ -1,18 +1,9 @@
-"""Searching on many machines: the Ray executor and campaigns.
+"""Campaigns: searches for kernels x sizes x devices on a cluster, into one tuning database
+and one report (:mod:`kir.cluster.campaign`, the file format in
+:mod:`kir.cluster.campaign_config`).
 
-Ray is an optional extra (``pip install -e ".[ray]"``): nothing here imports it until a search
-or campaign asks for ``--cluster ray``, and without it the local pools run as before.
-:mod:`kir.cluster.ray_executor` runs the location-free jobs of :mod:`kir.measure.portable` on
-a Ray cluster (one actor per device, validation as CPU tasks); :mod:`kir.cluster.campaign`
-runs searches for kernels x sizes x devices into one tuning database and one report.
+The Ray executor the campaign runs its jobs on lives below, in :mod:`kir.measure.ray_executor`
+(with :mod:`kir.measure.ray_connect`), so the search session of :mod:`kir.api` can use it for
+``--cluster ray`` too. Ray is an optional extra (``pip install -e ".[ray]"``): nothing imports
+it until a search or campaign asks for a cluster.
 """
-
-from kir.cluster.connect import (
-    DEFAULT_RESOURCE,
-    cluster_evaluator,
-    connect,
-    parse_cluster,
-    require_ray,
-)
-
-__all__ = ["DEFAULT_RESOURCE", "cluster_evaluator", "connect", "parse_cluster", "require_ray"]

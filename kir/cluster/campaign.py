@@ -58,8 +58,8 @@ def make_executor(config: CampaignConfig, device: DeviceEntry) -> Executor:
     """The executor of ``device``: its Ray actors, or this machine's pools ("local")."""
     if config.cluster == "local":
         return LocalExecutor(device.target, workers=2)
-    from kir.cluster.connect import connect, parse_cluster
-    from kir.cluster.ray_executor import RayExecutor
+    from kir.measure.ray_connect import connect, parse_cluster
+    from kir.measure.ray_executor import RayExecutor
 
     connect(parse_cluster(config.cluster), local_resource=device.resource)
     return RayExecutor(device.resource, device.target, actors=device.actors)
@@ -122,6 +122,7 @@ def search_one(config: CampaignConfig, loaded: Loaded, device: DeviceEntry,
                executor: Executor, db_path: Path, order: int = 0) -> SearchOutcome:
     """One search of the campaign, its ablation and its own report; a failure is recorded
     in the outcome, and the campaign goes on."""
+    from kir.api.searching import validation_fingerprint
     from kir.backends import target_for
     from kir.driver.registry import load_registry
     from kir.report import ablate, write_report
@@ -142,8 +143,9 @@ def search_one(config: CampaignConfig, loaded: Loaded, device: DeviceEntry,
         ctx = context_for(loaded, target_for("model" if evaluator.modelled
                                              else evaluator.target))
         key_sizes = {**ctx.sizes, **{f"check:{k}": v for k, v in (check or {}).items()}}
+        # Keyed as ``kir compile --search`` keys its verdicts, so the two share rows.
         key = default_key(loaded.kernel, evaluator, key_sizes,
-                          _validation_fingerprint(loaded, registry))
+                          validation_fingerprint(loaded, registry))
         settings = SearchConfig(strategy=config.strategy, budget=config.budget,
                                 seed=config.seed)
         seeds = [h.steps for h in hints(loaded.kernel, registry, ctx)]
@@ -179,12 +181,12 @@ def _check_sizes(loaded: Loaded) -> dict[str, int] | None:
     from kir.spec.shrink import check_sizes
 
     spec, compiled = loaded.spec, dict(loaded.bound.sizes)
-    found = dict(spec.check) if spec.check else check_sizes(spec, compiled)
+    if spec.check:
+        return dict(spec.check)
+    try:
+        found = check_sizes(spec, compiled)
+    except KirError:
+        return None  # no smaller sizes meet the spec's constraints
     return None if found == compiled else found
 
 
-def _validation_fingerprint(loaded: Loaded, registry) -> str:
-    """As ``kir compile --search`` keys its verdicts: spec, reference and rule sources."""
-    from kir.spec.bound import validation_fingerprint
-
-    return f"{validation_fingerprint(loaded.spec)}-{registry.fingerprint()}"

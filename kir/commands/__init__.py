@@ -9,6 +9,14 @@ from kir.commands import db_cmd, emit_cmd  # noqa: E402 - search, db and emit (i
 
 COMMANDS += [emit_cmd, db_cmd]
 
+from kir.commands import check_cmd  # noqa: E402 - MLX kernels written by hand (issue 16)
+
+COMMANDS += [check_cmd]
+
+from kir.commands import examples_cmd, spec_cmd  # noqa: E402 - issue 13
+
+COMMANDS += [spec_cmd, examples_cmd]
+
 from kir.commands import campaign_cmd  # noqa: E402 - scale-out (issue 15)
 
 COMMANDS += [campaign_cmd]

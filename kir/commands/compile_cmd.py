@@ -106,7 +106,7 @@ def write_output(loaded, path: Path, target: str | None) -> None:
     """``-o NAME.py``: the MLX module (Metal, or CUDA with --target cuda); ``-o NAME.metal``:
     the full Metal source MLX would compile."""
     from kir.backends import emit
-    from kir.backends.module import write_metal_source, write_module
+    from kir.backends.module import write_metal_source
 
     if path.suffix == ".metal":
         if target == "cuda":
@@ -114,8 +114,10 @@ def write_output(loaded, path: Path, target: str | None) -> None:
                            hint="use -o NAME.py for the CUDA MLX module")
         write_metal_source(emit(loaded.kernel, loaded.bound, "metal"), path)
     elif path.suffix == ".py":
+        from kir.api.modules import build_module
+
         language = "cuda" if target == "cuda" else "metal"
-        write_module(emit(loaded.kernel, loaded.bound, language), path, loaded.bound)
+        build_module(loaded, target=language).write(path)
     else:
         raise KirError(f"don't know what to write to {path.name}",
                        hint="-o NAME.py (MLX module) or -o NAME.metal (Metal source)")

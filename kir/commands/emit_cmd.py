@@ -47,6 +47,8 @@ def launch_comment(emitted, spec=None, comment: str = "//") -> str:
         wanted = spec.args[arg].init if spec is not None and arg in spec.args else None
         if wanted == "none":
             init = "written in full by the kernel, no fill"
+        elif e.accumulation_for(arg) is not None:
+            init = f"init {wanted}: starts at 0, added to after the kernel"
         elif enc is None:
             init = f"init {e.init_value}"
         else:

@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Port CUDA kernels to Apple Silicon: "
                     "CUDA -> kir IR -> rewrites -> Metal for MLX.",
     )
+    from kir.version import __version__
+
+    parser.add_argument("--version", action="version", version=f"kir {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

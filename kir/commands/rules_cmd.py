@@ -26,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("--rules", action="append", default=[], metavar="PATH",
                    help="also load rules from PATH (.rules or .py); repeatable")
     p.add_argument("--examples", default=None,
-                   help="folder of kernels for `test` (default: the repo's examples/)")
+                   help="folder of kernels for `test` (default: the examples installed with kir)")
     p.set_defaults(handler=run)
 
 

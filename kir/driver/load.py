@@ -59,8 +59,11 @@ def read_text(path: Path) -> str:
         raise KirError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def spec_for(path: Path, spec_path: str | Path | None) -> Spec | None:
-    """The spec named with ``--spec``, else the one beside the source, else None."""
+def spec_for(path: Path, spec_path: str | Path | Spec | None) -> Spec | None:
+    """The spec named with ``--spec`` (or given as a loaded :class:`Spec`), else the one
+    beside the source, else None."""
+    if isinstance(spec_path, Spec):
+        return spec_path
     if spec_path is not None:
         return load_spec(Path(spec_path))
     found = find_spec(path)
@@ -70,7 +73,7 @@ def spec_for(path: Path, spec_path: str | Path | None) -> Spec | None:
 def load_kernel(
     path: str | Path,
     *,
-    spec_path: str | Path | None = None,
+    spec_path: str | Path | Spec | None = None,
     sizes: dict[str, int] | None = None,
     kernel_name: str | None = None,
 ) -> Loaded:
@@ -108,8 +111,10 @@ def load_kernel(
     )
     if bound is not None:
         from kir.spec.index_range import check_index_range
+        from kir.spec.offsets import apply_offsets
 
         check_spec_fits(kernel, bound.spec)
+        kernel = apply_offsets(kernel, bound)  # launch-time pointer offsets (spec `offset`)
         check_index_range(kernel, bound)  # before any input is allocated or run
     return Loaded(kernel, bound, path, text)
 

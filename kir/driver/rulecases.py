@@ -19,6 +19,9 @@ end). ``{{regex}}`` inside a pattern is a regular expression; the rest is litera
 
 EQUIV runs the input and the result on the interpreter with the same random inputs (buffers
 of the given element counts, scalars of the given values) and compares every buffer.
+``# SCALARS: n=60`` gives the rules the values a spec would bind to scalar arguments
+(:attr:`kir.rules.RuleContext.scalars`): specialize-param needs one, and dependence tests
+use them as facts.
 
 :func:`run_case_file` checks a whole file against a registry; ``kir rules test FILE.kir`` and
 kir's own ``tests/rules/test_cases.py`` both use it.
@@ -27,7 +30,7 @@ kir's own ``tests/rules/test_cases.py`` both use it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -40,7 +43,7 @@ from kir.ir.printer import print_kernel
 from kir.rules import NotApplicable, Rule, RuleContext, apply_step, parse_step
 
 SEPARATOR = re.compile(r"^#\s*-{3,}\s*$")
-DIRECTIVE = re.compile(r"^#\s*(RUN|CHECK|CHECK-NEXT|CHECK-NOT|REFUSE|EQUIV):\s?(.*)$")
+DIRECTIVE = re.compile(r"^#\s*(RUN|CHECK|CHECK-NEXT|CHECK-NOT|REFUSE|EQUIV|SCALARS):\s?(.*)$")
 
 
 @dataclass
@@ -53,6 +56,7 @@ class Case:
     checks: list[tuple[int, str, str]] = field(default_factory=list)  # (line, kind, pattern)
     refuse: tuple[int, str] | None = None
     equiv: tuple[int, str] | None = None
+    scalars: tuple[int, str] | None = None  # (line, "n=60 a=0.5"): the rules' RuleContext
     ir_lines: list[str] = field(default_factory=list)
     ir_start: int = 0
 
@@ -93,6 +97,8 @@ def parse_cases(text: str, file: str = "<cases>") -> list[Case]:
                 current.refuse = (number, body)
             elif kind == "EQUIV":
                 current.equiv = (number, body)
+            elif kind == "SCALARS":
+                current.scalars = (number, body)
             else:
                 current.checks.append((number, kind, body))
         elif line.lstrip().startswith("#") and not current.ir_lines:
@@ -166,6 +172,12 @@ def run_case(case: Case, registry: Mapping[str, Rule],
              ctx: RuleContext | None = None) -> Outcome:
     """Apply the case's steps to its kernel and check the result (or the refusal)."""
     ctx = ctx or RuleContext()
+    if case.scalars is not None:
+        try:
+            values = dict(_scalar_item(word) for word in case.scalars[1].split())
+        except KirError as exc:
+            return Outcome(case, False, exc.message, case.scalars[0])
+        ctx = replace(ctx, scalars={**ctx.scalars, **values})
     text = "\n".join([""] * (case.ir_start - 1) + case.ir_lines) + "\n"
     kernel = parse_kernel(text, case.file, locate_unmarked=True)
     original = kernel
@@ -236,6 +248,16 @@ def _equiv_item(word: str) -> tuple[str, int | float]:
         raise KirError(f"EQUIV item {word!r}: write NAME[COUNT] for a buffer, NAME=VALUE for "
                        "a scalar")
     return name, float(value) if "." in value or "e" in value else int(value)
+
+
+def _scalar_item(word: str) -> tuple[str, int | float]:
+    name, sep, value = word.partition("=")
+    if not sep or not name.isidentifier():
+        raise KirError(f"SCALARS item {word!r}: write NAME=VALUE")
+    try:
+        return _equiv_item(word)
+    except ValueError:
+        raise KirError(f"SCALARS item {word!r}: {value!r} is not a number") from None
 
 
 def run_case_file(path: str | Path, registry: Mapping[str, Rule]) -> list[Outcome]:

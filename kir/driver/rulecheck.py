@@ -30,16 +30,18 @@ class Application:
 
 
 def default_examples_dir() -> Path:
-    """``./examples`` when run from a checkout, else the examples beside the kir package."""
-    here = Path.cwd() / "examples"
-    if here.is_dir():
-        return here
-    return Path(__file__).resolve().parent.parent / "examples"
+    """The examples installed with kir (``kir.examples``; a checkout's ``examples/`` in an
+    editable install), so ``kir rules test`` works from any folder and from a wheel."""
+    from kir.driver.examples import examples_dir
+
+    return examples_dir()
 
 
 def example_files(folder: Path) -> list[Path]:
     """CUDA files in ``folder`` that have a spec beside them."""
-    return sorted(p for p in folder.glob("*.cu") if p.with_suffix(".kir.toml").exists())
+    from kir.driver.examples import example_files as files
+
+    return files(folder)
 
 
 

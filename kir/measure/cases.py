@@ -103,9 +103,17 @@ def build_cases(loaded: Loaded, validate_sizes: Sequence[dict[str, int]] | None 
     moved = base.sizes != compiled  # check sizes other than the compiled ones
     extra = [dict(s) for s in validate_sizes] if validate_sizes is not None else \
         ([dict(spec.ragged)] if spec.ragged else [])
-    binds = [base] + [spec.bind({**base.sizes, **overrides}) for overrides in extra]
-    cases: list[Case] = []
     notes: list[str] = []
+    binds = [base]
+    for overrides in extra:
+        merged = {**base.sizes, **overrides}
+        broken = spec.broken_requirements(merged)
+        if broken:  # ragged sizes on top of check sizes may break a constraint
+            notes.append(f"not validating at {sizes_label(merged)}: it breaks the spec's "
+                         f"require {broken[0]!r}")
+            continue
+        binds.append(spec.bind(merged))
+    cases: list[Case] = []
     for i, bound in enumerate(binds):
         if i and bound.sizes == base.sizes:
             continue

@@ -122,8 +122,10 @@ class MLXEvaluator(Validating):
         baseline = None if bound.spec.reference else self.loaded.kernel
         give_up = self.best_ms * self.give_up_factor \
             if self.best_ms and self.give_up_factor else None
-        return GpuJob(kernel, str(bound.spec.path.resolve()), dict(bound.sizes), self.target,
-                      self.warmup, self.repeat, 0, baseline, give_up)
+        path = bound.spec.path.resolve()
+        return GpuJob(kernel, str(path), dict(bound.sizes), self.target,
+                      self.warmup, self.repeat, 0, baseline, give_up,
+                      spec_text=None if path.is_file() else bound.spec.text)
 
     def gpu_case(self) -> Case:
         """Inputs at the compiled sizes with the spec reference's outputs (or, without a

@@ -9,7 +9,7 @@ has a device worker check and time (or model) it.
 
 An :class:`Executor` is where the work runs: :class:`LocalExecutor` (threads of this
 process: the reference the tests compare with) or the Ray executor
-(:mod:`kir.cluster.ray_executor`). Faults are the executor's: a lost worker gives a "crash"
+(:mod:`kir.measure.ray_executor`). Faults are the executor's: a lost worker gives a "crash"
 for its job only, retried once elsewhere.
 """
 

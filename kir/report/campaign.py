@@ -3,8 +3,9 @@ kernel, and the rule x device transfer table — which pieces of CUDA practice p
 device, from each search's ablation (the winner's time without that step).
 
 Written as ``campaign.md``, ``campaign.csv`` (one row per search) and a chart of the
-speed-ups (``speedups.png`` with matplotlib, the ``plot`` extra); each search's own report
-(best-so-far plot, steps, diffs) sits in a folder beside it. Modelled devices are marked as
+speed-ups (``speedups.svg``, drawn without dependencies like the reports' best-so-far plots of
+:mod:`kir.report.plot`); each search's own report (best-so-far plot, steps, diffs) sits in a
+folder beside it. Modelled devices are marked as
 such in every table: a cost model's time is not a measurement.
 """
 
@@ -17,9 +18,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
+from xml.sax.saxutils import escape
 
 from kir.driver.load import Loaded
 from kir.report.ablation import AblationRow
+from kir.report.plot import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH, nice_ticks
 from kir.search.device import DeviceDescriptor
 from kir.search.engine import SearchResult
 
@@ -129,11 +132,12 @@ def _ms(value: float | None) -> str:
 def write_campaign_report(directory: str | Path, outcomes: Sequence[SearchOutcome], *,
                           devices: Sequence[str],
                           settings: Mapping[str, str] | None = None) -> Path:
-    """Write ``campaign.md``, ``campaign.csv`` and the speed-up chart; returns the report."""
+    """Write ``campaign.md``, ``campaign.csv`` and ``speedups.svg``; returns the report."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     csv_path = _write_csv(outcomes, directory / "campaign.csv")
-    chart = _write_chart(outcomes, devices, directory / "speedups.png")
+    chart = directory / "speedups.svg"
+    chart.write_text(speedup_svg(outcomes, devices))
     modelled = sorted({o.device for o in outcomes if o.modelled})
     lines = ["# kir campaign report", ""]
     if modelled:
@@ -171,9 +175,8 @@ def write_campaign_report(directory: str | Path, outcomes: Sequence[SearchOutcom
     else:
         lines.append("No winner held a step: nothing to ablate.")
     lines += ["", f"Data: [{csv_path.name}]({csv_path.name})."]
-    lines += [f"![speed-up over the unrewritten kernel, per kernel and device]({chart.name})"
-              if chart else "(matplotlib is not installed, `pip install 'kir[plot]'`: no "
-              "chart; the data is in the CSV.)", ""]
+    lines += [f"![speed-up over the unrewritten kernel, per kernel and device]({chart.name})",
+              ""]
     report = directory / "campaign.md"
     report.write_text("\n".join(lines))
     return report
@@ -194,35 +197,72 @@ def _write_csv(outcomes: Sequence[SearchOutcome], path: Path) -> Path:
     return path
 
 
-def _write_chart(outcomes: Sequence[SearchOutcome], devices: Sequence[str],
-                 path: Path) -> Path | None:
-    """Grouped bars of the speed-up per kernel (x sizes) and device; None without
-    matplotlib."""
-    try:
-        import matplotlib
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    groups = list(dict.fromkeys(f"{o.kernel}\n{o.sizes_text}" for o in outcomes))
-    width = 0.8 / max(1, len(devices))
-    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(groups)), 4), dpi=100)
-    for i, device in enumerate(devices):
-        speed = {f"{o.kernel}\n{o.sizes_text}": o.speedup or 0.0 for o in outcomes
-                 if o.device == device}
-        ax.bar([g + i * width for g in range(len(groups))],
-               [speed.get(name, 0.0) for name in groups], width, label=device)
-    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
-    found = [o.speedup for o in outcomes if o.speedup]
-    if found and max(found) / min(found) > 20:  # one restructured kernel dwarfs the rest
-        ax.set_yscale("log")
-    ax.set_xticks([g + width * (len(devices) - 1) / 2 for g in range(len(groups))])
-    ax.set_xticklabels(groups, fontsize=7)
-    ax.set_ylabel("speed-up over the unrewritten kernel"
-                  + (" (modelled)" if any(o.modelled for o in outcomes) else ""))
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+
+def speedup_svg(outcomes: Sequence[SearchOutcome], devices: Sequence[str]) -> str:
+    """Grouped bars of the speed-up over the unrewritten kernel per kernel (x sizes) and
+    device, as SVG text drawn without dependencies; a log scale when one restructured kernel
+    would dwarf the rest (speed-ups spanning more than 20x)."""
+    groups = list(dict.fromkeys((o.kernel, o.sizes_text) for o in outcomes))
+    speed = {(o.kernel, o.sizes_text, o.device): o.speedup for o in outcomes if o.speedup}
+    found = list(speed.values()) or [1.0]
+    log = max(found) / min(found) > 20
+    if log:
+        low, high = math.floor(math.log10(min(min(found), 1.0))), \
+            math.ceil(math.log10(max(found)))
+        ticks = [10.0 ** e for e in range(low, max(high, low + 1) + 1)]
+    else:
+        ticks = nice_ticks(0.0, max(max(found), 1.0), 5)
+    width = max(WIDTH, 60 + 110 * len(groups))
+    plot_w, plot_h = width - LEFT - RIGHT, HEIGHT - TOP - BOTTOM - 14
+
+    def y(value: float) -> float:
+        if log:
+            share = (math.log10(value) - math.log10(ticks[0])) / \
+                (math.log10(ticks[-1]) - math.log10(ticks[0]))
+        else:
+            share = (value - ticks[0]) / (ticks[-1] - ticks[0])
+        return TOP + plot_h * (1 - share)
+
+    modelled = " (modelled)" if any(o.modelled for o in outcomes) else ""
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
+           f'viewBox="0 0 {width} {HEIGHT}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
+           f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="14">speed-up over '
+           f'the unrewritten kernel{modelled}</text>']
+    for tick in ticks:
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(tick):.1f}" '
+                   f'y2="{y(tick):.1f}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">'
+                   f'x{tick:g}</text>')
+    if ticks[0] <= 1.0 <= ticks[-1]:
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(1.0):.1f}" '
+                   f'y2="{y(1.0):.1f}" stroke="grey" stroke-dasharray="6 4"/>')
+    slot = plot_w / max(1, len(groups))
+    bar = slot * 0.8 / max(1, len(devices))
+    for g, (kernel, sizes) in enumerate(groups):
+        for d, device in enumerate(devices):
+            value = speed.get((kernel, sizes, device))
+            if value is None:
+                continue
+            left = LEFT + g * slot + slot * 0.1 + d * bar
+            top, base = y(value), y(max(ticks[0], min(1.0, ticks[-1])) if log else ticks[0])
+            out.append(f'<rect x="{left:.1f}" y="{min(top, base):.1f}" width="{bar:.1f}" '
+                       f'height="{abs(base - top):.1f}" fill="{COLORS[d % len(COLORS)]}">'
+                       f'<title>{escape(kernel)} on {escape(device)}: x{value:.3g}</title>'
+                       '</rect>')
+        center = LEFT + g * slot + slot / 2
+        out.append(f'<text x="{center:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">'
+                   f'{escape(kernel)}</text>')
+        out.append(f'<text x="{center:.1f}" y="{TOP + plot_h + 30}" text-anchor="middle" '
+                   f'fill="#666">{escape(sizes)}</text>')
+    out.append(f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
+               'stroke="#444"/>')
+    for d, device in enumerate(devices):
+        lx = LEFT + 10 + 110 * d
+        out.append(f'<rect x="{lx}" y="{HEIGHT - 22}" width="12" height="12" '
+                   f'fill="{COLORS[d % len(COLORS)]}"/>')
+        out.append(f'<text x="{lx + 16}" y="{HEIGHT - 12}">{escape(device)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"

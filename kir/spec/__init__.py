@@ -13,7 +13,10 @@ from kir.spec.schema import (  # noqa: F401
     dtype_of,
     find_spec,
     load_spec,
+    load_spec_text,
+    spec_from_data,
 )
 
 __all__ = ["ARG_KEYS", "DEFAULT_TOLERANCES", "LAUNCH_KEYS", "ROLES", "TOP_KEYS", "ArgSpec",
-           "BoundSpec", "Spec", "dtype_of", "find_spec", "load_spec"]
+           "BoundSpec", "Spec", "dtype_of", "find_spec", "load_spec",
+           "load_spec_text", "spec_from_data"]

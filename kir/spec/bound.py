@@ -89,6 +89,35 @@ class BoundSpec:
             value = int(value)
         return int(value)
 
+    def range(self, name: str) -> tuple[float, float]:
+        """The bounds of random values for argument ``name``: size expressions evaluated.
+        Floats are drawn from [low, high); integers from low to high, both included."""
+        arg = self._arg(name)
+        low, high = (float(self._eval(b, "args", name, "range")) if isinstance(b, str)
+                     else float(b) for b in arg.range)
+        if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+            raise self.spec.error(f"argument {name!r}: range {list(arg.range)} is "
+                                  f"[{low:g}, {high:g}] with sizes {self._sizes_text()}; it "
+                                  "must be finite with low <= high", "args", name, "range")
+        return low, high
+
+    def offset(self, name: str) -> int:
+        """Where the kernel's pointer for buffer ``name`` starts in it (0 without an
+        ``offset``); it must leave the kernel at least one element."""
+        arg = self._arg(name)
+        if arg.offset is None:
+            return 0
+        value = self._eval(arg.offset, "args", name, "offset")
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        size = math.prod(self.shape(name))
+        if not isinstance(value, int) or not 0 <= value < size:
+            raise self.spec.error(
+                f"argument {name!r}: offset {arg.offset!r} = {value!r} with sizes "
+                f"{self._sizes_text()}; it must be a whole number of elements from 0 to "
+                f"{size - 1} (the buffer holds {size})", "args", name, "offset")
+        return value
+
     @property
     def grid(self) -> tuple[int, int, int]:
         """Blocks per grid dimension."""
@@ -113,12 +142,16 @@ class BoundSpec:
                                   "launch", "shared_bytes")
         return value
 
-    def template_values(self) -> dict[str, int]:
+    def template_values(self) -> dict[str, int | str]:
         """Values for template parameters: every size under its own name, overridden by the
-        spec's ``templates`` table (the frontend picks the names its template declares)."""
-        values = dict(self.sizes)
+        spec's ``templates`` table (the frontend picks the names its template declares); a
+        dtype name (``T = "f16"``) is a ``typename`` parameter's type."""
+        from kir.ir.types import SCALARS
+
+        values: dict[str, int | str] = dict(self.sizes)
         for name, expr in self.spec.templates.items():
-            values[name] = self._count(expr, f"template {name}", "templates", name)
+            values[name] = expr if expr in SCALARS else \
+                self._count(expr, f"template {name}", "templates", name)
         return values
 
     def launch(self) -> Launch:
@@ -150,7 +183,7 @@ class BoundSpec:
             dtype = dtype_of(arg.dtype)  # type: ignore[arg-type]
             shape = self.shape(arg.name)
             if arg.init is None or arg.init == "input":
-                out[arg.name] = _random(rng, dtype, shape, arg.range)
+                out[arg.name] = _random(rng, dtype, shape, self.range(arg.name))
             elif arg.init == "none":
                 # Poison: an element the kernel never writes fails validation.
                 poison = np.nan if dtype.is_float else np.iinfo(dtype.numpy).min
@@ -220,11 +253,13 @@ def _round_bf16(values: np.ndarray) -> np.ndarray:
     return rounded.view(np.float32)
 
 
-def reference_file(spec: Spec) -> Path | None:
-    """The file of the spec's reference module (beside the spec), or None without one."""
-    if spec.reference is None:
+def reference_file(spec: Spec, key: str = "reference") -> Path | None:
+    """The file of the spec's reference module (``key``: "reference" or "reference_mlx"),
+    beside the spec, or None without one."""
+    name = getattr(spec, key)
+    if name is None:
         return None
-    module_name = spec.reference.split(":")[0]
+    module_name = name.split(":")[0]
     return spec.path.resolve().parent / (module_name.replace(".", "/") + ".py")
 
 
@@ -242,15 +277,21 @@ def validation_fingerprint(spec: Spec) -> str:
     return digest.hexdigest()[:16]
 
 
-def _reference_function(spec: Spec) -> Callable[..., Any]:
-    module_name, function_name = spec.reference.split(":")  # type: ignore[union-attr]
-    file = reference_file(spec)
+def reference_function(spec: Spec, key: str = "reference") -> Callable[..., Any]:
+    """The function the spec's ``reference`` (or ``reference_mlx``) names, its module
+    imported from beside the spec under a private name."""
+    return _reference_function(spec, key)
+
+
+def _reference_function(spec: Spec, key: str = "reference") -> Callable[..., Any]:
+    module_name, function_name = getattr(spec, key).split(":")  # type: ignore[union-attr]
+    file = reference_file(spec, key)
     assert file is not None
     module = _REFERENCE_MODULES.get(file)
     if module is None:
         if not file.is_file():
-            raise spec.error(f"reference module {module_name!r} not found: tried {file}",
-                             "reference", hint="the module file must sit beside the spec")
+            raise spec.error(f"{key} module {module_name!r} not found: tried {file}",
+                             key, hint="the module file must sit beside the spec")
         # A private, path-derived name: two specs' refs.py in different folders never collide
         # and nothing is added to sys.path.
         unique = "_kir_ref_" + hashlib.sha1(str(file).encode()).hexdigest()[:12]
@@ -264,15 +305,15 @@ def _reference_function(spec: Spec) -> Callable[..., Any]:
             raise
         except BaseException as exc:  # a module-level sys.exit() included
             del sys.modules[unique]
-            raise spec.error(f"importing reference module {file} failed: "
-                             f"{type(exc).__name__}: {exc}", "reference",
+            raise spec.error(f"importing {key} module {file} failed: "
+                             f"{type(exc).__name__}: {exc}", key,
                              hint=_last_frame(exc)) from None
         _REFERENCE_MODULES[file] = module
     function = getattr(module, function_name, None)
     if not callable(function):
-        raise spec.error(f"reference function {function_name!r} not found in {file}",
-                         "reference", hint="define def "
-                                           f"{function_name}(args: dict, sizes: dict) -> dict")
+        raise spec.error(f"{key} function {function_name!r} not found in {file}",
+                         key, hint="define def "
+                                   f"{function_name}(args: dict, sizes: dict) -> dict")
     return function
 
 

@@ -34,9 +34,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 ROLES = ("in", "out", "inout")
 TOP_KEYS = ("kernel", "sizes", "ragged", "check", "templates", "launch", "tolerance",
-            "reference", "args")
+            "reference", "reference_mlx", "require", "args")
 LAUNCH_KEYS = ("grid", "block", "shared_bytes")
-ARG_KEYS = ("dtype", "shape", "role", "init", "value", "range")
+ARG_KEYS = ("dtype", "shape", "role", "init", "value", "range", "offset")
 # Names users reach for out of habit, mapped to kir's dtype names (used for "did you mean").
 _DTYPE_ALIASES = {
     "float": "f32", "float32": "f32", "half": "f16", "float16": "f16", "double": "f64",
@@ -53,7 +53,11 @@ class ArgSpec:
     ``init`` is a float (``0.0``, ``-inf``), ``"input"`` (random like an input), or
     ``"none"`` for an output the kernel writes in full (no fill on the GPU; validation starts it
     as NaN, so an element the kernel forgets shows up); ``None`` for inputs. ``dtype`` of a
-    scalar may be ``None``: the kernel's parameter type decides.
+    scalar may be ``None``: the kernel's parameter type decides. ``range`` bounds random
+    inputs: numbers or size expressions (``[0, "V - 1"]``), evaluated when sizes are bound.
+    ``offset`` (a size expression, in elements) is where the kernel's pointer starts in the
+    buffer, as in a launch ``k<<<...>>>(data + off, ...)``: the buffer holds ``shape`` elements
+    and the kernel sees them from ``offset`` on.
     """
 
     name: str
@@ -62,7 +66,8 @@ class ArgSpec:
     role: str = "in"
     init: float | str | None = None
     value: str | None = None
-    range: tuple[float, float] = (-1.0, 1.0)
+    range: tuple[float | str, float | str] = (-1.0, 1.0)
+    offset: str | None = None
 
     @property
     def is_buffer(self) -> bool:
@@ -93,6 +98,11 @@ class Spec:
     # Size overrides at which a search validates candidates on the interpreter when the
     # compiled sizes are too big for it (the GPU still checks at the compiled sizes).
     check: dict[str, int] = field(default_factory=dict)
+    # Constraints every size set must meet ("M % BM == 0"; see kir.spec.require).
+    require: tuple[str, ...] = ()
+    # An MLX version of the reference ("module:function" beside the spec): the generated
+    # module's fallback and the baseline a GPU search reports against.
+    reference_mlx: str | None = None
 
     def bind(self, overrides: dict[str, int] | None = None) -> "BoundSpec":
         """Fix the sizes: the defaults with ``overrides`` (e.g. ``--size N=4096``) applied."""
@@ -109,7 +119,27 @@ class Spec:
                 raise KirError(f"--size {name}={value}: sizes must be positive integers "
                                f"(spec {self.path.name})")
             sizes[name] = int(value)
+        self.check_require(sizes, "--size " + " ".join(
+            f"{k}={v}" for k, v in (overrides or {}).items()) if overrides else "sizes")
         return BoundSpec(self, sizes)
+
+    def broken_requirements(self, sizes: dict[str, int]) -> list[str]:
+        """The ``require`` constraints ``sizes`` break (empty when all hold)."""
+        from kir.spec.require import broken
+
+        try:
+            return broken(self.require, sizes)
+        except KirError as exc:
+            raise self.error(exc.message, "require", hint=exc.hint) from None
+
+    def check_require(self, sizes: dict[str, int], what: str) -> None:
+        """Raise a KirError at ``require`` when ``sizes`` (named ``what``) break a constraint."""
+        failed = self.broken_requirements(sizes)
+        if failed:
+            label = ", ".join(f"{k}={v}" for k, v in sizes.items())
+            raise self.error(f"{what}: {label} breaks the spec's constraint {failed[0]!r}",
+                             "require", hint="choose sizes that meet every constraint in "
+                                             "require, or relax it if the kernel allows")
 
     def loc(self, *keys: str) -> Loc:
         """Where the key path (``"args", "q", "shape"``) is written in the spec file; the
@@ -135,6 +165,13 @@ def load_spec(path: str | Path) -> Spec:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise KirError(f"cannot read spec {path}: {exc.strerror or exc}") from None
+    return load_spec_text(text, path)
+
+
+def load_spec_text(text: str, path: str | Path) -> Spec:
+    """Check spec TOML ``text`` as if read from ``path`` (which need not exist): errors name
+    it, and a reference module is looked up beside it."""
+    path = Path(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -237,21 +274,60 @@ class _Checker:
                                 or f"sizes: {', '.join(sizes) or 'none'}")
         templates = self.table(data.get("templates", {}), "templates")
         for name, expr in templates.items():
-            self.expr(expr, sizes, "templates", name)
+            if not (isinstance(expr, str) and expr in SCALARS):  # a dtype: `typename T`
+                self.expr(expr, sizes, "templates", name)
         grid, block, shared = self.launch(data, sizes)
         rtol, atol = self.tolerance(data.get("tolerance"))
-        reference = data.get("reference")
+        reference = self.reference(data, "reference", "softmax")
+        reference_mlx = self.reference(data, "reference_mlx", "softmax_mlx")
+        args = {name: self.arg(name, value, sizes)
+                for name, value in self.table(data.get("args", {}), "args").items()}
+        require = self.require(data.get("require", []), sizes)
+        spec = Spec(self.path, kernel, sizes, ragged,
+                    {k: str(v) for k, v in templates.items()}, grid, block, shared,
+                    rtol, atol, reference, args, self.text, check, require, reference_mlx)
+        for table, overrides in (("sizes", {}), ("ragged", ragged), ("check", check)):
+            merged = {**sizes, **overrides}
+            failed = spec.broken_requirements(merged)
+            if failed:
+                label = ", ".join(f"{k}={v}" for k, v in merged.items())
+                raise self.fail(f"{table} break the constraint {failed[0]!r} of require "
+                                f"({label})", table if overrides or table == "sizes"
+                                else "require",
+                                hint="every size set kir runs must meet require: change the "
+                                     f"{table} or the constraint")
+        return spec
+
+    def reference(self, data: dict[str, Any], key: str, example: str) -> str | None:
+        reference = data.get(key)
         if reference is not None and (not isinstance(reference, str)
                                       or reference.count(":") != 1
                                       or not all(reference.split(":"))):
-            raise self.fail(f"reference must be \"module:function\", got {reference!r}",
-                            "reference", hint='e.g. reference = "refs:softmax" (refs.py beside '
-                                              'the spec)')
-        args = {name: self.arg(name, value, sizes)
-                for name, value in self.table(data.get("args", {}), "args").items()}
-        return Spec(self.path, kernel, sizes, ragged,
-                    {k: str(v) for k, v in templates.items()}, grid, block, shared,
-                    rtol, atol, reference, args, self.text, check)
+            raise self.fail(f"{key} must be \"module:function\", got {reference!r}",
+                            key, hint=f'e.g. {key} = "refs:{example}" (refs.py beside '
+                                      'the spec)')
+        return reference
+
+    def require(self, value: Any, sizes: dict[str, int]) -> tuple[str, ...]:
+        """``require``: a list of constraints over the sizes (kir.spec.require)."""
+        from kir.spec.require import constraint_names
+
+        items = value if isinstance(value, list) else [value]
+        out = []
+        for item in items:
+            try:
+                names = constraint_names(item)
+            except KirError as exc:
+                raise self.fail(exc.message, "require", hint=exc.hint or
+                                'write constraints such as "M % BM == 0" or "N >= 64"') \
+                    from None
+            for name in sorted(names):
+                if name not in sizes:
+                    raise self.fail(f"require {item!r} refers to unknown size {name!r}",
+                                    "require", hint=_did_you_mean(name, sizes)
+                                    or f"sizes: {', '.join(sizes) or 'none'}")
+            out.append(item.strip())
+        return tuple(out)
 
     def table(self, value: Any, *keys: str) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -344,7 +420,7 @@ class _Checker:
             raise self.fail(f"argument {name!r}: role must be in, out or inout, got {role!r}",
                             *where, "role", hint=_did_you_mean(str(role), ROLES))
         init = self.init(name, table.get("init"), role)
-        bounds = self.range(name, table.get("range", [-1.0, 1.0]))
+        bounds = self.range(name, table.get("range", [-1.0, 1.0]), sizes)
         if "value" in table:
             if "shape" in table:
                 raise self.fail(f"argument {name!r} has both shape and value: a buffer has a "
@@ -352,6 +428,9 @@ class _Checker:
             if role != "in" or "init" in table:
                 raise self.fail(f"scalar argument {name!r} cannot have a role or init "
                                 "(kernels cannot return scalars)", *where)
+            if "offset" in table:
+                raise self.fail(f"scalar argument {name!r} cannot have an offset (only a "
+                                "pointer can start inside a buffer)", *where, "offset")
             expr = self.expr(table["value"], sizes, *where, "value")
             return ArgSpec(name, dtype, (), "in", None, expr, bounds)
         if "shape" not in table:
@@ -374,7 +453,10 @@ class _Checker:
         dims = tuple(self.expr(dim, sizes, *where, "shape") for dim in shape)
         if init is None and role != "in":
             init = 0.0 if role == "out" else "input"
-        return ArgSpec(name, dtype, dims, role, init, None, bounds)
+        offset = None
+        if "offset" in table:
+            offset = self.expr(table["offset"], sizes, *where, "offset")
+        return ArgSpec(name, dtype, dims, role, init, None, bounds, offset)
 
     def init(self, name: str, init: Any, role: str) -> float | str | None:
         if init is None:
@@ -399,14 +481,28 @@ class _Checker:
                         "or 'none'",
                         "args", name, "init")
 
-    def range(self, name: str, bounds: Any) -> tuple[float, float]:
-        ok = isinstance(bounds, list) and len(bounds) == 2 and all(
-            isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
-            for b in bounds)
-        if not ok or bounds[0] > bounds[1]:
+    def range(self, name: str, bounds: Any, sizes: dict[str, int]
+              ) -> tuple[float | str, float | str]:
+        """``[low, high]``: numbers, or size expressions (``[0, "V - 1"]``) checked here and
+        evaluated (and compared) when the sizes are bound."""
+        where = ("args", name, "range")
+        if not isinstance(bounds, list) or len(bounds) != 2:
             raise self.fail(f"argument {name!r}: range must be [low, high] with low <= high",
-                            "args", name, "range")
-        return float(bounds[0]), float(bounds[1])
+                            *where)
+        out: list[float | str] = []
+        for bound in bounds:
+            if isinstance(bound, str):
+                out.append(self.expr(bound, sizes, *where))
+            elif isinstance(bound, (int, float)) and not isinstance(bound, bool) \
+                    and math.isfinite(bound):
+                out.append(float(bound))
+            else:
+                raise self.fail(f"argument {name!r}: range bounds are numbers or size "
+                                f"expressions, got {bound!r}", *where)
+        if all(isinstance(b, float) for b in out) and out[0] > out[1]:
+            raise self.fail(f"argument {name!r}: range must be [low, high] with low <= high",
+                            *where)
+        return out[0], out[1]
 
 
 def dtype_of(name: str | ScalarType) -> ScalarType:
@@ -414,4 +510,21 @@ def dtype_of(name: str | ScalarType) -> ScalarType:
     return name if isinstance(name, ScalarType) else SCALARS[name]
 
 
-__all__ = ["ArgSpec", "Spec", "dtype_of", "find_spec", "load_spec"]
+def spec_from_data(data: dict[str, Any], path: str | Path) -> Spec:
+    """A spec from a dict shaped like the TOML (the Python API's ``spec={...}``), checked as
+    if it were the file ``path``: it is written as TOML text first, so errors point at a
+    line of that text as they would in a file."""
+    from kir.spec.toml_text import dumps
+
+    if not isinstance(data, dict):
+        raise KirError(f"a spec must be a dict, TOML text or a path, got {type(data).__name__}")
+    try:
+        text = dumps(data)
+    except TypeError as exc:
+        raise KirError(f"spec for {Path(path).name}: {exc}",
+                       hint="use strings, numbers, booleans, lists and dicts only") from None
+    return load_spec_text(text, path)
+
+
+__all__ = ["ArgSpec", "Spec", "dtype_of", "find_spec", "load_spec", "load_spec_text",
+           "spec_from_data"]

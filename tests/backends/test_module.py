@@ -49,6 +49,7 @@ def generated(tmp_path, monkeypatch, inout):
         return made[-1]
 
     monkeypatch.setattr(mx.fast, "metal_kernel", fake_metal_kernel)
+    monkeypatch.setattr(mx.metal, "is_available", lambda: True)
     path = write_module(emitted, tmp_path / "inout_mod.py", bound.spec)
     spec = importlib.util.spec_from_file_location("inout_mod", path)
     module = importlib.util.module_from_spec(spec)
@@ -79,9 +80,12 @@ def test_module_runs_and_decodes(generated):
 
 def test_module_checks_shapes_and_dtypes(generated):
     module, _, _ = generated
-    with pytest.raises(ValueError, match=r"argument 'x' must have shape \(200,\)"):
-        module.inout_k(mx.zeros((199,)), mx.zeros((200,)))
-    with pytest.raises(ValueError, match="argument 'acc' must have dtype"):
+    with pytest.raises(ValueError, match=r"argument 'x' must have 1 dimensions"):
+        module.inout_k(mx.zeros((2, 100)), mx.zeros((200,)))
+    with pytest.raises(ValueError, match=r"acc.shape\[0\] = 199 but x.shape\[0\] = 200"):
+        module.inout_k(mx.zeros((200,)), mx.zeros((199,)))
+    # no kernel for int32 and no reference_mlx to fall back on: the error says both
+    with pytest.raises(RuntimeError, match="no kernel takes .*int32.*no reference_mlx"):
         module.inout_k(mx.zeros((200,)), mx.zeros((200,), dtype=mx.int32))
 
 
@@ -92,6 +96,7 @@ def test_template_args_passed(tmp_path, monkeypatch, inout):
     made = []
     monkeypatch.setattr(mx.fast, "metal_kernel", lambda **b: made.append(FakeKernel(**b))
                         or made[-1])
+    monkeypatch.setattr(mx.metal, "is_available", lambda: True)
     path = write_module(e, tmp_path / "tmod.py", bound.spec)
     spec = importlib.util.spec_from_file_location("tmod", path)
     module = importlib.util.module_from_spec(spec)

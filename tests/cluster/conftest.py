@@ -16,7 +16,7 @@ RESOURCE = "fake-gpu"
 @pytest.fixture(scope="package")
 def ray_cluster():
     ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install -e ".[ray]"')
-    from kir.cluster import connect
+    from kir.measure.ray_connect import connect
 
     # Ray's workers import the test doubles (runners) by the names pytest gave their
     # modules, which live on the test session's sys.path.

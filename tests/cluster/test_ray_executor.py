@@ -45,7 +45,7 @@ def local_model(loaded, registry):
 
 
 def executor(role: str = "model:apple-m2", **options):
-    from kir.cluster.ray_executor import RayExecutor
+    from kir.measure.ray_executor import RayExecutor
 
     return RayExecutor(RESOURCE, role, **options)
 
@@ -83,7 +83,7 @@ class KillingExecutor:
 
     @staticmethod
     def make():
-        from kir.cluster.ray_executor import RayExecutor
+        from kir.measure.ray_executor import RayExecutor
 
         class Killing(RayExecutor):
             handed = 0
@@ -126,7 +126,7 @@ def test_steady_state_search_on_ray_keeps_the_budget(ray_cluster, loaded, regist
 
 
 def test_a_resource_nobody_offers_says_how_to_start_workers(ray_cluster):
-    from kir.cluster.ray_executor import RayExecutor
+    from kir.measure.ray_executor import RayExecutor
 
     with pytest.raises(KirError, match="no node of the Ray cluster offers") as caught:
         RayExecutor("apple-m9-ultra", "model:apple-m2")

@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import mlx.core as mx
 import pytest
 
 from kir.commands.main import main
@@ -71,7 +72,11 @@ def test_w3_module_takes_no_size_derived_scalars(tmp_path):
     spec.loader.exec_module(module)
     params = inspect.signature(module.softmax_rows).parameters
     assert list(params) == ["x"]
-    assert module.SCALARS == {"cols": 1000}
+    # The scalar follows the sizes read from x's shape with the grid and the output shapes
+    # (issue 13's shape-generic module), never a keyword of its own.
+    assert list(module.SCALARS) == ["cols"]
+    assert module.SCALARS["cols"]({"rows": 64, "cols": 500}) == 500
+    assert module._solve([mx.zeros((64, 500))]) == {"rows": 64, "cols": 500}
     with pytest.raises(TypeError):
         module.softmax_rows(None, cols=500)
 

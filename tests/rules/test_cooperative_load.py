@@ -23,7 +23,7 @@ __global__ void k(const float* g, float* out, int d) {
 
 def test_golden_and_semantics():
     k = kernel(SRC, grid=("2", "1", "1"))
-    out = RULE.apply(k, "L0", {}, RuleContext())
+    out = RULE.rewrite(k, "L0", {}, RuleContext())
     lines = text(out).splitlines()
     assert lines[4:10] == [
         "  for L0 coop: i32 = i32(thread.x); coop < i32(block_dim.x) * d; "
@@ -40,10 +40,10 @@ def test_golden_and_semantics():
 
 def test_not_applicable():
     no_sync = SRC.replace("__syncthreads();", "")
-    res = RULE.apply(kernel(no_sync, grid=("2", "1", "1")), "L0", {}, RuleContext())
+    res = RULE.rewrite(kernel(no_sync, grid=("2", "1", "1")), "L0", {}, RuleContext())
     assert isinstance(res, NotApplicable) and "barrier" in res.reason
     col = SRC.replace("tile[tx * d + x] =", "tile[x * 32 + tx] =")
-    res = RULE.apply(kernel(col, grid=("2", "1", "1")), "L0", {}, RuleContext())
+    res = RULE.rewrite(kernel(col, grid=("2", "1", "1")), "L0", {}, RuleContext())
     assert isinstance(res, NotApplicable) and "index" in res.reason
 
 
@@ -52,7 +52,7 @@ def test_applies_to_flash_attention():
 
     from kir.driver.load import load_kernel
     loaded = load_kernel(EXAMPLES / "flash_attn.cu", sizes={"N": 40, "D": 16, "H": 1})
-    assert not isinstance(RULE.apply(loaded.kernel, "L1", {}, RuleContext()), NotApplicable)
+    assert not isinstance(RULE.rewrite(loaded.kernel, "L1", {}, RuleContext()), NotApplicable)
 
 
 def test_examples():

@@ -42,7 +42,7 @@ GOLDEN = """\
 def test_golden_sgemm():
     kernel = load_kernel(SGEMM).kernel
     assert RULE.sites(kernel) == ["L0"]
-    result = RULE.apply(kernel, "L0", {}, RuleContext())
+    result = RULE.rewrite(kernel, "L0", {}, RuleContext())
     assert not isinstance(result, NotApplicable), result
     verify(result)
     text = print_kernel(result, locations=False)
@@ -53,16 +53,16 @@ def test_golden_sgemm():
 
 def test_refuses_inner_loop_and_missing_shape():
     kernel = load_kernel(SGEMM).kernel
-    result = RULE.apply(kernel, "L1", {}, RuleContext())
+    result = RULE.rewrite(kernel, "L1", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "load; barrier; compute; barrier" in result.reason
-    assert isinstance(RULE.apply(kernel, "L7", {}, RuleContext()), NotApplicable)
+    assert isinstance(RULE.rewrite(kernel, "L7", {}, RuleContext()), NotApplicable)
 
 
 def test_refuses_dynamic_shared_flash_attention():
     kernel = load_kernel(EXAMPLES / "flash_attn.cu").kernel
     assert RULE.sites(kernel) == []
-    result = RULE.apply(kernel, "L0", {}, RuleContext())
+    result = RULE.rewrite(kernel, "L0", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "static shared" in result.reason
 

@@ -40,7 +40,7 @@ def test_sites_list_each_precise_function_once():
 
 
 def test_all_makes_every_precise_call_fast():
-    out = RULE.apply(kernel(), "all", {}, RuleContext())
+    out = RULE.rewrite(kernel(), "all", {}, RuleContext())
     verify(out)
     assert print_kernel(out, locations=False) == HEAD + (
         "    y[i] = fast.exp(x[i]) + fast.log(x[i] + 2.0) * fast.sqrt(x[i] + 1.0)"
@@ -49,7 +49,7 @@ def test_all_makes_every_precise_call_fast():
 
 
 def test_one_function_only():
-    out = RULE.apply(kernel(), "log", {}, RuleContext())
+    out = RULE.rewrite(kernel(), "log", {}, RuleContext())
     assert print_kernel(out, locations=False) == HEAD + (
         "    y[i] = exp(x[i]) + fast.log(x[i] + 2.0) * sqrt(x[i] + 1.0)"
         " + fast.exp(x[i]) + max(x[i], 0.0)\n  }\n}\n")
@@ -60,15 +60,15 @@ def test_semantics_on_interpreter():
     x = np.linspace(-0.5, 3.0, 100, dtype=np.float32)
     args = {"x": x, "y": np.zeros(100, np.float32), "n": 100}
     before = run_kernel(k, args, {"n": 100})["y"]
-    after = run_kernel(RULE.apply(k, "all", {}, RuleContext()), args, {"n": 100})["y"]
+    after = run_kernel(RULE.rewrite(k, "all", {}, RuleContext()), args, {"n": 100})["y"]
     np.testing.assert_allclose(after, before, rtol=1e-6)
 
 
 def test_not_applicable():
     k = kernel()
-    bad = RULE.apply(k, "div", {}, RuleContext())
+    bad = RULE.rewrite(k, "div", {}, RuleContext())
     assert isinstance(bad, NotApplicable) and "no fast form" in bad.reason
-    none = RULE.apply(k, "tanh", {}, RuleContext())
+    none = RULE.rewrite(k, "tanh", {}, RuleContext())
     assert isinstance(none, NotApplicable) and "no precise f32 tanh" in none.reason
 
 

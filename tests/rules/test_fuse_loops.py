@@ -28,7 +28,7 @@ def make(second_index: str):
 
 def test_golden_and_semantics():
     k = make("j * 4 + tx")
-    out = RULE.apply(k, "L0", {}, RuleContext(scalars={"n": 8}))
+    out = RULE.rewrite(k, "L0", {}, RuleContext(scalars={"n": 8}))
     assert print_kernel(out, locations=False) == HEAD + '''  for L0 i: i32 = 0; i < n; i = i + 1 {
     y[i * 4 + tx] = x[i * 4 + tx] * 2.0
     y[i * 4 + tx + 64] = y[i * 4 + tx] + 1.0
@@ -42,13 +42,13 @@ def test_golden_and_semantics():
 def test_backward_dependence_refused():
     # Iteration j of the second loop reads what iteration j + 1 of the first writes.
     k = make("(j + 1) * 4 + tx")
-    result = RULE.apply(k, "L0", {}, RuleContext(scalars={"n": 8}))
+    result = RULE.rewrite(k, "L0", {}, RuleContext(scalars={"n": 8}))
     assert isinstance(result, NotApplicable) and "before" in result.reason
 
 
 def test_threads_sharing_data_refused():
     k = make("j * 4 + (tx + 1) % 4")
-    result = RULE.apply(k, "L0", {}, RuleContext(scalars={"n": 8}))
+    result = RULE.rewrite(k, "L0", {}, RuleContext(scalars={"n": 8}))
     assert isinstance(result, NotApplicable)
 
 
@@ -61,7 +61,7 @@ def test_different_bounds_refused():
   }
 }
 ''')
-    result = RULE.apply(k, "L0", {}, RuleContext())
+    result = RULE.rewrite(k, "L0", {}, RuleContext())
     assert isinstance(result, NotApplicable) and "different bounds" in result.reason
 
 

@@ -24,7 +24,7 @@ SRC = HEAD + '''  let tx: i32 = i32(thread.x)
 
 
 def test_golden_guarded_load():
-    out = RULE.apply(parse_kernel(SRC), "L0", {}, RuleContext())
+    out = RULE.rewrite(parse_kernel(SRC), "L0", {}, RuleContext())
     assert print_kernel(out, locations=False) == HEAD + '''  let tx: i32 = i32(thread.x)
   let k: i32 = n * 2
   let w: f32
@@ -41,7 +41,7 @@ def test_golden_guarded_load():
 
 def test_semantics():
     k = parse_kernel(SRC)
-    out = RULE.apply(k, "L0", {}, RuleContext())
+    out = RULE.rewrite(k, "L0", {}, RuleContext())
     x = np.arange(64, dtype=np.float32)
     for n in (0, 1, 5):
         assert same_outputs(k, out, {"x": x, "y": np.zeros(64, np.float32), "n": n})
@@ -54,7 +54,7 @@ def test_not_applicable_when_buffer_written_in_loop():
   }
 }
 '''
-    result = RULE.apply(parse_kernel(src), "L0", {}, RuleContext())
+    result = RULE.rewrite(parse_kernel(src), "L0", {}, RuleContext())
     assert isinstance(result, NotApplicable) and "nothing invariant" in result.reason
 
 

@@ -27,7 +27,7 @@ SRC = HEAD + '''  for L0 a: i32 = 1; a < 4; a = a + 1 {
 
 
 def test_golden_prologue_moves_inside():
-    out = RULE.apply(parse_kernel(SRC), "L0", {}, RuleContext())
+    out = RULE.rewrite(parse_kernel(SRC), "L0", {}, RuleContext())
     assert print_kernel(out, locations=False) == HEAD + '''  for L1 b: i32 = 0; b < 4; b = b + 1 {
     for L0 a: i32 = 1; a < 4; a = a + 1 {
       let base: i32 = a * 16
@@ -43,7 +43,7 @@ def test_golden_prologue_moves_inside():
 
 def test_illegal_direction_refused():
     src = SRC.replace("y[base - 16 + b * 4 + tx]", "y[base - 16 + (b + 1) * 4 + tx]")
-    result = RULE.apply(parse_kernel(src), "L0", {}, RuleContext())
+    result = RULE.rewrite(parse_kernel(src), "L0", {}, RuleContext())
     assert isinstance(result, NotApplicable) and "dependence" in result.reason
 
 
@@ -57,7 +57,7 @@ def test_reduction_refused():
   y[tx] = s
 }
 '''
-    assert isinstance(RULE.apply(parse_kernel(src), "L0", {}, RuleContext()), NotApplicable)
+    assert isinstance(RULE.rewrite(parse_kernel(src), "L0", {}, RuleContext()), NotApplicable)
 
 
 def test_flash_attention_1_to_2():
@@ -67,7 +67,7 @@ def test_flash_attention_1_to_2():
 
     path = Path(__file__).resolve().parents[2] / "examples" / "flash_attn.cu"
     loaded = load_kernel(path, sizes={"B": 1, "H": 1, "N": 40, "D": 16, "T": 32})
-    out = RULE.apply(loaded.kernel, "L0", {}, context_for(loaded))
+    out = RULE.rewrite(loaded.kernel, "L0", {}, context_for(loaded))
     assert not isinstance(out, NotApplicable), out
     text = print_kernel(out, locations=False)
     # The query-tile loop is now outside, the K/V loads and both barriers inside it.

@@ -75,7 +75,7 @@ def _mm(src: str = SRC, block=(16, 16, 1)):
 def test_golden_and_semantics() -> None:
     before = _mm()
     assert RULE.sites(before) == ["L1"]
-    after = RULE.apply(before, "L1", {}, CTX)
+    after = RULE.rewrite(before, "L1", {}, CTX)
     assert text(after) == EXPECTED
     rng = np.random.default_rng(1)
     args = {"A": rng.standard_normal(16 * 48).astype(np.float32),
@@ -93,7 +93,7 @@ def test_golden_and_semantics() -> None:
     ("As[ty * 16 + k] * Bt[tx * 17 + k]", "As[ty * 16 + k] * Bt[ty * 17 + k]", "As[thread.y]"),
 ])
 def test_not_applicable(old: str, new: str, reason: str) -> None:
-    result = RULE.apply(_mm(SRC.replace(old, new)), "L1", {}, CTX)
+    result = RULE.rewrite(_mm(SRC.replace(old, new)), "L1", {}, CTX)
     assert isinstance(result, NotApplicable)
     assert reason in result.reason
 
@@ -102,7 +102,7 @@ def test_operands_in_either_order_and_layout() -> None:
     # Bt row-major indexed by thread.y is the A tile; As indexed by thread.x loads transposed.
     src = SRC.replace("As[ty * 16 + k] * Bt[tx * 17 + k]", "As[tx * 16 + k] * Bt[ty * 17 + k]")
     before = _mm(src)
-    after = RULE.apply(before, "L1", {}, CTX)
+    after = RULE.rewrite(before, "L1", {}, CTX)
     assert "mload Bt[mma_row * 17 + mma_k] stride 17\n" in text(after)
     assert "mload As[mma_k + mma_col * 16] stride 16 transposed" in text(after)
     rng = np.random.default_rng(2)
@@ -114,12 +114,12 @@ def test_operands_in_either_order_and_layout() -> None:
 
 def test_not_applicable_when_acc_is_read_inside_the_loop_nest() -> None:
     src = SRC.replace("__syncthreads();\n    }", "__syncthreads();\n        C[0] = acc;\n    }")
-    result = RULE.apply(_mm(src), "L1", {}, CTX)
+    result = RULE.rewrite(_mm(src), "L1", {}, CTX)
     assert isinstance(result, NotApplicable) and "used outside the inner product" in result.reason
 
 
 def test_not_applicable_for_a_block_that_is_not_square() -> None:
-    result = RULE.apply(_mm(block=(16, 8, 1)), "L1", {}, CTX)
+    result = RULE.rewrite(_mm(block=(16, 8, 1)), "L1", {}, CTX)
     assert isinstance(result, NotApplicable) and "T x T" in result.reason
 
 
@@ -130,7 +130,7 @@ def test_sweep_over_examples() -> None:
 
 def _sgemm(sizes: dict):
     loaded = load_kernel(EXAMPLES / "sgemm.cu", sizes=sizes)
-    new = RULE.apply(loaded.kernel, "L1", {}, CTX)
+    new = RULE.rewrite(loaded.kernel, "L1", {}, CTX)
     assert not isinstance(new, NotApplicable)
     return dataclasses.replace(loaded, kernel=new)
 

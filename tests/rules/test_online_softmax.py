@@ -62,7 +62,7 @@ EXPECTED = """kernel @sm(x: f32* global const, y: f32* global, cols: i32)
 def test_golden_serial_softmax():
     k = serial()
     assert RULE.sites(k) == ["L0"]
-    out = RULE.apply(k, "L0", {}, CTX)
+    out = RULE.rewrite(k, "L0", {}, CTX)
     verify(out)
     assert print_kernel(out, locations=False) == EXPECTED
     args = {"x": np.random.default_rng(1).uniform(-80, 80, (3, 50)).astype(np.float32),
@@ -87,7 +87,7 @@ def test_softmax_example_block_reduction(example, scale):
     Inputs of +-80 and +-100 overflow exp if any sum were taken outside a max's frame."""
     k = example.kernel
     assert "L0" in RULE.sites(k)
-    fused = RULE.apply(k, "L0", {}, CTX)
+    fused = RULE.rewrite(k, "L0", {}, CTX)
     verify(fused)
     x = np.random.default_rng(2).uniform(-scale, scale, (4, 333)).astype(np.float32)
     args = {"x": x, "y": np.zeros_like(x), "cols": 333}
@@ -101,7 +101,7 @@ def test_softmax_example_block_reduction(example, scale):
 def test_rescale_is_what_makes_it_right(example):
     """Dropping the inserted rescale (the per-thread sums left in their own max's frame)
     gives wrong results: the test above can tell."""
-    fused = RULE.apply(example.kernel, "L0", {}, CTX)
+    fused = RULE.rewrite(example.kernel, "L0", {}, CTX)
     def drop_rescale(s):
         rescale = isinstance(s, Assign) and "local_max_thread" in used_vars(s.value)
         return [] if rescale else None
@@ -116,17 +116,17 @@ def test_rescale_is_what_makes_it_right(example):
 
 def test_not_applicable():
     k = serial()
-    out = RULE.apply(k, "L1", {}, CTX)
+    out = RULE.rewrite(k, "L1", {}, CTX)
     assert isinstance(out, NotApplicable) and "not a max pass" in out.reason
-    other = RULE.apply(serial("cols - 1"), "L0", {}, CTX)
+    other = RULE.rewrite(serial("cols - 1"), "L0", {}, CTX)
     assert isinstance(other, NotApplicable) and "same range" in other.reason
     assert RULE.sites(serial("cols - 1")) == []
     written = load_cuda(SRC.replace("SUM_STOP", "cols").replace(
         "float s = 0.0f;", "float s = 0.0f; y[0] = 1.0f;").replace("const float* x", "float* x")
         .replace("y[0]", "x[0]"), "t.cu", launch=LAUNCH)
-    moved = RULE.apply(written, "L0", {}, CTX)
+    moved = RULE.rewrite(written, "L0", {}, CTX)
     assert isinstance(moved, NotApplicable) and "written between" in moved.reason
-    assert isinstance(RULE.apply(k, "L9", {}, CTX), NotApplicable)
+    assert isinstance(RULE.rewrite(k, "L9", {}, CTX), NotApplicable)
 
 
 def test_sweep_over_examples():

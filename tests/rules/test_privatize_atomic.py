@@ -31,7 +31,7 @@ SRC = HEAD + '''  let tx: i32 = i32(thread.x)
 
 
 def test_golden_and_semantics():
-    out = RULE.apply(parse_kernel(SRC), "L0", {}, RuleContext())
+    out = RULE.rewrite(parse_kernel(SRC), "L0", {}, RuleContext())
     assert print_kernel(out, locations=False) == HEAD + '''  let tx: i32 = i32(thread.x)
   let out_acc: f32 = 0.0
   let out_hit: bool = false
@@ -62,7 +62,7 @@ def _coarsened(steps: int, sizes: dict):
         kernel = apply_trace(kernel, [parse_step("coarsen-threads{dim=x,factor=4}", registry)],
                              registry, ctx, strict=True).kernel
         site = safe_sites(RULE, kernel)[0]
-        kernel = RULE.apply(kernel, site, {}, ctx)
+        kernel = RULE.rewrite(kernel, site, {}, ctx)
         assert not isinstance(kernel, NotApplicable), kernel
     return loaded, kernel
 
@@ -107,7 +107,7 @@ def test_refusals(body, reason):
   }}
 }}
 '''
-    result = RULE.apply(parse_kernel(src), "L0", {}, RuleContext())
+    result = RULE.rewrite(parse_kernel(src), "L0", {}, RuleContext())
     assert isinstance(result, NotApplicable) and reason in result.reason, result
 
 
@@ -118,7 +118,7 @@ def test_a_buffer_read_elsewhere_is_refused():
   out[0] = out[1]
 }
 '''
-    result = RULE.apply(parse_kernel(src), "L0", {}, RuleContext())
+    result = RULE.rewrite(parse_kernel(src), "L0", {}, RuleContext())
     assert isinstance(result, NotApplicable) and "read or written directly" in result.reason
 
 

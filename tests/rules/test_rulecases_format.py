@@ -59,6 +59,19 @@ def test_equiv_catches_a_rule_that_changes_results():
     assert not outcome.ok and "differs" in outcome.message
 
 
+def test_scalars_reach_the_rules_context():
+    kernel = KERNEL.replace("y: f32* global)", "y: f32* global, n: i32)").replace(
+        "i < 16", "i < n")
+    text = f"# RUN: specialize-param{{param=n}}\n# SCALARS: n=12\n{kernel}# CHECK: i < 12\n"
+    assert _run(text).ok
+    assert not _run(text.replace("n=12", "n=13")).ok
+    without = _run(text.replace("# SCALARS: n=12\n", ""))
+    assert not without.ok and "no value for n" in without.message
+    for bad in ("n", "n=twelve"):
+        outcome = _run(text.replace("n=12", bad))
+        assert not outcome.ok and "SCALARS item" in outcome.message and outcome.line == 2
+
+
 def test_malformed_files_are_located_errors():
     with pytest.raises(KirError, match="RUN"):
         parse_cases(KERNEL + "# CHECK: x\n", "t.kir")

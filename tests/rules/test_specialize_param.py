@@ -25,7 +25,7 @@ SRC = HEAD + '''  let tx: i32 = i32(thread.x)
 
 def test_golden():
     """The value is folded in and the launch says the kernel is specialized."""
-    out = RULE.apply(parse_kernel(SRC), "n", {}, RuleContext(scalars={"n": 3, "a": 0.5}))
+    out = RULE.rewrite(parse_kernel(SRC), "n", {}, RuleContext(scalars={"n": 3, "a": 0.5}))
     head = HEAD.replace("shared_bytes=0 {", "shared_bytes=0 specialized {")
     assert print_kernel(out, locations=False) == head + '''  let tx: i32 = i32(thread.x)
   for L0 i: i32 = 0; i < 6; i = i + 1 {
@@ -38,7 +38,7 @@ def test_golden():
 def test_semantics_float_param_rounds_to_f32():
     k = parse_kernel(SRC)
     ctx = RuleContext(scalars={"n": 3, "a": 0.1})
-    out = RULE.apply(RULE.apply(k, "n", {}, ctx), "a", {}, ctx)
+    out = RULE.rewrite(RULE.rewrite(k, "n", {}, ctx), "a", {}, ctx)
     assert "0.1" in print_kernel(out) and "n * 2" not in print_kernel(out)
     x = np.arange(64, dtype=np.float32)
     assert same_outputs(k, out, {"x": x, "y": np.zeros(64, np.float32), "n": 3,
@@ -47,7 +47,7 @@ def test_semantics_float_param_rounds_to_f32():
 
 def test_not_applicable():
     k = parse_kernel(SRC)
-    result = RULE.apply(k, "n", {}, RuleContext())
+    result = RULE.rewrite(k, "n", {}, RuleContext())
     assert isinstance(result, NotApplicable) and "no value" in result.reason
     assert RULE.sites(k) == ["n", "a"]
 

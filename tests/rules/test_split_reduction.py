@@ -19,7 +19,7 @@ __global__ void k(const float* part, float* y, int n) {
 
 def test_golden_and_semantics():
     k = kernel(SRC, grid=("2", "1", "1"), block=(64, 1, 1))
-    out = RULE.apply(k, "L0", {"ways": 32}, RuleContext())
+    out = RULE.rewrite(k, "L0", {"ways": 32}, RuleContext())
     assert text(out) == """\
 kernel @k(part: f32* global const, y: f32* global, n: i32)
     grid=("2", "1", "1") block=(64, 1, 1) shared_bytes=0 {
@@ -40,12 +40,12 @@ kernel @k(part: f32* global const, y: f32* global, n: i32)
 
 def test_not_applicable():
     per_lane = SRC.replace("part[blockIdx.x * n + i]", "part[threadIdx.x * n + i]")
-    res = RULE.apply(kernel(per_lane, block=(64, 1, 1)), "L0", {"ways": 32}, RuleContext())
+    res = RULE.rewrite(kernel(per_lane, block=(64, 1, 1)), "L0", {"ways": 32}, RuleContext())
     assert isinstance(res, NotApplicable) and "between lanes" in res.reason
     guarded = SRC.replace("float total = 0.0f;", "float total = 0.0f; if (threadIdx.x < 5)")
-    res = RULE.apply(kernel(guarded, block=(64, 1, 1)), "L0", {"ways": 32}, RuleContext())
+    res = RULE.rewrite(kernel(guarded, block=(64, 1, 1)), "L0", {"ways": 32}, RuleContext())
     assert isinstance(res, NotApplicable) and "control flow" in res.reason
-    res = RULE.apply(kernel(SRC, block=(48, 1, 1)), "L0", {"ways": 32}, RuleContext())
+    res = RULE.rewrite(kernel(SRC, block=(48, 1, 1)), "L0", {"ways": 32}, RuleContext())
     assert isinstance(res, NotApplicable) and "partial warp" in res.reason
 
 

@@ -27,7 +27,7 @@ SRC = HEAD + '''  let tx: i32 = i32(thread.x)
 
 
 def apply(src, site, factor):
-    return RULE.apply(parse_kernel(src), site, {"factor": factor}, RuleContext())
+    return RULE.rewrite(parse_kernel(src), site, {"factor": factor}, RuleContext())
 
 
 def test_full_unroll_golden():

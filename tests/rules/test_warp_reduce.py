@@ -33,7 +33,7 @@ __global__ void k(const float* x, float* y) {
 def test_butterfly_golden_and_semantics():
     k = kernel(BUTTERFLY)
     assert RULE.sites(k) == ["0"]
-    out = RULE.apply(k, "0", {}, RuleContext())
+    out = RULE.rewrite(k, "0", {}, RuleContext())
     assert text(out) == """\
 kernel @k(x: f32* global const, y: f32* global)
     grid=("1", "1", "1") block=(32, 1, 1) shared_bytes=0 {
@@ -47,7 +47,7 @@ kernel @k(x: f32* global const, y: f32* global)
 
 def test_tree_tail_golden_and_semantics():
     k = kernel(TREE, grid=("3", "1", "1"), block=(128, 1, 1))
-    out = RULE.apply(k, "0", {}, RuleContext())
+    out = RULE.rewrite(k, "0", {}, RuleContext())
     body = text(out)
     assert "for L0 s: u32 = block_dim.x / 2_u32; s > 32_u32; s = s >> 1_u32 {" in body
     assert """\
@@ -68,9 +68,9 @@ def test_tree_tail_golden_and_semantics():
 def test_not_applicable():
     partial = BUTTERFLY.replace("off = 16", "off = 8")
     assert RULE.sites(kernel(partial)) == []
-    assert isinstance(RULE.apply(kernel(partial), "0", {}, RuleContext()), NotApplicable)
+    assert isinstance(RULE.rewrite(kernel(partial), "0", {}, RuleContext()), NotApplicable)
     reads_all = TREE.replace("y[blockIdx.x] = sh[0]", "y[blockIdx.x] = sh[1]")
-    res = RULE.apply(kernel(reads_all, grid=("3", "1", "1"), block=(128, 1, 1)), "0", {},
+    res = RULE.rewrite(kernel(reads_all, grid=("3", "1", "1"), block=(128, 1, 1)), "0", {},
                      RuleContext())
     assert isinstance(res, NotApplicable) and "other than 0" in res.reason
 

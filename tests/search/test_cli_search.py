@@ -84,8 +84,10 @@ def test_search_writes_module_trace_ir_and_report(tmp_path, capsys):
     report = (tmp_path / "rep" / "report.md").read_text()
     assert "## Transfer table" in report and "## Rules tried and rejected" in report
     assert "(modelled at rows=4, cols=96)" in report
-    assert (tmp_path / "rep" / "progress.png").exists() or \
-        (tmp_path / "rep" / "progress.csv").exists()
+    assert "![best-so-far time against evaluations](progress.svg)" in report
+    svg = (tmp_path / "rep" / "progress.svg").read_text()
+    assert svg.startswith("<svg") and "best so far" in svg and "<path d=\"M" in svg
+    assert (tmp_path / "rep" / "progress.csv").exists()
     trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
     for step in trace["steps"]:  # every winning step is in the report with a diff
         assert "### Step" in report and step in report

@@ -54,6 +54,9 @@ class GpuJob:
     baseline: Kernel | None = None
     give_up_ms: float | None = None
     lock_path: str | None = None  # shared by parallel workers, see kir.measure.gpu.lock
+    # The spec's text when it is not a file (a spec given to the Python API as TOML text or
+    # a dict): the worker checks it as if read from spec_path.
+    spec_text: str | None = None
 
     def case_key(self) -> tuple:
         """What the worker's cached inputs and expected outputs depend on."""
@@ -138,7 +141,7 @@ class MLXRunner(Runner):
                 case, DeviceReference(case.expected, case.tolerances.get))
         emitted = built.emitted
         on_device = held[1].compare(dict(zip(emitted.output_args, outs)),
-                                    {e.arg for e in emitted.inout_decode})
+                                    set(emitted.post_processed))
         if on_device is not None:
             return on_device
         return super().compare(built.finish(outs, keys), case)
@@ -191,9 +194,11 @@ def build_gpu_case(job: GpuJob, runner: Runner) -> _Prepared:
     """The bound spec and the check case at the job's sizes: seeded inputs, and the spec
     reference's outputs (or, without one, the baseline kernel's outputs through ``runner``)."""
     from kir.backends import emit
-    from kir.spec import load_spec
+    from kir.spec import load_spec, load_spec_text
 
-    bound = load_spec(job.spec_path).bind(dict(job.sizes))
+    spec = load_spec(job.spec_path) if job.spec_text is None else \
+        load_spec_text(job.spec_text, job.spec_path)
+    bound = spec.bind(dict(job.sizes))
     inputs = bound.make_inputs(job.seed)
     expected = bound.reference(copy_inputs(inputs))
     if expected is None:

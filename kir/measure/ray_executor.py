@@ -29,9 +29,9 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
-from kir.cluster.connect import require_ray
 from kir.errors import KirError
 from kir.measure.portable import DeviceService, EvalContext, EvalJob, validate
+from kir.measure.ray_connect import require_ray
 from kir.search.device import DeviceDescriptor
 from kir.search.evaluator import Evaluation, Status
 
@@ -77,7 +77,7 @@ class _Job:
 
 class RayExecutor:
     """Run :class:`~kir.measure.remote.RemoteEvaluator` jobs on the connected Ray cluster
-    (:func:`kir.cluster.connect`): ``actors`` device actors (default: one per unit of
+    (:func:`kir.measure.ray_connect`): ``actors`` device actors (default: one per unit of
     ``resource`` in the cluster) in ``role`` ("auto", "metal", "cuda", "model:PROFILE";
     ``runner`` replaces MLX, e.g. the CPU emulator), validation as tasks of
     ``validate_cpus`` CPUs each."""
@@ -89,7 +89,7 @@ class RayExecutor:
                  gpu_startup_s: float = 60.0, validate_cpus: float = 1.0) -> None:
         ray = self._ray = require_ray()
         if not ray.is_initialized():
-            raise KirError("the Ray executor needs a connection: call kir.cluster.connect()")
+            raise KirError("the Ray executor needs a connection: call kir.measure.ray_connect()")
         self.resource = resource
         offered = ray.cluster_resources().get(resource, 0)
         count = int(actors if actors is not None else offered)

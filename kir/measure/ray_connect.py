@@ -81,7 +81,7 @@ def cluster_evaluator(loaded: Loaded, cluster: str, resource: str | None, role: 
                       check_sizes: dict[str, int] | None = None, **executor: Any):
     """A :class:`~kir.measure.remote.RemoteEvaluator` for ``loaded`` on the cluster named
     by ``cluster`` (``ray[:ADDRESS]``), its device workers on nodes offering ``resource``."""
-    from kir.cluster.ray_executor import RayExecutor
+    from kir.measure.ray_executor import RayExecutor
     from kir.measure.remote import RemoteEvaluator
 
     resource = resource or DEFAULT_RESOURCE
