@@ -44,3 +44,12 @@ def test_cluster_options_are_checked_before_any_work(tmp_path, capsys):
     assert "unknown --cluster 'dask'" in capsys.readouterr().err
     assert main(SEARCH + ["--device-resource", "m2"]) == 2
     assert "--device-resource names the device workers" in capsys.readouterr().err
+
+
+def test_python_api_search_on_the_cluster(ray_cluster):
+    import kir
+
+    found = kir.load(EXAMPLES / "softmax.cu", sizes={"rows": 4, "cols": 64}).search(
+        "model", 3, db=False, cluster="ray", device_resource=RESOURCE)
+    assert found.modelled and found.best_ms is not None
+    assert found.result.device == "model:apple-m2" and len(found.result.history) == 3
