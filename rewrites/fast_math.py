@@ -49,7 +49,8 @@ class FastMath(BaseRule):
                 found.append(n.fn)  # type: ignore[union-attr]
         return ["all"] + found if found else []
 
-    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable:
+    def match_at(self, kernel: Kernel, site: str,
+                 ctx: RuleContext | None = None) -> Match | NotApplicable:
         """As for every rule, with the reason a function name is not a site."""
         if site != "all" and site not in FAST_FNS:
             return NotApplicable(f"{site!r} has no fast form (choose all or one of "

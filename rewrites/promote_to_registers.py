@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Iterator, Mapping
 
 from kir import analysis
 from kir.analysis import single_defs
@@ -38,7 +39,7 @@ from kir.ir import (
 from kir.ir.fold import fold_expr
 from kir.ir.printer import print_expr
 from kir.ir.types import BOOL, I32, ScalarType
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import ANALYSES, BaseRule, Match, NoParams, NotApplicable, RuleContext
 
 MAX_REGISTERS = 128
 
@@ -49,12 +50,17 @@ class _Plan:
     accesses: list[Access]
     index: Expr                 # case 1: the element's index; case 2: the base
     guard: list[Expr]           # L-invariant conditions every access sits under
-    array: tuple[Expr, int] | None  # case 2: (stop expr, D)
+    # case 2: (stop expr, D); D None while it is a scalar whose value the spec gives
+    array: tuple[Expr, int | None] | None
     written: bool
     # case 2: each access's own index (as written) -> the variable of ITS 0..D loop, so
     # B[base + x] becomes B_reg[x] with the x of that access (accesses in different inner
     # loops have different variables).
     offsets: Mapping[Expr, str] | None = None
+
+
+# A loop with the promotion of a buffer across it planned, or refused.
+_Entry = tuple[For, _Plan | NotApplicable]
 
 
 class PromoteToRegisters(BaseRule):
@@ -87,40 +93,86 @@ class PromoteToRegisters(BaseRule):
     name = "promote-to-registers"
     site_key = "buffer"
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        out: list[str] = []
-        for buffer in _candidate_buffers(kernel):
-            found = [loop for loop in analysis.loops(kernel)
-                     if isinstance(_plan(kernel, buffer, loop, None), _Plan)]
-            for i, loop in enumerate(found):
-                out.append(buffer if i == 0 else f"{buffer}@{loop.label}")
-        return out
+    def candidates(self, kernel: Kernel) -> list[str]:
+        labels = [loop.label for loop in analysis.loops(kernel)]
+        return [site for buffer in _candidate_buffers(kernel)
+                for site in [buffer] + [f"{buffer}@{label}" for label in labels]]
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
+    def match(self, kernel: Kernel, ctx: RuleContext | None = None) -> Iterator[Match]:
+        # One analysis per buffer serves all its sites (the loops are analysed together to
+        # find the outermost that qualifies).
+        for buffer in _candidate_buffers(kernel):
+            ANALYSES[self.name] += 1
+            entries = _loop_plans(kernel, buffer)
+            found = [entry for entry in entries if isinstance(entry[1], _Plan)]
+            if found:
+                yield Match(buffer, entries)
+            for entry in found[1:]:
+                yield Match(f"{buffer}@{entry[0].label}", [entry])
+
+    def plan(self, kernel: Kernel, site: str) -> list[_Entry] | NotApplicable:
+        """The loops to try in order, each with its plan or refusal: for ``B`` every loop
+        (the outermost that qualifies is taken), for ``B@L`` loop L."""
         buffer, _, label = site.partition("@")
-        if buffer_elem(kernel, buffer) is None:
-            return NotApplicable(f"no buffer {buffer}")
-        if label:
-            loop = analysis.find_loop(kernel, label)
-            if loop is None:
-                return NotApplicable(f"no loop {label}")
-            plan = _plan(kernel, buffer, loop, ctx.scalars)
-        else:
-            # The outermost loop that qualifies; else the outermost loop's reason.
-            plan = NotApplicable(f"{buffer} is not accessed in any loop")
-            first: NotApplicable | None = None
-            for loop in analysis.loops(kernel):
-                plan = _plan(kernel, buffer, loop, ctx.scalars)
-                if isinstance(plan, _Plan):
-                    break
-                if first is None and "is not accessed" not in plan.reason:
-                    first = plan
-            else:
-                plan = first if first is not None else plan
+        entries = _loop_plans(kernel, buffer)
+        if not label:
+            chosen = _outermost(buffer, (plan for _, plan in entries))
+            return chosen if isinstance(chosen, NotApplicable) else entries
+        entry = next((e for e in entries if e[0].label == label), None)
+        if entry is None:
+            return NotApplicable(f"no loop {label}")
+        if isinstance(entry[1], NotApplicable):
+            return entry[1]
+        if entry is next(e for e in entries if isinstance(e[1], _Plan)):
+            return NotApplicable(f"{label} is the outermost loop where {buffer} can be "
+                                 f"promoted: its site is buffer={buffer}")
+        return [entry]
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        buffer = match.site.partition("@")[0]
+        # A range given by a scalar is sized by the spec's value (the context).
+        plan = _outermost(buffer, (_sized(plan, ctx.scalars) if isinstance(plan, _Plan)
+                                   else plan for _, plan in match.plan))
         if isinstance(plan, NotApplicable):
             return plan
         return _rewrite(kernel, buffer, plan)
+
+
+def _loop_plans(kernel: Kernel, buffer: str) -> list[_Entry]:
+    """Every loop of the kernel (outermost first) with the promotion of ``buffer`` across it
+    planned, or refused."""
+    return [(loop, _plan(kernel, buffer, loop)) for loop in analysis.loops(kernel)]
+
+
+def _outermost(buffer: str, plans: Iterable[_Plan | NotApplicable]) -> _Plan | NotApplicable:
+    """The first plan; else the first refusal that says more than "not accessed" (else the
+    last refusal)."""
+    last = NotApplicable(f"{buffer} is not accessed in any loop")
+    first: NotApplicable | None = None
+    for plan in plans:
+        if isinstance(plan, _Plan):
+            return plan
+        if first is None and "is not accessed" not in plan.reason:
+            first = plan
+        last = plan
+    return first if first is not None else last
+
+
+def _sized(plan: _Plan, scalars: Mapping[str, int | float]) -> _Plan | NotApplicable:
+    """``plan`` with a range given by a scalar sized by its value in the spec."""
+    if plan.array is None or plan.array[1] is not None:
+        return plan
+    stop = plan.array[0]
+    assert isinstance(stop, Var)
+    value = scalars.get(stop.name)
+    if not isinstance(value, (int, float)):
+        return NotApplicable(f"range {print_expr(stop)} is not a constant or specialized "
+                             "scalar")
+    size = int(value)
+    if not 0 < size <= MAX_REGISTERS:
+        return NotApplicable(f"{size} elements do not fit in registers (<= {MAX_REGISTERS})")
+    return dataclasses.replace(plan, array=(stop, size))
 
 
 def _candidate_buffers(kernel: Kernel) -> list[str]:
@@ -130,10 +182,9 @@ def _candidate_buffers(kernel: Kernel) -> list[str]:
     return names
 
 
-def _plan(kernel: Kernel, buffer: str, loop: For,
-          scalars: Mapping[str, int | float] | None) -> _Plan | NotApplicable:
-    """Check the promotion of ``buffer`` across ``loop``; ``scalars`` None = sites() mode
-    (a scalar loop bound is taken on trust)."""
+def _plan(kernel: Kernel, buffer: str, loop: For) -> _Plan | NotApplicable:
+    """Check the promotion of ``buffer`` across ``loop`` (a range given by a scalar is sized
+    when applying, with the spec's value: :func:`_sized`)."""
     if buffer in analysis.buffers_read(loop.body) | analysis.buffers_written(loop.body) \
             and analysis.has_matrix_stmts(loop.body):
         return NotApplicable(f"{loop.label} uses matrix tiles")
@@ -166,7 +217,7 @@ def _plan(kernel: Kernel, buffer: str, loop: For,
     if all(e == indices[0] for e in indices) and invariant(indices[0]) is not None:
         index = indices[0]
     else:
-        split = _split_array(kernel, loop, accesses, indices, assigned, scalars)
+        split = _split_array(kernel, loop, accesses, indices, assigned)
         if isinstance(split, NotApplicable):
             return split
         index, array, loop_vars = split
@@ -187,10 +238,10 @@ def _plan(kernel: Kernel, buffer: str, loop: For,
     return _Plan(loop, accesses, index, guard, array, written, offsets)
 
 
-def _split_array(kernel, loop, accesses, indices, assigned, scalars):
+def _split_array(kernel, loop, accesses, indices, assigned):
     """Case 2: every index is ``base + x`` with x the variable of an inner 0..D loop around
     that access (its own loop: different accesses may use different loops). Returns (base,
-    (stop, D), the x of each access)."""
+    (stop, D), the x of each access); D is None when stop is a scalar (sized when applying)."""
     base_poly = None
     stop = None
     base_expr = None
@@ -226,16 +277,15 @@ def _split_array(kernel, loop, accesses, indices, assigned, scalars):
     if analysis.used_vars(stop) & assigned:
         return NotApplicable(f"range {print_expr(stop)} varies in {loop.label}")
     if isinstance(stop, Const):
-        size = int(stop.value)
-    elif isinstance(stop, Var) and scalars is None:
-        size = 1  # sites(): the spec's value is checked when applying
-    elif isinstance(stop, Var) and isinstance(scalars.get(stop.name), (int, float)):
-        size = int(scalars[stop.name])
+        size: int | None = int(stop.value)
+        if not 0 < size <= MAX_REGISTERS:
+            return NotApplicable(f"{size} elements do not fit in registers "
+                                 f"(<= {MAX_REGISTERS})")
+    elif isinstance(stop, Var):
+        size = None  # the spec's value, read when applying (_sized)
     else:
         return NotApplicable(f"range {print_expr(stop)} is not a constant or specialized "
                              "scalar")
-    if not 0 < size <= MAX_REGISTERS:
-        return NotApplicable(f"{size} elements do not fit in registers (<= {MAX_REGISTERS})")
     return base_expr, (stop, size), loop_vars
 
 
@@ -296,6 +346,7 @@ def _rewrite(kernel: Kernel, buffer: str, plan: _Plan) -> Kernel:
         store = [Store(buffer, plan.index, Var(reg, elem), loc=loc)]
     else:
         stop, size = plan.array
+        assert size is not None  # _sized gave it
         offsets = plan.offsets
         assert offsets is not None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Mapping
 
 from kir import analysis
@@ -25,7 +26,7 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import VectorType
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import BaseRule, Match, NoParams, NotApplicable, RuleContext
 
 
 class SplitShared(BaseRule):
@@ -50,29 +51,33 @@ class SplitShared(BaseRule):
     name = "split-shared"
     site_key = "buffer"
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    def candidates(self, kernel: Kernel) -> list[str]:
         return [n.name for n in kernel.body.walk()
                 if isinstance(n, Alloc) and n.space == "shared" and n.dynamic]
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        alloc = next((n for n in kernel.body.walk() if isinstance(n, Alloc)
-                      and n.name == site and n.space == "shared" and n.dynamic), None)
-        if alloc is None:
-            return NotApplicable(f"{site} is not a dynamic shared array")
+    def plan(self, kernel: Kernel, site: str) -> _Plan:
+        alloc = next(n for n in kernel.body.walk() if isinstance(n, Alloc)
+                     and n.name == site and n.space == "shared" and n.dynamic)
         defs = single_defs(kernel)
-        values = dict(ctx.sizes)
-        values.update(ctx.scalars)
         accesses = [n for n in kernel.body.walk()
                     if isinstance(n, (Load, Store, Atomic)) and n.buffer == site]
-        if not accesses:
+        bases = [None if split is None else split[0]
+                 for split in (_split_index(n.index, defs) for n in accesses)]
+        return _Plan(alloc, defs, bases)
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        site, plan = match.site, match.plan
+        alloc, defs = plan.alloc, plan.defs
+        # The offsets and the tiles' bounds are known at the spec's values (the context).
+        values = dict(ctx.sizes)
+        values.update(ctx.scalars)
+        if not plan.bases:
             return NotApplicable(f"{site} is never accessed")
         offsets: dict[str, int] = {}
-        for node in accesses:
-            split = _split_index(node.index, defs)
-            if split is None:
+        for name in plan.bases:
+            if name is None:
                 return NotApplicable(f"an access of {site} has no tile-offset local as its base")
-            name = split[0]
             value = eval_int(defs[name], values, defs)
             if value is None:
                 return NotApplicable(f"the offset {name} is not a constant under the spec")
@@ -85,7 +90,20 @@ class SplitShared(BaseRule):
         reason = _check_bounds(kernel, site, offsets, size_of, values, defs)
         if reason:
             return NotApplicable(reason)
-        return _rewrite(kernel, alloc, offsets, size_of)
+        return _rewrite(kernel, alloc, offsets, size_of, defs)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The dynamic shared array, the kernel's single-definition locals, and the tile-offset
+    local each access of the array starts from (None: the access has none), in program
+    order. A refusal for want of accesses or offset locals comes when applying, in that
+    order with the checks that need the spec's values, so that the rule lists the same sites
+    as before protocol v2 (issue 11 tightens that separately)."""
+
+    alloc: Alloc
+    defs: Mapping[str, Expr]
+    bases: list[str | None]
 
 
 def _split_index(index: Expr, defs: Mapping[str, Expr]) -> tuple[str, Expr | None] | None:
@@ -139,8 +157,7 @@ def _fits(kernel, index, width, env, offsets, size_of, values, defs) -> str | No
 
 
 def _rewrite(kernel: Kernel, alloc: Alloc, offsets: dict[str, int],
-             size_of: dict[int, int]) -> Kernel:
-    defs = single_defs(kernel)
+             size_of: dict[int, int], defs: Mapping[str, Expr]) -> Kernel:
     # One array per distinct offset, named after the first offset local that has it.
     array_of: dict[int, str] = {}
     taken: set[str] = set()

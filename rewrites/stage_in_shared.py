@@ -4,6 +4,7 @@ memory once, cooperatively, and read it from there."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Mapping
 
 from kir import analysis
@@ -31,7 +32,7 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import BOOL, I32, PointerType, ScalarType
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import BaseRule, Match, NoParams, NotApplicable, RuleContext
 
 SHARED_BUDGET = 32768  # Metal threadgroup memory per block, bytes
 
@@ -64,51 +65,78 @@ class StageInShared(BaseRule):
     name = "stage-in-shared"
     site_key = "buffer"
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        written = analysis.buffers_written(kernel.body)
-        out = []
-        for p in kernel.params:
-            if isinstance(p.type, PointerType) and p.type.space == "global" \
-                    and p.name not in written and isinstance(_reads(kernel, p.name), list):
-                out.append(p.name)
-        return out
+    def candidates(self, kernel: Kernel) -> list[str]:
+        return [p.name for p in kernel.params
+                if isinstance(p.type, PointerType) and p.type.space == "global"]
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        param = kernel.param(site)
-        if param is None or not isinstance(param.type, PointerType) \
-                or param.type.space != "global" or not isinstance(param.type.elem, ScalarType):
-            return NotApplicable(f"{site} is not a global buffer of scalars")
+    def plan(self, kernel: Kernel, site: str) -> _Plan | NotApplicable:
         if site in analysis.buffers_written(kernel.body):
             return NotApplicable(f"the kernel writes {site}")
-        if kernel.launch.block[1] != 1 or kernel.launch.block[2] != 1:
-            return NotApplicable("the block is not one-dimensional")
         reads = _reads(kernel, site)
         if isinstance(reads, NotApplicable):
             return reads
-        base, stop = reads[0][1], reads[0][2].stop
-        if any(b != base or c.stop != stop for _, b, c in reads):
-            return NotApplicable(f"the reads of {site} do not share one base and bound")
-        tainted = analysis.thread_dependent_vars(kernel)
-        if any(analysis.is_thread_dependent(e, tainted) for e in (base, stop)):
-            return NotApplicable(f"the region of {site} differs between threads of a block")
+        return _region(kernel, site, reads)
+
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        site, plan = match.site, match.plan
+        if plan.refusal is not None:
+            return plan.refusal
+        # The region's extent is known at the spec's values (the context).
         values = dict(ctx.sizes)
         values.update(ctx.scalars)
-        defs = single_defs(kernel)
-        reason = _check_starts(kernel, reads, values, defs)
+        reason = _check_starts(kernel, plan.reads, values, plan.defs)
         if reason:
             return NotApplicable(reason)
-        size = eval_int(stop, values, defs)
+        size = eval_int(plan.stop, values, plan.defs)
         if size is None or size <= 0:
             return NotApplicable(f"the length of {site}'s region is not known from the spec")
-        used = _shared_bytes(kernel) + size * param.type.elem.nbytes
+        used = _shared_bytes(kernel) + size * plan.elem.nbytes
         if used > SHARED_BUDGET:
             return NotApplicable(f"staging {size} elements of {site} needs {used} B of shared")
-        at = _insertion_point(kernel, site, base, stop)
-        if at is None:
+        if plan.at is None:
             return NotApplicable(f"no uniform point before the reads of {site} where its "
                                  "region is known")
-        return _rewrite(kernel, site, param.type.elem, base, stop, size, at, reads)
+        return _rewrite(kernel, site, plan.elem, plan.base, plan.stop, size, plan.at,
+                        plan.reads)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The reads of the buffer (each with its base and canonical loop), the region's base
+    and bound, the kernel's single-definition locals, where the staging goes (None: nowhere)
+    and why the region cannot be staged whatever the spec's values (None: it can). That
+    refusal is kept in the plan rather than returned by the analysis so that the rule lists
+    the same sites as before protocol v2 (issue 11 tightens that separately)."""
+
+    reads: list
+    elem: ScalarType | None = None
+    base: Expr | None = None
+    stop: Expr | None = None
+    defs: Mapping[str, Expr] | None = None
+    at: int | None = None
+    refusal: NotApplicable | None = None
+
+
+def _region(kernel: Kernel, site: str, reads: list) -> _Plan:
+    """What staging the region ``reads`` covers needs, and what forbids it."""
+    param = kernel.param(site)
+    assert param is not None and isinstance(param.type, PointerType)
+    elem = param.type.elem
+    if not isinstance(elem, ScalarType):
+        return _Plan(reads, refusal=NotApplicable(f"{site} is not a global buffer of scalars"))
+    if kernel.launch.block[1] != 1 or kernel.launch.block[2] != 1:
+        return _Plan(reads, refusal=NotApplicable("the block is not one-dimensional"))
+    base, stop = reads[0][1], reads[0][2].stop
+    if any(b != base or c.stop != stop for _, b, c in reads):
+        return _Plan(reads, refusal=NotApplicable(f"the reads of {site} do not share one base "
+                                                  "and bound"))
+    tainted = analysis.thread_dependent_vars(kernel)
+    if any(analysis.is_thread_dependent(e, tainted) for e in (base, stop)):
+        return _Plan(reads, refusal=NotApplicable(f"the region of {site} differs between "
+                                                  "threads of a block"))
+    return _Plan(reads, elem, base, stop, single_defs(kernel),
+                 _insertion_point(kernel, site, base, stop))
 
 
 def _reads(kernel: Kernel, buffer: str):

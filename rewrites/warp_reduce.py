@@ -211,11 +211,12 @@ class WarpReduceRule(BaseRule):
 
     # Sites are numbered reductions: finding one means finding all before it, so the whole
     # kernel is analysed once per match rather than once per candidate.
-    def match(self, kernel: Kernel) -> list[Match]:
+    def match(self, kernel: Kernel, ctx: RuleContext | None = None) -> list[Match]:
         ANALYSES[self.name] += 1
         return [Match(str(i), found) for i, found in enumerate(reductions(kernel))]
 
-    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable:
+    def match_at(self, kernel: Kernel, site: str,
+                 ctx: RuleContext | None = None) -> Match | NotApplicable:
         ANALYSES[self.name] += 1
         found = reductions(kernel)
         if not site.isdigit() or int(site) >= len(found):

@@ -92,8 +92,10 @@ def show_rule(registry, name: str | None, file: str | None) -> int:
     if file:
         from kir.driver.load import load_kernel
 
+        from kir.rules import context_for
+
         loaded = load_kernel(file)
-        sites = rule.sites(loaded.kernel)
+        sites = rule.sites(loaded.kernel, context_for(loaded))
         print(f"\nsites in {file}: " + (", ".join(f"{rule.site_key}={s}" for s in sites)
                                        if sites else "none"))
     return 0

@@ -6,6 +6,8 @@ the rule tester and the search all start here.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,42 @@ class Loaded:
     @property
     def spec(self) -> Spec | None:
         return self.bound.spec if self.bound else None
+
+    def tile_sizes(self) -> dict[str, int]:
+        """The spec sizes a search may change to re-tile the kernel (like a Triton config):
+        those that shape the launch's threads or shared memory or a template, but no
+        buffer's shape and no scalar argument's value (the problem stays the same), for a
+        kernel read from CUDA source (re-tiling lowers it again). Name → current value."""
+        if self.bound is None or self.path.suffix not in CUDA_SUFFIXES:
+            return {}
+        from kir.spec.shrink import structural_sizes
+
+        spec = self.bound.spec
+        used = set()
+        for arg in spec.args.values():
+            for text in (*arg.shape, arg.value or ""):
+                used.update(re.findall(r"[A-Za-z_]\w*", str(text)))
+        return {name: self.bound.sizes[name] for name in sorted(structural_sizes(spec) - used)}
+
+    def retiled(self, sizes: dict[str, int]) -> Kernel:
+        """The kernel lowered again from its source with ``sizes`` for some of its
+        :meth:`tile_sizes`; its launch grid is written with those values, so the kernel stays
+        right when the spec's other sizes change (validation evaluates the grid with them)."""
+        if not set(sizes) <= set(self.tile_sizes()):
+            raise KirError(f"cannot re-tile {', '.join(sorted(set(sizes)))}: not tile sizes "
+                           f"of {self.path.name}")
+        again = load_kernel(self.path, spec_path=self.bound.spec.path,
+                            sizes={**self.bound.sizes, **sizes}, kernel_name=self.kernel.name)
+        grid = tuple(_substitute(expr, sizes) for expr in again.kernel.launch.grid)
+        launch = dataclasses.replace(again.kernel.launch, grid=grid)
+        return dataclasses.replace(again.kernel, launch=launch)
+
+
+def _substitute(expr: str, values: dict[str, int]) -> str:
+    """A size expression with some names replaced by their values."""
+    for name, value in values.items():
+        expr = re.sub(rf"\b{re.escape(name)}\b", str(value), expr)
+    return expr
 
 
 def parse_size_overrides(items: list[str] | None, option: str = "--size") -> dict[str, int]:

@@ -5,8 +5,9 @@ A case file holds sections separated by a ``# -----`` line. Each section is::
     # RUN: tile-loop{loop=L1,factor=4}          (one or more steps, applied in order)
     # EQUIV: x[64] y[64] n=60                    (optional: also compare on the interpreter)
     kernel @t(...) grid=(...) block=(...) shared_bytes=0 {
-      ...                                        (the input kernel as kir IR text)
-    }
+      ...                                        (the input kernel as kir IR text, or
+    }                                             # SOURCE: FILE.cu to load a CUDA file with
+                                                  its spec, relative to the case file)
     # CHECK:      for L1 i_tile: i32 = 0; i_tile < 16; i_tile = i_tile + 4 {
     # CHECK-NEXT:   for L2 i: i32 = i_tile; i < i_tile + 4; i = i + 1 {
     # CHECK-NOT:  min(
@@ -43,7 +44,8 @@ from kir.ir.printer import print_kernel
 from kir.rules import NotApplicable, Rule, RuleContext, apply_step, parse_step
 
 SEPARATOR = re.compile(r"^#\s*-{3,}\s*$")
-DIRECTIVE = re.compile(r"^#\s*(RUN|CHECK|CHECK-NEXT|CHECK-NOT|REFUSE|EQUIV|SCALARS):\s?(.*)$")
+DIRECTIVE = re.compile(
+    r"^#\s*(RUN|CHECK|CHECK-NEXT|CHECK-NOT|REFUSE|EQUIV|SCALARS|SOURCE):\s?(.*)$")
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Case:
     refuse: tuple[int, str] | None = None
     equiv: tuple[int, str] | None = None
     scalars: tuple[int, str] | None = None  # (line, "n=60 a=0.5"): the rules' RuleContext
+    source: str | None = None  # a CUDA file (with its spec) instead of inline IR
     ir_lines: list[str] = field(default_factory=list)
     ir_start: int = 0
 
@@ -99,6 +102,8 @@ def parse_cases(text: str, file: str = "<cases>") -> list[Case]:
                 current.equiv = (number, body)
             elif kind == "SCALARS":
                 current.scalars = (number, body)
+            elif kind == "SOURCE":
+                current.source = body
             else:
                 current.checks.append((number, kind, body))
         elif line.lstrip().startswith("#") and not current.ir_lines:
@@ -113,8 +118,9 @@ def parse_cases(text: str, file: str = "<cases>") -> list[Case]:
         if not case.steps:
             raise KirError("a case needs at least one `# RUN: rule{...}` line",
                            Loc(file, case.line, 1))
-        if not any(line.strip() for line in case.ir_lines):
-            raise KirError("a case needs an input kernel (kir IR text)", Loc(file, case.line, 1))
+        if not any(line.strip() for line in case.ir_lines) and not case.source:
+            raise KirError("a case needs an input kernel (kir IR text, or # SOURCE: FILE.cu)",
+                           Loc(file, case.line, 1))
         if case.refuse and case.checks:
             raise KirError("a case either REFUSEs or CHECKs, not both",
                            Loc(file, case.refuse[0], 1))
@@ -171,6 +177,15 @@ def match_checks(output: str, checks: list[tuple[int, str, str]]) -> tuple[str, 
 def run_case(case: Case, registry: Mapping[str, Rule],
              ctx: RuleContext | None = None) -> Outcome:
     """Apply the case's steps to its kernel and check the result (or the refusal)."""
+    if case.source:
+        from kir.driver.load import load_kernel
+        from kir.rules import context_for
+
+        loaded = load_kernel(Path(case.file).parent / case.source)
+        kernel, ctx = loaded.kernel, ctx or context_for(loaded)
+    else:
+        text = "\n".join([""] * (case.ir_start - 1) + case.ir_lines) + "\n"
+        kernel = parse_kernel(text, case.file, locate_unmarked=True)
     ctx = ctx or RuleContext()
     if case.scalars is not None:
         try:
@@ -178,8 +193,6 @@ def run_case(case: Case, registry: Mapping[str, Rule],
         except KirError as exc:
             return Outcome(case, False, exc.message, case.scalars[0])
         ctx = replace(ctx, scalars={**ctx.scalars, **values})
-    text = "\n".join([""] * (case.ir_start - 1) + case.ir_lines) + "\n"
-    kernel = parse_kernel(text, case.file, locate_unmarked=True)
     original = kernel
     for number, step_text in case.steps:
         try:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
 from kir.errors import KirError
 from kir.ir import For, Kernel
@@ -104,6 +104,12 @@ class RuleContext:
     # turns a loop bound into a grid size writes the expression, so the kernel stays valid
     # at other sizes instead of being specialized to ``scalars``.
     scalar_exprs: Mapping[str, str] = field(default_factory=dict)
+    # Re-tiling (kir.rewrites.retile): the sizes it may change with their current values,
+    # the unrewritten kernel it starts from, and how to lower the source again with other
+    # values (the driver provides these; a kernel read from IR text has none).
+    tile_sizes: Mapping[str, int] = field(default_factory=dict)
+    base: Kernel | None = field(default=None, compare=False)
+    retiled: Callable[[dict[str, int]], Kernel] | None = field(default=None, compare=False)
 
 def context_for(loaded, target: Target | None = None) -> "RuleContext":
     """The rule context for a loaded kernel (a :class:`kir.driver.load.Loaded`): its bound sizes,
@@ -116,8 +122,10 @@ def context_for(loaded, target: Target | None = None) -> "RuleContext":
     args = bound.spec.args
     scalars = {n: bound.scalar(n) for n, a in args.items() if a.is_scalar}
     exprs = {n: a.value for n, a in args.items() if a.is_scalar and a.value}
+    tiles = loaded.tile_sizes() if hasattr(loaded, "tile_sizes") else {}
     return RuleContext(sizes=dict(bound.sizes), scalars=scalars, target=target,
-                       scalar_exprs=exprs)
+                       scalar_exprs=exprs, tile_sizes=tiles, base=loaded.kernel,
+                       retiled=loaded.retiled if tiles else None)
 
 
 @runtime_checkable
@@ -132,11 +140,12 @@ class Rule(Protocol):
     @property
     def summary(self) -> str: ...
 
-    def sites(self, kernel: Kernel) -> list[str]: ...
+    def sites(self, kernel: Kernel, ctx: RuleContext | None = None) -> list[str]: ...
 
-    def match(self, kernel: Kernel) -> Iterable[Match]: ...
+    def match(self, kernel: Kernel, ctx: RuleContext | None = None) -> Iterable[Match]: ...
 
-    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable: ...
+    def match_at(self, kernel: Kernel, site: str,
+                 ctx: RuleContext | None = None) -> Match | NotApplicable: ...
 
     def make_params(self, values: Mapping[str, object]) -> Any: ...
 
@@ -184,25 +193,36 @@ class BaseRule:
         default finds nothing to analyse (every candidate is legal)."""
         return None
 
-    def _planned(self, kernel: Kernel, site: str) -> Match | NotApplicable:
+    def candidates_in(self, kernel: Kernel, ctx: RuleContext | None) -> Iterable[str]:
+        """The candidates when they depend on the rule context too (the sizes a spec lets
+        a rule change); by default :meth:`candidates`."""
+        return self.candidates(kernel)
+
+    def plan_in(self, kernel: Kernel, site: str, ctx: RuleContext | None) -> Any:
+        """The analysis when it depends on the rule context too; by default :meth:`plan`."""
+        return self.plan(kernel, site)
+
+    def _planned(self, kernel: Kernel, site: str,
+                 ctx: RuleContext | None = None) -> Match | NotApplicable:
         ANALYSES[self.name] += 1
-        plan = self.plan(kernel, site)
+        plan = self.plan_in(kernel, site, ctx)
         return plan if isinstance(plan, NotApplicable) else Match(site, plan)
 
-    def match(self, kernel: Kernel) -> Iterator[Match]:
-        for site in self.candidates(kernel):
-            found = self._planned(kernel, site)
+    def match(self, kernel: Kernel, ctx: RuleContext | None = None) -> Iterator[Match]:
+        for site in self.candidates_in(kernel, ctx):
+            found = self._planned(kernel, site, ctx)
             if not isinstance(found, NotApplicable):
                 yield found
 
-    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable:
-        if site not in set(self.candidates(kernel)):
+    def match_at(self, kernel: Kernel, site: str,
+                 ctx: RuleContext | None = None) -> Match | NotApplicable:
+        if site not in set(self.candidates_in(kernel, ctx)):
             return NotApplicable(f"no site {self.site_key}={site}")
-        return self._planned(kernel, site)
+        return self._planned(kernel, site, ctx)
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    def sites(self, kernel: Kernel, ctx: RuleContext | None = None) -> list[str]:
         """Every site where the rule is legal for some parameter value."""
-        return [found.site for found in self.match(kernel)]
+        return [found.site for found in self.match(kernel, ctx)]
 
     def make_params(self, values: Mapping[str, object]) -> Any:
         """The typed parameters for a step's ``name -> value`` pairs (defaults for the rest)."""
@@ -216,11 +236,11 @@ class BaseRule:
                 ctx: RuleContext | None = None) -> Kernel | NotApplicable:
         """One application from Python (tests, notebooks): match at ``site``, then apply with
         ``params`` (a mapping; defaults for what it leaves out)."""
-        found = self.match_at(kernel, site)
+        ctx = ctx or RuleContext()
+        found = self.match_at(kernel, site, ctx)
         if isinstance(found, NotApplicable):
             return found
-        return self.apply(kernel, found, self.make_params(dict(params or {})),
-                          ctx or RuleContext())
+        return self.apply(kernel, found, self.make_params(dict(params or {})), ctx)
 
     def __repr__(self) -> str:
         return f"<rule {self.name}>"

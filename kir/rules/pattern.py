@@ -264,13 +264,14 @@ class DeclarativeRule:
         count = sum(1 for n in kernel.body.walk() if self._matches(n) is not None)
         return (["all"] + [str(i) for i in range(count)]) if count else []
 
-    def match(self, kernel: Kernel) -> list[Match]:
+    def match(self, kernel: Kernel, ctx: RuleContext | None = None) -> list[Match]:
         matches = self._all(kernel)
         if not matches:
             return []
         return [Match("all", matches)] + [Match(str(i), [n]) for i, n in enumerate(matches)]
 
-    def match_at(self, kernel: Kernel, site: str) -> Match | NotApplicable:
+    def match_at(self, kernel: Kernel, site: str,
+                 ctx: RuleContext | None = None) -> Match | NotApplicable:
         ANALYSES[self.name] += 1
         matches = self._all(kernel)
         if not matches:
@@ -281,7 +282,7 @@ class DeclarativeRule:
             return Match(site, [matches[int(site)]])
         return NotApplicable(f"no site at={site}: the pattern matches {len(matches)} times")
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    def sites(self, kernel: Kernel, ctx: RuleContext | None = None) -> list[str]:
         return [found.site for found in self.match(kernel)]
 
     def make_params(self, values: Mapping[str, object]) -> NoParams:

@@ -91,7 +91,7 @@ def apply_step(kernel: Kernel, step: Step, registry: "Mapping[str, Rule]",
     rule = as_rule(registry.get(step.rule))  # a first-protocol rule works through an adapter
     if rule is None:
         return NotApplicable(f"unknown rule {step.rule}")
-    found = rule.match_at(kernel, step.site)
+    found = rule.match_at(kernel, step.site, ctx)
     if isinstance(found, NotApplicable):
         return found
     return rule.apply(kernel, found, rule.make_params(step.param_dict), ctx)

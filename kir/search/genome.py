@@ -27,21 +27,22 @@ def genome_text(genome: Sequence[Step]) -> tuple[str, ...]:
     return tuple(str(step) for step in genome)
 
 
-def safe_sites(rule: Rule, kernel: Kernel) -> list[str]:
-    """A rule's sites in ``kernel``; a rule whose ``sites`` raises offers none (a buggy rule
-    must not stop a search that has other rules to try)."""
+def safe_sites(rule: Rule, kernel: Kernel, ctx: RuleContext | None = None) -> list[str]:
+    """A rule's sites in ``kernel`` (under ``ctx``); a rule whose ``sites`` raises offers none
+    (a buggy rule must not stop a search that has other rules to try)."""
     try:
-        return list(rule.sites(kernel))
+        return list(rule.sites(kernel, ctx))
     except Exception:  # noqa: BLE001 - third-party rule code
         return []
 
 
-def rules_with_sites(kernel: Kernel, registry: Mapping[str, Rule]) -> list[tuple[Rule, list[str]]]:
+def rules_with_sites(kernel: Kernel, registry: Mapping[str, Rule],
+                     ctx: RuleContext | None = None) -> list[tuple[Rule, list[str]]]:
     """Every rule that has at least one site in ``kernel``, sorted by name (a stable order
     whatever order the registry was filled in)."""
     found = []
     for name in sorted(registry):
-        sites = safe_sites(registry[name], kernel)
+        sites = safe_sites(registry[name], kernel, ctx)
         if sites:
             found.append((registry[name], sites))
     return found
@@ -52,10 +53,11 @@ def random_params(rule: Rule, rng: random.Random) -> tuple[tuple[str, int | str 
     return tuple((space.name, rng.choice(space.choices)) for space in rule.params)
 
 
-def random_step(kernel: Kernel, registry: Mapping[str, Rule], rng: random.Random) -> Step | None:
+def random_step(kernel: Kernel, registry: Mapping[str, Rule], rng: random.Random,
+                ctx: RuleContext | None = None) -> Step | None:
     """A random step that names a site ``kernel`` has: a rule with sites, one of its sites,
     and a value from each parameter space. None when no rule has a site."""
-    candidates = rules_with_sites(kernel, registry)
+    candidates = rules_with_sites(kernel, registry, ctx)
     if not candidates:
         return None
     rule, sites = rng.choice(candidates)
@@ -69,7 +71,7 @@ def random_genome(kernel: Kernel, registry: Mapping[str, Rule], ctx: RuleContext
     raises ends the genome, so the engine can record the crash)."""
     steps: list[Step] = []
     for _ in range(length):
-        step = random_step(kernel, registry, rng)
+        step = random_step(kernel, registry, rng, ctx)
         if step is None:
             break
         try:
@@ -83,10 +85,11 @@ def random_genome(kernel: Kernel, registry: Mapping[str, Rule], ctx: RuleContext
     return tuple(steps)
 
 
-def all_steps(kernel: Kernel, registry: Mapping[str, Rule]) -> Iterator[Step]:
+def all_steps(kernel: Kernel, registry: Mapping[str, Rule],
+              ctx: RuleContext | None = None) -> Iterator[Step]:
     """Every single step at ``kernel``: all rules x sites x parameter combinations, in a
     stable order (lazily: a rule with large parameter spaces is not expanded up front)."""
-    for rule, sites in rules_with_sites(kernel, registry):
+    for rule, sites in rules_with_sites(kernel, registry, ctx):
         names = [space.name for space in rule.params]
         for site in sites:
             for values in itertools.product(*(space.choices for space in rule.params)):
@@ -127,7 +130,8 @@ def _retunable(step: Step, registry: Mapping[str, Rule]) -> list[str]:
 
 
 def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rule],
-           rng: random.Random, max_len: int) -> tuple[Genome, str]:
+           rng: random.Random, max_len: int,
+           ctx: RuleContext | None = None) -> tuple[Genome, str]:
     """Apply one random mutation operator to a normalized ``genome`` whose intermediate
     kernels are ``kernels`` (see :func:`kernels_before`). Returns the new genome and the
     operator used ("insert", "delete", "swap", "retune", "site"; "none" if nothing could
@@ -144,7 +148,8 @@ def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rul
     if retune:
         options.append("retune")
     resite = [i for i, step in enumerate(genome)
-              if step.rule in registry and len(safe_sites(registry[step.rule], kernels[i])) > 1]
+              if step.rule in registry
+              and len(safe_sites(registry[step.rule], kernels[i], ctx)) > 1]
     if resite:
         options.append("site")
     if not options:
@@ -155,7 +160,7 @@ def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rul
         # Try each position from a random start: some kernels along the way may offer no site.
         start = rng.randint(0, n)
         for pos in [*range(start, n + 1), *range(0, start)]:
-            step = random_step(kernels[pos], registry, rng)
+            step = random_step(kernels[pos], registry, rng, ctx)
             if step is not None:
                 steps.insert(pos, step)
                 break
@@ -180,7 +185,8 @@ def mutate(genome: Genome, kernels: Sequence[Kernel], registry: Mapping[str, Rul
     else:  # site
         i = rng.choice(resite)
         step = steps[i]
-        others = [s for s in safe_sites(registry[step.rule], kernels[i]) if s != step.site]
+        others = [s for s in safe_sites(registry[step.rule], kernels[i], ctx)
+                  if s != step.site]
         steps[i] = Step(step.rule, rng.choice(others), step.params, step.site_key)
     return tuple(steps), op
 

@@ -221,6 +221,12 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             Want("merge-threads", ("x",), {"factor": 4}), *_finishing(kernel)]))
         out.append(("register-blocked-matmul-rows", [
             Want("merge-threads", ("y",), {"factor": 4}), *_finishing(kernel)]))
+        # A larger block tile first (the search re-tiles the template like a Triton config),
+        # then register blocking on it.
+        for factor in (4, 8):
+            out.append((f"retiled-register-blocked-matmul-{factor}", [
+                Want("retile", any_site=True, params={"value": 32}),
+                Want("merge-threads", ("y",), {"factor": factor}), *_finishing(kernel)]))
     if shuffle_reduction(kernel):
         out.append(("warp-reduce", [Want("warp-reduce", any_site=True, repeat=4),
                                     *_finishing(kernel)]))
@@ -228,6 +234,12 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         out.append(("vectorized-rows", [
             Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
             *_finishing(kernel)]))
+        # One pass fewer over the row: the running max and sum in one loop (Milakov &
+        # Gimelshein 2018), then vectorized loads where they still apply.
+        out.append(("online-vectorized-rows", [
+            Want("online-softmax", any_site=True),
+            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]))
     if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
            for n in kernel.body.walk()):
         # Block partials added atomically to one fixed address (a reduction to a scalar):
@@ -241,6 +253,11 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         # instead, its lanes splitting the row's loops (Apex/PyTorch, MLX row kernels).
         out.append(("warp-rows", [Want("resize-block", ("x",), {"threads": 32}),
                                   *_warp_rows(), *_finishing(kernel)]))
+        out.append(("warp-rows-vectorized", [
+            Want("resize-block", ("x",), {"threads": 32}), *_warp_rows(),
+            Want("online-softmax", any_site=True),
+            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            *_finishing(kernel)]))
     scans = recurrence_loops(kernel)
     if scans:
         out.append(("parallel-scan", [Want("parallel-scan", tuple(scans)), *_finishing(kernel)]))
@@ -270,7 +287,7 @@ def build(kernel: Kernel, wants: Sequence[Want], registry: Mapping[str, Rule],
         if rule is None:
             continue
         for _ in range(max(1, want.repeat)):
-            offered = safe_sites(rule, kernel)
+            offered = safe_sites(rule, kernel, ctx)
             order = [s for s in want.sites if s in offered]
             if want.any_site:
                 order += [s for s in offered if s not in order]

@@ -122,7 +122,7 @@ def breed(session: Session, population: list[Candidate], current: set[Genome]) -
             applied = None
         if applied is not None:
             child, _ = mutate(applied.applied, kernels_before(session.base, applied),
-                              session.registry, rng, cfg.max_genome_len)
+                              session.registry, rng, cfg.max_genome_len, session.ctx)
     return child
 
 
@@ -136,8 +136,8 @@ def greedy(session: Session, seeds: list[Candidate]) -> str:
         assert current.kernel is not None
         # Enumerate lazily, a bounded number, so a rule with huge parameter spaces cannot
         # stall the search before the first evaluation.
-        steps: list[Step] = list(itertools.islice(all_steps(current.kernel, session.registry),
-                                                  cfg.greedy_cap * 64))
+        steps: list[Step] = list(itertools.islice(
+            all_steps(current.kernel, session.registry, session.ctx), cfg.greedy_cap * 64))
         if len(steps) > cfg.greedy_cap:
             steps = rng.sample(steps, cfg.greedy_cap)
         if not steps:

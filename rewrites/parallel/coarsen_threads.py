@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir import analysis
 from kir.errors import KirError
@@ -27,7 +27,7 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import BOOL, U32
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 from kir.spec.size_to_ir import grid_to_ir
 from kir.spec.sizeexpr import eval_size_expr
 
@@ -69,38 +69,32 @@ class CoarsenThreads(BaseRule):
 
     name = "coarsen-threads"
     site_key = "dim"
-    params = (ParamSpace("factor", (2, 4)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    @dataclass(frozen=True)
+    class Params:
+        factor: int = choice(2, 4)
+
+    def candidates(self, kernel: Kernel) -> list[str]:
         return [d for i, d in enumerate("xy") if kernel.launch.grid[i].strip() != "1"]
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def plan(self, kernel: Kernel, site: str) -> _Plan:
+        return _plan(kernel)
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        if site not in ("x", "y"):
-            return NotApplicable(f"no grid dimension {site!r}")
-        factor = int(params.get("factor", 2))  # type: ignore[arg-type]
+        site, factor, plan = match.site, params.factor, match.plan
         axis = "xyz".index(site)
         old = kernel.launch.grid[axis]
+        # The number of blocks is known at the spec's sizes only (the context).
         try:
             count = int(eval_size_expr(old, dict(ctx.sizes)))
         except KirError as exc:
             return NotApplicable(f"grid.{site} = {old!r} is not known: {exc}")
         if count <= 1:
             return NotApplicable(f"grid.{site} has {count} block(s)")
-        allocs = [s for s in kernel.body.stmts if isinstance(s, Alloc)]
-        rest = [s for s in kernel.body.stmts if not isinstance(s, Alloc)]
-        if any(isinstance(n, Alloc) for s in rest for n in s.walk()):
-            return NotApplicable("a shared or local array is declared below the top level")
-        barriers = any(isinstance(n, Barrier) for n in kernel.body.walk())
-        has_return = any(isinstance(n, Return) for n in kernel.body.walk())
-        if has_return and barriers:
-            return NotApplicable("the kernel returns early and synchronizes")
-        body = Block(tuple(rest))
-        if has_return:
-            converted = _returns_to_continue(body)
-            if converted is None:
-                return NotApplicable("a return inside a loop cannot become a continue")
-            body = converted
+        if plan.refusal is not None:
+            return plan.refusal
+        allocs, rest, barriers, body = plan.allocs, plan.rest, plan.barriers, plan.body
         c = analysis.fresh_name(kernel, "coarse")
         b = analysis.fresh_name(kernel, f"block_{site}", {c})
         bvar = Var(b, U32)
@@ -140,6 +134,43 @@ class CoarsenThreads(BaseRule):
             kernel, body=Block(tuple(allocs) + tuple(prelude) + (loop,), loc=kernel.body.loc),
             launch=dataclasses.replace(kernel.launch, grid=tuple(grid),
                                        specialized=specialized))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The kernel's top-level arrays, its other statements and their body as the coarsening
+    loop will run it (returns turned into continues), whether it synchronizes, and why it
+    cannot be coarsened (None: it can). The refusal is kept in the plan rather than returned
+    by the analysis so that the rule lists the same sites as before protocol v2 (issue 11
+    tightens that separately)."""
+
+    allocs: list[Alloc]
+    rest: list[Stmt]
+    barriers: bool
+    body: Block
+    refusal: NotApplicable | None = None
+
+
+def _plan(kernel: Kernel) -> _Plan:
+    """The body split for coarsening (the same along every grid dimension)."""
+    allocs = [s for s in kernel.body.stmts if isinstance(s, Alloc)]
+    rest = [s for s in kernel.body.stmts if not isinstance(s, Alloc)]
+    barriers = any(isinstance(n, Barrier) for n in kernel.body.walk())
+    body = Block(tuple(rest))
+
+    def refused(reason: str) -> _Plan:
+        return _Plan(allocs, rest, barriers, body, NotApplicable(reason))
+    if any(isinstance(n, Alloc) for s in rest for n in s.walk()):
+        return refused("a shared or local array is declared below the top level")
+    has_return = any(isinstance(n, Return) for n in kernel.body.walk())
+    if has_return and barriers:
+        return refused("the kernel returns early and synchronizes")
+    if has_return:
+        converted = _returns_to_continue(body)
+        if converted is None:
+            return refused("a return inside a loop cannot become a continue")
+        body = converted
+    return _Plan(allocs, rest, barriers, body)
 
 
 RULES = [CoarsenThreads()]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir.analysis import canonical, declared_names, has_matrix_stmts, has_own_exit, single_defs
 from kir.analysis.loop_edits import Namer
@@ -32,13 +32,9 @@ from kir.ir import (
     While,
     transform,
 )
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 
 AXES = "xyz"
-
-
-class _Refuse(Exception):
-    """Raised inside the rewrite when a shape is not (known to be) legal."""
 
 
 class MergeThreads(BaseRule):
@@ -80,36 +76,55 @@ class MergeThreads(BaseRule):
 
     name = "merge-threads"
     site_key = "dim"
-    params = (ParamSpace("factor", (2, 4, 8)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    @dataclass(frozen=True)
+    class Params:
+        factor: int = choice(2, 4, 8)
+
+    def candidates(self, kernel: Kernel) -> list[str]:
         block = kernel.launch.block
         return [d for i, d in enumerate(AXES) if block[i] > 1 and block[i] % 2 == 0]
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def plan(self, kernel: Kernel, site: str) -> _Plan:
+        unsupported = _unsupported(kernel)
+        if unsupported:  # (no need for the taint)
+            return _Plan(set(), set(), NotApplicable(unsupported))
+        tainted = _dim_tainted(kernel, site)
+        problem = _barrier_problem(kernel.body.stmts, True, _Varies(site, tainted))
+        return _Plan(tainted, _shareable(kernel, tainted),
+                     NotApplicable(problem) if problem else None)
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        if site not in AXES:
-            return NotApplicable(f"no block dimension {site!r}")
-        factor = int(params.get("factor", 2))  # type: ignore[arg-type]
+        site, factor, plan = match.site, params.factor, match.plan
         axis = AXES.index(site)
         old = kernel.launch.block[axis]
         if not isinstance(old, int):
             return NotApplicable(f"block.{site} = {old!r} is not a compile-time constant")
         if old <= 1 or old % factor:
             return NotApplicable(f"block.{site} = {old} is not divisible by factor {factor}")
-        reason = _unsupported(kernel)
-        if reason:
-            return NotApplicable(reason)
-        merger = _Merger(kernel, site, factor, old)
-        try:
-            stmts = merger.level(kernel.body.stmts, top=True)
-        except _Refuse as exc:
-            return NotApplicable(str(exc))
+        if plan.refusal is not None:
+            return plan.refusal
+        merger = _Merger(kernel, site, factor, old, plan)
+        stmts = merger.level(kernel.body.stmts)
         block = list(kernel.launch.block)
         block[axis] = old // factor
         return dataclasses.replace(
             kernel, body=Block(tuple(stmts), kernel.body.loc),
             launch=dataclasses.replace(kernel.launch, block=tuple(block)))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the rewrite along one block dimension needs: the locals that differ between the
+    threads merged, those one declaration serves for all copies, and why the kernel cannot
+    be merged (None: it can). The refusal is kept in the plan rather than returned by the
+    analysis so that the rule lists the same sites as before protocol v2 (issue 11 tightens
+    that separately)."""
+
+    tainted: set[str]
+    shareable: set[str]
+    refusal: NotApplicable | None
 
 
 def _unsupported(kernel: Kernel) -> str | None:
@@ -125,6 +140,47 @@ def _unsupported(kernel: Kernel) -> str | None:
             return "the kernel synchronizes a warp (__syncwarp)"
     if any(isinstance(n, Return) for n in kernel.body.walk()):
         return "the kernel has a return (one merged thread's exit would end the others)"
+    return None
+
+
+class _Varies:
+    """Whether an expression may differ between the threads merged along ``dim``."""
+
+    def __init__(self, dim: str, tainted: set[str]) -> None:
+        self.dim, self.tainted = dim, tainted
+
+    def __call__(self, e: Expr) -> bool:
+        return any(isinstance(n, Special) and n.kind == "thread" and n.axis == self.dim
+                   or isinstance(n, Load) or isinstance(n, Var) and n.name in self.tainted
+                   for n in e.walk())
+
+
+def _barrier_problem(stmts: tuple[Stmt, ...], top: bool, varies: _Varies) -> str | None:
+    """Why the barriers in ``stmts`` cannot stay where they are for all copies, or None: a
+    barrier may sit at top level or in ``for`` loops with uniform bounds, no exit of their own
+    and an unwritten counter (the loops :meth:`_Merger.level` keeps as one loop); shared
+    arrays are declared at the top level only."""
+    for s in stmts:
+        if isinstance(s, Alloc) and s.space == "shared":
+            if not top:
+                return f"shared array {s.name} is declared below the top level"
+        elif isinstance(s, Barrier) or not _has_barrier(s):
+            continue
+        elif not isinstance(s, For):
+            kind = "an if" if isinstance(s, If) else "a while loop" if isinstance(s, While) \
+                else "a nested block"
+            return (f"a barrier sits inside {kind}; only for loops with uniform bounds may "
+                    f"hold barriers")
+        elif any(varies(e) for e in (s.init, s.cond, s.update)):
+            return f"loop {s.label} holds a barrier and its bounds depend on thread.{varies.dim}"
+        elif has_own_exit(s):
+            return f"loop {s.label} holds a barrier and has break/continue"
+        elif any(isinstance(n, (Assign, Declare)) and n.name == s.var for n in s.body.walk()):
+            return f"loop {s.label} holds a barrier and writes its counter"
+        else:
+            inner = _barrier_problem(s.body.stmts, False, varies)
+            if inner:
+                return inner
     return None
 
 
@@ -190,13 +246,14 @@ def _has_barrier(node: Node) -> bool:
 
 class _Merger:
     """One application: walks the body in program order, deciding per statement whether it
-    is replicated, shared, kept as one loop (has barriers) or jammed."""
+    is replicated, shared, kept as one loop (has barriers) or jammed. The plan's analysis
+    has checked that every barrier sits where it can stay (:func:`_barrier_problem`)."""
 
-    def __init__(self, kernel: Kernel, dim: str, factor: int, old: int) -> None:
+    def __init__(self, kernel: Kernel, dim: str, factor: int, old: int, plan: _Plan) -> None:
         self.dim, self.factor, self.old, self.new = dim, factor, old, old // factor
         self.namer = Namer(kernel)
-        self.tainted = _dim_tainted(kernel, dim)
-        self.shareable = _shareable(kernel, self.tainted)
+        self.shareable = plan.shareable
+        self.varies = _Varies(dim, plan.tainted)
         local_arrays = {n.name for n in kernel.body.walk()
                         if isinstance(n, Alloc) and n.space != "shared"}
         self.renamable = (declared_names(kernel.body) | local_arrays) - {
@@ -207,14 +264,12 @@ class _Merger:
 
     # ------------------------------------------------------------------ structure
 
-    def level(self, stmts: list[Stmt] | tuple[Stmt, ...], top: bool = False) -> list[Stmt]:
+    def level(self, stmts: list[Stmt] | tuple[Stmt, ...]) -> list[Stmt]:
         """A statement list that may hold barriers: barrier-free runs become segments."""
         out: list[Stmt] = []
         run: list[Stmt] = []
         for s in stmts:
-            if isinstance(s, Alloc) and s.space == "shared":
-                if not top:
-                    raise _Refuse(f"shared array {s.name} is declared below the top level")
+            if isinstance(s, Alloc) and s.space == "shared":  # (only at the top level)
                 out += self.segment(run)
                 run = []
                 out.append(s)  # one per block, not per thread
@@ -231,19 +286,9 @@ class _Merger:
         return out + self.segment(run)
 
     def kept_loop(self, s: Stmt) -> For:
-        """A loop with a barrier inside stays one loop, run in step by all copies."""
-        if not isinstance(s, For):
-            kind = "an if" if isinstance(s, If) else "a while loop" if isinstance(s, While) \
-                else "a nested block"
-            raise _Refuse(f"a barrier sits inside {kind}; only for loops with uniform "
-                          f"bounds may hold barriers")
-        if any(self.varies(e) for e in (s.init, s.cond, s.update)):
-            raise _Refuse(f"loop {s.label} holds a barrier and its bounds depend on "
-                          f"thread.{self.dim}")
-        if has_own_exit(s):
-            raise _Refuse(f"loop {s.label} holds a barrier and has break/continue")
-        if any(isinstance(n, (Assign, Declare)) and n.name == s.var for n in s.body.walk()):
-            raise _Refuse(f"loop {s.label} holds a barrier and writes its counter")
+        """A loop with a barrier inside stays one loop, run in step by all copies (a ``for``
+        with uniform bounds: :func:`_barrier_problem` refused the others)."""
+        assert isinstance(s, For)
         return self.one_loop(s, self.level)
 
     def one_loop(self, s: For, split) -> For:
@@ -289,11 +334,6 @@ class _Merger:
         return out
 
     # ------------------------------------------------------------------ per-copy rewrite
-
-    def varies(self, e: Expr) -> bool:
-        return any(isinstance(n, Special) and n.kind == "thread" and n.axis == self.dim
-                   or isinstance(n, Load) or isinstance(n, Var) and n.name in self.tainted
-                   for n in e.walk())
 
     def name(self, old: str, c: int) -> str:
         if old not in self.renamable or old in self.single:

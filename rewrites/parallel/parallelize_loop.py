@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir.rewrites.parallel.blocks import block_private_buffers, cross_iteration_conflicts
 
@@ -30,7 +30,7 @@ from kir.ir import (
 )
 from kir.ir.fold import fold_expr
 from kir.ir.types import PointerType
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
 from kir.spec.sizeexpr import eval_size_expr
 
 
@@ -40,12 +40,10 @@ def _shared_names(kernel: Kernel) -> set[str]:
                     if isinstance(p.type, PointerType) and p.type.space == "shared"}
 
 
-def _trip_count(kernel: Kernel, loop: For, ctx: RuleContext) -> tuple[str, int] | None:
+def _trip_count(kernel: Kernel, canon: analysis.CanonicalLoop,
+                ctx: RuleContext) -> tuple[str, int] | None:
     """The trip count as a grid string: a size name when the bound is a scalar parameter
     named like a size with that value, else the number under ``ctx``'s values."""
-    canon = analysis.canonical(loop)
-    if canon is None:
-        return None
     values = dict(ctx.sizes)
     values.update({k: v for k, v in ctx.scalars.items()})
     defs = single_defs(kernel)
@@ -78,7 +76,7 @@ def _evaluates_to(expr: str, sizes, value: int) -> bool:
         return False
 
 
-class ParallelizeLoop(BaseRule):
+class ParallelizeLoop(LoopRule):
     """Turn an independent serial loop at the top of the kernel into a grid dimension.
 
     CUDA practice: FlashAttention-2 (Dao 2023, section 3.2, "parallelism over the sequence
@@ -100,47 +98,52 @@ class ParallelizeLoop(BaseRule):
     """
 
     name = "parallelize-loop"
-    site_key = "loop"
-    params = (ParamSpace("dim", ("z", "y")),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [s.label for s in kernel.body.stmts
-                if isinstance(s, For) and analysis.canonical(s) is not None]
+    @dataclass(frozen=True)
+    class Params:
+        dim: str = choice("z", "y")
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        dim = str(params.get("dim", "z"))
-        axis = "xyz".index(dim)
+    def candidates(self, kernel: Kernel) -> list[str]:
+        # Only a loop at the top of the body can spread over blocks.
+        return [s.label for s in kernel.body.stmts if isinstance(s, For)]
+
+    def plan_loop(self, kernel: Kernel, loop: For) -> _Plan | NotApplicable:
         stmts = kernel.body.stmts
-        index = next((i for i, s in enumerate(stmts)
-                      if isinstance(s, For) and s.label == site), None)
+        index = next((i for i, s in enumerate(stmts) if s is loop), None)
         if index is None:
-            return NotApplicable(f"{site} is not a loop at the top of the kernel body")
-        loop = stmts[index]
-        assert isinstance(loop, For)
+            return NotApplicable(f"{loop.label} is not a loop at the top of the kernel body")
+        canon = analysis.canonical(loop)
+        if canon is None:
+            return NotApplicable(f"{loop.label} is not a counted loop")
+        # The axes whose block index or grid size the kernel reads (the first such read).
+        read: dict[str, str] = {}
+        for n in kernel.body.walk():
+            if isinstance(n, Special) and n.kind in ("block", "grid_dim"):
+                read.setdefault(n.axis, n.kind)
+        shared = _shared_names(kernel)
+        return _Plan(index, canon, read, shared, _shape_problem(kernel, index, shared))
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        plan: _Plan = match.plan
+        dim, site = params.dim, match.site
+        axis = "xyz".index(dim)
         if kernel.launch.grid[axis].strip() != "1":
             return NotApplicable(f"the grid's {dim} is already {kernel.launch.grid[axis]!r}")
-        for n in kernel.body.walk():
-            if isinstance(n, Special) and n.kind in ("block", "grid_dim") and n.axis == dim:
-                return NotApplicable(f"the kernel already uses {n.kind}.{dim}")
-        if any(not isinstance(s, Barrier) for s in stmts[index + 1:]):
-            return NotApplicable(f"code after {site} would run once per iteration")
-        shared = _shared_names(kernel)
-        for s in stmts[:index]:
-            for n in s.walk():
-                if isinstance(n, (Store, Atomic)) and n.buffer not in shared:
-                    return NotApplicable(f"global writes before {site} would repeat per block")
-        if any(isinstance(n, Return) for n in loop.body.walk()):
-            return NotApplicable(f"{site} returns from the kernel")
-        if analysis.has_own_exit(loop):
-            return NotApplicable(f"{site} has a break or continue of its own")
-        trip = _trip_count(kernel, loop, ctx)
+        if dim in plan.grid_reads:
+            return NotApplicable(f"the kernel already uses {plan.grid_reads[dim]}.{dim}")
+        if plan.refusal is not None:
+            return plan.refusal
+        stmts = kernel.body.stmts
+        index, canon = plan.index, plan.canon
+        loop = canon.loop
+        # The trip count and the dependences are judged at the spec's values (the context).
+        trip = _trip_count(kernel, canon, ctx)
         if trip is None:
             return NotApplicable(f"the trip count of {site} is not known from the spec")
-        why = _dependence(kernel, loop, ctx, shared)
+        why = _dependence(kernel, loop, ctx, plan.shared)
         if why:
             return NotApplicable(why)
-        canon = analysis.canonical(loop)
         t = loop.type
         idx = Cast(Special("block", dim), t)
         value = fold_expr(Binary("+", canon.start,
@@ -156,6 +159,40 @@ class ParallelizeLoop(BaseRule):
         launch = dataclasses.replace(kernel.launch, grid=tuple(grid),
                                      specialized=kernel.launch.specialized or baked)
         return dataclasses.replace(kernel, body=body, launch=launch)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A canonical loop at position ``index`` of the kernel body, what the kernel reads of
+    the grid, its shared arrays, and why the loop's place forbids the rewrite (None: it does
+    not). The refusal is kept in the plan rather than returned by the analysis so that the
+    rule lists the same sites as before protocol v2 (issue 11 tightens that separately)."""
+
+    index: int
+    canon: analysis.CanonicalLoop
+    grid_reads: dict[str, str]  # axis -> "block" or "grid_dim", the first read of either
+    shared: set[str]
+    refusal: NotApplicable | None
+
+
+def _shape_problem(kernel: Kernel, index: int, shared: set[str]) -> NotApplicable | None:
+    """Why the loop at top-level position ``index`` cannot spread over blocks, whatever the
+    spec's values: code after it, global writes before it, exits from it."""
+    stmts = kernel.body.stmts
+    loop = stmts[index]
+    assert isinstance(loop, For)
+    site = loop.label
+    if any(not isinstance(s, Barrier) for s in stmts[index + 1:]):
+        return NotApplicable(f"code after {site} would run once per iteration")
+    for s in stmts[:index]:
+        for n in s.walk():
+            if isinstance(n, (Store, Atomic)) and n.buffer not in shared:
+                return NotApplicable(f"global writes before {site} would repeat per block")
+    if any(isinstance(n, Return) for n in loop.body.walk()):
+        return NotApplicable(f"{site} returns from the kernel")
+    if analysis.has_own_exit(loop):
+        return NotApplicable(f"{site} has a break or continue of its own")
+    return None
 
 
 def _dependence(kernel: Kernel, loop: For, ctx: RuleContext, shared: set[str]) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from dataclasses import dataclass
 
 from kir import analysis
 from kir.ir import (
@@ -23,7 +23,7 @@ from kir.ir import (
     Store,
     Var,
 )
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 
 _THREADISH = ("thread", "lane", "warp")
 
@@ -104,51 +104,77 @@ class ResizeBlock(BaseRule):
 
     name = "resize-block"
     site_key = "site"
-    params = (ParamSpace("threads", (64, 128, 256, 512, 1024)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
+    @dataclass(frozen=True)
+    class Params:
+        threads: int = choice(64, 128, 256, 512, 1024)
+
+    def candidates(self, kernel: Kernel) -> list[str]:
         return ["kernel"] if kernel.launch.block[1:] == (1, 1) else []
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def plan(self, kernel: Kernel, site: str) -> list[str | _SharedLimit]:
+        return _limits(kernel)
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        threads = int(params.get("threads", 64))  # type: ignore[arg-type]
+        threads = params.threads
         old = kernel.launch.block[0]
-        if site != "kernel" or kernel.launch.block[1:] != (1, 1):
-            return NotApplicable("the block is not one-dimensional")
         if threads == old:
             return NotApplicable(f"the block already has {old} threads")
-        suspicious = {old, 2 * old} | ({old // 32} if old >= 64 else set())
-        for n in kernel.body.walk():
-            if isinstance(n, Const) and isinstance(n.value, int) \
-                    and not isinstance(n.value, bool) and n.value in suspicious:
-                return NotApplicable(f"the constant {n.value} hard-codes the block size {old}")
-        env = _deps(kernel)
-        for n in kernel.body.walk():
-            if isinstance(n, Binary) and n.op == "*" and getattr(n.type, "is_int", False):
-                a, b = _kinds(n.left, env), _kinds(n.right, env)
-                if ("block" in a and b & {"dim", "thread"}) or ("block" in b and a & {"dim",
-                                                                                     "thread"}):
-                    return NotApplicable("the kernel indexes the grid by thread; the grid "
-                                         "would change with the block size")
-        strided = _strided_vars(kernel, env)
-        shared = {n.name: n for n in kernel.body.walk() if isinstance(n, Alloc)
-                  and n.space == "shared"}
-        for n in kernel.body.walk():
-            if not isinstance(n, (Load, Store, Atomic)):
-                continue
-            kinds = _kinds_excluding(n.index, env, strided)
-            if n.buffer in shared:
-                alloc = shared[n.buffer]
-                if alloc.dynamic:
-                    return NotApplicable(f"dynamic shared {n.buffer!r} is sized by the launch")
-                if "thread" in kinds and alloc.size < threads:
-                    return NotApplicable(f"shared {n.buffer!r} ({alloc.size}) is indexed by "
-                                         f"thread and smaller than {threads}")
-            elif kernel.param(n.buffer) is not None and "thread" in kinds:
-                return NotApplicable(f"{n.buffer!r} is indexed by thread outside a "
-                                     "block-stride loop")
+        for limit in match.plan:
+            if isinstance(limit, str):
+                return NotApplicable(limit)
+            if limit.size < threads:
+                return NotApplicable(f"shared {limit.buffer!r} ({limit.size}) is indexed by "
+                                     f"thread and smaller than {threads}")
         launch = dataclasses.replace(kernel.launch, block=(threads, 1, 1))
         return dataclasses.replace(kernel, launch=launch)
+
+
+@dataclass(frozen=True)
+class _SharedLimit:
+    """A shared array indexed by thread: the block may have at most ``size`` threads."""
+
+    buffer: str
+    size: int
+
+
+def _limits(kernel: Kernel) -> list[str | _SharedLimit]:
+    """What bounds the new block size, in program order: the shared arrays indexed by thread,
+    ending with why no size fits (a reason) when some shape rules every size out. The reason
+    is kept in the plan rather than returned by the analysis so that the rule lists the same
+    sites as before protocol v2 (issue 11 tightens that separately)."""
+    old = kernel.launch.block[0]
+    suspicious = {old, 2 * old} | ({old // 32} if old >= 64 else set())
+    for n in kernel.body.walk():
+        if isinstance(n, Const) and isinstance(n.value, int) \
+                and not isinstance(n.value, bool) and n.value in suspicious:
+            return [f"the constant {n.value} hard-codes the block size {old}"]
+    env = _deps(kernel)
+    for n in kernel.body.walk():
+        if isinstance(n, Binary) and n.op == "*" and getattr(n.type, "is_int", False):
+            a, b = _kinds(n.left, env), _kinds(n.right, env)
+            if ("block" in a and b & {"dim", "thread"}) or ("block" in b and a & {"dim",
+                                                                                 "thread"}):
+                return [("the kernel indexes the grid by thread; the grid would change with "
+                         "the block size")]
+    strided = _strided_vars(kernel, env)
+    shared = {n.name: n for n in kernel.body.walk() if isinstance(n, Alloc)
+              and n.space == "shared"}
+    limits: list[str | _SharedLimit] = []
+    for n in kernel.body.walk():
+        if not isinstance(n, (Load, Store, Atomic)):
+            continue
+        kinds = _kinds_excluding(n.index, env, strided)
+        if n.buffer in shared:
+            alloc = shared[n.buffer]
+            if alloc.dynamic:
+                return limits + [f"dynamic shared {n.buffer!r} is sized by the launch"]
+            if "thread" in kinds:
+                limits.append(_SharedLimit(n.buffer, alloc.size))
+        elif kernel.param(n.buffer) is not None and "thread" in kinds:
+            return limits + [f"{n.buffer!r} is indexed by thread outside a block-stride loop"]
+    return limits
 
 
 def _kinds_excluding(e: Expr, env: dict[str, set[str]], strided: set[str]) -> set[str]:

@@ -3,16 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
 
-from kir.analysis import (
-    assigned_vars,
-    buffers_written,
-    canonical,
-    declared_names,
-    find_loop,
-    used_vars,
-)
+from kir.analysis import assigned_vars, buffers_written, canonical, declared_names, used_vars
 from kir.ir import (
     Alloc,
     Assign,
@@ -34,20 +26,22 @@ from kir.ir import (
     WarpReduce,
 )
 from kir.ir.types import F32
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
 
 WARP = 32
 
 
 @dataclass(frozen=True)
 class Recurrence:
-    """``h = a_t * h + b_t`` at top-level position ``index`` of ``loop``'s body."""
+    """``h = a_t * h + b_t`` at top-level position ``index`` of ``loop``'s body; ``stores``:
+    the buffers the loop stores to."""
 
     loop: For
     h: str
     index: int
     a: Expr
     b: Expr
+    stores: frozenset[str] = frozenset()
 
 
 def _linear(value: Expr, h: str) -> tuple[Expr, Expr] | None:
@@ -64,12 +58,10 @@ def _linear(value: Expr, h: str) -> tuple[Expr, Expr] | None:
     return None
 
 
-def _kernel_problem(kernel: Kernel, block: int, seqs: int) -> str | None:
+def _kernel_problem(kernel: Kernel) -> str | None:
     """Why the kernel's threads cannot each become a warp, or None."""
     if kernel.launch.block[1] != 1 or kernel.launch.block[2] != 1:
         return "the launch block is not one-dimensional"
-    if block % seqs or WARP * seqs > 1024:
-        return f"{seqs} sequences per block do not divide a block of {block} threads"
     for n in kernel.body.walk():
         if isinstance(n, (Shuffle, WarpReduce, Barrier)) or (
                 isinstance(n, Special) and n.kind in ("lane", "warp", "warp_size")):
@@ -79,14 +71,17 @@ def _kernel_problem(kernel: Kernel, block: int, seqs: int) -> str | None:
     return None
 
 
-def match(kernel: Kernel, label: str, ctx: RuleContext | None = None, *,
-          check_stores: bool = True) -> Recurrence | str:
-    """The single linear recurrence carried by loop ``label``, or why there is none.
-    ``check_stores`` runs the dependence test on stores in the loop (it needs the spec's
-    scalar values from ``ctx``; ``sites`` skips it, ``apply`` runs it)."""
-    loop = find_loop(kernel, label)
-    if loop is None:
-        return f"no loop {label}"
+def _seqs_problem(block: int, seqs: int) -> str | None:
+    """Why ``seqs`` warps (one per original thread) cannot share a block, or None."""
+    if block % seqs or WARP * seqs > 1024:
+        return f"{seqs} sequences per block do not divide a block of {block} threads"
+    return None
+
+
+def recurrence(kernel: Kernel, loop: For) -> Recurrence | str:
+    """The single linear recurrence carried by ``loop``, or why there is none. Whether its
+    stores are independent is judged by :func:`_stores_carried` with the spec's values."""
+    label = loop.label
     c = canonical(loop)
     if c is None or c.step != 1:
         return f"loop {label} is not a counted loop with step 1"
@@ -120,23 +115,21 @@ def match(kernel: Kernel, label: str, ctx: RuleContext | None = None, *,
         return "a buffer the loop writes is read elsewhere in the kernel"
     if any(isinstance(n, Atomic) for n in outside):
         return "an atomic outside the loop would run once per lane"
-    stores = {n.buffer for n in body.walk() if isinstance(n, Store)}
-    if stores and check_stores and _stores_carried(kernel, label, stores, ctx):
-        return "stores in the loop may hit one element from different iterations"
-    return Recurrence(loop, h, index, found[0], found[1])
+    stores = frozenset(n.buffer for n in body.walk() if isinstance(n, Store))
+    return Recurrence(loop, h, index, found[0], found[1], stores)
 
 
 def _inside(node, loop: For) -> bool:
     return any(node is n for n in loop.walk())
 
 
-def _stores_carried(kernel: Kernel, label: str, stores: set[str],
-                    ctx: RuleContext | None) -> bool:
-    """Whether an output dependence on a stored buffer may be carried by the loop."""
+def _stores_carried(kernel: Kernel, label: str, stores: frozenset[str],
+                    ctx: RuleContext) -> bool:
+    """Whether an output dependence on a stored buffer may be carried by the loop (at the
+    spec's scalar values: they bound the indices)."""
     from kir.analysis.deps import all_deps, dependence_graph
 
-    assume = {k: int(v) for k, v in (ctx.scalars if ctx else {}).items()
-              if float(v).is_integer()}
+    assume = {k: int(v) for k, v in ctx.scalars.items() if float(v).is_integer()}
     try:
         graph = dependence_graph(kernel, label, assume=assume, cross_thread=False)
     except Exception:  # an analysis gap is not the user's error: stay conservative
@@ -145,7 +138,7 @@ def _stores_carried(kernel: Kernel, label: str, stores: set[str],
                for d in all_deps(graph))
 
 
-class ParallelScan(BaseRule):
+class ParallelScan(LoopRule):
     """Run a per-thread linear recurrence h = a_t * h + b_t as a warp-wide parallel scan.
 
     Encodes the associative-scan formulation of linear recurrences (Blelloch 1990, "Prefix
@@ -175,29 +168,31 @@ class ParallelScan(BaseRule):
     """
 
     name = "parallel-scan"
-    site_key = "loop"
-    params = (ParamSpace("seqs", (4, 8, 2, 1)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        if _kernel_problem(kernel, kernel.launch.block[0], 1):
-            return []
-        return [n.label for n in kernel.body.walk()
-                if isinstance(n, For)
-                and isinstance(match(kernel, n.label, check_stores=False), Recurrence)]
+    @dataclass(frozen=True)
+    class Params:
+        seqs: int = choice(4, 8, 2, 1)
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
+    def plan_loop(self, kernel: Kernel, loop: For) -> Recurrence | NotApplicable:
+        problem = _kernel_problem(kernel)
+        if problem:
+            return NotApplicable(problem)
+        found = recurrence(kernel, loop)
+        return NotApplicable(found) if isinstance(found, str) else found
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
         from kir.rewrites.scan.build import build
 
-        seqs = int(params.get("seqs", 4))  # type: ignore[arg-type]
-        block = kernel.launch.block[0]
-        problem = _kernel_problem(kernel, block, seqs)
+        found: Recurrence = match.plan
+        problem = _seqs_problem(kernel.launch.block[0], params.seqs)
         if problem:
             return NotApplicable(problem)
-        found = match(kernel, site, ctx)
-        if isinstance(found, str):
-            return NotApplicable(found)
-        return build(kernel, found, seqs)
+        # The dependence test needs the spec's scalar values (the context).
+        if found.stores and _stores_carried(kernel, match.site, found.stores, ctx):
+            return NotApplicable("stores in the loop may hit one element from different "
+                                 "iterations")
+        return build(kernel, found, params.seqs)
 
 
 RULES = [ParallelScan()]

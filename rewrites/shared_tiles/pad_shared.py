@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import dataclass
 
-from kir.rewrites.shared_tiles.tiles import add, relayout, scale, tile_at, tile_sites
+from kir.rewrites.shared_tiles.tiles import TileForm, TileRule, add, relayout, scale
 
 from kir.ir import Kernel
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import Match, RuleContext, choice
 
 
-class PadShared(BaseRule):
+class PadShared(TileRule):
     """Pad the rows of a 2-D shared tile ``t[R][C]`` to pitch ``C + pad`` (bank conflicts).
 
     CUDA practice: shared memory is split into 32 banks of 4-byte words; threads of a warp
@@ -26,19 +26,14 @@ class PadShared(BaseRule):
     """
 
     name = "pad-shared"
-    site_key = "buffer"
-    params = (ParamSpace("pad", (1,)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return tile_sites(kernel)
+    @dataclass(frozen=True)
+    class Params:
+        pad: int = choice(1)
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        form = tile_at(kernel, site)
-        if isinstance(form, str):
-            return NotApplicable(form)
-        pad = int(params.get("pad", 1))  # type: ignore[arg-type]
-        pitch = form.cols + pad
+    def apply(self, kernel: Kernel, match: Match, params: Params, ctx: RuleContext) -> Kernel:
+        form: TileForm = match.plan
+        pitch = form.cols + params.pad
         return relayout(kernel, form, lambda row, col: add(scale(row, pitch), col),
                         form.rows * pitch)
 

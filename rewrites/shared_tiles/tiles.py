@@ -1,5 +1,6 @@
 """2-D shared tiles: recognizing ``t[r * C + c]`` accesses of a flattened array and rebuilding
-their indices with another layout (used by pad-shared and transpose-shared).
+their indices with another layout. :class:`TileRule` is what pad-shared and transpose-shared
+share: their sites, their one analysis (:func:`tile_form`) and the rewrite they parametrize.
 
 An index is taken apart as a polynomial (:mod:`kir.analysis.affine`) over the variables it names
 (no substitution, so the rebuilt index reads the same variables at the same place). Monomials
@@ -11,12 +12,12 @@ with constant bounds and single-definition locals built from those.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 from kir.analysis import canonical, loops, single_defs
 from kir.analysis.affine import Poly, to_poly
-from kir.analysis.memory import index_poly, matrix_buffers
+from kir.analysis.memory import find_alloc, index_poly, matrix_buffers
 from kir.ir import (
     Alloc,
     Atomic,
@@ -33,6 +34,7 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import I32, ScalarType
+from kir.rules import BaseRule, NotApplicable
 
 Interval = tuple[int, int]
 
@@ -44,6 +46,8 @@ class TileForm:
     alloc: Alloc
     rows: int
     cols: int
+    # Each access's index (as written) taken apart: index -> (row, column) polynomials.
+    parts: Mapping[Expr, tuple[Poly, Poly]] = field(default_factory=dict, compare=False)
 
 
 def atom_ranges(kernel: Kernel) -> Callable[[str], Interval | None]:
@@ -143,8 +147,14 @@ def tile_form(kernel: Kernel, name: str) -> TileForm | str:
     for cols in sorted(candidates, reverse=True):
         if alloc.size % cols or alloc.size == cols:
             continue
-        if all(split_index(n.index, cols, rng) is not None for n in accesses):
-            return TileForm(alloc, alloc.size // cols, cols)
+        parts = {}
+        for n in accesses:
+            split = split_index(n.index, cols, rng)
+            if split is None:
+                break
+            parts[n.index] = split
+        else:
+            return TileForm(alloc, alloc.size // cols, cols, parts)
     return f"no access form t[r * C + c] with c < C fits every access of {name}"
 
 
@@ -177,14 +187,12 @@ def _atom(atom: str) -> Expr:
 def relayout(kernel: Kernel, form: TileForm, new_index: Callable[[Poly, Poly], Poly],
              new_size: int) -> Kernel:
     """Rewrite every access of the tile with ``new_index(row, col)`` and resize its Alloc."""
-    rng = atom_ranges(kernel)
     name = form.alloc.name
 
     def visit(n: Node) -> Node | None:
         if isinstance(n, (Load, Store, Atomic)) and n.buffer == name:
-            parts = split_index(n.index, form.cols, rng)
-            assert parts is not None  # tile_form checked every access
-            return _with_index(n, poly_expr(new_index(*parts)))
+            # tile_form split every access; no access's index holds another (not affine).
+            return _with_index(n, poly_expr(new_index(*form.parts[n.index])))
         if isinstance(n, Alloc) and n.name == name:
             return _replace(n, size=new_size)
         return None
@@ -210,21 +218,25 @@ def _replace(n: Node, **changes) -> Node:
     return dataclasses.replace(n, **changes)  # type: ignore[type-var]
 
 
-__all__ = ["TileForm", "tile_form", "relayout", "scale", "add", "poly_expr", "split_index",
-           "atom_ranges", "poly_range"]
+class TileRule(BaseRule):
+    """A re-layout of 2-D shared tiles (pad-shared, transpose-shared). Sites are buffers; the
+    analysis recognizes the tile form once (:func:`tile_form`), and ``apply`` receives the
+    :class:`TileForm` as its plan to hand to :func:`relayout` with the new layout."""
+
+    site_key = "buffer"
+
+    def candidates(self, kernel: Kernel) -> list[str]:
+        # Buffer parameters too, so that naming one says why it is not a tile; only shared
+        # arrays (in the order of the body) can pass.
+        return [p.name for p in kernel.params if p.is_buffer] + \
+            [n.name for n in kernel.body.walk() if isinstance(n, Alloc)]
+
+    def plan(self, kernel: Kernel, site: str) -> TileForm | NotApplicable:
+        if find_alloc(kernel, site) is None:
+            return NotApplicable(f"no shared array {site}")
+        form = tile_form(kernel, site)
+        return NotApplicable(form) if isinstance(form, str) else form
 
 
-def tile_sites(kernel: Kernel) -> list[str]:
-    """Shared arrays every access of which has the 2-D tile form (sites of tile re-layouts)."""
-    return [n.name for n in kernel.body.walk()
-            if isinstance(n, Alloc) and isinstance(tile_form(kernel, n.name), TileForm)]
-
-
-def tile_at(kernel: Kernel, name: str) -> TileForm | str:
-    """The tile form of shared array ``name``, or why there is none (or no such array)."""
-    from kir.analysis.memory import find_alloc
-
-    if find_alloc(kernel, name) is None:
-        return f"no shared array {name}"
-    return tile_form(kernel, name)
-
+__all__ = ["TileForm", "TileRule", "tile_form", "relayout", "scale", "add", "poly_expr",
+           "split_index", "atom_ranges", "poly_range"]

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Mapping
-
-from kir.rewrites.shared_tiles.tiles import add, relayout, scale, tile_at, tile_sites
+from kir.rewrites.shared_tiles.tiles import TileForm, TileRule, add, relayout, scale
 
 from kir.ir import Kernel
-from kir.rules import BaseRule, NotApplicable, RuleContext
+from kir.rules import Match, NoParams, RuleContext
 
 
-class TransposeShared(BaseRule):
+class TransposeShared(TileRule):
     """Store a shared tile ``t[R][C]`` transposed: ``t[c * R + r]`` instead of ``t[r * C + c]``.
 
     CUDA practice: lay a shared tile out so the inner loop walks consecutive addresses (and,
@@ -25,18 +23,9 @@ class TransposeShared(BaseRule):
     """
 
     name = "transpose-shared"
-    site_key = "buffer"
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return tile_sites(kernel)
-
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        form = tile_at(kernel, site)
-        if isinstance(form, str):
-            return NotApplicable(form)
-        if form.rows == 1:
-            return NotApplicable(f"{site} has a single row")
+    def apply(self, kernel: Kernel, match: Match, params: NoParams, ctx: RuleContext) -> Kernel:
+        form: TileForm = match.plan  # at least two rows: tile_form finds no one-row tile
         return relayout(kernel, form, lambda row, col: add(scale(col, form.rows), row),
                         form.alloc.size)
 

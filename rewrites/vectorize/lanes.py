@@ -1,10 +1,11 @@
-"""Analyses for the vectorizing rules (vectorize-strided; vectorize-access keeps its own).
+"""Lane analyses for vectorize-strided (what it shares with vectorize-access is in
+:mod:`kir.rewrites.vectorize.vector_loop`).
 
-* :func:`aligned_base`: an index ``base + x`` split into its base, proved a multiple of the
-  vector width on the affine form with the spec's scalars substituted. Unlike
+* :func:`index_base`: an index ``base + x`` split into its base, on the affine form. Unlike
   :func:`kir.analysis.memory.index_poly`, a local whose definition is not affine (``row =
   blockIdx.x * 4 + threadIdx.x / 32``) stays an atom instead of making the whole index
-  unknown: only the coefficients' divisibility matters, and an atom stands for some integer.
+  unknown: only the coefficients' divisibility by the width matters, and an atom stands for
+  some integer.
 * :func:`lane_combine`: recognize a butterfly that combines a value over the 32 lanes of a
   warp (``for (o = 16; o > 0; o /= 2) v += __shfl_xor_sync(m, v, o)``, or max/min, or the
   ``__shfl_down_sync`` sweep that leaves the total on lane 0).
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from kir.rewrites.vectorize.vector_loop import base_of
+
 from kir import analysis
-from kir.analysis.affine import Poly, difference, substitute_values, to_poly
+from kir.analysis.affine import Poly, to_poly
 from kir.analysis.parallel import Position, is_lane_varying, lane_varying_context, position_of
 from kir.ir import (
     Assign,
@@ -56,25 +59,10 @@ def affine_poly(expr: Expr, defs: Mapping[str, Expr]) -> Poly | None:
     return to_poly(expr, lookup)
 
 
-def aligned_base(kernel: Kernel, index: Expr, var: str, width: int,
-                 scalars: Mapping[str, object] | None) -> Poly | str:
-    """The base of ``index = base + var`` (a polynomial without ``var``), or why not. With
-    ``scalars`` (the spec's values) the base must be a multiple of ``width`` once they are
-    substituted; without them (listing sites) alignment is not judged."""
-    poly = affine_poly(index, analysis.single_defs(kernel))
-    if poly is None or poly.get((var,)) != 1:
-        return f"the index is not base + {var}"
-    base = difference(poly, {(var,): 1})
-    if any(var in mono for mono in base):
-        return f"the index is not base + {var}"
-    if scalars is not None:
-        # A parameter the kernel assigns does not keep the spec's value.
-        assigned = analysis.assigned_vars(kernel.body)
-        values = {k: int(v) for k, v in scalars.items()
-                  if isinstance(v, int) and not isinstance(v, bool) and k not in assigned}
-        if any(coef % width for coef in substitute_values(base, values).values()):
-            return f"the base is not a multiple of {width}"
-    return base
+def index_base(kernel: Kernel, index: Expr, var: str) -> Poly | str:
+    """The base of ``index = base + var`` (a polynomial without ``var``), or why not."""
+    base = base_of(affine_poly(index, analysis.single_defs(kernel)), var)
+    return f"the index is not base + {var}" if base is None else base
 
 
 def _strip(e: Expr) -> Expr:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Mapping
+
+from kir.rewrites.vectorize.vector_loop import VectorLoopRule, base_of, is_multiple, spec_ints
 
 from kir import analysis
 from kir.analysis import single_defs
-from kir.analysis.affine import difference, substitute_values
+from kir.analysis.affine import Poly, difference, substitute_values
 from kir.analysis.memory import index_poly
 from kir.ir import (
     Binary,
@@ -27,12 +30,12 @@ from kir.ir import (
 )
 from kir.ir.printer import print_expr
 from kir.ir.types import BOOL, F32, VectorType
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import NotApplicable
 
 _ARITH = ("+", "-", "*", "/")
 
 
-class VectorizeAccess(BaseRule):
+class VectorizeAccess(VectorLoopRule):
     """Rewrite an element-wise f32 loop into 4- (or 2-) wide vector loads, math and stores.
 
     CUDA practice: 128-bit loads and stores (``float4``, ``reinterpret_cast<float4*>``) cut
@@ -53,23 +56,38 @@ class VectorizeAccess(BaseRule):
     """
 
     name = "vectorize-access"
-    site_key = "loop"
-    params = (ParamSpace("width", (4, 2)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [loop.label for loop in analysis.loops(kernel)
-                if not isinstance(_check(kernel, loop, 2, None), NotApplicable)]
+    def plan_vector_loop(self, kernel: Kernel, loop: For) -> _Plan | NotApplicable:
+        return _plan(kernel, loop)
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = analysis.find_loop(kernel, site)
-        if loop is None:
-            return NotApplicable(f"no loop {site}")
-        width = int(params.get("width", 4))  # type: ignore[arg-type]
-        problem = _check(kernel, loop, width, ctx.scalars)
-        if problem is not None:
-            return problem
-        return _rewrite(kernel, loop, width)
+    def misaligned(self, plan: _Plan, width: int,
+                   scalars: Mapping[str, int | float]) -> NotApplicable | None:
+        values = spec_ints(scalars)
+        for buffer, index, base in plan.accesses:
+            if not is_multiple(base, width, values):
+                return NotApplicable(f"base of {buffer}[{print_expr(index)}] is not a "
+                                     f"multiple of {width}")
+        for buffer, bases in plan.stored_only:
+            # Stores of one buffer at several bases must not overlap within a vector.
+            for i, a in enumerate(bases):
+                for b in bases[i + 1:]:
+                    gap = substitute_values(difference(a, b), values)
+                    if gap and (set(gap) != {()} or abs(gap[()]) < width):
+                        return NotApplicable(f"stores to {buffer} may overlap within a vector")
+        return None
+
+    def vectorize(self, kernel: Kernel, plan: _Plan, width: int) -> Kernel:
+        return _rewrite(kernel, plan.loop, width)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A loop of the shape required, every access's base (in the order of the stores, each
+    store's own access first), and the bases of the buffers only stored to."""
+
+    loop: For
+    accesses: list[tuple[str, Expr, Poly]]  # (buffer, index, base)
+    stored_only: list[tuple[str, list[Poly]]]
 
 
 def _stores(block: Block, var: str) -> list[Store] | NotApplicable:
@@ -101,10 +119,8 @@ def _value_nodes(expr: Expr) -> list[Node]:
     return out
 
 
-def _check(kernel: Kernel, loop: For, width: int,
-           scalars: Mapping[str, int | float] | None) -> NotApplicable | None:
-    if analysis.has_matrix_stmts(loop.body):
-        return NotApplicable(f"{loop.label} holds matrix-tile statements")
+def _plan(kernel: Kernel, loop: For) -> _Plan | NotApplicable:
+    """The shape of ``loop`` checked at any width (alignment is the apply's question)."""
     c = analysis.canonical(loop)
     if c is None or c.step != 1 or c.inclusive or c.start != Const(0, loop.type):
         return NotApplicable(f"{loop.label} is not `for x = 0; x < n; x = x + 1`")
@@ -117,8 +133,7 @@ def _check(kernel: Kernel, loop: For, width: int,
         return NotApplicable(f"{loop.label} stores nothing")
     defs = single_defs(kernel)
     declared_inside = analysis.declared_names(loop.body)
-    values = {k: int(v) for k, v in (scalars or {}).items()
-              if isinstance(v, int) and not isinstance(v, bool)}
+    planned: list[tuple[str, Expr, Poly]] = []
     bases: dict[str, list] = {}
     for store in stores:
         if store.value.type != F32:
@@ -138,32 +153,17 @@ def _check(kernel: Kernel, loop: For, width: int,
         for buffer, index in accesses:
             if analysis.used_vars(index) & declared_inside:
                 return NotApplicable("an index uses a local declared in the loop")
-            poly = index_poly(index, defs)
-            if poly is None or poly.get((loop.var,)) != 1:
+            base = base_of(index_poly(index, defs), loop.var)
+            if base is None:
                 return NotApplicable(f"index {print_expr(index)} is not base + {loop.var}")
-            base = difference(poly, {(loop.var,): 1})
-            if any(loop.var in mono for mono in base):
-                return NotApplicable(f"index {print_expr(index)} is not base + {loop.var}")
-            aligned = substitute_values(base, values)
-            if scalars is not None and any(coef % width for coef in aligned.values()):
-                return NotApplicable(f"base of {buffer}[{print_expr(index)}] is not a "
-                                     f"multiple of {width}")
+            planned.append((buffer, index, base))
             bases.setdefault(buffer, []).append(base)
     written = {s.buffer for s in stores}
     read = {n.buffer for s in stores for n in _value_nodes(s.value) if isinstance(n, Load)}
     for buffer in written & read:
         if any(b != bases[buffer][0] for b in bases[buffer]):
             return NotApplicable(f"{buffer} is read and written at different offsets")
-    for buffer in written - read:
-        # Stores of one buffer at several bases must not overlap within a vector.
-        for i, a in enumerate(bases[buffer]):
-            for b in bases[buffer][i + 1:]:
-                gap = substitute_values(difference(a, b), values)
-                if scalars is None or not gap:
-                    continue
-                if set(gap) != {()} or abs(gap[()]) < width:
-                    return NotApplicable(f"stores to {buffer} may overlap within a vector")
-    return None
+    return _Plan(loop, planned, [(buffer, bases[buffer]) for buffer in sorted(written - read)])
 
 
 def _vectorize(node: Node, vec: VectorType) -> Node:

@@ -6,9 +6,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
-from kir.rewrites.vectorize.lanes import aligned_base, lane_combine, lane_uniform
+from kir.rewrites.vectorize.lanes import index_base, lane_combine, lane_uniform
+from kir.rewrites.vectorize.vector_loop import VectorLoopRule, is_multiple, spec_ints
 
 from kir import analysis
+from kir.analysis.affine import Poly
 from kir.analysis.loop_edits import Namer, copy_body
 from kir.analysis.memory import inline_locals
 from kir.analysis.parallel import is_thread_x, lane_varying_context, lane_varying_vars, position_of
@@ -38,12 +40,12 @@ from kir.ir import (
 )
 from kir.ir.printer import print_expr
 from kir.ir.types import BOOL, F32, I32, PointerType, VectorType
-from kir.rules import BaseRule, NotApplicable, ParamSpace, RuleContext
+from kir.rules import NotApplicable
 
 WARP = 32
 
 
-class VectorizeStrided(BaseRule):
+class VectorizeStrided(VectorLoopRule):
     """Give each lane of a lane-strided f32 loop one float4 (float2) load per iteration.
 
     CUDA practice: 128-bit vector loads (NVIDIA blog "CUDA Pro Tip: Increase Performance
@@ -84,22 +86,20 @@ class VectorizeStrided(BaseRule):
     """
 
     name = "vectorize-strided"
-    site_key = "loop"
-    params = (ParamSpace("width", (4, 2)),)
 
-    def sites(self, kernel: Kernel) -> list[str]:
-        return [loop.label for loop in analysis.loops(kernel)
-                if not isinstance(_plan(kernel, loop, 2, None), NotApplicable)]
+    def plan_vector_loop(self, kernel: Kernel, loop: For) -> _Plan | NotApplicable:
+        return _plan(kernel, loop)
 
-    def apply(self, kernel: Kernel, site: str, params: Mapping[str, object],
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        loop = analysis.find_loop(kernel, site)
-        if loop is None:
-            return NotApplicable(f"no loop {site}")
-        width = int(params.get("width", 4))  # type: ignore[arg-type]
-        plan = _plan(kernel, loop, width, ctx.scalars)
-        if isinstance(plan, NotApplicable):
-            return plan
+    def misaligned(self, plan: _Plan, width: int,
+                   scalars: Mapping[str, int | float]) -> NotApplicable | None:
+        values = spec_ints(scalars, plan.assigned)  # an assigned scalar loses its spec value
+        for buffer, index, base in plan.accesses:
+            if not is_multiple(base, width, values):
+                return NotApplicable(f"{buffer}[{print_expr(index)}]: the base is not a "
+                                     f"multiple of {width}")
+        return None
+
+    def vectorize(self, kernel: Kernel, plan: _Plan, width: int) -> Kernel:
         return _rewrite(kernel, plan, width)
 
 
@@ -110,6 +110,8 @@ class _Plan:
     stop: Expr
     step: int
     lane_start: bool  # s is the lane itself (W = 0); else s is thread.x
+    accesses: list[tuple[str, Expr, Poly]]  # every access's (buffer, index, base), in order
+    assigned: frozenset[str]  # the names the kernel assigns
 
 
 def _strip(e: Expr) -> Expr:
@@ -168,9 +170,10 @@ def _header(kernel: Kernel, loop: For) -> tuple[Expr, Expr, int] | NotApplicable
     return loop.init, cond.right, step
 
 
-def _body(kernel: Kernel, loop: For, width: int, scalars: Mapping[str, object] | None,
-          tainted: set[str]) -> dict[str, str] | NotApplicable:
-    """Check the body; the reductions' accumulators and operators."""
+def _body(kernel: Kernel, loop: For, tainted: set[str],
+          planned: list[tuple[str, Expr, Poly]]) -> dict[str, str] | NotApplicable:
+    """Check the body; the reductions' accumulators and operators. Every access's base goes
+    to ``planned``."""
     for n in loop.body.walk():
         if isinstance(n, Barrier):
             return NotApplicable(f"{loop.label} holds a barrier")
@@ -233,9 +236,10 @@ def _body(kernel: Kernel, loop: For, width: int, scalars: Mapping[str, object] |
                                 at, tainted):  # type: ignore[arg-type]
                 return NotApplicable(f"base of {buffer}[{print_expr(index)}] may differ "
                                      "between lanes")
-            base = aligned_base(kernel, index, loop.var, width, scalars)
+            base = index_base(kernel, index, loop.var)
             if isinstance(base, str):
                 return NotApplicable(f"{buffer}[{print_expr(index)}]: {base}")
+            planned.append((buffer, index, base))
             bases.setdefault(buffer, []).append(base)
     for name in reductions:
         # The accumulator may appear only in its own reduction statement.
@@ -341,10 +345,8 @@ def _partial_reads(stmt: Stmt, state: dict[str, str]) -> str | None:
     return None
 
 
-def _plan(kernel: Kernel, loop: For, width: int,
-          scalars: Mapping[str, object] | None) -> _Plan | NotApplicable:
-    if analysis.has_matrix_stmts(loop.body):
-        return NotApplicable(f"{loop.label} holds matrix-tile statements")
+def _plan(kernel: Kernel, loop: For) -> _Plan | NotApplicable:
+    """The shape and legality of ``loop`` at any width (alignment is the apply's question)."""
     header = _header(kernel, loop)
     if isinstance(header, NotApplicable):
         return header
@@ -358,7 +360,8 @@ def _plan(kernel: Kernel, loop: For, width: int,
         return NotApplicable(f"the bound {print_expr(stop)} may differ between lanes")
     if lane_varying_context(kernel, loop):
         return NotApplicable(f"{loop.label} is not reached by all lanes of a warp together")
-    reductions = _body(kernel, loop, width, scalars, tainted)
+    planned: list[tuple[str, Expr, Poly]] = []
+    reductions = _body(kernel, loop, tainted, planned)
     if isinstance(reductions, NotApplicable):
         return reductions
     if not reductions and not analysis.buffers_written(loop):
@@ -366,7 +369,8 @@ def _plan(kernel: Kernel, loop: For, width: int,
     for problem in (_isolated(kernel, loop), _combined(kernel, loop, reductions)):
         if problem is not None:  # (NotApplicable is falsy: no `or` chain here)
             return problem
-    return _Plan(loop, start, stop, step, form)
+    return _Plan(loop, start, stop, step, form, planned,
+                 frozenset(analysis.assigned_vars(kernel.body)))
 
 
 def _i(value: int) -> Const:

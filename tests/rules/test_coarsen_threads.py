@@ -33,7 +33,7 @@ def test_golden_and_semantics():
     """Without the spec's parameter expressions the old grid is baked in (the fallback), and
     the launch says the kernel is specialized."""
     k = kernel(SRC, grid=("ceil(n / 32)", "1", "1"))
-    out = RULE.apply(k, "x", {"factor": 2}, RuleContext(sizes={"n": 100}))
+    out = RULE.rewrite(k, "x", {"factor": 2}, RuleContext(sizes={"n": 100}))
     assert text(out) == """\
 kernel @k(x: f32* global const, y: f32* global, n: i32)
     grid=("ceil((ceil(n / 32)) / 2)", "1", "1") block=(32, 1, 1) shared_bytes=0 specialized {
@@ -61,7 +61,7 @@ def test_shared_memory_gets_barrier():
       y[blockIdx.x * 32 + threadIdx.x] = t[31 - threadIdx.x];
     }"""
     k = kernel(src, grid=("5", "1", "1"))
-    out = RULE.apply(k, "x", {"factor": 4}, RuleContext())
+    out = RULE.rewrite(k, "x", {"factor": 4}, RuleContext())
     body = text(out)
     assert body.splitlines()[2].strip() == "shared t: f32[32]"
     assert "    barrier block\n  }\n}" in body
@@ -71,10 +71,10 @@ def test_shared_memory_gets_barrier():
 
 def test_not_applicable():
     k = kernel(SRC, grid=("ceil(n / 32)", "1", "1"))
-    res = RULE.apply(k, "x", {"factor": 2}, RuleContext())
+    res = RULE.rewrite(k, "x", {"factor": 2}, RuleContext())
     assert isinstance(res, NotApplicable) and "not known" in res.reason
     sync = SRC.replace("if (i >= n) return;", "if (i >= n) return; __syncthreads();")
-    res = RULE.apply(kernel(sync, grid=("4", "1", "1")), "x", {"factor": 2}, RuleContext())
+    res = RULE.rewrite(kernel(sync, grid=("4", "1", "1")), "x", {"factor": 2}, RuleContext())
     assert isinstance(res, NotApplicable) and "returns early" in res.reason
     assert RULE.sites(kernel(SRC)) == []
 
@@ -90,7 +90,7 @@ def test_golden_runtime_guard():
     grid from n: the kernel is right at every n, not only at the spec's."""
     k = kernel(SRC, grid=("ceil(n / 32)", "1", "1"))
     ctx = RuleContext(sizes={"n": 100}, scalars={"n": 100}, scalar_exprs={"n": "n"})
-    out = RULE.apply(k, "x", {"factor": 2}, ctx)
+    out = RULE.rewrite(k, "x", {"factor": 2}, ctx)
     assert text(out) == """\
 kernel @k(x: f32* global const, y: f32* global, n: i32)
     grid=("ceil((ceil(n / 32)) / 2)", "1", "1") block=(32, 1, 1) shared_bytes=0 {
@@ -129,7 +129,7 @@ def _unguarded_args(blocks: int) -> dict:
 def test_unguarded_kernel_right_at_other_sizes(factor):
     k = kernel(UNGUARDED, grid=("n", "1", "1"))
     ctx = RuleContext(sizes={"n": 8}, scalars={"n": 8}, scalar_exprs={"n": "n"})
-    out = RULE.apply(k, "x", {"factor": factor}, ctx)
+    out = RULE.rewrite(k, "x", {"factor": factor}, ctx)
     assert "if block_x < grid_x" in text(out)
     # gridDim.x in the body still means the old grid, computed at run time too.
     assert "f32(grid_x)" in text(out)
@@ -143,7 +143,7 @@ def test_fallback_is_specialized():
     assert "SPECIALIZED" in CoarsenThreads.__doc__
     k = kernel(UNGUARDED, grid=("blocks", "1", "1"))
     ctx = RuleContext(sizes={"blocks": 8, "n": 8}, scalars={"n": 8}, scalar_exprs={"n": "n"})
-    out = RULE.apply(k, "x", {"factor": 4}, ctx)
+    out = RULE.rewrite(k, "x", {"factor": 4}, ctx)
     body = text(out)
     assert "if block_x < 8_u32" in body and "grid_x" not in body
     assert "f32(8_u32)" in body
@@ -152,10 +152,10 @@ def test_fallback_is_specialized():
     # A parameter whose value disagrees with the size it claims is not trusted either.
     k2 = kernel(UNGUARDED, grid=("n", "1", "1"))
     liar = RuleContext(sizes={"n": 8}, scalars={"n": 8}, scalar_exprs={"n": "m"})
-    assert "grid_x" not in text(RULE.apply(k2, "x", {"factor": 2}, liar))
+    assert "grid_x" not in text(RULE.rewrite(k2, "x", {"factor": 2}, liar))
     # A number needs no parameter at all.
-    num = RULE.apply(kernel(UNGUARDED, grid=("6", "1", "1")), "x", {"factor": 4},
-                     RuleContext())
+    num = RULE.rewrite(kernel(UNGUARDED, grid=("6", "1", "1")), "x", {"factor": 4},
+                       RuleContext())
     assert "if block_x < 6_u32" in text(num) and num.launch.grid[0] == "ceil((6) / 4)"
     same_outputs(kernel(UNGUARDED, grid=("6", "1", "1")), num, _unguarded_args(6))
 
@@ -181,7 +181,7 @@ def _agree(loaded, got: dict, want: dict) -> bool:
 
 def _coarsened(name: str, sizes: dict, factor: int, dim: str = "x"):
     loaded = load_kernel(EXAMPLES / name, sizes=sizes)
-    out = RULE.apply(loaded.kernel, dim, {"factor": factor}, context_for(loaded))
+    out = RULE.rewrite(loaded.kernel, dim, {"factor": factor}, context_for(loaded))
     assert not isinstance(out, NotApplicable), out
     return loaded, out
 

@@ -33,7 +33,7 @@ def _merge(loaded, steps):
     k = loaded.kernel
     for dim, factor in steps:
         assert dim in RULE.sites(k)
-        k = RULE.apply(k, dim, {"factor": factor}, context_for(loaded))
+        k = RULE.rewrite(k, dim, {"factor": factor}, context_for(loaded))
         assert not isinstance(k, NotApplicable), k.reason
     return k
 
@@ -164,7 +164,7 @@ __global__ void k(const float* x, float* y, int n) {
 
 def test_golden_barrier_in_uniform_loop():
     k = kernel(STAGED, block=(64, 1, 1))
-    out = RULE.apply(k, "x", {"factor": 2}, RuleContext())
+    out = RULE.rewrite(k, "x", {"factor": 2}, RuleContext())
     assert text(out) == """\
 kernel @k(x: f32* global const, y: f32* global, n: i32)
     grid=("1", "1", "1") block=(32, 1, 1) shared_bytes=0 {
@@ -199,7 +199,7 @@ def test_no_barrier_and_local_array():
       y[i] = r[0] + r[1] + r[2];
     }"""
     k = kernel(src, grid=("3", "1", "1"), block=(32, 1, 1))
-    out = RULE.apply(k, "x", {"factor": 8}, RuleContext())
+    out = RULE.rewrite(k, "x", {"factor": 8}, RuleContext())
     assert out.launch.block == (4, 1, 1)
     ir = text(out)
     assert "local r_7: f32[3]" in ir and "i32(block.x * 32_u32 + (thread.x + 28_u32))" in ir
@@ -209,7 +209,7 @@ def test_no_barrier_and_local_array():
 
 def test_refusals():
     def reason(src, dim="x", factor=2, block=(64, 1, 1)):
-        res = RULE.apply(kernel(src, block=block), dim, {"factor": factor}, RuleContext())
+        res = RULE.rewrite(kernel(src, block=block), dim, {"factor": factor}, RuleContext())
         assert isinstance(res, NotApplicable), "expected a refusal"
         return res.reason
 
@@ -219,15 +219,15 @@ def test_refusals():
     varying = STAGED.replace("j < n; j += 64", "j < n + (int)threadIdx.x; j += 64")
     assert "L0 holds a barrier and its bounds depend on thread.x" in reason(varying)
     # Bounds that differ only along another axis are fine when merging this one.
-    assert not isinstance(RULE.apply(kernel(varying, block=(64, 2, 1)), "y", {"factor": 2},
-                                     RuleContext()), NotApplicable)
+    assert not isinstance(RULE.rewrite(kernel(varying, block=(64, 2, 1)), "y", {"factor": 2},
+                                       RuleContext()), NotApplicable)
     returns = STAGED.replace("float acc = 0.0f;", "float acc = 0.0f; if (n < 0) return;")
     assert "has a return" in reason(returns)
     assert "not divisible by factor 8" in reason(STAGED, factor=8, block=(12, 1, 1))
     assert RULE.sites(kernel(STAGED, block=(64, 1, 1))) == ["x"]
     assert RULE.sites(kernel(STAGED, block=(33, 4, 1))) == ["y"]
     layernorm = load_kernel(EXAMPLES / "layernorm.cu")
-    res = RULE.apply(layernorm.kernel, "x", {"factor": 2}, context_for(layernorm))
+    res = RULE.rewrite(layernorm.kernel, "x", {"factor": 2}, context_for(layernorm))
     assert isinstance(res, NotApplicable) and "warp shuffles" in res.reason
 
 
@@ -243,7 +243,7 @@ def test_jam_preserves_result_order_independent_copies():
       for (int q = 0; q < n; ++q) y[q * 8 + threadIdx.x] += (float)(q + threadIdx.x);
     }"""
     k = kernel(src, block=(8, 1, 1))
-    out = RULE.apply(k, "x", {"factor": 4}, RuleContext())
+    out = RULE.rewrite(k, "x", {"factor": 4}, RuleContext())
     loop = next(s for s in out.body.stmts if isinstance(s, For))
     assert len(loop.body.stmts) == 4 and isinstance(loop.body, Block)
     same_outputs(k, out, {"y": np.ones(40, np.float32), "n": 5})
@@ -261,7 +261,7 @@ def test_loops_with_thread_dependent_bounds_are_replicated_not_jammed():
       y[threadIdx.x] = s;
     }"""
     k = kernel(src, block=(16, 1, 1))
-    out = RULE.apply(k, "x", {"factor": 4}, RuleContext())
+    out = RULE.rewrite(k, "x", {"factor": 4}, RuleContext())
     loops = [s for s in out.body.stmts if isinstance(s, For)]
     assert len(loops) == 8 and len({f.label for f in loops}) == 8
     x = np.random.default_rng(3).random(50, dtype=np.float32)

@@ -58,7 +58,7 @@ def test_sites():
 
 
 def test_golden():
-    result = RULE.apply(kernel(), "tile", {"pad": 1}, RuleContext())
+    result = RULE.rewrite(kernel(), "tile", {"pad": 1}, RuleContext())
     assert not isinstance(result, NotApplicable), result
     verify(result)
     assert print_kernel(result, locations=False) == GOLDEN
@@ -67,7 +67,7 @@ def test_golden():
 def test_semantics_kept():
     a = np.arange(1024, dtype=np.float32)
     before = run_kernel(kernel(), {"a": a, "b": np.zeros(1024, np.float32)})
-    after = run_kernel(RULE.apply(kernel(), "tile", {"pad": 1}, RuleContext()),
+    after = run_kernel(RULE.rewrite(kernel(), "tile", {"pad": 1}, RuleContext()),
                        {"a": a, "b": np.zeros(1024, np.float32)})
     np.testing.assert_array_equal(after["b"], before["b"])
     np.testing.assert_array_equal(after["b"], a.reshape(32, 32).T.ravel())
@@ -75,14 +75,14 @@ def test_semantics_kept():
 
 def test_column_not_bounded_is_refused():
     # x + r can reach 62: the column part is not below any row pitch.
-    result = RULE.apply(kernel(TRANSPOSE.replace("tile[x * 32 + r]", "tile[x + r]")), "tile",
-                        {"pad": 1}, RuleContext())
+    result = RULE.rewrite(kernel(TRANSPOSE.replace("tile[x * 32 + r]", "tile[x + r]")), "tile",
+                          {"pad": 1}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "t[r * C + c]" in result.reason
 
 
 def test_not_shared_is_refused():
-    result = RULE.apply(kernel(), "a", {"pad": 1}, RuleContext())
+    result = RULE.rewrite(kernel(), "a", {"pad": 1}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "no shared array" in result.reason
 

@@ -99,7 +99,7 @@ EXPECTED = """kernel @rec(a: f32* global const, b: f32* global const, y: f32* gl
 def test_golden():
     k = recurrence()
     assert RULE.sites(k) == ["L0"]
-    out = RULE.apply(k, "L0", {"seqs": 2}, RuleContext(scalars={"T": 37}))
+    out = RULE.rewrite(k, "L0", {"seqs": 2}, RuleContext(scalars={"T": 37}))
     verify(out)
     assert print_kernel(out, locations=False) == EXPECTED
 
@@ -109,7 +109,7 @@ def test_golden():
 def test_semantics(steps, seqs):
     """Any trip count: fewer steps than lanes, ragged chunks, exact multiples."""
     k = recurrence()
-    out = RULE.apply(k, "L0", {"seqs": seqs}, RuleContext(scalars={"T": steps}))
+    out = RULE.rewrite(k, "L0", {"seqs": seqs}, RuleContext(scalars={"T": steps}))
     rng = np.random.default_rng(steps)
     n = 8
     args = {"a": rng.uniform(0.5, 1.0, n * steps).astype(np.float32),
@@ -125,7 +125,7 @@ def test_semantics(steps, seqs):
 def test_selective_scan_example(sizes):
     loaded = load_kernel(EXAMPLES / "selective_scan.cu", sizes=sizes)
     assert RULE.sites(loaded.kernel) == ["L0"]
-    out = RULE.apply(loaded.kernel, "L0", {"seqs": 4}, context_for(loaded))
+    out = RULE.rewrite(loaded.kernel, "L0", {"seqs": 4}, context_for(loaded))
     verify(out)
     assert out.launch.block == (128, 1, 1)
     assert out.launch.grid[0] == "(ceil(B * D * S / 128)) * 32"
@@ -140,21 +140,21 @@ def test_not_applicable():
     two = recurrence(src=SRC.replace("float h = 1.0f;", "float h = 1.0f; float acc = 0.0f;")
                      .replace("hout[i] = h;", "hout[i] = h + acc;"),
                      update="h = at * h + b[i * T + t]; acc += h")
-    r = RULE.apply(two, "L0", {"seqs": 2}, ctx)
+    r = RULE.rewrite(two, "L0", {"seqs": 2}, ctx)
     assert isinstance(r, NotApplicable) and "carries 2 variables" in r.reason
     assert RULE.sites(two) == []
-    square = RULE.apply(recurrence("h = h * h + b[i * T + t]"), "L0", {"seqs": 2}, ctx)
+    square = RULE.rewrite(recurrence("h = h * h + b[i * T + t]"), "L0", {"seqs": 2}, ctx)
     assert isinstance(square, NotApplicable) and "not h = a * h + b" in square.reason
-    feedback = RULE.apply(recurrence("h = at * h + y[i * T + t]"), "L0", {"seqs": 2}, ctx)
+    feedback = RULE.rewrite(recurrence("h = at * h + y[i * T + t]"), "L0", {"seqs": 2}, ctx)
     assert isinstance(feedback, NotApplicable) and "reads a buffer it writes" in feedback.reason
-    wide = RULE.apply(recurrence(), "L0", {"seqs": 8}, ctx)
+    wide = RULE.rewrite(recurrence(), "L0", {"seqs": 8}, ctx)
     assert isinstance(wide, NotApplicable) and "do not divide" in wide.reason
     # Without the spec's T the store index i * T + t cannot be shown distinct per iteration.
-    unknown = RULE.apply(recurrence(), "L0", {"seqs": 2}, RuleContext())
+    unknown = RULE.rewrite(recurrence(), "L0", {"seqs": 2}, RuleContext())
     assert isinstance(unknown, NotApplicable) and "stores in the loop" in unknown.reason
     softmax = load_kernel(EXAMPLES / "softmax.cu").kernel
     assert RULE.sites(softmax) == []
-    coop = RULE.apply(softmax, "L0", {"seqs": 1}, RuleContext())
+    coop = RULE.rewrite(softmax, "L0", {"seqs": 1}, RuleContext())
     assert isinstance(coop, NotApplicable) and "shared memory" in coop.reason
 
 

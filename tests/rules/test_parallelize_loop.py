@@ -20,7 +20,7 @@ CTX = RuleContext(sizes={"n": 5, "m": 32}, scalars={"n": 5, "m": 32})
 
 def test_golden_and_semantics():
     k = kernel(SRC)
-    out = RULE.apply(k, "L0", {"dim": "z"}, CTX)
+    out = RULE.rewrite(k, "L0", {"dim": "z"}, CTX)
     assert text(out) == """\
 kernel @k(x: f32* global const, y: f32* global, n: i32, m: i32)
     grid=("1", "1", "n") block=(32, 1, 1) shared_bytes=0 {
@@ -37,18 +37,18 @@ kernel @k(x: f32* global const, y: f32* global, n: i32, m: i32)
 
 def test_runtime_bound_becomes_number():
     k = kernel(SRC.replace("r < n", "r < n - 1"))
-    out = RULE.apply(k, "L0", {"dim": "y"}, CTX)
+    out = RULE.rewrite(k, "L0", {"dim": "y"}, CTX)
     assert out.launch.grid == ("1", "4", "1")
 
 
 def test_not_applicable():
     acc = SRC.replace("y[r * m + c] = 2.0f * x[r * m + c]", "y[c] += x[r * m + c]")
-    res = RULE.apply(kernel(acc), "L0", {"dim": "z"}, CTX)
+    res = RULE.rewrite(kernel(acc), "L0", {"dim": "z"}, CTX)
     assert isinstance(res, NotApplicable) and "dependence" in res.reason
     uses_z = SRC.replace("2.0f *", "(float)blockIdx.z *")
-    res = RULE.apply(kernel(uses_z), "L0", {"dim": "z"}, CTX)
+    res = RULE.rewrite(kernel(uses_z), "L0", {"dim": "z"}, CTX)
     assert isinstance(res, NotApplicable) and "block.z" in res.reason
-    res = RULE.apply(kernel(SRC, grid=("1", "3", "1")), "L0", {"dim": "y"}, CTX)
+    res = RULE.rewrite(kernel(SRC, grid=("1", "3", "1")), "L0", {"dim": "y"}, CTX)
     assert isinstance(res, NotApplicable) and "already" in res.reason
 
 

@@ -36,7 +36,7 @@ def _args():
 def test_block_private_tile_golden_and_semantics():
     k = kernel(SRC)
     assert block_private_buffers(k, "L0", {"n": 3}) == {"t"}
-    out = RULE.apply(k, "L0", {"dim": "z"}, CTX)
+    out = RULE.rewrite(k, "L0", {"dim": "z"}, CTX)
     assert text(out) == """\
 kernel @k(x: f32* global const, y: f32* global, n: i32)
     grid=("1", "1", "n") block=(32, 1, 1) shared_bytes=0 {
@@ -60,7 +60,7 @@ def test_tile_read_before_it_is_written_is_refused():
         "    __syncthreads();\n  }")
     k = kernel(src)
     assert block_private_buffers(k, "L0", {"n": 3}) == frozenset()
-    res = RULE.apply(k, "L0", {"dim": "z"}, CTX)
+    res = RULE.rewrite(k, "L0", {"dim": "z"}, CTX)
     assert isinstance(res, NotApplicable) and "t" in res.reason
 
 
@@ -82,6 +82,6 @@ def test_global_shared_between_iterations_across_barriers_is_refused():
                       "y[i * 32 + tx] = t[31 - tx] + (i > 0 ? y[i * 32 - 1 - tx] : 0.0f);")
     k = kernel(src)
     assert cross_iteration_conflicts(k, "L0", {"n": 3}) == {"y"}
-    res = RULE.apply(k, "L0", {"dim": "z"}, CTX)
+    res = RULE.rewrite(k, "L0", {"dim": "z"}, CTX)
     assert isinstance(res, NotApplicable) and "'y'" in res.reason
     assert cross_iteration_conflicts(kernel(SRC), "L0", {"n": 3}) == set()

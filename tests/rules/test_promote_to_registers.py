@@ -98,14 +98,14 @@ def test_sites_on_snippet():
 
 
 def test_golden_scalar_case():
-    result = RULE.apply(snippet_kernel(), "acc", {}, RuleContext())
+    result = RULE.rewrite(snippet_kernel(), "acc", {}, RuleContext())
     assert not isinstance(result, NotApplicable), result
     verify(result)
     assert print_kernel(result, locations=False) == GOLDEN_SCALAR
 
 
 def test_golden_array_case():
-    result = RULE.apply(snippet_kernel(), "row", {}, RuleContext())
+    result = RULE.rewrite(snippet_kernel(), "row", {}, RuleContext())
     assert not isinstance(result, NotApplicable), result
     verify(result)
     assert print_kernel(result, locations=False) == GOLDEN_ARRAY
@@ -114,7 +114,7 @@ def test_golden_array_case():
 def test_semantics_kept_including_zero_trips():
     kernel = snippet_kernel()
     for site in ("acc", "row"):
-        result = RULE.apply(kernel, site, {}, RuleContext())
+        result = RULE.rewrite(kernel, site, {}, RuleContext())
         for n in (0, 1, 5):
             want, got = run(kernel, n), run(result, n)
             for name in ("acc", "row"):
@@ -124,7 +124,7 @@ def test_semantics_kept_including_zero_trips():
 def test_shared_index_not_private_is_refused():
     # Every thread reads acc[i]: not thread-private, promoting would hide other threads' data.
     text = SNIPPET.replace("acc[t] = acc[t] + x[i * 16 + t];", "acc[0] = acc[0] + x[i];")
-    result = RULE.apply(snippet_kernel(text), "acc", {}, RuleContext())
+    result = RULE.rewrite(snippet_kernel(text), "acc", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "thread" in result.reason
 
@@ -132,7 +132,7 @@ def test_shared_index_not_private_is_refused():
 def test_variant_index_is_refused():
     text = SNIPPET.replace("acc[t] = acc[t] + x[i * 16 + t];",
                            "acc[t * 4 + i] = acc[t * 4 + i] + 1.0f;")
-    result = RULE.apply(snippet_kernel(text), "acc@L0", {}, RuleContext())
+    result = RULE.rewrite(snippet_kernel(text), "acc@L0", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "neither loop-invariant" in result.reason
 
@@ -142,14 +142,14 @@ def test_only_conditional_access_is_refused():
     # element the loop never reads.
     text = SNIPPET.replace("acc[t] = acc[t] + x[i * 16 + t];",
                            "if (x[i * 16 + t] > 0.0f) { acc[t] = acc[t] + 1.0f; }")
-    result = RULE.apply(snippet_kernel(text), "acc@L0", {}, RuleContext())
+    result = RULE.rewrite(snippet_kernel(text), "acc@L0", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "every iteration" in result.reason
 
 
 def test_unspecialized_range_is_refused():
     text = SNIPPET.replace("c < 4", "c < n")
-    result = RULE.apply(snippet_kernel(text), "row", {}, RuleContext())
+    result = RULE.rewrite(snippet_kernel(text), "row", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "specialized" in result.reason
 
@@ -217,7 +217,7 @@ def _run_private_row(kernel, n: int) -> dict[str, np.ndarray]:
 
 def test_shared_row_read_in_loops_with_different_variables():
     kernel = load_cuda(PRIVATE_ROW, "t.cu", launch=PRIVATE_LAUNCH)
-    result = RULE.apply(kernel, "row", {}, RuleContext())
+    result = RULE.rewrite(kernel, "row", {}, RuleContext())
     assert not isinstance(result, NotApplicable), result
     verify(result)
     # Every access of row_reg in the loops uses the variable of its own loop.
@@ -234,7 +234,7 @@ def test_break_in_the_row_loop_is_refused():
     # touch elements the loop never touches.
     text = SNIPPET.replace("row[t * 4 + c] += x[i * 16 + t] * c;",
                            "if (c == n) { break; }\n            row[t * 4 + c] += x[i * 16 + t];")
-    result = RULE.apply(snippet_kernel(text), "row@L0", {}, RuleContext())
+    result = RULE.rewrite(snippet_kernel(text), "row@L0", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "every iteration" in result.reason
 
@@ -242,14 +242,14 @@ def test_break_in_the_row_loop_is_refused():
 def test_continue_in_the_loop_is_refused():
     text = SNIPPET.replace("acc[t] = acc[t] + x[i * 16 + t];",
                            "if (i == 0) { continue; }\n        acc[t] = acc[t] + x[i * 16 + t];")
-    result = RULE.apply(snippet_kernel(text), "acc@L0", {}, RuleContext())
+    result = RULE.rewrite(snippet_kernel(text), "acc@L0", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "break or continue" in result.reason
 
 
 def test_buffer_read_in_the_loop_header_is_refused():
     text = SNIPPET.replace("i < n;", "i < n + int(acc[0] * 0.0f);")
-    result = RULE.apply(snippet_kernel(text), "acc@L0", {}, RuleContext())
+    result = RULE.rewrite(snippet_kernel(text), "acc@L0", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "header" in result.reason
 

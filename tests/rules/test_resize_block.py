@@ -29,7 +29,7 @@ def test_launch_changes_only_and_semantics():
     k = kernel(SRC, grid=("rows", "1", "1"), block=(128, 1, 1))
     x = np.random.default_rng(0).random(3 * 300, dtype=np.float32)
     for threads in (64, 256, 1024):
-        out = RULE.apply(k, "kernel", {"threads": threads}, RuleContext())
+        out = RULE.rewrite(k, "kernel", {"threads": threads}, RuleContext())
         assert out.launch.block == (threads, 1, 1) and out.body == k.body
         same_outputs(k, out, {"x": x, "y": np.zeros(3, np.float32), "cols": 300}, {"rows": 3},
                      rtol=1e-4)
@@ -37,16 +37,16 @@ def test_launch_changes_only_and_semantics():
 
 def test_not_applicable():
     k = kernel(SRC, grid=("rows", "1", "1"), block=(128, 1, 1))
-    res = RULE.apply(k, "kernel", {"threads": 128}, RuleContext())
+    res = RULE.rewrite(k, "kernel", {"threads": 128}, RuleContext())
     assert isinstance(res, NotApplicable) and "already" in res.reason
     small = SRC.replace("sh[1024]", "sh[128]")
-    res = RULE.apply(kernel(small, block=(128, 1, 1)), "kernel", {"threads": 256}, RuleContext())
+    res = RULE.rewrite(kernel(small, block=(128, 1, 1)), "kernel", {"threads": 256}, RuleContext())
     assert isinstance(res, NotApplicable) and "smaller than 256" in res.reason
     fixed = SRC.replace("c += blockDim.x", "c += 128")
-    res = RULE.apply(kernel(fixed, block=(128, 1, 1)), "kernel", {"threads": 64}, RuleContext())
+    res = RULE.rewrite(kernel(fixed, block=(128, 1, 1)), "kernel", {"threads": 64}, RuleContext())
     assert isinstance(res, NotApplicable) and "hard-codes" in res.reason
     grid = "__global__ void k(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }"
-    res = RULE.apply(kernel(grid, block=(128, 1, 1)), "kernel", {"threads": 64}, RuleContext())
+    res = RULE.rewrite(kernel(grid, block=(128, 1, 1)), "kernel", {"threads": 64}, RuleContext())
     assert isinstance(res, NotApplicable) and "grid by thread" in res.reason
 
 

@@ -42,7 +42,7 @@ def _kernel(src: str = SRC):
 
 def test_golden_and_semantics():
     k = _kernel()
-    out = RULE.apply(k, "sm", {}, CTX)
+    out = RULE.rewrite(k, "sm", {}, CTX)
     verify(out)
     assert print_kernel(out, locations=False) == """\
 kernel @k(x: f32* global const, y: f32* global, n: i32)
@@ -65,14 +65,14 @@ kernel @k(x: f32* global const, y: f32* global, n: i32)
 
 def test_access_leaving_its_tile_is_refused():
     # a[tx + 1] reaches a[8] == b[0] for the last thread: the tiles overlap in use.
-    res = RULE.apply(_kernel(SRC.replace("a[7 - tx]", "a[tx + 1]")), "sm", {}, CTX)
+    res = RULE.rewrite(_kernel(SRC.replace("a[7 - tx]", "a[tx + 1]")), "sm", {}, CTX)
     assert isinstance(res, NotApplicable) and "tile a" in res.reason
 
 
 def test_offset_unknown_or_access_without_base_refused():
-    res = RULE.apply(_kernel(), "sm", {}, RuleContext())
+    res = RULE.rewrite(_kernel(), "sm", {}, RuleContext())
     assert isinstance(res, NotApplicable) and "not a constant" in res.reason
-    res = RULE.apply(_kernel(SRC.replace("a[7 - tx]", "sm[tx]")), "sm", {}, CTX)
+    res = RULE.rewrite(_kernel(SRC.replace("a[7 - tx]", "sm[tx]")), "sm", {}, CTX)
     assert isinstance(res, NotApplicable) and "no tile-offset" in res.reason
     assert RULE.sites(_kernel(SRC.replace("extern __shared__ float sm[];",
                                           "__shared__ float sm[24];"))) == []
@@ -85,7 +85,7 @@ def test_flash_attention_tiles():
 
     loaded = load_kernel(EXAMPLES / "flash_attn.cu",
                          sizes={"B": 1, "H": 1, "N": 40, "D": 16, "T": 32})
-    out = RULE.apply(loaded.kernel, "sram", {}, context_for(loaded))
+    out = RULE.rewrite(loaded.kernel, "sram", {}, context_for(loaded))
     assert not isinstance(out, NotApplicable), out
     verify(out)
     text = print_kernel(out, locations=False)

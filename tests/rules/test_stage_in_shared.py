@@ -44,7 +44,7 @@ def _args():
 
 def test_golden_and_semantics():
     k = _kernel()
-    out = RULE.apply(k, "w", {}, CTX)
+    out = RULE.rewrite(k, "w", {}, CTX)
     verify(out)
     assert print_kernel(out, locations=False) == """\
 kernel @k(x: f32* global const, w: f32* global const, y: f32* global, n: i32)
@@ -72,7 +72,7 @@ kernel @k(x: f32* global const, w: f32* global const, y: f32* global, n: i32)
 
 def test_offset_region_keeps_its_base():
     src = SRC.replace("w[c]", "w[blockIdx.x * n + c]")
-    out = RULE.apply(_kernel(src), "w", {}, CTX)
+    out = RULE.rewrite(_kernel(src), "w", {}, CTX)
     assert not isinstance(out, NotApplicable), out
     text = print_kernel(out, locations=False)
     assert "w_s[s] = w[block.x * u32(n) + u32(s)]" in text and "* w_s[c]" in text
@@ -84,14 +84,14 @@ def test_offset_region_keeps_its_base():
 
 
 def test_refusals():
-    res = RULE.apply(_kernel(SRC.replace("w[c]", "w[row * n + c]")), "w", {}, CTX)
+    res = RULE.rewrite(_kernel(SRC.replace("w[c]", "w[row * n + c]")), "w", {}, CTX)
     assert isinstance(res, NotApplicable) and "differs between threads" in res.reason
-    res = RULE.apply(_kernel(SRC.replace("int c = lane;", "int c = lane + 1;")), "w", {}, CTX)
+    res = RULE.rewrite(_kernel(SRC.replace("int c = lane;", "int c = lane + 1;")), "w", {}, CTX)
     assert isinstance(res, NotApplicable) and "does not start" in res.reason
-    res = RULE.apply(_kernel(SRC.replace("w[c]", "w[c * 2]")), "w", {}, CTX)
+    res = RULE.rewrite(_kernel(SRC.replace("w[c]", "w[c * 2]")), "w", {}, CTX)
     assert isinstance(res, NotApplicable) and "not base + a loop variable" in res.reason
     big = RuleContext(sizes={"n": 9000}, scalars={"n": 9000})
-    res = RULE.apply(_kernel(), "w", {}, big)
+    res = RULE.rewrite(_kernel(), "w", {}, big)
     assert isinstance(res, NotApplicable) and "shared" in res.reason
     assert "y" not in RULE.sites(_kernel())  # written
 
@@ -104,8 +104,8 @@ def test_layernorm_gamma_beta():
     loaded = load_kernel(EXAMPLES / "layernorm.cu", sizes={"rows": 3, "cols": 37})
     ctx = context_for(loaded)
     assert {"gamma", "beta"} <= set(RULE.sites(loaded.kernel))
-    out = RULE.apply(loaded.kernel, "gamma", {}, ctx)
-    out = RULE.apply(out, "beta", {}, ctx)
+    out = RULE.rewrite(loaded.kernel, "gamma", {}, ctx)
+    out = RULE.rewrite(out, "beta", {}, ctx)
     assert not isinstance(out, NotApplicable), out
     verify(out)
     text = print_kernel(out, locations=False)

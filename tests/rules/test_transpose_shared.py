@@ -59,7 +59,7 @@ def test_sites():
 
 
 def test_golden():
-    result = RULE.apply(kernel(), "tile", {}, RuleContext())
+    result = RULE.rewrite(kernel(), "tile", {}, RuleContext())
     assert not isinstance(result, NotApplicable), result
     verify(result)
     assert print_kernel(result, locations=False) == GOLDEN
@@ -68,7 +68,7 @@ def test_golden():
 def test_semantics_kept():
     a = np.arange(1024, dtype=np.float32)
     before = run_kernel(kernel(), {"a": a, "b": np.zeros(1024, np.float32)})
-    after = run_kernel(RULE.apply(kernel(), "tile", {}, RuleContext()),
+    after = run_kernel(RULE.rewrite(kernel(), "tile", {}, RuleContext()),
                        {"a": a, "b": np.zeros(1024, np.float32)})
     np.testing.assert_array_equal(after["b"], before["b"])
     np.testing.assert_array_equal(after["b"], a.reshape(32, 32).T.ravel())
@@ -76,8 +76,8 @@ def test_semantics_kept():
 
 def test_column_not_bounded_is_refused():
     # x + r can reach 62: the column part is not below any row pitch.
-    result = RULE.apply(kernel(TRANSPOSE.replace("tile[x * 32 + r]", "tile[x + r]")), "tile",
-                        {}, RuleContext())
+    result = RULE.rewrite(kernel(TRANSPOSE.replace("tile[x * 32 + r]", "tile[x + r]")), "tile",
+                          {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "t[r * C + c]" in result.reason
 
@@ -85,12 +85,12 @@ def test_column_not_bounded_is_refused():
 def test_single_row_is_refused():
     text = TRANSPOSE.replace("tile[32 * 32]", "tile[32]").replace("tile[r * 32 + x]", "tile[x]")
     text = text.replace("tile[x * 32 + r]", "tile[x]")
-    result = RULE.apply(kernel(text), "tile", {}, RuleContext())
+    result = RULE.rewrite(kernel(text), "tile", {}, RuleContext())
     assert isinstance(result, NotApplicable)
 
 
 def test_not_shared_is_refused():
-    result = RULE.apply(kernel(), "a", {}, RuleContext())
+    result = RULE.rewrite(kernel(), "a", {}, RuleContext())
     assert isinstance(result, NotApplicable)
     assert "no shared array" in result.reason
 

@@ -53,7 +53,7 @@ def run(k, n: int) -> np.ndarray:
 
 
 def test_golden():
-    result = RULE.apply(kernel(), "L0", {"width": 4}, RuleContext(scalars={"n": 8}))
+    result = RULE.rewrite(kernel(), "L0", {"width": 4}, RuleContext(scalars={"n": 8}))
     assert not isinstance(result, NotApplicable), result
     verify(result)
     assert print_kernel(result, locations=False) == GOLDEN
@@ -61,19 +61,19 @@ def test_golden():
 
 def test_semantics_kept():
     for n, width in ((8, 4), (12, 4), (6, 2)):
-        result = RULE.apply(kernel(), "L0", {"width": width}, RuleContext(scalars={"n": n}))
+        result = RULE.rewrite(kernel(), "L0", {"width": width}, RuleContext(scalars={"n": n}))
         np.testing.assert_array_equal(run(result, n), run(kernel(), n))
 
 
 def test_misaligned_base_is_refused():
-    result = RULE.apply(kernel(), "L0", {"width": 4}, RuleContext(scalars={"n": 6}))
+    result = RULE.rewrite(kernel(), "L0", {"width": 4}, RuleContext(scalars={"n": 6}))
     assert isinstance(result, NotApplicable)
     assert "multiple of 4" in result.reason
 
 
 def test_dependence_between_elements_is_refused():
     text = AXPY.replace("+ y[base + i];", "+ y[base + i + 4];")
-    result = RULE.apply(kernel(text), "L0", {"width": 4}, RuleContext(scalars={"n": 8}))
+    result = RULE.rewrite(kernel(text), "L0", {"width": 4}, RuleContext(scalars={"n": 8}))
     assert isinstance(result, NotApplicable)
     assert "different offsets" in result.reason
 

@@ -112,7 +112,7 @@ def run_small(k, n: int, size: int) -> dict:
 
 
 def apply(k, site: str, width: int, scalars: dict):
-    result = RULE.apply(k, site, {"width": width}, RuleContext(scalars=scalars))
+    result = RULE.rewrite(k, site, {"width": width}, RuleContext(scalars=scalars))
     assert not isinstance(result, NotApplicable), result
     verify(result)
     return result
@@ -165,7 +165,7 @@ def layernorm(rows: int | None = None, cols: int | None = None):
 def vectorize(loaded, loops, width: int = 4):
     kernel = loaded.kernel
     for label in loops:
-        result = RULE.apply(kernel, label, {"width": width}, context_for(loaded))
+        result = RULE.rewrite(kernel, label, {"width": width}, context_for(loaded))
         assert not isinstance(result, NotApplicable), (label, result)
         verify(result)
         kernel = result
@@ -204,7 +204,7 @@ def test_layernorm_store_loop_ir():
 
 def test_layernorm_misaligned_spec_is_refused():
     loaded = layernorm(cols=102)  # 102 % 4 != 0: row * 102 is not a multiple of 4
-    result = RULE.apply(loaded.kernel, "L0", {"width": 4}, context_for(loaded))
+    result = RULE.rewrite(loaded.kernel, "L0", {"width": 4}, context_for(loaded))
     assert isinstance(result, NotApplicable)
     assert "multiple of 4" in result.reason
     assert_same(loaded, vectorize(loaded, LAYERNORM_LOOPS, width=2))  # 102 % 2 == 0
@@ -250,8 +250,8 @@ def test_layernorm_emitted_on_emulator(target):
 
 
 def refused(text: str, reason: str, threads: int = 64, site: str = "L0") -> None:
-    result = RULE.apply(small(text, threads), site, {"width": 4},
-                        RuleContext(scalars={"n": 64, "stride": 32}))
+    result = RULE.rewrite(small(text, threads), site, {"width": 4},
+                          RuleContext(scalars={"n": 64, "stride": 32}))
     assert isinstance(result, NotApplicable), f"expected a refusal ({reason})"
     assert reason in result.reason, result.reason
     assert site not in RULE.sites(small(text, threads)) or reason == "multiple of 4"

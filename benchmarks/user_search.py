@@ -1,0 +1,135 @@
+"""Issue 14's aims, measured the way a user gets them: `kir compile X.cu --search --target
+cuda --size ... --time T` in a subprocess (exactly the CLI, nothing set that a user would not
+set), then MLX's built-in for the same job timed in this process at the same sizes (median
+of 20 runs after 5 warm-ups, ``mx.eval`` per call — the way kir's GPU evaluator times).
+
+Each case writes ``<out>/<case>.json``; ``--merge`` prints the markdown table of all of them.
+
+    python3 benchmarks/user_search.py --out $OUT [--only attention,softmax] [--time-scale 1]
+    python3 benchmarks/user_search.py --merge $OUT/*.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+
+# name: (kernel file, spec or None, sizes, --time seconds, built-in job, aim)
+CASES = {
+    "attention-1024": ("examples/flash_attn.cu", None,
+                       {"B": 1, "H": 16, "N": 1024, "D": 64}, 120, "flash_attn", 0.5),
+    "attention-4096": ("examples/flash_attn.cu", None,
+                       {"B": 1, "H": 16, "N": 4096, "D": 64}, 120, "flash_attn", 0.5),
+    "matmul-2048": ("examples/sgemm.cu", None, {"M": 2048, "N": 2048, "K": 2048}, 90,
+                    "sgemm", 0.5),
+    "reduce-2^24": ("examples/reduce.cu", None, {"n": 1 << 24}, 60, "reduce", 0.5),
+    "softmax-8192": ("examples/softmax.cu", None, {"rows": 8192, "cols": 8192}, 60,
+                     "softmax", 1.0),
+    "layernorm-8192": ("examples/layernorm.cu", None, {"rows": 8192, "cols": 8192}, 60,
+                       "layernorm", 1.5),
+    "thread-rows-softmax": ("tests/rules/data/softmax_thread_rows.cu", None,
+                            {"rows": 8192, "cols": 8192}, 60, "softmax", 1.0),
+}
+_BEST = re.compile(r"best: ([0-9.e+-]+) ms.*?(?:x([0-9.e+-]+) over the unrewritten kernel "
+                   r"\(([0-9.e+-]+) ms\))?, (\d+) steps, (\d+) evaluations \((\d+) from the "
+                   r"tuning database\) in ([0-9.]+) s")
+
+
+def run_case(name: str, out: Path, time_scale: float) -> dict:
+    file, spec, sizes, seconds, job, aim = CASES[name]
+    work = Path(tempfile.mkdtemp(prefix=f"kir-{name}-"))
+    command = ["kir", "compile", str(ROOT / file), "--search", "--target", "cuda",
+               *[a for k, v in sizes.items() for a in ("--size", f"{k}={v}")],
+               "--time", f"{max(5, int(seconds * time_scale))}s", "-q",
+               "--db", str(work / "tuning.db"), "--out-dir", str(work / "out")]
+    if spec:
+        command += ["--spec", str(ROOT / spec)]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=work)
+    wall = time.perf_counter() - started
+    found = _BEST.search(done.stdout)
+    trace = {}
+    for path in (work / "out").rglob("best.trace.json"):
+        trace = json.loads(path.read_text())
+    row = {"case": name, "command": " ".join(command[:-4]), "rc": done.returncode,
+           "wall_s": round(wall, 1), "stderr_tail": done.stderr[-1500:],
+           "steps": trace.get("steps", []), "aim": aim}
+    if found:
+        row.update(best_ms=float(found.group(1)),
+                   baseline_ms=float(found.group(3)) if found.group(3) else None,
+                   evaluations=int(found.group(5)), search_s=float(found.group(7)))
+    row.update(builtin(job, ROOT / file, ROOT / spec if spec else None, sizes))
+    if row.get("best_ms") and row.get("builtin_ms"):
+        row["ratio"] = row["builtin_ms"] / row["best_ms"]
+    (out / f"{name}.json").write_text(json.dumps(row, indent=1))
+    print(json.dumps({k: v for k, v in row.items() if k != "stderr_tail"}), flush=True)
+    return row
+
+
+def builtin(job: str, file: Path, spec: Path | None, sizes: dict) -> dict:
+    """The MLX built-in's median time at ``sizes`` on the spec's random inputs."""
+    import mlx.core as mx
+    from mlx_builtins import builtin as make
+
+    from kir.spec import find_spec, load_spec
+
+    bound = load_spec(spec or find_spec(file)).bind(sizes)
+    made = make(job, bound.make_inputs(0))
+    if made is None:
+        return {}
+    label, thunk = made
+    for _ in range(5):
+        mx.eval(thunk())
+    times = []
+    for _ in range(20):
+        started = time.perf_counter()
+        mx.eval(thunk())
+        times.append((time.perf_counter() - started) * 1e3)
+    return {"builtin": label, "builtin_ms": float(np.median(times))}
+
+
+def merge(paths: list[str]) -> None:
+    rows = [json.loads(Path(p).read_text()) for p in paths]
+    print("| case | kir best | MLX built-in | ratio (built-in / kir) | aim | over the input | "
+          "evaluations, search s | winning steps |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        ratio = f"{r['ratio']:.3g}x" if r.get("ratio") else "—"
+        over = f"{r['baseline_ms'] / r['best_ms']:.3g}x" if r.get("baseline_ms") else "—"
+        print(f"| {r['case']} | {r.get('best_ms', '—')} ms | {r.get('builtin', '—')} "
+              f"{r.get('builtin_ms', 0):.4g} ms | {ratio} | {r['aim']}x | {over} | "
+              f"{r.get('evaluations', '—')}, {r.get('search_s', '—')} | "
+              f"{', '.join(r.get('steps', [])) or '(none)'} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=".")
+    parser.add_argument("--only", help="comma-separated case names (default: all)")
+    parser.add_argument("--time-scale", type=float, default=1.0)
+    parser.add_argument("--merge", nargs="*")
+    args = parser.parse_args(argv)
+    if args.merge:
+        merge(args.merge)
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = args.only.split(",") if args.only else list(CASES)
+    for name in names:
+        run_case(name, out, args.time_scale)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
