@@ -47,9 +47,9 @@ def run_fleet(nodes: int, names: list[str], budget: int, cpus: int, out: Path) -
     import ray
     from ray.cluster_utils import Cluster
 
-    from kir.measure.ray_connect import connect
     from kir.cluster.campaign import run_campaign
     from kir.cluster.campaign_config import load_campaign
+    from kir.measure.ray_connect import connect
 
     resources = [f"fleet-{p}" for p in CHIPS.values()]
     per_node = [resources] if nodes == 1 else [[r] for r in resources[:nodes]]

@@ -95,6 +95,7 @@ def overlaps(log: Path) -> int:
 
 def search_with(evaluator, loaded, budget: int, strategy: str, seed: int) -> dict:
     from kir.backends import target_for
+
     from kir.driver.registry import load_registry
     from kir.rules import context_for
     from kir.search import SearchConfig, search
@@ -172,7 +173,8 @@ def main() -> None:
         runs[name]["lost_workers"] = pool.lost
     ray.shutdown()
 
-    summary = {"emulator": args.emulator, "kernel": args.kernel, "sizes": dict(loaded.bound.sizes), "target": args.target,
+    summary = {"emulator": args.emulator, "kernel": args.kernel,
+               "sizes": dict(loaded.bound.sizes), "target": args.target,
                "budget": args.budget, "gpu_workers": args.gpu_workers, "actors": args.actors,
                "cores": cores, "runs": runs}
     (args.out / "ray_gpu_throughput.json").write_text(json.dumps(summary, indent=2))
