@@ -128,6 +128,8 @@ class Printer:
                 return text, UNARY
             return text, (UNARY if value < 0 or text.startswith("-") else PRIMARY)
         value = int(value)
+        if t.name in ("i8", "u8"):  # char literals do not exist: a converted int
+            return f"({self.type_name(t)}){value}", UNARY
         suffix = self.dialect.int_suffixes.get(t.name, "")
         if t.name == "i32" and value == -2**31:
             return "(-2147483647 - 1)", PRIMARY
@@ -388,6 +390,8 @@ class Printer:
                 return [pad + "break;"]
             case ir.Continue():
                 return [pad + "continue;"]
+            case ir.Assert():
+                return []  # asserts are checked on the interpreter and dropped on GPUs
             case ir.MatrixFill() | ir.MatrixLoad() | ir.MatrixMultiplyAccumulate() \
                     | ir.MatrixStore() if d.matrix is not None:
                 return [pad + line for line in d.matrix(self, s)]
@@ -475,6 +479,6 @@ def float_text(value: float, t: ScalarType) -> str:
 
 
 def _fits(value: int, t: ScalarType) -> bool:
-    lo, hi = {"i32": (-2**31, 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-2**63, 2**63 - 1),
-              "u64": (0, 2**64 - 1)}[t.name]
+    lo, hi = {"i8": (-2**7, 2**7 - 1), "u8": (0, 2**8 - 1), "i32": (-2**31, 2**31 - 1),
+              "u32": (0, 2**32 - 1), "i64": (-2**63, 2**63 - 1), "u64": (0, 2**64 - 1)}[t.name]
     return lo <= value <= hi

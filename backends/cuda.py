@@ -17,14 +17,16 @@ from kir.errors import UnsupportedError
 from kir.ir.types import ScalarType
 from kir.target import Target
 
-MLX_CUDA_TYPES = {"bool": "bool", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t",
+MLX_CUDA_TYPES = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t",
+                  "u32": "uint32_t", "i64": "int64_t",
                   "u64": "uint64_t", "f16": "__half", "bf16": "__nv_bfloat16", "f32": "float",
                   "f64": "double"}
 
 _F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf",
         "rsqrt": "rsqrtf", "max": "fmaxf", "min": "fminf", "abs": "fabsf", "tanh": "tanhf",
         "pow": "powf", "erf": "erff", "fma": "fmaf", "sin": "sinf", "cos": "cosf",
-        "floor": "floorf", "ceil": "ceilf"}
+        "floor": "floorf", "ceil": "ceilf", "round": "roundf", "rint": "rintf",
+        "trunc": "truncf"}
 _F32_FAST = {"exp": "__expf", "log": "__logf", "log2": "__log2f", "pow": "__powf",
              "sin": "__sinf", "cos": "__cosf"}
 
@@ -61,10 +63,12 @@ def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) 
 
 CUDA = Dialect(
     name="cuda",
-    scalar_types={"bool": "bool", "i32": "int", "u32": "unsigned int", "i64": "long long",
+    scalar_types={"bool": "bool", "i8": "signed char", "u8": "unsigned char", "i32": "int",
+                  "u32": "unsigned int", "i64": "long long",
                   "u64": "unsigned long long", "f16": "__half", "bf16": "__nv_bfloat16",
                   "f32": "float", "f64": "double"},
-    vector_elems={"f32": "float", "i32": "int", "u32": "uint", "f64": "double"},
+    vector_elems={"f32": "float", "i32": "int", "u32": "uint", "f64": "double", "i8": "char",
+                  "u8": "uchar"},
     make_vector="make_{type}({elems})",
     shared_qualifier="__shared__",
     local_qualifier="",
@@ -98,7 +102,7 @@ CUDA = Dialect(
         "inf", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "cg", "mlx",
         "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
         "fma", "sin", "cos", "floor", "ceil", "erf", "signed", "unsigned", "short", "long",
-        "half", "uint", "Shape", "Strides"}),
+        "half", "uint", "Shape", "Strides", "round", "rint", "trunc", "char"}),
     half_suffix="",
     int_suffixes={"u32": "u", "i64": "ll", "u64": "ull"},
     bare_special_floats=frozenset({"f32", "f64"}),

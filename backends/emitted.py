@@ -34,7 +34,7 @@ import numpy as np
 from kir.errors import UnsupportedError
 from kir.ir.types import ScalarType
 
-_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 @dataclass(frozen=True)

@@ -53,5 +53,6 @@ class EmulatedKernel:
         return decode_outputs(e, list(outs), keys)
 
 
-_NP = {"bool": np.bool_, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
+_NP = {"bool": np.bool_, "i8": np.int8, "u8": np.uint8, "i32": np.int32, "u32": np.uint32,
+       "i64": np.int64,
        "u64": np.uint64, "f16": np.float16, "f32": np.float32, "u16": np.uint16}

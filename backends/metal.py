@@ -34,7 +34,8 @@ MLX_ATTRIBUTES = {
 }
 # Inputs with fewer elements than this go to the constant address space (MLX's rule).
 MAX_CONSTANT_ARRAY_SIZE = 8
-MLX_TYPE_STRINGS = {"bool": "bool", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t",
+MLX_TYPE_STRINGS = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t",
+                    "u32": "uint32_t", "i64": "int64_t",
                     "u64": "uint64_t", "f16": "float16_t", "bf16": "bfloat16_t",
                     "f32": "float"}
 
@@ -72,9 +73,11 @@ def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) 
 
 METAL = Dialect(
     name="metal",
-    scalar_types={"bool": "bool", "i32": "int", "u32": "uint", "i64": "long", "u64": "ulong",
+    scalar_types={"bool": "bool", "i8": "char", "u8": "uchar", "i32": "int", "u32": "uint",
+                  "i64": "long", "u64": "ulong",
                   "f16": "half", "bf16": "bfloat", "f32": "float"},
-    vector_elems={"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"},
+    vector_elems={"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool",
+                  "i8": "char", "u8": "uchar"},
     make_vector="{type}({elems})",
     shared_qualifier="threadgroup",
     local_qualifier="",
@@ -119,7 +122,8 @@ METAL = Dialect(
         "metal", "vec", "atomic", "simd_sum", "simd_max", "simd_min", "select", "as_type",
         "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
         "fma", "sin", "cos", "floor", "ceil", "erf", "simdgroup_load", "simdgroup_store",
-        "simdgroup_multiply_accumulate", "make_filled_simdgroup_matrix", "ulong", "ulong2"}),
+        "simdgroup_multiply_accumulate", "make_filled_simdgroup_matrix", "ulong", "ulong2",
+        "round", "rint", "trunc", "char", "uchar"}),
     half_suffix="h",
     int_suffixes={"u32": "u", "i64": "l", "u64": "ul"},
     bare_special_floats=frozenset({"f32"}),

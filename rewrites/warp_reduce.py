@@ -213,7 +213,8 @@ class WarpReduceRule(BaseRule):
     # kernel is analysed once per match rather than once per candidate.
     def match(self, kernel: Kernel, ctx: RuleContext | None = None) -> list[Match]:
         ANALYSES[self.name] += 1
-        return [Match(str(i), found) for i, found in enumerate(reductions(kernel))]
+        return [Match(str(i), found) for i, found in enumerate(reductions(kernel))
+                if not getattr(found, "refusal", "")]
 
     def match_at(self, kernel: Kernel, site: str,
                  ctx: RuleContext | None = None) -> Match | NotApplicable:
@@ -221,7 +222,8 @@ class WarpReduceRule(BaseRule):
         found = reductions(kernel)
         if not site.isdigit() or int(site) >= len(found):
             return NotApplicable(f"no warp reduction #{site}")
-        return Match(site, found[int(site)])
+        refusal = getattr(found[int(site)], "refusal", "")
+        return NotApplicable(refusal) if refusal else Match(site, found[int(site)])
 
     def apply(self, kernel: Kernel, match: Match, params: NoParams,
               ctx: RuleContext) -> Kernel | NotApplicable:

@@ -5,7 +5,8 @@ threads of a group as fibers on one OS thread, in a worker subprocess (so that a
 crash becomes an :class:`EmulatorError`, not a dead caller). See docs in each module.
 """
 
-from kir.backends.emulate.cuda import CudaKernel, cuda_kernel, run_original_cuda
+from kir.backends.emulate.cuda import CudaKernel, cuda_kernel
+from kir.backends.emulate.original import run_original_cuda
 from kir.backends.emulate.metal import MetalKernel, metal_kernel
 from kir.backends.emulate.toolchain import EmulatorError, emulator_available
 

@@ -38,6 +38,8 @@ def handle(request, libraries):
     for slot, (kind, value) in zip(args, request["args"]):
         if kind == "p":
             slot.kind, slot.p = 0, arrays[value].ctypes.data
+        elif kind == "n":  # a null pointer
+            slot.kind, slot.p = 0, None
         elif kind == "i":
             slot.kind, slot.i = 1, int(value)
         else:

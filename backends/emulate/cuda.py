@@ -1,4 +1,5 @@
-"""``cuda_kernel`` (MLX's ``mx.fast.cuda_kernel`` conventions) and ``run_original_cuda``.
+"""``cuda_kernel`` (MLX's ``mx.fast.cuda_kernel`` conventions; a user's original file runs
+through :mod:`kir.backends.emulate.original`).
 
 MLX's CUDA signature (mlx/backend/cuda/custom_kernel.cpp, ``build_kernel``): in
 ``namespace mlx::core::cu``, ``__global__ void custom_kernel_<name><hash>(`` inputs
@@ -11,13 +12,11 @@ dynamic shared memory.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 from kir.backends.emulate import launch as L
-from kir.backends.emulate.source import rewrite_extern_shared, rewrite_group_memory, strip_host_code
-from kir.backends.emulate.toolchain import compile_shared
+from kir.backends.emulate.source import rewrite_extern_shared, rewrite_group_memory
 
 MAX_NDIM = 8
 
@@ -177,52 +176,3 @@ def cuda_kernel(name: str, input_names: Sequence[str], output_names: Sequence[st
     """Drop-in for ``mx.fast.cuda_kernel`` whose calls run on the CPU emulator."""
     return CudaKernel(name, input_names, output_names, source, header, ensure_row_contiguous,
                       shared_memory)
-
-
-def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
-                      grid: Sequence[int], block: Sequence[int], shared_bytes: int = 0,
-                      template_args: Sequence[int] = (), *, filename: str = "kernel.cu",
-                      include_dirs: Sequence[str | Path] = (), defines: dict[str, str] | None = None,
-                      timeout: float = L.DEFAULT_TIMEOUT_S) -> list[np.ndarray | None]:
-    """Run ``kernel_name`` from a user's original ``.cu`` text on ``grid`` blocks of ``block``
-    threads. Host code in the file (``main``, launches) is blanked out; CUDA headers are stubs.
-    Returns each pointer argument's final contents (a new array), None for scalar arguments."""
-    text = _rewrite_cuda(strip_host_code(cu_source))
-    instance = kernel_name
-    if template_args:
-        instance += "<" + ", ".join(str(int(v)) for v in template_args) + ">"
-    define_lines = [f"#define {k} {v}" for k, v in (defines or {}).items()]
-    unit = "\n".join([
-        '#include "kir_emu_cuda.h"',
-        *define_lines,
-        f'#line 1 "{filename}"',
-        text,
-        '#line 1 "<launcher>"',
-        "KIR_EMU_EXPORT int kir_emu_entry(const ::kir_emu::Arg* a, int n, const uint32_t* dims,",
-        "    uint64_t smem, uint64_t stack_kib, char* err, uint64_t errlen) {",
-        f'  return ::kir_emu::cuda::launch_kernel("{kernel_name}", &{instance}, a, n, dims, smem,',
-        "                                      stack_kib, err, errlen);",
-        "}",
-        "",
-    ])
-    sources = {filename: cu_source}
-    so_path = compile_shared(unit, "cuda", tag=kernel_name, sources=sources,
-                             include_dirs=tuple(str(d) for d in include_dirs))
-    buffers: list[np.ndarray] = []
-    launch_args: list[tuple[str, Any]] = []
-    for value in args:
-        if isinstance(value, np.ndarray):
-            launch_args.append(("p", len(buffers)))
-            buffers.append(np.array(value, order="C", copy=True))
-        elif isinstance(value, (bool, int, np.integer)):
-            launch_args.append(("i", int(value)))
-        elif isinstance(value, (float, np.floating)):
-            launch_args.append(("f", float(value)))
-        else:
-            raise L.EmulatorError(f"unsupported kernel argument of type {type(value).__name__}",
-                                  kind="launch")
-    dims = L.cuda_dims(grid, block)
-    results = iter(L.run_launch(str(so_path), kernel_name, buffers, launch_args, dims,
-                                smem=shared_bytes, returns=list(range(len(buffers))),
-                                timeout=timeout, sources=sources))
-    return [next(results) if kind == "p" else None for kind, _ in launch_args]

@@ -8,6 +8,7 @@
 #include "kir_emu_runtime.h"  // first: it sets up feature macros (ucontext on macOS)
 #include "kir_emu_vec.h"
 #include <float.h>
+#include <assert.h>  // assert() in device code needs no include under nvcc
 #include <math.h>  // the float overloads (expf, exp(float) ...) in the global namespace
 
 #pragma GCC diagnostic ignored "-Wattributes"
@@ -43,6 +44,21 @@ using int2 = kir_emu::vec<int, 2>;
 using int4 = kir_emu::vec<int, 4>;
 using uint2 = kir_emu::vec<unsigned, 2>;
 using uint4 = kir_emu::vec<unsigned, 4>;
+using int3 = kir_emu::vec<int, 3>;
+using double2 = kir_emu::vec<double, 2>;
+using uchar2 = kir_emu::vec<unsigned char, 2>;
+using uchar3 = kir_emu::vec<unsigned char, 3>;
+using uchar4 = kir_emu::vec<unsigned char, 4>;
+using char2 = kir_emu::vec<signed char, 2>;
+using char4 = kir_emu::vec<signed char, 4>;
+using short2 = kir_emu::vec<short, 2>;
+using ushort2 = kir_emu::vec<unsigned short, 2>;
+using uchar = unsigned char;
+using ushort = unsigned short;
+inline uchar4 make_uchar4(unsigned char a, unsigned char b, unsigned char c, unsigned char d) {
+  return uchar4(a, b, c, d);
+}
+inline double2 make_double2(double a, double b) { return double2(a, b); }
 inline float2 make_float2(float a, float b) { return float2(a, b); }
 inline float3 make_float3(float a, float b, float c) { return float3(a, b, c); }
 inline float4 make_float4(float a, float b, float c, float d) { return float4(a, b, c, d); }
@@ -58,6 +74,16 @@ inline __half __float2half_rn(float f) { return (__half)f; }
 inline float __half2float(__half h) { return (float)h; }
 inline __half __hadd(__half a, __half b) { return (__half)((float)a + (float)b); }
 inline __half __hmul(__half a, __half b) { return (__half)((float)a * (float)b); }
+using __half2 = kir_emu::vec<__half, 2>;
+using half2 = __half2;
+inline __half2 __halves2half2(__half a, __half b) { return __half2(a, b); }
+inline __half2 __floats2half2_rn(float a, float b) { return __half2((__half)a, (__half)b); }
+inline __half2 __float2half2_rn(float a) { return __half2((__half)a, (__half)a); }
+inline float __low2float(__half2 v) { return (float)v.x; }
+inline float __high2float(__half2 v) { return (float)v.y; }
+inline float2 __half22float2(__half2 v) { return float2((float)v.x, (float)v.y); }
+inline __half2 __hadd2(__half2 a, __half2 b) { return a + b; }
+inline __half2 __hmul2(__half2 a, __half2 b) { return a * b; }
 struct __nv_bfloat16 {
   uint16_t bits;
   __nv_bfloat16() = default;
@@ -133,6 +159,15 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldca(const T* p) { return *p; }
+template <class T> inline T __ldlu(const T* p) { return *p; }
+template <class T> inline T __ldcv(const T* p) { return *p; }
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
+template <class T> inline void __stcg(T* p, T v) { *p = v; }
+template <class T> inline void __stwb(T* p, T v) { *p = v; }
+template <class T> inline void __stwt(T* p, T v) { *p = v; }
 
 // ---------------------------------------------------------------- atomics (return the old value)
 // One OS thread, fibers switch only at barriers: a plain read-modify-write is atomic here.
@@ -217,16 +252,93 @@ inline int __all_sync(unsigned mask, int p, KirSL l = KirSL::current()) {
   return __ballot_sync(mask, p, l) == (mask & live);
 }
 
-// cooperative groups: just enough for `namespace cg = cooperative_groups;` and block sync
+// cooperative groups: blocks, tiles of a warp (tiled_partition<N>), their shuffles and votes,
+// cg::reduce / inclusive_scan / exclusive_scan with cg::plus / greater / less.
 namespace cooperative_groups {
 struct thread_block {
   void sync(KirSL l = KirSL::current()) const { kir_emu::tg_barrier(kir_emu::site_of(l)); }
   unsigned thread_rank() const { return kir_emu::self().lin; }
   unsigned size() const { return kir_emu::rt()->nthreads; }
+  unsigned num_threads() const { return size(); }
+  dim3 group_index() const { return dim3(::kir_emu::cuda::block_idx()); }
+  dim3 thread_index() const { return dim3(::kir_emu::cuda::thread_idx()); }
+  dim3 group_dim() const { return ::kir_emu::cuda::block_dim(); }
+  dim3 dim_threads() const { return group_dim(); }
 };
 inline thread_block this_thread_block() { return {}; }
 inline void sync(const thread_block& b, KirSL l = KirSL::current()) { b.sync(l); }
+struct grid_group {
+  unsigned long long thread_rank() const {
+    auto& R = *kir_emu::rt();
+    unsigned long long blockid = R.gid[0] + (unsigned long long)R.ngroups[0] * (R.gid[1] + (unsigned long long)R.ngroups[1] * R.gid[2]);
+    return blockid * R.nthreads + kir_emu::self().lin;
+  }
+  unsigned long long size() const {
+    auto& R = *kir_emu::rt();
+    return (unsigned long long)R.ngroups[0] * R.ngroups[1] * R.ngroups[2] * R.nthreads;
+  }
+};
+inline grid_group this_grid() { return {}; }
+template <unsigned N>
+struct thread_block_tile {
+  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "tiles of 1 to 32 threads");
+  void sync(KirSL l = KirSL::current()) const { __syncwarp(0xffffffffu, l); }
+  unsigned thread_rank() const { return kir_emu::self().lin % N; }
+  unsigned size() const { return N; }
+  unsigned num_threads() const { return N; }
+  unsigned meta_group_rank() const { return kir_emu::self().lin / N; }
+  unsigned meta_group_size() const { return (kir_emu::rt()->nthreads + N - 1) / N; }
+  template <class T> T shfl(T v, int src, KirSL l = KirSL::current()) const {
+    return __shfl_sync(0xffffffffu, v, src, N, l);
+  }
+  template <class T> T shfl_down(T v, unsigned d, KirSL l = KirSL::current()) const {
+    return __shfl_down_sync(0xffffffffu, v, d, N, l);
+  }
+  template <class T> T shfl_up(T v, unsigned d, KirSL l = KirSL::current()) const {
+    return __shfl_up_sync(0xffffffffu, v, d, N, l);
+  }
+  template <class T> T shfl_xor(T v, int m, KirSL l = KirSL::current()) const {
+    return __shfl_xor_sync(0xffffffffu, v, m, N, l);
+  }
+  int any(int p, KirSL l = KirSL::current()) const { return __any_sync(0xffffffffu, p, l); }
+  int all(int p, KirSL l = KirSL::current()) const { return __all_sync(0xffffffffu, p, l); }
+  unsigned ballot(int p, KirSL l = KirSL::current()) const { return __ballot_sync(0xffffffffu, p, l); }
+};
+template <unsigned N, class Parent>
+inline thread_block_tile<N> tiled_partition(const Parent&) { return {}; }
+template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
+template <class T> struct greater { T operator()(T a, T b) const { return a > b ? a : b; } };
+template <class T> struct less { T operator()(T a, T b) const { return a < b ? a : b; } };
+template <unsigned N, class T, class Op>
+inline T reduce(const thread_block_tile<N>& g, T v, Op op, KirSL l = KirSL::current()) {
+  for (unsigned m = N / 2; m > 0; m /= 2) v = op(v, g.shfl_xor(v, (int)m, l));
+  return v;
+}
+template <unsigned N, class T, class Op>
+inline T inclusive_scan(const thread_block_tile<N>& g, T v, Op op, KirSL l = KirSL::current()) {
+  for (unsigned d = 1; d < N; d *= 2) {
+    T other = g.shfl_up(v, d, l);
+    if (g.thread_rank() >= d) v = op(v, other);
+  }
+  return v;
+}
+template <unsigned N, class T>
+inline T inclusive_scan(const thread_block_tile<N>& g, T v, KirSL l = KirSL::current()) {
+  return inclusive_scan(g, v, plus<T>(), l);
+}
+template <unsigned N, class T, class Op>
+inline T exclusive_scan(const thread_block_tile<N>& g, T v, Op op, KirSL l = KirSL::current()) {
+  T incl = inclusive_scan(g, v, op, l);
+  T before = g.shfl_up(incl, 1, l);
+  return g.thread_rank() == 0 ? T(0) : before;
+}
+template <unsigned N, class T>
+inline T exclusive_scan(const thread_block_tile<N>& g, T v, KirSL l = KirSL::current()) {
+  return exclusive_scan(g, v, plus<T>(), l);
+}
 }  // namespace cooperative_groups
+// <cuda/std/...>: cuda::std::min and friends are std's on the host
+namespace cuda { namespace std = ::std; }
 
 // MLX cuda_kernel: shape/strides parameters (mlx/backend/cuda/device/utils.cuh)
 namespace mlx::core::cu {
@@ -274,6 +386,34 @@ inline int launch_kernel(const char* name, void (*k)(P...), const Arg* args, int
   }
   Closure<P...> c{k, convert_all<P...>(args, std::index_sequence_for<P...>{})};
   return launch(name, true, &Closure<P...>::run, &c, dims, smem, stack_kib, err, errlen);
+}
+// Launching with the first N of the kernel's parameters given; `Call` calls the kernel with
+// them, so C++ supplies the defaults of the rest (enum and constexpr defaults included).
+template <class... T> struct Types {};
+template <class Tuple, class Seq> struct Take;
+template <class Tuple, size_t... I>
+struct Take<Tuple, std::index_sequence<I...>> { using type = Types<std::tuple_element_t<I, Tuple>...>; };
+template <class Call, class... P>
+struct PrefixClosure {
+  std::tuple<std::decay_t<P>...> vals;
+  static void run(void* p) { std::apply(Call{}, static_cast<PrefixClosure*>(p)->vals); }
+};
+template <class Call, class... P>
+inline int launch_prefix(Types<P...>, const char* name, const Arg* args, const uint32_t* dims, uint64_t smem,
+                         uint64_t stack_kib, char* err, uint64_t errlen) {
+  PrefixClosure<Call, P...> c{convert_all<P...>(args, std::index_sequence_for<P...>{})};
+  return launch(name, true, &PrefixClosure<Call, P...>::run, &c, dims, smem, stack_kib, err, errlen);
+}
+template <size_t N, class Call, class... P>
+inline int launch_kernel_n(const char* name, void (*)(P...), const Arg* args, int nargs, const uint32_t* dims,
+                           uint64_t smem, uint64_t stack_kib, char* err, uint64_t errlen) {
+  static_assert(N <= sizeof...(P), "more arguments than the kernel has parameters");
+  if (nargs != (int)N) {
+    snprintf(err, errlen, "kernel '%s' given %d argument(s), expected %d", name, nargs, (int)N);
+    return 2;
+  }
+  using Given = typename Take<std::tuple<P...>, std::make_index_sequence<N>>::type;
+  return launch_prefix<Call>(Given{}, name, args, dims, smem, stack_kib, err, errlen);
 }
 }  // namespace kir_emu::cuda
 #endif  // KIR_EMU_CUDA_H

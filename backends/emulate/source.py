@@ -159,8 +159,9 @@ def strip_metal_includes(text: str) -> str:
     return re.sub(r"(?m)^([ \t]*#\s*include\s*<metal_\w+>)", r"// \1", text)
 
 
-def strip_host_code(text: str) -> str:
-    """Blank out top-level functions that are neither ``__global__`` nor ``__device__``."""
+def strip_host_code(text: str, keep_kernel: str | None = None) -> str:
+    """Blank out top-level functions that are neither ``__global__`` nor ``__device__``
+    (and, with ``keep_kernel``, the ``__global__`` functions of other names)."""
     masked = mask(text, directives=True)
     blank_ranges: list[tuple[int, int]] = []
     head_start, depth, scopes = 0, 0, 0
@@ -176,7 +177,8 @@ def strip_host_code(text: str) -> str:
                 head_start = index + 1
                 index += 1
                 continue
-            if _is_host_function(words):
+            if _is_host_function(words) or keep_kernel is not None and \
+                    _is_other_kernel(words, keep_kernel):
                 close = _matching_brace(masked, index)
                 first = head_start + (len(head) - len(head.lstrip()))
                 blank_ranges.append((first, close + 1))
@@ -204,11 +206,23 @@ def strip_host_code(text: str) -> str:
     return "".join(chars)
 
 
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)")
+
+
+def _is_other_kernel(head: str, keep: str) -> bool:
+    """A ``__global__`` function definition whose name is not ``keep``."""
+    if "(" not in head or not re.search(r"\b__global__\b", head):
+        return False
+    signature = _LAUNCH_BOUNDS.sub(" ", head).split("(", 1)[0]
+    names = re.findall(r"[A-Za-z_]\w*", signature)
+    return bool(names) and names[-1] != keep
+
+
 def _is_host_function(head: str) -> bool:
     if "(" not in head or ")" not in head:
         return False
-    if re.search(r"\b(__global__|__device__)\b", head):
-        return False
+    if re.search(r"\b(__global__|__device__|constexpr)\b", head):
+        return False  # (constexpr functions are device functions under nvcc's relaxed rules)
     before_paren = head.split("(", 1)[0]
     if re.search(r"\b(struct|class|union|enum)\b", before_paren):
         return False

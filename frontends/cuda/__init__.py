@@ -1,94 +1,236 @@
 """The CUDA frontend: preprocess, parse and lower a CUDA kernel to kir IR.
 
 ``load_cuda`` is the entry point; ``list_kernels`` names the ``__global__`` functions of a
-file. Host code in the file is skipped unread (see :mod:`kir.frontends.cuda.scan`).
+file. Host code in the file is skipped unread (see :mod:`kir.frontends.cuda.scan`), and of
+the device side only what the chosen kernel reaches is parsed (see
+:mod:`kir.frontends.cuda.program`).
 """
 
 from __future__ import annotations
 
-import re
 import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
 
 from kir.frontends.cuda.lower import Lowerer
-from kir.frontends.cuda.parser import BUILTIN_TYPE_NAMES, SourceMap, parse_unit
+from kir.frontends.cuda.parser import SourceMap, parse_unit
+from kir.frontends.cuda.program import (
+    MAX_FUNCTION_CHARS,
+    Program,
+    parse_kernel_unit,
+    read_program,
+    template_types,
+    unit_type_name,
+)
 from kir.frontends.cuda.scan import Unit, kernel_names, scan_units
-from kir.frontends.cuda.values import ConstSym, FunctionSym
+from kir.frontends.cuda.values import ConstSym
 
 from kir.errors import KirError
 from kir.ir import Kernel, Launch
 
-__all__ = ["load_cuda", "list_kernels", "lower_source", "template_params"]
+__all__ = ["ArgFacts", "KernelParam", "MAX_FUNCTION_CHARS", "TemplateParam", "load_cuda",
+           "list_kernels", "kernel_params", "kernel_template", "lower_source", "template_params"]
 
 DEFAULT_LAUNCH = Launch(("1", "1", "1"), (1, 1, 1), 0)
 # Statement lowering recurses once per nesting level (a few frames each) and stops with a
 # KirError past lower_stmt.MAX_NESTING levels; this bound covers that depth with room to
 # spare. Expression chains are lowered iteratively and need none of it.
 _RECURSION_LIMIT = 12000
-# Parsing and lowering cost about 20 us per character of a function: past this a kernel takes
-# more than a few seconds, so it is refused up front (host code around it is skipped unread and
-# only counts against the preprocessor's whole-file limit).
-MAX_FUNCTION_CHARS = 256 * 1024
-_TEMPLATE_TYPES = re.compile(r"\b(?:typename|class)\s+([A-Za-z_]\w*)")
-_TEMPLATE_VALUE_PARAMS = re.compile(r"\b(?:int|unsigned|long|size_t|bool)\s+([A-Za-z_]\w*)")
-_TYPEDEF_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*;\s*$")
 
 
-def _preprocess(text: str, filename: str, defines: dict[str, str] | None) -> SourceMap:
+@dataclass(frozen=True)
+class ArgFacts:
+    """What a spec says about a kernel's arguments, in the terms the frontend needs:
+    ``dtypes`` maps each argument the spec gives to its dtype name (a buffer's element type;
+    it instantiates ``typename T`` parameters), ``null`` names the pointer arguments passed
+    as null. A parameter with a default value that the spec does not give takes its
+    default."""
+
+    dtypes: dict[str, str | None] = field(default_factory=dict)
+    null: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One parameter of a ``__global__`` function as written: its name, whether it is a
+    pointer, its default value's text (None without one) and its type's name when that is
+    one word (``T`` for ``const T* x``: what deduces a template type from the spec)."""
+
+    name: str
+    pointer: bool
+    default: str | None = None
+    type_word: str | None = None
+    # the default's value (a constant kir can evaluate) and a scalar's dtype, when known
+    default_value: int | float | bool | None = None
+    dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class TemplateParam:
+    """One parameter of a kernel's ``template<...>``: its name, whether it is a type
+    (``typename T``), and whether it has a default."""
+
+    name: str
+    is_type: bool
+    has_default: bool
+    # a value parameter's declared type as written (``int``, ``detail::Mode``), else ""
+    type_text: str = ""
+
+
+def _preprocess(text: str, filename: str, defines: dict[str, str] | None,
+                include_dirs: Sequence[str | Path] = ()) -> SourceMap:
     from kir.frontends.cuda.preprocess import preprocess
 
-    return preprocess(text, filename, defines)
+    return preprocess(text, filename, defines, include_dirs=include_dirs)
 
 
-def list_kernels(text: str, filename: str) -> list[str]:
+def list_kernels(text: str, filename: str, include_dirs: Sequence[str | Path] = ()) -> list[str]:
     """Names of the ``__global__`` functions defined in ``text``, in source order."""
-    return kernel_names(_preprocess(text, filename, None).text)
+    return kernel_names(_preprocess(text, filename, None, include_dirs).text)
 
 
-def template_params(text: str, filename: str, kernel: str | None = None) -> list[str]:
-    """The names of a ``__global__`` function's ``template<int A, int B>`` parameters, in
-    declaration order (empty for a plain kernel) — what an instantiation ``k<A, B>`` needs."""
-    src = _preprocess(text, filename, None)
+def _kernel_unit(src: SourceMap, kernel: str | None) -> Unit | None:
     units = [u for u in scan_units(src.text) if u.kind == "global"]
-    chosen = next((u for u in units if kernel in (None, u.name)), None)
+    return next((u for u in units if kernel in (None, u.name)), None)
+
+
+def template_params(text: str, filename: str, kernel: str | None = None,
+                    include_dirs: Sequence[str | Path] = ()) -> list[str]:
+    """The names of a ``__global__`` function's value template parameters (``template<int
+    A, int B>``), in declaration order (empty for a plain kernel); :func:`kernel_template`
+    gives all of them, ``typename`` ones included."""
+    return [p.name for p in kernel_template(text, filename, kernel, include_dirs)
+            if not p.is_type]
+
+
+def kernel_template(text: str, filename: str, kernel: str | None = None,
+                    include_dirs: Sequence[str | Path] = ()) -> list[TemplateParam]:
+    """A ``__global__`` function's template parameters, in order (empty for a plain
+    kernel)."""
+    src = _preprocess(text, filename, None, include_dirs)
+    chosen = _kernel_unit(src, kernel)
     if chosen is None:
         return []
-    header = src.text[chosen.start:chosen.end]
-    if not header.startswith("template"):
+    tree = _parse_header(src, chosen)
+    template = tree.children[0] if tree is not None else None
+    if template is None:
         return []
-    return _TEMPLATE_VALUE_PARAMS.findall(header[:header.find(">") + 1])
+    out = []
+    for p in template.children:
+        if p.data == "template_type":
+            out.append(TemplateParam(str(p.children[0]), True,
+                                     len(p.children) > 1 and p.children[1] is not None))
+        else:
+            words = [str(t) for spec in p.children[0].children if spec.data == "type_word"
+                     for t in spec.children if hasattr(t, "type")]
+            out.append(TemplateParam(str(p.children[1]), False,
+                                     len(p.children) > 2 and p.children[2] is not None,
+                                     " ".join(words)))
+    return out
+
+
+def kernel_params(text: str, filename: str, kernel: str | None = None,
+                  include_dirs: Sequence[str | Path] = ()) -> list[KernelParam]:
+    """The parameters of a ``__global__`` function as written, in order (what binding
+    arguments by name to the original kernel needs), with their scalar types and default
+    values where kir can tell them."""
+    src = _preprocess(text, filename, None, include_dirs)
+    chosen = _kernel_unit(src, kernel)
+    tree = _parse_header(src, chosen) if chosen is not None else None
+    if tree is None:
+        return []
+    from kir.frontends.cuda.lower import param_parts, split_function
+
+    lowerer = _file_lowerer(src, scan_units(src.text), chosen, DEFAULT_LAUNCH)
+    lowerer.offset = chosen.start
+    params = split_function(tree)[4]
+    out = []
+    for ptree in (params.children if params is not None else []):
+        specs, declarator, default = param_parts(ptree)
+        words = [str(t) for spec in specs.children if spec.data == "type_word"
+                 for t in spec.children if getattr(t, "type", "") in ("TYPE_NAME", "IDENT")]
+        if declarator is None:
+            continue
+        name = next(str(c) for c in declarator.children if getattr(c, "type", "") == "IDENT")
+        pointer = any(getattr(c, "data", "") == "pointer" for c in declarator.children)
+        text_default = value = dtype = None
+        if default is not None:
+            start, end = _first_pos(default), _last_end(default)
+            if start is not None and end is not None:
+                text_default = src.text[chosen.start + start:chosen.start + end]
+            if not pointer:
+                value = _quietly(lowerer.constant, default, "a default")
+        if not pointer:
+            ctype = _quietly(lowerer.resolve_specs, specs)
+            dtype = getattr(getattr(ctype, "base", None), "name", None)
+        out.append(KernelParam(name, pointer, text_default,
+                               words[0] if len(words) == 1 else None, value, dtype))
+    return out
+
+
+def _quietly(fn, *args):
+    """``fn(*args)``, or None where kir cannot tell (a template type, a non-constant)."""
+    try:
+        return fn(*args)
+    except KirError:
+        return None
+
+
+def _first_pos(tree) -> int | None:
+    for token in tree.scan_values(lambda v: hasattr(v, "start_pos")):
+        return token.start_pos
+    return None
+
+
+def _last_end(tree) -> int | None:
+    ends = [t.end_pos for t in tree.scan_values(lambda v: hasattr(v, "end_pos"))]
+    return max(ends) if ends else None
+
+
+def _parse_header(src: SourceMap, unit: Unit):
+    """The kernel's parse tree, or None when it does not parse (the caller then has no
+    parameters to report; lowering gives the error)."""
+    try:
+        return parse_kernel_unit(read_program(src, scan_units(src.text)), unit)
+    except KirError:
+        return None
 
 
 def load_cuda(text: str, filename: str, *, kernel: str | None = None,
-              template_values: dict[str, int] | None = None, launch: Launch | None = None,
-              defines: dict[str, str] | None = None) -> Kernel:
+              template_values: dict[str, int | str] | None = None,
+              launch: Launch | None = None, defines: dict[str, str] | None = None,
+              include_dirs: Sequence[str | Path] = (), args: ArgFacts | None = None) -> Kernel:
     """Parse CUDA source ``text`` and lower one ``__global__`` function to a kir Kernel.
 
     ``kernel`` picks the function when the file defines several; ``template_values`` gives
-    integer template parameters; ``launch`` (from the spec) sizes dynamic shared memory
-    and becomes ``Kernel.launch``; ``defines`` are extra ``-D`` macros. Errors are KirErrors
-    (UnsupportedError for constructs outside the subset) pointing into ``filename``.
+    template parameters (integers, or dtype names such as ``"f32"`` for ``typename T``);
+    ``launch`` (from the spec) sizes dynamic shared memory and becomes ``Kernel.launch``;
+    ``defines`` are extra ``-D`` macros; ``include_dirs`` are searched for ``#include
+    "..."`` files after the source's own folder; ``args`` says what the spec gives (dtypes
+    deduce template types, null pointers fold their tests, parameters it leaves out take
+    their defaults). Errors are KirErrors (UnsupportedError for constructs outside the
+    subset) pointing into ``filename`` or the header they are in.
     """
-    kern = lower_source(_preprocess(text, filename, defines), kernel=kernel,
-                        template_values=template_values, launch=launch)
+    kern = lower_source(_preprocess(text, filename, defines, include_dirs), kernel=kernel,
+                        template_values=template_values, launch=launch, args=args)
     return Kernel(kern.name, kern.params, kern.body, kern.launch, source=text)
 
 
 def lower_source(src: SourceMap, *, kernel: str | None = None,
-                 template_values: dict[str, int] | None = None,
-                 launch: Launch | None = None) -> Kernel:
+                 template_values: dict[str, int | str] | None = None,
+                 launch: Launch | None = None, args: ArgFacts | None = None) -> Kernel:
     """Lower an already preprocessed file (anything with ``text``, ``loc(offset)`` and
     ``source_line(loc)``)."""
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
     try:
-        return _lower(src, kernel, template_values or {}, launch or DEFAULT_LAUNCH)
+        return _lower(src, kernel, template_values or {}, launch or DEFAULT_LAUNCH, args)
     finally:
         sys.setrecursionlimit(old_limit)
 
 
-def _lower(src: SourceMap, kernel: str | None, template_values: dict[str, int],
-           launch: Launch) -> Kernel:
-    units = scan_units(src.text)
+def _choose(src: SourceMap, units: list[Unit], kernel: str | None) -> Unit:
     kernels = [u for u in units if u.kind == "global"]
     if not kernels:
         raise KirError("no __global__ function found", src.loc(0),
@@ -98,77 +240,65 @@ def _lower(src: SourceMap, kernel: str | None, template_values: dict[str, int],
             names = ", ".join(u.name for u in kernels)
             raise KirError(f"several __global__ functions ({names}); pick one", src.loc(0),
                            hint="pass kernel=NAME (or set `kernel` in the spec)")
-        chosen = kernels[0]
-    else:
-        matches = [u for u in kernels if u.name == kernel]
-        if not matches:
-            names = ", ".join(u.name for u in kernels)
-            raise KirError(f"no __global__ function named '{kernel}' (found: {names})",
-                           src.loc(0))
-        chosen = matches[0]
+        return kernels[0]
+    matches = [u for u in kernels if u.name == kernel]
+    if not matches:
+        names = ", ".join(u.name for u in kernels)
+        raise KirError(f"no __global__ function named '{kernel}' (found: {names})",
+                       src.loc(0))
+    return matches[0]
 
-    for unit in units:
-        if unit.kind in ("global", "device") and unit.end - unit.start > MAX_FUNCTION_CHARS \
-                and (unit is chosen or unit.kind == "device"):
-            loc = src.loc(unit.start)
-            raise KirError(f"function '{unit.name}' is {unit.end - unit.start} characters long; "
-                           f"kir parses functions of at most {MAX_FUNCTION_CHARS}", loc,
-                           source_line=src.source_line(loc),
-                           hint="is this generated code? split it or shrink the unrolled parts")
-    typedef_names = set()
-    for u in units:
-        if u.kind == "typedef":
-            m = _TYPEDEF_NAME.search(src.text[u.start:u.end])
-            if m:
-                typedef_names.add(m.group(1))
-    base_names = BUILTIN_TYPE_NAMES | typedef_names
-    typedefs: dict[str, object] = {}
-    globals_: dict[str, ConstSym] = {}
-    for u in units:
-        if u.kind in ("typedef", "const") and u.start < chosen.start or u.kind == "typedef":
-            _top_level(src, u, base_names, typedefs, globals_, launch)
 
-    functions: dict[str, list[FunctionSym]] = {}
-    for u in units:
-        if u.kind == "device":
-            functions.setdefault(u.name, []).append(_parse_function(src, u, base_names))
-    lowerer = Lowerer(src, functions, globals_, typedefs, launch)
-    tree = parse_unit(src, chosen.start, chosen.end, "function_def",
-                      base_names | _template_types(src, chosen))
+def _lower(src: SourceMap, kernel: str | None, template_values: dict[str, int | str],
+           launch: Launch, args: ArgFacts | None) -> Kernel:
+    units = scan_units(src.text)
+    chosen = _choose(src, units, kernel)
+    lowerer = _file_lowerer(src, units, chosen, launch, args)
+    tree = parse_kernel_unit(lowerer.program, chosen)
     return lowerer.lower_kernel(tree, chosen.start, template_values)
 
 
-def _template_types(src: SourceMap, unit: Unit) -> set[str]:
-    text = src.text[unit.start:unit.end]
-    if not text.startswith("template"):
-        return set()
-    return set(_TEMPLATE_TYPES.findall(text[:text.find(">") + 1]))
+def _file_lowerer(src: SourceMap, units: list[Unit], chosen: Unit, launch: Launch,
+                  args: ArgFacts | None = None) -> Lowerer:
+    """A Lowerer for ``chosen`` with the file's typedefs, enums and constants read."""
+    program = read_program(src, units)
+    typedefs: dict[str, object] = {}
+    globals_: dict[str, object] = {}
+    for u in units:
+        if u.kind in ("typedef", "enum") or u.kind == "const" and u.start < chosen.start:
+            _top_level(program, u, typedefs, globals_, launch)
+    return Lowerer(src, program.functions, globals_, typedefs, launch, program=program,
+                   args=args)
 
 
-def _parse_function(src: SourceMap, unit: Unit, names: frozenset[str] | set[str]) -> FunctionSym:
-    tree = parse_unit(src, unit.start, unit.end, "function_def", names | _template_types(src, unit))
-    return FunctionSym(unit.name, tree, unit.start)
-
-
-def _top_level(src: SourceMap, unit: Unit, names, typedefs: dict, globals_: dict,
+def _top_level(program: Program, unit: Unit, typedefs: dict, globals_: dict,
                launch: Launch) -> None:
-    """Record a top-level typedef or scalar constant; anything else there is host code."""
+    """Record a top-level typedef, alias, enum or scalar constant; anything else there is
+    host code. A typedef or alias kir cannot read is remembered with its error, which is
+    reported where a kernel uses the name."""
+    src = program.src
+    own = unit_type_name(src, unit)
     try:
-        own = set(_TYPEDEF_NAME.findall(src.text[unit.start:unit.end]))
-        tree = parse_unit(src, unit.start, unit.end, "top_decl", set(names) - own)
-        lowerer = Lowerer(src, {}, globals_, typedefs, launch)
+        names = set(program.type_names) - ({own} if own and unit.kind == "typedef" else set())
+        tree = parse_unit(src, unit.start, unit.end, "top_decl", names, program.template_names)
+        lowerer = Lowerer(src, {}, globals_, typedefs, launch, program=program)
         lowerer.offset = unit.start
-        if tree.data == "typedef_decl":
-            specs, declarator = tree.children
-            ctype = lowerer.resolve_specs(specs)
-            pointers, is_ref, ident, dims = lowerer.split_declarator(declarator)
-            if ctype.base is not None and not pointers and not is_ref and not dims:
-                typedefs[ident] = ctype.base
+        inner = tree.children[0] if tree.data == "top_decl" else tree
+        if inner.data in ("typedef_decl", "alias_decl"):
+            lowerer.declare_alias(inner, typedefs)
+            return
+        if inner.data == "enum_def":
+            lowerer.declare_enum(inner, globals_, typedefs)
             return
         lowerer.push_scope()
         lowerer.lower_stmt(tree.children[0])
         for ident, sym in lowerer.scopes[-1].items():
             if isinstance(sym, ConstSym):
                 globals_[ident] = sym
-    except KirError:
+    except KirError as exc:
+        if own and unit.kind in ("typedef", "enum"):
+            program.broken[own] = exc
         return  # not a constant kir understands: host-side, ignored unless used
+
+
+__all__ += ["template_types"]

@@ -14,6 +14,8 @@ from kir.ir import Binary, Cast, Const, Expr, Unary
 from kir.ir.types import (
     BF16,
     BOOL,
+    I8,
+    U8,
     F16,
     F32,
     F64,
@@ -35,13 +37,22 @@ NAMED_TYPES: dict[str, ValueType] = {
     "float2": VectorType(F32, 2), "float3": VectorType(F32, 3), "float4": VectorType(F32, 4),
     "int2": VectorType(I32, 2), "int3": VectorType(I32, 3), "int4": VectorType(I32, 4),
     "uint2": VectorType(U32, 2), "uint3": VectorType(U32, 3), "uint4": VectorType(U32, 4),
-    "double2": VectorType(F64, 2),
+    "double2": VectorType(F64, 2), "uintptr_t": U64, "intptr_t": I64, "nv_bfloat16": BF16,
+    "int8_t": I8, "uint8_t": U8, "uchar": U8, "uchar2": VectorType(U8, 2),
+    "uchar3": VectorType(U8, 3), "uchar4": VectorType(U8, 4), "char2": VectorType(I8, 2),
+    "char4": VectorType(I8, 4),
 }
+#: C type keywords (every other type word is a name: a typedef, struct, template parameter).
+KEYWORD_TYPES = frozenset({"void", "bool", "char", "short", "int", "long", "float", "double",
+                           "unsigned", "signed", "auto"})
 #: Type names that exist in CUDA but lie outside the subset, with the reason.
 UNSUPPORTED_TYPES = {
-    "char": "char types", "short": "short integer types", "int8_t": "char types",
-    "uint8_t": "char types", "int16_t": "short integer types", "uint16_t": "short integer types",
+    "short": "short integer types", "int16_t": "short integer types",
+    "uint16_t": "short integer types",
     "half2": "half2 vectors", "__half2": "half2 vectors", "dim3": "dim3 values in device code",
+    "ushort": "short integer types",
+    "__nv_bfloat162": "bf16 pairs (__nv_bfloat162)", "nv_bfloat162": "bf16 pairs (__nv_bfloat162)",
+    "bfloat16": "the bfloat16 name (use __nv_bfloat16)",
 }
 QUALIFIERS = frozenset({
     "const", "volatile", "constexpr", "static", "inline", "extern", "register", "__global__",
@@ -75,6 +86,8 @@ def combine_type_words(words: list[str]) -> ValueType | None | str:
         word = rest[0]
         if word == "double" and longs:
             return "long double"
+        if word == "char" and not longs and "int" not in words:
+            return U8 if unsigned else I8  # plain char is signed in CUDA
         if (longs or unsigned) and word not in ("double",):
             return f"conflicting type specifiers '{' '.join(words)}'"
         return {"void": None, "bool": BOOL, "float": F32, "double": F64}.get(word, word)
@@ -165,8 +178,8 @@ def to_bool(e: Expr) -> Expr:
 
 
 def promote(t: ScalarType) -> ScalarType:
-    """C's integer promotion (bool to int; our narrowest integer is already int)."""
-    return I32 if t == BOOL else t
+    """C's integer promotion (bool and the char types to int)."""
+    return I32 if t in (BOOL, I8, U8) else t
 
 
 def fold_int(op: str, a: int, b: int, t: ScalarType) -> int | bool | None:
@@ -218,7 +231,21 @@ def binary(op: str, a: Expr, b: Expr) -> Expr:
         folded = fold_int(op, int(left.value), int(right.value), t)
         if folded is not None:
             return Const(folded, rtype)
+    if t in (F32, F64) and op in "+-*/" and isinstance(left, Const) and isinstance(right, Const):
+        folded = fold_float(op, float(left.value), float(right.value), t)
+        if folded is not None:
+            return Const(folded, t)
     return Binary(op, left, right, rtype)
+
+
+def fold_float(op: str, a: float, b: float, t: ScalarType) -> float | None:
+    """``a op b`` in IEEE ``t`` (f32 or f64), as the GPU computes it, or None when it is not a
+    finite number (left to run time). ``2.0f / M_PI`` then needs no double at run time."""
+    kind = np.float32 if t == F32 else np.float64
+    with np.errstate(all="ignore"):
+        x, y = kind(a), kind(b)
+        value = {"+": x + y, "-": x - y, "*": x * y, "/": x / y if y != 0 else kind("nan")}[op]
+    return float(value) if math.isfinite(float(value)) else None
 
 
 def unary(op: str, a: Expr) -> Expr:

@@ -1,10 +1,11 @@
 """The Lowerer: parse trees of one CUDA kernel (and the ``__device__`` functions it calls)
 to a :class:`kir.ir.Kernel`.
 
-Expression, call and statement lowering live in mixins (``lower_expr``, ``lower_calls``,
-``lower_stmt``); this module holds the state they share: scopes and unique local names,
-the statement list being emitted, source locations, type resolution, the kernel's
-parameters and the inlining of device functions.
+Expression, call, statement, declaration, type, struct, inlining, cooperative-groups and
+byte-pool lowering live in mixins (``lower_expr``, ``lower_calls``, ``lower_stmt``,
+``lower_decl``, ``lower_types``, ``lower_struct``, ``lower_inline``, ``lower_cg``,
+``lower_pool``); this module holds the state they share: scopes and unique
+local names, the statement list being emitted, source locations and the kernel's parameters.
 """
 
 from __future__ import annotations
@@ -14,33 +15,62 @@ from typing import Callable
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_assign import AssignMixin
 from kir.frontends.cuda.lower_calls import CallMixin
+from kir.frontends.cuda.lower_cg import CgMixin
+from kir.frontends.cuda.lower_decl import DeclMixin
 from kir.frontends.cuda.lower_expr import ExprMixin
+from kir.frontends.cuda.lower_inline import InlineMixin
+from kir.frontends.cuda.lower_pool import PoolMixin
 from kir.frontends.cuda.lower_stmt import StmtMixin
+from kir.frontends.cuda.lower_struct import StructMixin
 from kir.frontends.cuda.lower_switch import SwitchMixin
+from kir.frontends.cuda.lower_types import TypeMixin, dtype_type
 from kir.frontends.cuda.parser import SourceMap, error
 from kir.frontends.cuda.values import (
+    AUTO,
+    NULL_POINTER,
     OFFSET_TYPE,
     BufferInfo,
+    CgType,
     ConstSym,
     FnContext,
     FunctionSym,
     PtrSym,
-    PtrVal,
+    RefSym,
+    StructType,
+    TypeSym,
     VarSym,
 )
 from lark import Token, Tree
 
 from kir.errors import KirError, Loc, UnsupportedError
 from kir.ir import Block, Const, Declare, Kernel, Launch, Param, Stmt, Var
-from kir.ir.types import BOOL, I32, SCALARS, PointerType
+from kir.ir.types import I32, PointerType, ScalarType
 
 ASSIGNING = ("assign", "pre_inc", "pre_dec", "post_inc", "post_dec")
 
 
 def split_function(tree) -> tuple:
     """(template, specs, pointer trees, name token, params, body) of a function_def."""
-    kids = tree.children
+    kids = [k for k in tree.children
+            if not (isinstance(k, Tree) and k.data == "fn_qual")
+            and not (isinstance(k, Token) and k.type == "REF")]
     return kids[0], kids[1], kids[2:-3], kids[-3], kids[-2], kids[-1]
+
+
+def returns_reference(tree) -> bool:
+    """Whether a function_def returns a reference (``T& f(...)``)."""
+    return any(isinstance(k, Token) and k.type == "REF" for k in tree.children)
+
+
+def param_parts(ptree) -> tuple:
+    """(decl_specs, declarator or None, default initializer or None) of a ``param``."""
+    declarator = default = None
+    for child in ptree.children[1:]:
+        if isinstance(child, Tree) and child.data == "declarator":
+            declarator = child
+        elif isinstance(child, Tree) and child.data == "param_default":
+            default = child.children[0]
+    return ptree.children[0], declarator, default
 
 
 def assigned_names(tree) -> set[str]:
@@ -55,17 +85,24 @@ def assigned_names(tree) -> set[str]:
     return names
 
 
-class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
+class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMixin, TypeMixin,
+              StructMixin, InlineMixin, CgMixin, PoolMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
-    ``globals_`` holds top-level constants; ``typedefs`` scalar typedefs."""
+    ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``
+    the rest of the file's device side (structs, names); ``args`` what the spec says of the
+    kernel's arguments (None without a spec)."""
 
     def __init__(self, src: SourceMap, functions: dict[str, list[FunctionSym]],
                  globals_: dict[str, ConstSym], typedefs: dict[str, object],
-                 launch: Launch) -> None:
+                 launch: Launch, program=None, args=None) -> None:
+        from kir.frontends.cuda.program import Program
+
         self.src = src
         self.functions = functions
         self.typedefs = typedefs
         self.launch = launch
+        self.program = program or Program(src, functions, {}, frozenset(), frozenset())
+        self.args = args
         self.scopes: list[dict[str, object]] = [dict(globals_)]
         self.used: set[str] = set()
         self.out: list[Stmt] = []
@@ -77,9 +114,10 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
         self.offset = 0  # text offset that tree positions are relative to
         self.cur_loc: Loc | None = None
         self.dynamic_shared = None
-        self.template_types: set[str] = set()
         self.last_qualifiers: set[str] = set()
-
+        # Incremented whenever a pointer test folds to a constant (a null argument, or a
+        # present buffer compared with null): the branch it decides is then lowered alone.
+        self.null_folds = 0
     # ------------------------------------------------------------------ plumbing
 
     def loc_of(self, node) -> Loc | None:
@@ -178,55 +216,6 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
             raise self.error(f"{what} must be a compile-time constant", tree)
         return value.value
 
-    # --------------------------------------------------------------------- types
-
-    def resolve_words(self, words: list[str], tree):
-        for w in words:
-            if w in ct.UNSUPPORTED_TYPES:
-                raise self.error(f"{ct.UNSUPPORTED_TYPES[w]} not supported", tree,
-                                 UnsupportedError)
-            if w in self.template_types:
-                raise self.error(f"template type parameter '{w}' has no type: give it one "
-                                 f"in the spec, templates = {{ {w} = \"f32\" }}", tree)
-        named = [w for w in words if w in self.typedefs or w in ct.NAMED_TYPES]
-        if named:
-            if len(words) != 1:
-                raise self.error(f"conflicting type specifiers '{' '.join(words)}'", tree)
-            return self.typedefs.get(named[0], ct.NAMED_TYPES.get(named[0]))
-        if not words:
-            raise self.error("missing type", tree)
-        result = ct.combine_type_words(words)
-        if isinstance(result, str):
-            if result in ("long double",):
-                raise self.error("long double not supported", tree, UnsupportedError)
-            if result.startswith("conflicting"):
-                raise self.error(result, tree)
-            raise self.error(f"unknown type '{result}'", tree)
-        return result
-
-    def resolve_specs(self, specs, offset: int | None = None) -> ct.CType:
-        """The CType of ``decl_specs``; qualifiers go to ``self.last_qualifiers``."""
-        saved = self.offset
-        if offset is not None:
-            self.offset = offset
-        try:
-            words, quals = [], set()
-            for spec in specs.children:
-                if spec.data == "launch_bounds":
-                    continue
-                word = str(spec.children[0])
-                (quals.add if spec.data == "qualifier" else words.append)(word)
-            self.last_qualifiers = quals
-            base = self.resolve_words(words, specs)
-            return ct.CType(base, 0, "const" in quals or "constexpr" in quals)
-        finally:
-            self.offset = saved
-
-    def resolve_type_name(self, tree) -> ct.CType:
-        specs, *pointers = tree.children
-        base = self.resolve_specs(specs)
-        return ct.CType(base.base, len(pointers), base.const)
-
     @staticmethod
     def split_declarator(declarator):
         """(pointer trees, is_reference, name, dimension trees or None for [])"""
@@ -244,7 +233,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
 
     # ------------------------------------------------------------------- kernels
 
-    def lower_kernel(self, tree, offset: int, template_values: dict[str, int]) -> Kernel:
+    def lower_kernel(self, tree, offset: int, template_values: dict[str, int | str]) -> Kernel:
         """Lower a parsed ``__global__`` function definition."""
         self.offset = offset
         template, specs, pointers, ident, params, body = split_function(tree)
@@ -265,43 +254,75 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
         return Kernel(str(ident), tuple(kparams), Block(stmts, loc=self.loc_of(body)),
                       self.launch)
 
-    def bind_template(self, template, values: dict[str, int]) -> None:
+    def bind_template(self, template, values: dict[str, int | str]) -> None:
         for param in template.children:
             if param.data == "template_type":
-                ident = str(param.children[0])
-                given = values.get(ident)
-                if isinstance(given, str) and given in SCALARS:  # spec: templates T = "f16"
-                    self.typedefs[ident] = SCALARS[given]
-                else:
-                    self.template_types.add(ident)
+                self._bind_type_param(param, values)
                 continue
             specs, ident = param.children[0], str(param.children[1])
             default = param.children[2] if len(param.children) > 2 else None
             t = self.resolve_specs(specs).base
-            if ident in values:
-                value = values[ident]
-            elif default is not None:
+            value = values.get(ident)
+            if isinstance(value, str):
+                raise self.error(f"template parameter '{ident}' is a value, but the spec "
+                                 f"gives the type {value!r}", param)
+            if value is None and default is not None:
                 value = self.constant(default, f"default of template parameter '{ident}'")
-            else:
+            elif value is None:
                 raise self.error(f"missing value for template parameter '{ident}' (give it "
                                  "in template_values / the spec)", param)
             self.bind(ident, ConstSym(ct.convert(Const(value, I32 if isinstance(value, int)
                                                        else ct.F32), t)))
             self.used.add(ident)
 
+    def _bind_type_param(self, param, values: dict[str, int | str]) -> None:
+        """``typename T``: the spec's ``templates`` type, else the default, else unbound
+        until a parameter declared with ``T`` takes its argument's dtype."""
+        ident = str(param.children[0])
+        given = values.get(ident)
+        default = param.children[1] if len(param.children) > 1 else None
+        if isinstance(given, str):
+            t = dtype_type(given)
+            if t is None:
+                raise self.error(f"template type '{ident}' = {given!r} is not a kir dtype",
+                                 param)
+            self.bind(ident, TypeSym(t))
+        elif default is not None:
+            self.bind(ident, TypeSym(self.resolve_type_name(default).base))
+        else:
+            self.bind(ident, TypeSym(None, f"template type parameter '{ident}' has no type: "
+                                     "give a dtype to an argument declared with it in the "
+                                     f"spec, or templates = {{ {ident} = \"f32\" }}"))
+
+    def _deduce_from_spec(self, specs, ident: str) -> None:
+        """Bind an unbound template type naming this parameter's type to the spec's dtype."""
+        dtypes = self.args.dtypes if self.args is not None else {}
+        for spec in specs.children:
+            if spec.data != "type_word":
+                continue
+            for word in spec.children:
+                sym = self.lookup(str(word)) if isinstance(word, Token) else None
+                if isinstance(sym, TypeSym) and sym.type is None and dtypes.get(ident):
+                    sym.type = dtype_type(dtypes[ident])
+
     def kernel_param(self, ptree, assigned: set[str]) -> list[Param]:
-        # `declarator?` in the grammar: an unnamed parameter has no placeholder child.
-        specs, declarator = ptree.children[0], next(iter(ptree.children[1:]), None)
-        ctype = self.resolve_specs(specs)
+        specs, declarator, default = param_parts(ptree)
         if declarator is None:
-            if ctype.base is None:
+            if self.resolve_specs(specs).base is None:
                 return []
             raise self.error("unnamed kernel parameter", ptree)
         pointers, is_ref, ident, dims = self.split_declarator(declarator)
+        self._deduce_from_spec(specs, ident)
+        ctype = self.resolve_specs(specs)
         if is_ref or dims:
             raise self.error("reference or array kernel parameters not supported", ptree,
                              UnsupportedError)
+        if isinstance(ctype.base, (StructType, CgType)) or ctype.base is AUTO:
+            raise self.error(f"kernel parameter '{ident}' of type {ctype.base} not supported "
+                             "(a spec describes buffers and scalars)", ptree, UnsupportedError)
         self.used.add(ident)
+        if self._bind_absent(ident, bool(pointers), ctype, default, ptree):
+            return []
         if not pointers:
             if ctype.base is None:
                 raise self.error(f"parameter '{ident}' of type void", ptree)
@@ -328,78 +349,32 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin):
         self.bind(ident, sym)
         return [Param(ident, PointerType(elem, "global", ctype.const, restrict))]
 
-    # -------------------------------------------------------------- device functions
-
-    def function_for(self, name: str, nargs: int, tree) -> FunctionSym:
-        for fn in self.functions[name]:
-            params = split_function(fn.tree)[4]
-            count = len(params.children) if params is not None else 0
-            if count == 1 and len(params.children[0].children) < 2:
-                count = 0  # f(void)
-            if count == nargs:
-                return fn
-        raise self.error(f"no overload of '{name}' takes {nargs} arguments", tree)
-
-    def bind_argument(self, ptree, atree, offset: int, fname: str):
-        """Evaluate one call argument (in the caller's scope) for parameter ``ptree``."""
-        specs, declarator = ptree.children
-        ctype = self.resolve_specs(specs, offset)
-        saved = self.offset
-        self.offset = offset
-        try:
-            pointers, is_ref, ident, dims = self.split_declarator(declarator)
-        finally:
-            self.offset = saved
-        if is_ref:
-            if not (isinstance(atree, Tree) and atree.data == "name"):
-                raise self.error(f"argument for reference parameter '{ident}' of '{fname}' "
-                                 "must be a local variable", atree, UnsupportedError)
-            sym = self.lookup(str(atree.children[0]))
-            if not isinstance(sym, VarSym):
-                raise self.error(f"argument for reference parameter '{ident}' must be a "
-                                 "local variable", atree, UnsupportedError)
-            return ident, sym
-        if pointers or dims:
-            p = self.pointer(atree)
-            return ident, PtrVal(p.root, p.offset, ctype.base or p.view)
-        value = self.coerce(self.rvalue(atree), ctype.base, atree)
-        return ident, (value, ctype.base)
-
-    def inline_body(self, fn: FunctionSym, ret_type, bindings: list, body, call_tree):
-        """Emit the body of ``fn`` with parameters bound; return its result value."""
-        returns = sum(1 for t in body.iter_subtrees() if t.data == "return_stmt")
-        last = body.children[-1] if body.children else None
-        single_exit = returns == 0 or (returns == 1 and isinstance(last, Tree)
-                                       and last.data == "return_stmt")
-        result = self.fresh(f"{fn.name}_ret") if ret_type is not None else None
-        done = None if single_exit else self.fresh(f"{fn.name}_done")
-        if result:
-            self.emit(Declare(result, ret_type, loc=self.cur_loc))
-        if done:
-            self.emit(Declare(done, BOOL, Const(False, BOOL), loc=self.cur_loc))
-        scope: dict[str, object] = {}
-        for ident, value in bindings:
-            if isinstance(value, (VarSym, PtrSym)):
-                scope[ident] = value
-            elif isinstance(value, PtrVal):
-                var = self.fresh(ident)
-                self.emit(Declare(var, OFFSET_TYPE, ct.convert(value.offset, OFFSET_TYPE),
-                                  loc=self.cur_loc))
-                scope[ident] = PtrSym(value.root, value.view, var)
-            else:
-                expr, t = value
-                var = self.fresh(ident)
-                self.emit(Declare(var, t, expr, loc=self.cur_loc))
-                scope[ident] = VarSym(var, t)
-        saved = (self.scopes, self.offset, self.cur_loc)
-        self.scopes = [self.scopes[0], scope]
-        self.offset = fn.offset
-        self.fn_stack.append(FnContext(fn.name, result, ret_type, done))
-        try:
-            self.lower_stmt_list(body.children)
-        finally:
-            self.fn_stack.pop()
-            self.scopes, self.offset, self.cur_loc = saved
-        if result is None:
-            return Const(0, I32)
-        return Var(result, ret_type)
+    def _bind_absent(self, ident: str, pointer: bool, ctype, default, ptree) -> bool:
+        """Bind a parameter the kernel does not take at run time: a pointer the spec says is
+        null, or a parameter with a default value the spec does not give. True if bound."""
+        args = self.args
+        if args is None:
+            return False
+        if ident in args.null:
+            if not pointer:
+                raise self.error(f"the spec says '{ident}' is null, but it is not a pointer",
+                                 ptree)
+            self.bind(ident, RefSym(NULL_POINTER))
+            return True
+        if ident in args.dtypes or default is None:
+            return False
+        stmts, value = self.capture(lambda: self.operand(default))
+        if stmts:
+            raise self.error(f"default of '{ident}' must be a constant (or give '{ident}' in "
+                             "the spec)", default, UnsupportedError)
+        if pointer:
+            if value is not NULL_POINTER:
+                raise self.error(f"parameter '{ident}' defaults to a pointer that is not null; "
+                                 "give it in the spec", default, UnsupportedError)
+            self.bind(ident, RefSym(NULL_POINTER))
+            return True
+        if not isinstance(value, Const) or not isinstance(ctype.base, ScalarType):
+            raise self.error(f"default of '{ident}' must be a constant (or give '{ident}' in "
+                             "the spec)", default, UnsupportedError)
+        self.bind(ident, ConstSym(ct.convert(value, ctype.base)))
+        return True

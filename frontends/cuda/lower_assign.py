@@ -11,17 +11,59 @@ from kir.frontends.cuda.lower_expr import Value, scale
 from kir.frontends.cuda.values import (
     OFFSET_TYPE,
     ArraySym,
+    ArrVal,
+    CgType,
+    CgVal,
     ConstSym,
+    FieldArray,
     MemRef,
+    NullVal,
     PtrSym,
     PtrVal,
+    RefSym,
+    StructType,
+    StructVal,
     count_of,
 )
 from lark import Token, Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import Assign, Component, Const, Declare, Expr, MakeVector, Store, Var
-from kir.ir.types import I32, U64, ScalarType, VectorType
+from kir.ir.types import I8, I32, U8, U64, ScalarType, VectorType
+
+
+def struct_size(t: StructType) -> int:
+    """``sizeof`` a struct with C's natural layout (each field at a multiple of its own
+    alignment, the whole padded to the largest)."""
+    size = align = 1
+    offset = 0
+    for _name, ft in t.fields:
+        if isinstance(ft, StructType):
+            n, a = struct_size(ft), _struct_align(ft)
+        elif isinstance(ft, FieldArray):
+            a = ct.scalar_of(ft.elem).nbytes if not isinstance(ft.elem, VectorType) \
+                else ft.elem.nbytes
+            n = ft.elem.nbytes
+            for d in ft.dims:
+                n *= d
+        else:
+            n = a = ft.nbytes
+        offset = -(-offset // a) * a + n
+        align = max(align, a)
+    size = -(-offset // align) * align
+    return size
+
+
+def _struct_align(t: StructType) -> int:
+    out = 1
+    for _name, ft in t.fields:
+        if isinstance(ft, StructType):
+            out = max(out, _struct_align(ft))
+        elif isinstance(ft, FieldArray):
+            out = max(out, ft.elem.nbytes)
+        else:
+            out = max(out, ft.nbytes)
+    return out
 
 
 class AssignMixin:
@@ -31,6 +73,27 @@ class AssignMixin:
 
     def _cast_to(self, value: Value, target, tree) -> Value:
         """Apply a C/C++ cast to a resolved CType."""
+        from kir.frontends.cuda.lower_expr import AddrVal
+
+        if isinstance(target.base, StructType) and not target.pointers:
+            if isinstance(value, StructVal) and value.type == target.base:
+                return value
+            raise self.error(f"cast to {target.base} not supported", tree, UnsupportedError)
+        if isinstance(target.base, CgType) and not target.pointers:
+            if isinstance(value, CgVal):
+                return value
+            raise self.error(f"cast to {target.base}", tree, UnsupportedError)
+        if not target.pointers and isinstance(value, (PtrVal, ArrVal)) and isinstance(
+                target.base, ScalarType) and target.base.is_int and target.base.bits == 64:
+            p = self.as_pointer(value, tree)
+            elem = self.buffers[p.root].elem
+            offset = ct.binary("*", ct.convert(p.offset, U64), Const(elem.nbytes, U64))
+            return AddrVal(offset)
+        if not target.pointers and isinstance(value, NullVal) and isinstance(
+                target.base, ScalarType) and target.base.is_int:
+            return Const(0, target.base)
+        if target.pointers and isinstance(value, NullVal):
+            return value
         if target.pointers:
             p = self.as_pointer(value, tree)
             if p is None:
@@ -40,6 +103,9 @@ class AssignMixin:
             if target.pointers > 1 or target.base is None:
                 raise self.error("cast to a pointer of this type not supported", tree,
                                  UnsupportedError)
+            if self.is_byte_pool(p.root) and ct.scalar_of(p.view) in (I8, U8) \
+                    and ct.scalar_of(target.base) not in (I8, U8):
+                return self.type_byte_pool(p, target.base, tree)
             if ct.scalar_of(target.base) != root_elem:
                 raise self.error(f"reinterpreting a {root_elem} buffer as "
                                  f"{ct.scalar_of(target.base)} not supported", tree,
@@ -64,11 +130,43 @@ class AssignMixin:
         _kw, type_tree, value_tree = tree.children
         return self._cast_to(self.operand(value_tree), self.resolve_type_name(type_tree), tree)
 
+    def _func_cast_type(self, type_tree):
+        words = [str(t) for t in type_tree.children if isinstance(t, Token)]
+        targs = next((t for t in type_tree.children if isinstance(t, Tree)), None)
+        return self.resolve_words(words, type_tree, targs)
+
     def _x_func_cast(self, tree, discard) -> Value:
         type_tree, value_tree = tree.children
-        words = [str(t) for t in type_tree.children]
-        base = self.resolve_words(words, type_tree)
+        base = self._func_cast_type(type_tree)
+        if value_tree is None:  # T(): a value-initialized T
+            return self._value_init(base, tree)
         return self._cast_to(self.operand(value_tree), ct.CType(base), tree)
+
+    def _x_brace_cast(self, tree, discard) -> Value:
+        """``T{a, b}``: a struct, a vector, a cooperative-groups operator, or a scalar."""
+        type_tree, args = tree.children
+        base = self._func_cast_type(type_tree)
+        items = list(args.children) if args is not None else []
+        if isinstance(base, StructType):
+            return self.struct_from_list(base, items, tree)
+        if not items:
+            return self._value_init(base, tree)
+        if isinstance(base, VectorType):
+            return self._vector_init(base, Tree("init_list", items), tree)
+        if len(items) != 1 or not isinstance(base, ScalarType):
+            raise self.error(f"braced initializer for {base}", tree)
+        return self.coerce(self.rvalue(items[0]), base, tree)
+
+    def _value_init(self, base, tree) -> Value:
+        if isinstance(base, CgType):
+            return CgVal(base)
+        if isinstance(base, StructType):
+            return self.struct_from_list(base, [], tree)
+        if isinstance(base, VectorType):
+            return self._vector_init(base, Tree("init_list", []), tree)
+        if isinstance(base, ScalarType):
+            return ct.convert(Const(0, I32), base)
+        raise self.error(f"value of type {base}", tree)
 
     def _x_sizeof_type(self, tree, discard) -> Expr:
         t = self.resolve_type_name(tree.children[-1])
@@ -76,12 +174,18 @@ class AssignMixin:
             return Const(8, U64)
         if t.base is None:
             raise self.error("sizeof(void)", tree)
+        if isinstance(t.base, StructType):
+            return Const(struct_size(t.base), U64)
+        if isinstance(t.base, CgType):
+            raise self.error(f"sizeof({t.base})", tree, UnsupportedError)
         return Const(t.base.nbytes, U64)
 
     def _x_sizeof_expr(self, tree, discard) -> Expr:
         stmts, value = self.capture(lambda: self.operand(tree.children[-1]))
         if isinstance(value, (Expr, MemRef)):
             return Const(value.type.nbytes, U64)
+        if isinstance(value, StructVal):
+            return Const(struct_size(value.type), U64)
         raise self.error("sizeof of a pointer or array", tree, UnsupportedError)
 
     # ------------------------------------------------------------------ side effects
@@ -97,6 +201,13 @@ class AssignMixin:
                     not isinstance(sym, ArraySym) or sym.dims):
                 raise self.error(f"cannot assign to '{lhs_tree.children[0]}'", lhs_tree)
         target = self.operand(lhs_tree)
+        if isinstance(target, StructVal):
+            if op != "=":
+                raise self.error(f"operator '{op}' on a struct", tree, UnsupportedError)
+            self.assign_struct(target, self.struct_value(target.type, rhs_tree), tree)
+            return target
+        if isinstance(target, RefSym):
+            target = target.target
         value = self.rvalue(rhs_tree)
         if op != "=":
             value = self._apply_binary(op[:-1], target, value, tree)

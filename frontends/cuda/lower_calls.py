@@ -4,11 +4,18 @@ and stores, vector constructors) and inlining of ``__device__`` functions (a Low
 
 from __future__ import annotations
 
+import math
+import re
+
+import numpy as np
+
 from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.values import MemRef
 
 from kir.errors import UnsupportedError
 from kir.ir import (
+    Assert,
     Atomic,
     Barrier,
     Binary,
@@ -24,12 +31,12 @@ from kir.ir import (
     Var,
     WarpReduce,
 )
-from kir.ir.types import BF16, BOOL, F16, F32, F64, I32, U32, ScalarType, VectorType
+from kir.ir.types import BF16, BOOL, F16, F32, F64, I8, I32, U8, U32, ScalarType, VectorType
 
 # name -> (intrinsic, fast, fixed type or None for C++ overload on the argument types)
 MATH: dict[str, tuple[str, bool, ScalarType | None]] = {}
 for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "erf", "sin", "cos",
-            "floor", "ceil", "fma"):
+            "floor", "ceil", "fma", "round", "rint", "trunc"):
     MATH[_fn + "f"] = (_fn, False, F32)
     MATH[_fn] = (_fn, False, None)
 MATH.update({
@@ -41,8 +48,10 @@ MATH.update({
     "__cosf": ("cos", True, F32), "__tanhf": ("tanh", True, F32),
     "__frsqrt_rn": ("rsqrt", False, F32), "__fsqrt_rn": ("sqrt", False, F32),
     "__fmaf_rn": ("fma", False, F32), "hexp": ("exp", False, F16), "hsqrt": ("sqrt", False, F16),
+    "nearbyintf": ("rint", False, F32), "nearbyint": ("rint", False, None),
 })
 ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3}
+HYPERBOLIC = ("coshf", "sinhf", "cosh", "sinh")
 CONVERSIONS = {
     "__float2half": F16, "__float2half_rn": F16, "__half2float": F32, "__int2float_rn": F32,
     "__float2int_rz": I32, "__uint2float_rn": F32, "__float2bfloat16": BF16,
@@ -57,11 +66,14 @@ ATOMICS = {"atomicAdd": "add", "atomicMax": "max", "atomicMin": "min", "atomicEx
 VECTORS = {"make_float2": VectorType(F32, 2), "make_float3": VectorType(F32, 3),
            "make_float4": VectorType(F32, 4), "make_int2": VectorType(I32, 2),
            "make_int4": VectorType(I32, 4), "make_uint2": VectorType(U32, 2),
-           "make_uint4": VectorType(U32, 4), "make_double2": VectorType(F64, 2)}
+           "make_uint4": VectorType(U32, 4), "make_double2": VectorType(F64, 2),
+           "make_uchar2": VectorType(U8, 2), "make_uchar3": VectorType(U8, 3),
+           "make_uchar4": VectorType(U8, 4), "make_char2": VectorType(I8, 2),
+           "make_char4": VectorType(I8, 4)}
 LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
 STORES = ("__stcs", "__stcg", "__stwb", "__stwt")
 UNSUPPORTED_CALLS = {
-    "printf": "printf", "assert": "assert", "malloc": "device malloc", "free": "device free",
+    "printf": "printf", "malloc": "device malloc", "free": "device free",
     "__threadfence": "memory fences", "__threadfence_block": "memory fences",
     "__activemask": "__activemask", "__syncthreads_count": "__syncthreads_count",
     "__syncthreads_or": "__syncthreads_or", "__syncthreads_and": "__syncthreads_and",
@@ -69,26 +81,48 @@ UNSUPPORTED_CALLS = {
     "tex3D": "texture fetches", "surf2Dwrite": "surface writes", "clock": "clock()",
     "clock64": "clock64()", "cudaMalloc": "host API calls in device code",
     "cudaMemcpy": "host API calls in device code", "__trap": "__trap",
-    "atomicCAS": "atomicCAS", "atomicSub": "atomicSub", "atomicAnd": "atomicAnd",
+    "atomicCAS": "atomicCAS", "atomicAnd": "atomicAnd",
     "atomicOr": "atomicOr", "atomicXor": "atomicXor", "atomicInc": "atomicInc",
     "__nanosleep": "__nanosleep", "__shfl": "__shfl without _sync (deprecated)",
 }
 
 
+_LIMITS = re.compile(r"numeric_limits\s*<\s*([\w:]+)\s*>::(\w+)")
+
+
 class CallMixin:
     """Calls to builtins and to ``__device__`` functions."""
 
-    def lower_call(self, name: str, arg_trees: list, tree, discard: bool):
+    def lower_call(self, name: str, arg_trees: list, tree, discard: bool, targs=None):
         if self.lookup(name) is not None:
             raise self.error(f"'{name}' is not a function", tree)
+        name = self.function_name(name)
         if name in self.functions:
-            return self.inline_call(name, arg_trees, tree, discard)
+            return self.inline_call(name, arg_trees, tree, discard, targs)
+        if name.startswith("cg::"):
+            value = self.cg_call(name[4:], arg_trees, tree, targs)
+            if value is None:
+                raise self.error(f"cooperative groups function '{name}' not supported", tree,
+                                 UnsupportedError)
+            return value
+        if "numeric_limits" in name:
+            self._arity(name, arg_trees, 0, 0, tree)
+            return self.limits_constant(name, tree)
+        if name == "assert":
+            self._arity(name, arg_trees, 1, 1, tree)
+            return self._assert(arg_trees[0], tree)
+        if name == "atomicSub":
+            return self._atomic_sub(arg_trees, tree, discard)
         if name == "__syncthreads":
             return self._statement_call(Barrier("block", loc=self.cur_loc), arg_trees, 0, tree)
         if name == "__syncwarp":
             return self._statement_call(Barrier("warp", loc=self.cur_loc), arg_trees, 1, tree)
         if name in MATH:
             return self._math(name, arg_trees, tree)
+        if name in HYPERBOLIC:
+            return self._hyperbolic(name, arg_trees, tree)
+        if name in ("log1pf", "log1p", "expm1f", "expm1"):
+            return self._near_one(name, arg_trees, tree)
         if name in SHUFFLES:
             return self._shuffle(SHUFFLES[name], arg_trees, tree)
         if name in VOTES:
@@ -142,6 +176,52 @@ class CallMixin:
                              UnsupportedError)
         return value
 
+    def _hyperbolic(self, name: str, arg_trees: list, tree) -> Expr:
+        """``coshf``/``sinhf`` (and double forms) as ``(exp(x) ± exp(-x)) / 2``: kir's
+        intrinsics have no hyperbolic functions but tanh."""
+        self._arity(name, arg_trees, 1, 1, tree)
+        x = self.rvalue(arg_trees[0])
+        t = F32 if name.endswith("f") else ct.pick_math_type([x])
+        if not isinstance(t, ScalarType) or not t.is_float:
+            t = F64
+        x = ct.convert(x, t)
+        if not isinstance(x, (Var, Const)):
+            tmp = self.fresh("hyp")
+            self.emit(Declare(tmp, t, x, loc=self.cur_loc))
+            x = Var(tmp, t)
+        pos, neg = Call("exp", (x,), t), Call("exp", (ct.unary("-", x),), t)
+        both = ct.binary("+" if name.startswith("cosh") else "-", pos, neg)
+        return ct.binary("*", both, ct.convert(Const(0.5, F64), t))
+
+    def _near_one(self, name: str, arg_trees: list, tree) -> Expr:
+        """``log1p``/``expm1`` from ``log``/``exp`` with the classic corrections that keep
+        them accurate near zero (Goldberg's ``log(u) * x / (u - 1)`` with ``u = 1 + x``;
+        Kahan's ``(u - 1) * x / log(u)`` with ``u = exp(x)``)."""
+        self._arity(name, arg_trees, 1, 1, tree)
+        x = self.rvalue(arg_trees[0])
+        t = F32 if name.endswith("f") else ct.pick_math_type([x])
+        if not isinstance(t, ScalarType) or not t.is_float:
+            t = F64
+        x = self._named(ct.convert(x, t), "x")
+        one = ct.convert(Const(1, I32), t)
+        if name.startswith("log1p"):
+            u = self._named(ct.binary("+", one, x), "u")
+            exact = ct.binary("/", ct.binary("*", Call("log", (u,), t), x),
+                              ct.binary("-", u, one))
+        else:
+            u = self._named(Call("exp", (x,), t), "u")
+            um1 = ct.binary("-", u, one)
+            exact = Select(ct.binary("==", um1, ct.unary("-", one)), ct.unary("-", one),
+                           ct.binary("/", ct.binary("*", um1, x), Call("log", (u,), t)), t)
+        return Select(ct.binary("==", u, one), x, exact, t)
+
+    def _named(self, value: Expr, base: str) -> Expr:
+        if isinstance(value, (Var, Const)):
+            return value
+        name = self.fresh(base)
+        self.emit(Declare(name, value.type, value, loc=self.cur_loc))
+        return Var(name, value.type)
+
     def _math(self, name: str, arg_trees: list, tree) -> Expr:
         fn, fast, fixed = MATH[name]
         arity = ARITY.get(fn, 1)
@@ -176,6 +256,37 @@ class CallMixin:
             width = int(w)
         return Shuffle(mode, value, lane, value.type, width)
 
+    def function_name(self, name: str) -> str:
+        """A called name as the lowering knows it: ``std::min`` is ``min``, a function in a
+        user's namespace (``ops::relu``) is found by its own name."""
+        plain = normalize_name(name)
+        if "::" in plain and not plain.startswith("cg::") and "numeric_limits" not in plain:
+            last = plain.rsplit("::", 1)[-1]
+            if last in self.functions or last in MATH or not self.functions.get(plain):
+                return last
+        return plain
+
+    def _assert(self, cond_tree, tree) -> Expr:
+        """``assert(cond)``: an Assert statement the interpreter checks (one that a pointer
+        test proves true is dropped)."""
+        stmts, (cond, _decided) = self.capture(lambda: self.truth_of(cond_tree))
+        if stmts:
+            raise self.error("assert whose condition has side effects not supported (GPU "
+                             "builds may drop it)", cond_tree, UnsupportedError)
+        if not (isinstance(cond, Const) and cond.value):
+            self.emit(Assert(cond, loc=self.cur_loc))
+        return Const(0, I32)
+
+    def _atomic_sub(self, arg_trees: list, tree, discard: bool) -> Expr:
+        """``atomicSub(p, v)`` is ``atomicAdd(p, -v)`` (integers wrap alike)."""
+        self._arity("atomicSub", arg_trees, 2, 2, tree)
+        p = self.pointer(arg_trees[0])
+        value = self.coerce(self.rvalue(arg_trees[1]), p.view, arg_trees[1])
+        if not isinstance(value.type, ScalarType) or not value.type.is_int:
+            raise self.error("atomicSub on a non-integer buffer", tree)
+        negated = ct.binary("-", ct.convert(Const(0, I32), value.type), value)
+        return self._emit_atomic("add", p, negated, tree, discard)
+
     def _vote(self, name: str, arg_trees: list, tree) -> Expr:
         """Warp votes as warp reductions over the whole warp: ``__any_sync`` / ``__all_sync``
         are the max / min of the 0-or-1 predicate, ``__ballot_sync`` the sum of each voting
@@ -187,7 +298,10 @@ class CallMixin:
             raise self.error(f"{name} over a partial mask ({mask:#x}) not supported: kir's warp "
                              "operations cover the whole warp (use 0xffffffff)", arg_trees[0],
                              UnsupportedError)
-        pred = ct.to_bool(self.rvalue(arg_trees[1]))
+        return self._vote_value(name, arg_trees[1])
+
+    def _vote_value(self, name: str, pred_tree) -> Expr:
+        pred = ct.to_bool(self.rvalue(pred_tree))
         if name == "__ballot_sync":
             bit = Binary("<<", Const(1, U32), Special("lane"), U32)
             return WarpReduce("sum", Select(pred, bit, Const(0, U32), U32), U32)
@@ -198,6 +312,9 @@ class CallMixin:
         self._arity(op, arg_trees, 2, 2, tree)
         p = self.pointer(arg_trees[0])
         value = self.coerce(self.rvalue(arg_trees[1]), p.view, arg_trees[1])
+        return self._emit_atomic(op, p, value, tree, discard)
+
+    def _emit_atomic(self, op: str, p, value: Expr, tree, discard: bool) -> Expr:
         info = self.buffers[p.root]
         if info.const:
             raise self.error(f"atomic on const buffer '{p.root}'", tree)
@@ -208,26 +325,31 @@ class CallMixin:
         self.emit(Atomic(op, p.root, p.offset, value, result, loc=self.cur_loc))
         return Var(result, p.view) if result else Const(0, I32)
 
-    # ------------------------------------------------------------ device functions
+    # -------------------------------------------------------------- constants
 
-    def inline_call(self, name: str, arg_trees: list, tree, discard: bool):
-        """Inline a ``__device__`` function call; its value is a fresh result variable."""
-        from kir.frontends.cuda.lower import split_function
-
-        fn = self.function_for(name, len(arg_trees), tree)
-        if any(ctx.name == name for ctx in self.fn_stack):
-            raise self.error(f"recursion ('{name}' calls itself) not supported", tree,
+    def limits_constant(self, name: str, tree) -> Expr:
+        """``std::numeric_limits<T>::max()`` (and ``min``, ``lowest``, ``infinity``,
+        ``epsilon``, ``quiet_NaN``) as a constant of type T."""
+        found = _LIMITS.search(name)
+        if found is None:
+            raise self.error(f"'{name}' not supported", tree, UnsupportedError)
+        t = self.named_type(found.group(1), tree) if found.group(1) not in ct.KEYWORD_TYPES \
+            else ct.combine_type_words([found.group(1)])
+        member = found.group(2)
+        if not isinstance(t, ScalarType) or t == BOOL:
+            raise self.error(f"numeric_limits of {t} not supported", tree, UnsupportedError)
+        if t.is_float:
+            info = np.finfo(np.float32 if t.name in ("f32", "bf16") else t.numpy)
+            if t.name == "bf16":
+                info = None
+            values = {"infinity": math.inf, "quiet_NaN": math.nan}
+            if info is not None:
+                values.update({"max": float(info.max), "lowest": -float(info.max),
+                               "min": float(info.tiny), "epsilon": float(info.eps)})
+        else:
+            info = np.iinfo(t.numpy)
+            values = {"max": int(info.max), "min": int(info.min), "lowest": int(info.min)}
+        if member not in values:
+            raise self.error(f"numeric_limits<{t}>::{member} not supported", tree,
                              UnsupportedError)
-        template, specs, pointers, _ident, params, body = split_function(fn.tree)
-        if template is not None:
-            raise self.error(f"template __device__ function '{name}' not supported", tree,
-                             UnsupportedError)
-        ret = self.resolve_specs(specs, fn.offset)
-        if pointers:
-            raise self.error(f"__device__ function '{name}' returns a pointer", tree,
-                             UnsupportedError)
-        param_trees = list(params.children) if params is not None else []
-        bindings = []
-        for ptree, atree in zip(param_trees, arg_trees):
-            bindings.append(self.bind_argument(ptree, atree, fn.offset, name))
-        return self.inline_body(fn, ret.base, bindings, body, tree)
+        return Const(values[member], t)

@@ -12,15 +12,32 @@ spine, so a 5,000-term expression does not touch Python's recursion limit.
 
 from __future__ import annotations
 
+
 from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.lower_cg import Dim3Val
+from kir.frontends.cuda.lower_ptrtest import (
+    BUFFER_ALIGNMENT,
+    AddrVal,
+    PointerTestMixin,
+    pointerish,
+)
+from kir.frontends.cuda.lower_struct import StructArrVal
+from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
 from kir.frontends.cuda.values import (
+    NULL_POINTER,
     OFFSET_TYPE,
     ArraySym,
     ArrVal,
+    CgVal,
     ConstSym,
     MemRef,
+    NullVal,
     PtrSym,
     PtrVal,
+    RefSym,
+    StructArraySym,
+    StructVal,
+    TypeSym,
     VarSym,
     count_of,
 )
@@ -37,8 +54,6 @@ SPECIAL_OBJECTS = {"threadIdx": "thread", "blockIdx": "block", "blockDim": "bloc
                    "gridDim": "grid_dim"}
 COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3}
 Value = Expr | PtrVal | ArrVal | MemRef
-
-
 def add_offsets(a: Expr, b: Expr) -> Expr:
     """``a + b`` for element offsets, skipping additions of zero."""
     if isinstance(a, Const) and a.value == 0:
@@ -52,7 +67,7 @@ def scale(e: Expr, factor: int) -> Expr:
     return e if factor == 1 else ct.binary("*", e, Const(factor, I32))
 
 
-class ExprMixin:
+class ExprMixin(PointerTestMixin):
     """Expression lowering; relies on the Lowerer for symbols, errors and emission."""
 
     # ------------------------------------------------------------------ entry points
@@ -105,11 +120,17 @@ class ExprMixin:
         while isinstance(node, Tree) and node.data in BINOPS:
             spine.append(node)
             node = node.children[0]
+        folds = self.null_folds
         acc = self.operand(node)
         for t in reversed(spine):
             op = BINOPS[t.data]
             if op in ("&&", "||"):
-                acc = self._short_circuit(op, self._value(acc, node), t.children[-1])
+                left = self.truth(acc, node)
+                if isinstance(left, Const) and self.null_folds != folds \
+                        and bool(left.value) == (op == "||"):
+                    acc = left  # decided by a pointer test: the right side is not lowered
+                    continue
+                acc = self._short_circuit(op, left, t.children[-1])
             else:
                 acc = self._apply_binary(op, acc, self.operand(t.children[-1]), t)
         return acc
@@ -120,9 +141,25 @@ class ExprMixin:
         if isinstance(value, (PtrVal, ArrVal)):
             raise self.error("pointer used as a value (pointer comparisons and "
                              "conversions are not supported)", tree, UnsupportedError)
+        if isinstance(value, NullVal):
+            raise self.error("null pointer used as a value", tree, UnsupportedError)
+        if isinstance(value, StructVal):
+            raise self.error(f"{value.type} used where a scalar is expected", tree)
+        if isinstance(value, (CgVal, Dim3Val)):
+            raise self.error("a cooperative group used as a value", tree, UnsupportedError)
+        if isinstance(value, AddrVal):
+            raise self.error("a pointer's address used beyond an alignment test (kir knows "
+                             f"addresses modulo {BUFFER_ALIGNMENT} bytes only)", tree,
+                             UnsupportedError)
+        if isinstance(value, StructArrVal):
+            raise self.error("an array of structs used as a value", tree)
         return value
 
     def _apply_binary(self, op: str, a: Value, b: Value, tree) -> Value:
+        if op in ("==", "!=") and (pointerish(a) or pointerish(b)):
+            return self._pointer_test(op, a, b, tree)
+        if isinstance(a, AddrVal) or isinstance(b, AddrVal):
+            return self._address_test(op, a, b, tree)
         pa, pb = self.as_pointer(a, tree), self.as_pointer(b, tree)
         if pa is not None or pb is not None:
             if op == "+" and pa is not None and pb is None:
@@ -157,9 +194,20 @@ class ExprMixin:
 
     def _x_ternary(self, tree, discard: bool) -> Value:
         cond_tree, a_tree, b_tree = tree.children
-        cond = ct.to_bool(self.rvalue(cond_tree))
+        cond, decided = self.truth_of(cond_tree)
+        if decided:
+            return self.operand(a_tree if cond.value else b_tree, discard)
         s1, a = self.capture(lambda: self.operand(a_tree))
         s2, b = self.capture(lambda: self.operand(b_tree))
+        if isinstance(a, StructVal) or isinstance(b, StructVal):
+            if not (isinstance(a, StructVal) and isinstance(b, StructVal) and a.type == b.type):
+                raise self.error("'?:' arms of different types", tree)
+            if s1 or s2:  # arms with effects: evaluate each into its own copy first
+                self.out.extend(s1)
+                a = self.struct_local(a.type, "sel", a, tree)
+                self.out.extend(s2)
+                b = self.struct_local(b.type, "sel", b, tree)
+            return self.struct_select(cond, a, b, tree)
         pa, pb = self.as_pointer(a, a_tree), self.as_pointer(b, b_tree)
         if pa is not None or pb is not None:
             if pa is None or pb is None or pa.root != pb.root or s1 or s2:
@@ -194,7 +242,13 @@ class ExprMixin:
         return self._unary("-", tree)
 
     def _x_lnot(self, tree, discard):
-        return self._unary("!", tree)
+        value = self.operand(tree.children[-1])
+        if pointerish(value):
+            return Const(not self.truth(value, tree).value, BOOL)
+        try:
+            return ct.unary("!", self._value(value, tree))
+        except TypeError as exc:
+            raise self.error(str(exc), tree, UnsupportedError) from None
 
     def _x_bnot(self, tree, discard):
         return self._unary("~", tree)
@@ -205,7 +259,14 @@ class ExprMixin:
                                                                         ScalarType) else value
 
     def _x_deref(self, tree, discard) -> MemRef:
-        p = self.pointer(tree.children[-1])
+        value = self.operand(tree.children[-1])
+        if isinstance(value, NullVal):
+            raise self.error("a null pointer is read or written here (the spec gives it as "
+                             "null, or it defaults to null)", tree, UnsupportedError)
+        p = self.as_pointer(value, tree.children[-1])
+        if p is None:
+            raise self.error("expected a pointer into a buffer or array", tree.children[-1])
+        self.byte_pool_used(p.root, tree, p.view)
         return MemRef(p.root, p.offset, p.view)
 
     def _x_addr(self, tree, discard) -> PtrVal:
@@ -254,6 +315,22 @@ class ExprMixin:
     def _x_name(self, tree, discard) -> Value:
         ident = str(tree.children[0])
         sym = self.lookup(ident)
+        if sym is None and "::" in ident:
+            ident = normalize_name(ident)
+            sym = next((found for found in map(self.lookup, qualified_suffixes(ident))
+                        if found is not None), None)
+        if isinstance(sym, RefSym):
+            return sym.target
+        if isinstance(sym, (StructVal, CgVal)):
+            return sym
+        if isinstance(sym, StructArraySym):
+            return StructArrVal(sym)
+        if isinstance(sym, TypeSym):
+            raise self.error(f"type '{ident}' used as a value", tree)
+        if sym is None and ident in ("nullptr", "NULL"):
+            return NULL_POINTER
+        if sym is None and "numeric_limits" in ident:
+            raise self.error(f"'{ident}' must be called: {ident}()", tree)
         if isinstance(sym, VarSym):
             return Var(sym.name, sym.type)
         if isinstance(sym, ConstSym):
@@ -288,6 +365,13 @@ class ExprMixin:
                 raise self.error(f"'{base.children[0]}' has no member '{field}'", tree)
             return Special(SPECIAL_OBJECTS[str(base.children[0])], field)
         value = self.operand(base)
+        if isinstance(value, StructVal):
+            return self.struct_member(value, field, tree)
+        if isinstance(value, Dim3Val):
+            return self.dim3_member(value, field, tree)
+        if isinstance(value, CgVal):
+            raise self.error(f"'{field}' of a cooperative group must be called: {field}()",
+                             tree, UnsupportedError)
         vtype = value.type if isinstance(value, (Expr, MemRef)) else None
         if not isinstance(vtype, VectorType):
             what = vtype if vtype is not None else "a pointer or array"
@@ -308,6 +392,7 @@ class ExprMixin:
             raise self.error(f"array index of type {index.type} (must be an integer)",
                              index_tree)
         if isinstance(base, ArrVal):
+            self.byte_pool_used(base.sym.name, tree)
             sym = base.sym
             flat = index if base.index is None else add_offsets(
                 ct.binary("*", base.index, Const(sym.dims[base.used], I32)), index)
@@ -315,14 +400,33 @@ class ExprMixin:
                 return ArrVal(sym, flat, base.used + 1)
             return MemRef(sym.name, scale(flat, count_of(sym.elem)), sym.elem)
         if isinstance(base, PtrVal):
+            self.byte_pool_used(base.root, tree, base.view)
             step = scale(index, count_of(base.view))
             return MemRef(base.root, add_offsets(base.offset, step), base.view)
+        if isinstance(base, StructArrVal):
+            return self.struct_element(base, index)
+        if isinstance(base, NullVal):
+            raise self.error("a null pointer is read or written here (the spec gives it as "
+                             "null, or it defaults to null)", tree, UnsupportedError)
         raise self.error("subscript of a value that is not an array or pointer", tree)
 
     def _x_call(self, tree, discard) -> Value:
         callee, args = tree.children
+        arg_trees = list(args.children) if args is not None else []
+        if isinstance(callee, Tree) and callee.data == "member":
+            obj = self.operand(callee.children[0])
+            method = str(callee.children[1])
+            if isinstance(obj, CgVal):
+                return self.cg_method(obj.type, method, arg_trees, tree)
+            raise self.error(f"method call '.{method}()' not supported (member functions)",
+                             tree, UnsupportedError)
+        if isinstance(callee, Tree) and callee.data == "template_id":
+            return self.lower_call(str(callee.children[0]), arg_trees, tree, discard,
+                                   callee.children[1])
         if not (isinstance(callee, Tree) and callee.data == "name"):
             raise self.error("call of something that is not a function name (function "
                              "pointers not supported)", tree, UnsupportedError)
-        arg_trees = list(args.children) if args is not None else []
         return self.lower_call(str(callee.children[0]), arg_trees, tree, discard)
+
+    def _x_template_id(self, tree, discard):
+        raise self.error(f"'{tree.children[0]}<...>' must be called", tree)

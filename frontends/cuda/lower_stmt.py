@@ -1,4 +1,4 @@
-"""Lowering of CUDA statements and declarations (a mixin of the Lowerer).
+"""Lowering of CUDA statements (a mixin of the Lowerer; declarations: ``lower_decl``).
 
 Loops get labels L0, L1, ... in the order they appear in the (inlined) kernel body. A C
 ``for`` becomes a kir ``For`` when it has one loop variable declared in its init, a
@@ -8,21 +8,11 @@ condition without side effects and an update that only assigns the loop variable
 
 from __future__ import annotations
 
-from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.values import (
-    OFFSET_TYPE,
-    ArraySym,
-    BufferInfo,
-    ConstSym,
-    PtrSym,
-    VarSym,
-    count_of,
-)
+from kir.frontends.cuda.values import StructVal
 from lark import Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import (
-    Alloc,
     Assign,
     Binary,
     Block,
@@ -33,15 +23,13 @@ from kir.ir import (
     Declare,
     For,
     If,
-    MakeVector,
     Return,
     Select,
-    Store,
     Unary,
     Var,
     While,
 )
-from kir.ir.types import BOOL, I32, VectorType
+from kir.ir.types import BOOL, VectorType
 
 MAX_NESTING = 1000  # statement levels (an `if` with a block counts two)
 LOOPS = ("for_stmt", "while_stmt", "do_stmt")
@@ -138,6 +126,26 @@ class StmtMixin:
     def _s_continue_stmt(self, tree) -> None:
         self.emit(Continue(loc=self.cur_loc))
 
+    def _s_return_init(self, tree) -> None:
+        """``return {a, b};``: a struct or vector built from the list."""
+        fn = self.fn_stack[-1] if self.fn_stack else None
+        if fn is None or fn.result is None:
+            raise self.error("'return {...}' outside a function returning a value", tree)
+        items = [c for c in tree.children[1:] if c is not None]
+        if isinstance(fn.result, StructVal):
+            self.assign_struct(fn.result, self.struct_from_list(fn.result.type, items, tree),
+                               tree)
+        else:
+            value = self._vector_init(fn.result_type, Tree("init_list", items), tree)
+            self.emit(Assign(fn.result, value, loc=self.cur_loc))
+        self._returned(fn)
+
+    def _returned(self, fn) -> None:
+        if fn.done:
+            self.emit(Assign(fn.done, Const(True, BOOL), loc=self.cur_loc))
+            if fn.loop_depth:
+                self.emit(Break(loc=self.cur_loc))
+
     def _s_return_stmt(self, tree) -> None:
         value_tree = tree.children[1]
         if not self.fn_stack:
@@ -146,7 +154,10 @@ class StmtMixin:
             self.emit(Return(loc=self.cur_loc))
             return
         fn = self.fn_stack[-1]
-        if value_tree is not None:
+        if value_tree is not None and isinstance(fn.result, StructVal):
+            self.assign_struct(fn.result, self.struct_value(fn.result.type, value_tree),
+                               value_tree)
+        elif value_tree is not None:
             value = self.rvalue(value_tree)
             if fn.result is None:
                 raise self.error(f"void function '{fn.name}' returns a value", tree)
@@ -161,6 +172,18 @@ class StmtMixin:
 
     def _unsupported(self, what: str, tree) -> None:
         raise self.error(f"{what} not supported", tree, UnsupportedError)
+
+    def _s_typedef_stmt(self, tree) -> None:
+        self.declare_alias(tree)
+
+    def _s_alias_decl(self, tree) -> None:
+        self.declare_alias(tree)
+
+    def _s_using_namespace(self, tree) -> None:
+        pass  # names are resolved by their last part anyway
+
+    def _s_static_assert_stmt(self, tree) -> None:
+        pass  # checked by the C++ compiler; nothing happens at run time
 
     def _s_goto_stmt(self, tree) -> None:
         self._unsupported("goto", tree)
@@ -187,14 +210,23 @@ class StmtMixin:
         return Block(tuple(stmts))
 
     def condition(self, tree) -> tuple[list, object]:
-        stmts, value = self.capture(lambda: self.rvalue(tree))
-        return stmts, ct.to_bool(value)
+        stmts, (value, _decided) = self.capture(lambda: self.truth_of(tree))
+        return stmts, value
 
     def _s_if_stmt(self, tree) -> None:
         cond_tree, then_tree, else_tree = (tree.children[1:] + [None])[:3]
         loc = self.cur_loc
-        stmts, cond = self.condition(cond_tree)
+        stmts, (cond, decided) = self.capture(lambda: self.truth_of(cond_tree))
         self.out.extend(stmts)
+        if decided:  # a pointer test: only the branch it selects is lowered
+            live = then_tree if cond.value else else_tree
+            if live is not None:
+                self.push_scope()
+                try:
+                    self.lower_stmt(live)
+                finally:
+                    self.pop_scope()
+            return
         then = self.block_of(then_tree)
         orelse = self.block_of(else_tree) if else_tree is not None else None
         self.emit(If(cond, then, orelse, loc=loc))
@@ -275,143 +307,3 @@ class StmtMixin:
         finally:
             self.pop_scope()
         self.after_loop(tree)
-
-    # ----------------------------------------------------------------- declarations
-
-    def _s_declaration(self, tree) -> None:
-        specs, *inits = tree.children
-        ctype = self.resolve_specs(specs)
-        quals = self.last_qualifiers
-        if "__constant__" in quals:
-            self._unsupported("__constant__ memory", tree)
-        for init_decl in inits:
-            declarator, init = (init_decl.children + [None])[:2]
-            self.declare(ctype, quals, declarator, init, init_decl)
-
-    def declare(self, ctype, quals: set, declarator, init, tree) -> None:
-        pointers, is_ref, ident, dims = self.split_declarator(declarator)
-        shared = "__shared__" in quals
-        base = ctype.base
-        if base is None and not pointers:
-            raise self.error(f"variable '{ident}' of type void", tree)
-        if is_ref:
-            return self._declare_reference(ident, init, tree)
-        if pointers:
-            if shared or dims:
-                self._unsupported("arrays of pointers / shared pointers", tree)
-            if len(pointers) > 1:
-                self._unsupported("pointers to pointers", tree)
-            sym = PtrSym(None, base if base is not None else I32, self.fresh(ident))
-            decl_init = None
-            if init is not None:
-                p = self.pointer(init)
-                sym.root = p.root
-                self.check_view(sym.view, p.root, tree)
-                decl_init = ct.convert(p.offset, OFFSET_TYPE)
-            self.emit(Declare(sym.offset_var, OFFSET_TYPE, decl_init, loc=self.cur_loc))
-            self.bind(ident, sym)
-            return
-        if dims or shared:
-            return self._declare_array(ident, base, dims, quals, init, tree)
-        if init is not None and isinstance(init, Tree) and init.data == "init_list":
-            value = self._vector_init(base, init, tree)
-        else:
-            value = self.rvalue(init) if init is not None else None
-            if value is not None:
-                value = self.coerce(value, base, init)
-        if value is not None and quals & {"const", "constexpr"} and closed(value):
-            self.bind(ident, ConstSym(value))
-            return
-        name = self.fresh(ident)
-        self.emit(Declare(name, base, value, loc=self.cur_loc))
-        self.bind(ident, VarSym(name, base))
-
-    def _declare_reference(self, ident: str, init, tree) -> None:
-        if init is None or not (isinstance(init, Tree) and init.data == "name"):
-            self._unsupported("references to anything but a local variable", tree)
-        sym = self.lookup(str(init.children[0]))
-        if not isinstance(sym, VarSym):
-            self._unsupported("references to anything but a local variable", tree)
-        self.bind(ident, sym)
-
-    def _vector_init(self, base, init, tree):
-        items = [self.rvalue(c) for c in init.children if c is not None]
-        if not isinstance(base, VectorType):
-            if len(items) != 1:
-                raise self.error("braced initializer for a scalar", tree)
-            return self.coerce(items[0], base, tree)
-        if len(items) > base.count:
-            raise self.error(f"too many initializers for {base}", tree)
-        elems = [self.coerce(v, base.elem, tree) for v in items]
-        elems += [ct.convert(Const(0, I32), base.elem)] * (base.count - len(elems))
-        return MakeVector(tuple(elems), base)
-
-    def _declare_array(self, ident: str, base, dims: list, quals: set, init, tree) -> None:
-        shared = "__shared__" in quals
-        elem = ct.scalar_of(base)
-        name = self.fresh(ident)
-        if shared and "extern" in quals:
-            if len(dims) != 1 or dims[0] is not None:
-                raise self.error("extern __shared__ arrays must be declared as name[]", tree)
-            if self.dynamic_shared is not None:
-                first = self.dynamic_shared
-                if first.elem != base:
-                    self._unsupported("several extern __shared__ arrays of different types",
-                                      tree)
-                self.bind(ident, first)
-                return
-            size = self.launch.shared_bytes // elem.nbytes
-            sym = ArraySym(name, base, (size // count_of(base),), "shared")
-            self.dynamic_shared = sym
-            self.prologue.append(Alloc(name, elem, size, "shared", True, loc=self.cur_loc))
-        else:
-            sizes = []
-            for d in dims:
-                if d is None:
-                    raise self.error(f"array '{ident}' needs a size", tree)
-                n = self.constant(d, "array size", variable_length=True)
-                if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-                    raise self.error(f"array size {n} of '{ident}' must be a positive integer",
-                                     d)
-                sizes.append(n)
-            total = count_of(base)
-            for n in sizes:
-                total *= n
-            space = "shared" if shared else "local"
-            sym = ArraySym(name, base, tuple(sizes), space)
-            alloc = Alloc(name, elem, total, space, False, loc=self.cur_loc)
-            (self.prologue if shared else self.out).append(alloc)
-        self.buffers[name] = BufferInfo(elem, sym.space)
-        self.bind(ident, sym)
-        if init is not None:
-            if shared:
-                raise self.error("__shared__ variables cannot have an initializer", tree)
-            self._array_init(sym, init, tree)
-
-    def _array_init(self, sym: ArraySym, init, tree) -> None:
-        if not (isinstance(init, Tree) and init.data == "init_list"):
-            raise self.error("array initializer must be a braced list", tree)
-        flat = []
-        stack = [init]
-        while stack:  # flatten nested braces in order
-            node = stack.pop()
-            if isinstance(node, Tree) and node.data == "init_list":
-                stack.extend(reversed([c for c in node.children if c is not None]))
-            else:
-                flat.append(self.rvalue(node))
-        count = 1
-        for n in sym.dims:
-            count *= n
-        if len(flat) > count:
-            raise self.error("too many initializers", tree)
-        zero = ct.convert(Const(0, I32), ct.scalar_of(sym.elem))
-        step = count_of(sym.elem)
-        for i in range(count):
-            value = self.coerce(flat[i], sym.elem, tree) if i < len(flat) else (
-                zero if step == 1 else MakeVector((zero,) * step, sym.elem))
-            self.emit(Store(sym.name, Const(i * step, I32), value, loc=self.cur_loc))
-
-    def check_view(self, view, root: str, tree) -> None:
-        if ct.scalar_of(view) != self.buffers[root].elem:
-            raise self.error(f"a {ct.scalar_of(view)} pointer into {self.buffers[root].elem} "
-                             f"buffer '{root}'", tree, UnsupportedError)

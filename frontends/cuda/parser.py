@@ -29,8 +29,30 @@ BUILTIN_TYPE_NAMES = frozenset({
     "size_t", "half", "__half", "__nv_bfloat16", "float2", "float3", "float4", "int2", "int3",
     "int4", "uint2", "uint3", "uint4", "double2", "uint", "uint32_t", "int32_t", "uint64_t",
     "int64_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "half2", "__half2", "dim3",
-    "ptrdiff_t",
+    "ptrdiff_t", "uintptr_t", "intptr_t", "uchar", "uchar2", "uchar3", "uchar4", "char2",
+    "char4", "ushort", "__nv_bfloat162", "nv_bfloat16", "nv_bfloat162", "bfloat16",
+    # cooperative groups (qualified or after `using namespace cooperative_groups`)
+    "cg::thread_block", "cg::thread_block_tile", "cg::grid_group", "cg::thread_group",
+    "cg::coalesced_group", "cg::plus", "cg::greater", "cg::less",
 })
+#: Library namespaces a qualified name may start with; ``std::size_t`` is ``size_t``.
+_STD_PREFIXES = ("::", "cuda::std::", "std::", "cuda::")
+_CG_PREFIXES = ("cooperative_groups::", "cg::")
+
+
+def normalize_name(name: str) -> str:
+    """A qualified name in the form the frontend knows it: ``std::min`` and ``::min`` are
+    ``min``, ``cooperative_groups::x`` (or any alias ending in it) is ``cg::x``; other
+    qualified names (a user's namespaces) keep their qualification."""
+    if "::" not in name:
+        return name
+    for prefix in _CG_PREFIXES:
+        if name.startswith(prefix):
+            return "cg::" + name[len(prefix):]
+    for prefix in _STD_PREFIXES:
+        if name.startswith(prefix):
+            return normalize_name(name[len(prefix):])
+    return name
 
 
 class SourceMap(Protocol):
@@ -43,19 +65,41 @@ class SourceMap(Protocol):
     def source_line(self, loc: Loc) -> str | None: ...
 
 
+def qualified_suffixes(name: str) -> list[str]:
+    """``a::b::c``, ``b::c``, ``c``: how a name qualified by a user's namespaces may have
+    been declared (kir does not track namespaces; a ``cg::`` name keeps its qualifier)."""
+    if name.startswith("cg::") or "::" not in name:
+        return [name]
+    parts = name.split("::")
+    return ["::".join(parts[k:]) for k in range(len(parts))]
+
+
 class _TypeNamePostLexer:
-    """Turns IDENT tokens that name a type into TYPE_NAME (the classic C lexer hack)."""
+    """Turns IDENT tokens that name a type into TYPE_NAME (the classic C lexer hack), and
+    those naming a template function into TEMPLATE_NAME (so ``f<T>(x)`` is not ``f < T``).
+
+    A qualified name counts by its normalized form (``std::size_t``), or by its last part
+    when it is qualified by a user's namespace (``kernels::Pair``)."""
 
     always_accept = ("IDENT",)
 
     def __init__(self) -> None:
         self.type_names: frozenset[str] | set[str] = BUILTIN_TYPE_NAMES
+        self.template_names: frozenset[str] | set[str] = frozenset()
+
+    def _kind(self, name: str) -> str:
+        plain = normalize_name(name)
+        for candidate in qualified_suffixes(plain):
+            if candidate in self.type_names:
+                return "TYPE_NAME"
+            if candidate in self.template_names:
+                return "TEMPLATE_NAME"
+        return "IDENT"
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
-        names = self.type_names
         for token in stream:
-            if token.type == "IDENT" and token.value in names:
-                token.type = "TYPE_NAME"
+            if token.type == "IDENT":
+                token.type = self._kind(token.value)
             yield token
 
 
@@ -83,16 +127,13 @@ def get_parser() -> lark.Lark:
 _UNSUPPORTED_WORDS = {
     "asm": "inline assembly", "__asm__": "inline assembly", "__asm": "inline assembly",
     "new": "operator new", "delete": "operator delete", "class": "class definitions",
-    "struct": "struct definitions", "union": "unions", "enum": "enums", "throw": "exceptions",
-    "try": "exceptions", "catch": "exceptions", "this": "'this'",
-    "operator": "operator overloading",
-    "virtual": "virtual functions", "namespace": "namespaces", "using": "'using' declarations",
-    "auto": "'auto' type deduction", "typeid": "typeid", "cooperative_groups":
-    "cooperative groups", "thread_block": "cooperative groups", "texture": "texture references",
-    "__shfl": "__shfl without _sync (deprecated)", "nullptr": "null pointers", "NULL":
-    "null pointers", "wchar_t": "char types", "char16_t": "char types", "char32_t": "char types",
+    "union": "unions", "throw": "exceptions", "try": "exceptions", "catch": "exceptions",
+    "this": "'this'", "operator": "operator overloading", "virtual": "virtual functions",
+    "typeid": "typeid", "texture": "texture references",
+    "__shfl": "__shfl without _sync (deprecated)", "wchar_t": "char types",
+    "char16_t": "char types", "char32_t": "char types",
 }
-_WORD = re.compile(r"[A-Za-z_]\w*|<<<|\"|'|::|\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(|"
+_WORD = re.compile(r"[A-Za-z_]\w*|<<<|\"|'|\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(|"
                    r"\[\s*[&=]?\s*\]\s*\(")
 
 
@@ -120,10 +161,11 @@ def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
             what = "function pointers"
         elif word.startswith("["):
             what = "lambda expressions"
-        elif word == "::":
-            what = "qualified names ('::')"
-        elif word == "class" and m.start() < template_end:
+        elif word == "class" and (m.start() < template_end or text[:m.start()].rstrip()
+                                  .endswith("enum")):
             what = None  # template<class T> is parsed and rejected later with its name
+        elif word == "typename" and m.start() >= template_end:
+            what = "dependent type names ('typename X::Y')"
         if what is not None:
             raise error(f"{what} not supported", offset + m.start(), src, UnsupportedError)
 
@@ -144,6 +186,10 @@ def _expected_message(token: Token, expected: set[str]) -> str:
     found = _describe(token)
     if token.type == "$END":
         return "unexpected end of input (missing '}'?)"
+    if token.type == "IDENT" and "::" in token.value and "TYPE_NAME" in expected:
+        library = token.value.lstrip(":").split("::")[0]
+        return (f"'{token.value}' is not a type kir knows (names from the '{library}' "
+                "library are not supported in device code)")
     for name, text in (("SEMICOLON", ";"), ("RPAR", ")"), ("RSQB", "]"), ("RBRACE", "}"),
                        ("COLON", ":")):
         if expected == {name} or (name == "SEMICOLON" and name in expected
@@ -156,9 +202,11 @@ def _expected_message(token: Token, expected: set[str]) -> str:
 
 
 def parse_unit(src: SourceMap, start: int, end: int, rule: str,
-               type_names: set[str] | frozenset[str]) -> Tree:
+               type_names: set[str] | frozenset[str],
+               template_names: set[str] | frozenset[str] = frozenset()) -> Tree:
     """Parse ``src.text[start:end]`` with grammar rule ``rule`` (``function_def`` or
-    ``top_decl``); token positions in the tree are relative to ``start``."""
+    ``top_decl``); token positions in the tree are relative to ``start``. ``type_names``
+    and ``template_names`` are the identifiers that name types and template functions."""
     text = src.text[start:end]
     template_end = 0
     if text.lstrip().startswith("template"):
@@ -167,6 +215,7 @@ def parse_unit(src: SourceMap, start: int, end: int, rule: str,
     parser = get_parser()
     with _LOCK:
         _POSTLEX.type_names = type_names
+        _POSTLEX.template_names = template_names
         try:
             return parser.parse(text, start=rule)
         except UnexpectedToken as exc:
@@ -184,3 +233,4 @@ def parse_unit(src: SourceMap, start: int, end: int, rule: str,
             raise error("unexpected end of input", start + max(len(text) - 1, 0), src) from None
         finally:
             _POSTLEX.type_names = BUILTIN_TYPE_NAMES
+            _POSTLEX.template_names = frozenset()

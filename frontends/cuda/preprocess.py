@@ -8,14 +8,18 @@ to source offsets (continuations are the only places it jumps) and another maps 
 offsets to ``S`` offsets. Text from a macro body maps to the macro use in the user's file.
 
 Directive lines become empty lines, and lines joined by continuations or multi-line comments
-are padded with newlines afterwards, so plain code keeps its line numbers.
+are padded with newlines afterwards, so plain code keeps its line numbers. An ``#include
+"header"`` found beside the file or in an include directory (:mod:`.includes`) is
+preprocessed with the same macros and its text put where the directive was, on that one
+line; locations inside it map to the header's own file, line and column.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from typing import Callable, NoReturn
+from pathlib import Path
+from typing import Callable, NoReturn, Sequence
 
 from kir.frontends.cuda.macros import (
     ID,
@@ -32,6 +36,13 @@ from kir.frontends.cuda.macros import (
     parse_define,
     skip_ws,
 )
+from kir.frontends.cuda.includes import (
+    MAX_INCLUDE_DEPTH,
+    IncludeState,
+    find_header,
+    header_name,
+    should_read,
+)
 from kir.frontends.cuda.ppexpr import evaluate
 
 from kir.errors import KirError, Loc
@@ -44,7 +55,7 @@ _LEXICAL_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|//[^\n]*|/
 _DIRECTIVE_RE = re.compile(r"^[ \t\f\v\r]*#", re.M)
 _IDENT_RE = re.compile(r"(?<![\w$])[A-Za-z_$][\w$]*")
 _CONDITIONALS = ("if", "ifdef", "ifndef", "elif", "else", "endif")
-_IGNORED = ("include", "include_next", "import", "line", "warning", "ident", "sccs")
+_IGNORED = ("include_next", "import", "line", "warning", "ident", "sccs")
 _PUNCT_CHARS = frozenset("+-*/%&|^!=<>.:#")
 
 
@@ -52,13 +63,23 @@ class Preprocessed:
     """The expanded text and its map back to the user's source."""
 
     def __init__(self, text: str, filename: str, source: str, out_map: tuple[list, list, list],
-                 splice_map: tuple[list, list], line_starts: list[int]) -> None:
+                 splice_map: tuple[list, list], line_starts: list[int],
+                 headers: Sequence[tuple[int, int, "Preprocessed"]] = ()) -> None:
         self.text = text
         self.filename = filename
         self._source = source
         self._out_starts, self._out_s, self._out_exact = out_map
         self._splice_s, self._splice_o = splice_map
         self._line_starts = line_starts
+        # (start, end, header) for each included header's text, in output order
+        self._headers = list(headers)
+        self._header_starts = [h[0] for h in self._headers]
+
+    def _header_at(self, offset: int) -> tuple[int, "Preprocessed"] | None:
+        k = bisect_right(self._header_starts, offset) - 1
+        if k >= 0 and offset < self._headers[k][1]:
+            return self._headers[k][0], self._headers[k][2]
+        return None
 
     def source_offset(self, offset: int) -> int:
         """The offset in the user's file that character ``offset`` of ``text`` came from."""
@@ -72,12 +93,21 @@ class Preprocessed:
 
     def loc(self, offset: int) -> Loc:
         """``file:line:col`` (1-based) of the token character ``offset`` of ``text`` came
-        from; for macro-produced text, the macro use."""
+        from; for macro-produced text, the macro use; in a header, the header's."""
+        header = self._header_at(offset)
+        if header is not None:
+            return header[1].loc(offset - header[0])
         return _loc_of(self.filename, self._line_starts, self.source_offset(offset))
 
     def source_line(self, loc: Loc) -> str | None:
         """The user's original text of ``loc.line`` (for carets), or None."""
-        if loc.file != self.filename or not 1 <= loc.line <= len(self._line_starts):
+        if loc.file != self.filename:
+            for _start, _end, header in self._headers:
+                line = header.source_line(loc)
+                if line is not None:
+                    return line
+            return None
+        if not 1 <= loc.line <= len(self._line_starts):
             return None
         start = self._line_starts[loc.line - 1]
         end = self._source.find("\n", start)
@@ -90,14 +120,17 @@ class Preprocessed:
         return cls(message, loc, source_line=self.source_line(loc), hint=hint)
 
 
-def preprocess(text: str, filename: str, defines: dict[str, str] | None = None) -> Preprocessed:
+def preprocess(text: str, filename: str, defines: dict[str, str] | None = None, *,
+               include_dirs: Sequence[str | Path] = ()) -> Preprocessed:
     """Run the preprocessor over ``text`` (the contents of ``filename``). ``defines`` are
-    extra ``#define NAME value`` lines (a key may be ``F(a, b)``); raises KirError with the
-    location of any problem."""
+    extra ``#define NAME value`` lines (a key may be ``F(a, b)``); ``include_dirs`` are
+    searched for ``#include "..."`` headers after ``filename``'s folder; raises KirError
+    with the location of any problem."""
     if len(text) > MAX_INPUT_CHARS:
         raise KirError(f"input is too large for the preprocessor ({len(text)} characters; "
                        f"the limit is {MAX_INPUT_CHARS})", Loc(filename, 1, 1))
-    return _Preprocessor(text, filename, defines or {}).run()
+    state = IncludeState({}, tuple(Path(d) for d in include_dirs))
+    return _Preprocessor(text, filename, defines or {}, state).run()
 
 
 def _loc_of(filename: str, line_starts: list[int], offset: int) -> Loc:
@@ -114,15 +147,20 @@ class _Cond:
 
 
 class _Preprocessor:
-    def __init__(self, source: str, filename: str, defines: dict[str, str]) -> None:
+    def __init__(self, source: str, filename: str, defines: dict[str, str],
+                 state: IncludeState, main: bool = True) -> None:
         self.source = source
         self.filename = filename
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", source)]
         self._splice()
         self._strip_comments()
-        self.macros: dict[str, Macro] = {}
-        for name, value in {**PREDEFINED, **defines}.items():
-            self._define_external(name, value)
+        self.state = state
+        self.macros: dict[str, Macro] = state.macros  # shared with the headers read
+        self.headers: list[tuple[int, int, Preprocessed]] = []
+        self.once = False
+        if main:
+            for name, value in {**PREDEFINED, **defines}.items():
+                self._define_external(name, value)
         self.expander = Expander(self.text, self.macros, self._fail, self._line_of_s, filename)
         self.stack: list[_Cond] = []
         self.active = True
@@ -291,7 +329,7 @@ class _Preprocessor:
             self._fail(f"unterminated #{cond.name} (no matching #endif)", cond.origin)
         return Preprocessed("".join(self.out), self.filename, self.source,
                             (self.map_starts, self.map_s, self.map_exact),
-                            (self.splice_s, self.splice_o), self.line_starts)
+                            (self.splice_s, self.splice_o), self.line_starts, self.headers)
 
     def _code(self, a: int, b: int) -> None:
         """Expand the code in ``S[a:b]`` (whole lines, no directives) and emit it."""
@@ -333,7 +371,9 @@ class _Preprocessor:
         if name in _CONDITIONALS:
             self._conditional(name, rest, hash_pos)
         elif not self.active or name in _IGNORED or head.kind == NUM:
-            return  # skipped group, or an #include / #line / line marker: dropped
+            return  # skipped group, or an #include_next / #line / line marker: dropped
+        elif name == "include":
+            self._include(self.text[head.origin + len(head.text):end], hash_pos)
         elif name == "define":
             macro = parse_define(rest, self._fail_at_token(end))
             self.macros[macro.name] = macro
@@ -350,6 +390,44 @@ class _Preprocessor:
             self._fail(f"#error {message}".rstrip(), hash_pos)
         else:
             self._fail(f"unknown preprocessor directive '#{head.text}'", head.origin)
+
+    def _include(self, rest: str, hash_pos: int) -> None:
+        """Read a user's ``#include "header"`` in place (see :mod:`.includes`)."""
+        found = header_name(rest)
+        if found is None or not found[1]:
+            return  # <system header> or a computed include: not read
+        path = find_header(found[0], self.filename, self.state)
+        if path is None or not should_read(path, self.state):
+            return
+        if len(self.state.active) >= MAX_INCLUDE_DEPTH:
+            self._fail(f"#include nested more than {MAX_INCLUDE_DEPTH} deep", hash_pos)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            self._fail(f"cannot read {path}: {exc.strerror or exc}", hash_pos)
+        if len(text) > MAX_INPUT_CHARS:
+            self._fail(f"{path} is too large for the preprocessor ({len(text)} characters)",
+                       hash_pos)
+        key = path.resolve()
+        self.state.active.append(key)
+        try:
+            child = _Preprocessor(text, str(path), {}, self.state, main=False)
+            header = child.run()
+        finally:
+            self.state.active.pop()
+        if child.once:
+            self.state.once.add(key)
+        if self._expander_stale():
+            self.expander.macros = self.macros
+        # The header's text goes on the directive's line (newlines as spaces: the lines of
+        # this file keep their numbers); its locations come from the header's own map.
+        start = self.out_len
+        if header.text:
+            self._emit(header.text.replace("\n", " "), hash_pos, False)
+            self.headers.append((start, self.out_len, header))
+
+    def _expander_stale(self) -> bool:
+        return self.expander.macros is not self.macros
 
     def _fail_at_token(self, end: int) -> Callable[[str, Tok | None], NoReturn]:
         def fail(message: str, tok: Tok | None) -> NoReturn:
@@ -414,8 +492,11 @@ class _Preprocessor:
 
     def _pragma(self, rest: list[Tok], hash_pos: int) -> None:
         i = skip_ws(rest, 0)
+        if i < len(rest) and rest[i].kind == ID and rest[i].text == "once":
+            self.once = True
+            return
         if i >= len(rest) or rest[i].kind != ID or rest[i].text != "unroll":
-            return  # #pragma once and any other pragma: dropped
+            return  # any other pragma: dropped
         args = [t for t in self.expander.expand(rest[i + 1:]) if t.kind not in (WS, NL)]
         if not args:
             self._emit("__pragma_unroll__();", hash_pos, False)

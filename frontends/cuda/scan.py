@@ -4,8 +4,11 @@ A CUDA file mixes kernels with host code (``main``, ``cudaMalloc``, structs only
 uses) that lies far outside kir's subset. A brace-matching scan over the preprocessed text
 splits it into top-level units (a declaration ending in ``;`` or a function ending in its
 closing ``}``) and keeps only what the frontend needs: ``__global__`` and ``__device__``
-function definitions (with a ``template<...>`` header before them), ``const``/``constexpr``
-scalar constants and ``typedef``s. Everything else is skipped unread.
+function definitions (with a ``template<...>`` header before them; ``constexpr`` functions
+count as device functions, as under nvcc's relaxed constexpr), ``const``/``constexpr``
+scalar constants, ``typedef``s and ``using`` aliases, ``struct`` definitions and ``enum``s.
+Everything else is skipped unread, and nothing is parsed here: the frontend parses a unit
+only when the kernel it lowers reaches it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ _FN_NAME = re.compile(r"([A-Za-z_]\w*)\s*$")
 @dataclass(frozen=True)
 class Unit:
     """One top-level unit the frontend cares about: ``kind`` is ``global``, ``device``,
-    ``const`` or ``typedef``; ``start``/``end`` are offsets into the scanned text; ``name``
-    is the function name (empty for constants and typedefs)."""
+    ``const``, ``typedef`` (also ``using X = ...``), ``struct`` or ``enum``; ``start``/``end``
+    are offsets into the scanned text; ``name`` is the function's, struct's or alias's name
+    (empty for constants, and for a typedef or enum when it is not found)."""
 
     kind: str
     name: str
@@ -135,7 +139,7 @@ def scan_units(text: str) -> list[Unit]:
                 start = linkage.end()
             header = text[start:body]
             words = set(_IDENT.findall(header))
-            if "__global__" in words or "__device__" in words:
+            if "__global__" in words or "__device__" in words or _is_constexpr_function(header):
                 signature = _strip_template(header)
                 paren = _top_level_paren(signature)
                 match = _FN_NAME.search(signature[:paren]) if paren >= 0 else None
@@ -148,7 +152,10 @@ def scan_units(text: str) -> list[Unit]:
         if not words:
             continue
         first = words[0]
-        if first == "typedef":
+        declared = _declared_type(unit)
+        if declared is not None:
+            out.append(Unit(declared[0], declared[1], start, end))
+        elif first == "typedef":
             out.append(Unit("typedef", "", start, end))
         elif first in ("const", "constexpr", "static") and "(" not in unit.split("=", 1)[0]:
             heads = set(_IDENT.findall(unit.split("=", 1)[0]))
@@ -159,20 +166,70 @@ def scan_units(text: str) -> list[Unit]:
 
 
 def _top_level_paren(signature: str) -> int:
-    """Offset of the ``(`` opening the parameter list (skipping ``__launch_bounds__(...)``)."""
+    """Offset of the ``(`` opening the parameter list (skipping ``__launch_bounds__(...)``
+    and ``__align__(...)``, whose arguments may hold parentheses of their own)."""
     i = 0
     while True:
         i = signature.find("(", i)
         if i < 0:
             return -1
         before = signature[:i].rstrip()
-        if before.endswith("__launch_bounds__"):
-            close = signature.find(")", i)
+        if before.endswith(("__launch_bounds__", "__align__", "alignas")):
+            close = _closing_paren(signature, i)
             if close < 0:
                 return -1
             i = close + 1
             continue
         return i
+
+
+def _closing_paren(text: str, open_at: int) -> int:
+    depth = 0
+    for k in range(open_at, len(text)):
+        if text[k] == "(":
+            depth += 1
+        elif text[k] == ")":
+            depth -= 1
+            if depth == 0:
+                return k
+    return -1
+
+
+# ---- C++ declarations of types (kept apart: the function scan above is unchanged by them)
+
+_STRUCT = re.compile(r"(?:typedef\s+)?struct\b(?:\s+(?:__align__|alignas)\s*\([^)]*\))*"
+                     r"\s*([A-Za-z_]\w*)?\s*\{")
+_TYPEDEF_STRUCT_NAME = re.compile(r"\}\s*([A-Za-z_]\w*)\s*;\s*$")
+_USING = re.compile(r"using\s+([A-Za-z_]\w*)\s*=")
+_ENUM = re.compile(r"enum\b(?:\s+(?:class|struct)\b)?\s*([A-Za-z_]\w*)?")
+
+
+def _declared_type(unit: str) -> tuple[str, str] | None:
+    """(kind, name) for a struct definition (a template struct too: the frontend refuses it
+    where it is used), a ``using`` alias or an enum; None otherwise."""
+    if unit.startswith("template"):
+        unit = _strip_template(unit).lstrip()
+        return _declared_type(unit) if unit.startswith("struct") else None
+    struct = _STRUCT.match(unit)
+    if struct:
+        if unit.startswith("typedef"):
+            named = _TYPEDEF_STRUCT_NAME.search(unit)
+            return "struct", named.group(1) if named else ""
+        return "struct", struct.group(1) or ""
+    using = _USING.match(unit)
+    if using:
+        return "typedef", using.group(1)
+    enum = _ENUM.match(unit)
+    if enum and "{" in unit:
+        return "enum", enum.group(1) or ""
+    return None
+
+
+def _is_constexpr_function(header: str) -> bool:
+    """A ``constexpr`` function without ``__device__`` (callable from kernels under nvcc's
+    ``--expt-relaxed-constexpr``)."""
+    words = _IDENT.findall(_strip_template(header).split("(", 1)[0])
+    return "constexpr" in words and "__host__" not in words
 
 
 def kernel_names(text: str) -> list[str]:

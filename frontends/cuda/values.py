@@ -10,6 +10,7 @@ index arithmetic in the type CUDA kernels themselves use and is what Metal index
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kir.ir import Const, Expr
 from kir.ir.types import I32, ScalarType, VectorType
@@ -61,13 +62,24 @@ class PtrSym:
     offset_expr: Expr | None = None
 
 
-@dataclass
 class FunctionSym:
-    """A ``__device__`` function: its parse tree and the text offset its positions use."""
+    """A ``__device__`` function: the text offset its positions use, and its parse tree,
+    parsed on first use (a function no kernel calls is never parsed, so a construct kir
+    does not support there refuses no kernel)."""
 
-    name: str
-    tree: object
-    offset: int
+    def __init__(self, name: str, offset: int, parse: Callable[[], object],
+                 template: bool = False) -> None:
+        self.name = name
+        self.offset = offset
+        self.template = template
+        self._parse = parse
+        self._tree: object = None
+
+    @property
+    def tree(self) -> object:
+        if self._tree is None:
+            self._tree = self._parse()
+        return self._tree
 
 
 # --------------------------------------------------------------------- expression values
@@ -106,8 +118,8 @@ class FnContext:
     """State of one inlined ``__device__`` function call."""
 
     name: str
-    result: str | None
-    result_type: ValueType | None
+    result: object  # the result variable's name, a StructVal for a struct, None for void
+    result_type: object
     done: str | None
     loop_depth: int = 0
     params_assigned: set[str] = field(default_factory=set)
@@ -120,3 +132,97 @@ class BufferInfo:
     elem: ScalarType
     space: str
     const: bool = False
+
+
+# ------------------------------------------------------------------ C++ types and values
+
+
+@dataclass(frozen=True)
+class FieldArray:
+    """A fixed-size array member of a struct (``float v[4]``)."""
+
+    elem: ValueType
+    dims: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StructType:
+    """A POD struct: its fields in declaration order, each a scalar or vector type, a nested
+    StructType or a FieldArray. Structs never reach kir IR: a struct variable is one local
+    per field, an array of structs one array per field."""
+
+    name: str
+    fields: tuple[tuple[str, object], ...]
+
+    def field(self, name: str) -> object | None:
+        return next((t for n, t in self.fields if n == name), None)
+
+    def __str__(self) -> str:
+        return f"struct {self.name}"
+
+
+@dataclass(frozen=True)
+class CgType:
+    """A cooperative-groups type: ``block`` (thread_block), ``tile`` (thread_block_tile<N>,
+    ``size`` N), ``grid``, or a reduction operator ``plus``/``greater``/``less``."""
+
+    kind: str
+    size: int = 0
+
+    def __str__(self) -> str:
+        return f"cg::{self.kind}" + (f"<{self.size}>" if self.size else "")
+
+
+#: The type of an ``auto`` declaration: the initializer's.
+AUTO = CgType("auto")
+
+
+@dataclass
+class StructVal:
+    """A struct-typed value, one part per field: a ``Var`` for a field of a local (so it
+    can be assigned), a ``MemRef`` for a struct in an array, an ``Expr`` for a computed
+    value, a nested StructVal, or an ``ArrVal`` for an array member."""
+
+    type: StructType
+    parts: dict[str, object]
+
+
+@dataclass
+class StructArraySym:
+    """An array of structs (shared or local), stored as one array per field."""
+
+    type: StructType
+    dims: tuple[int, ...]
+    fields: dict[str, object]  # field -> ArraySym, or StructArraySym for a nested struct
+
+
+@dataclass
+class CgVal:
+    """A cooperative group (or a reduction operator object) held in a variable."""
+
+    type: CgType
+
+
+@dataclass(frozen=True)
+class NullVal:
+    """A null pointer: ``nullptr``, ``NULL``, or a pointer argument the spec says is null."""
+
+
+NULL_POINTER = NullVal()
+
+
+@dataclass
+class RefSym:
+    """A C++ reference bound to an lvalue (a ``MemRef`` whose index was fixed when the
+    reference was bound, a ``Var``, a ``Component``, a ``StructVal``)."""
+
+    target: object
+
+
+@dataclass
+class TypeSym:
+    """A type name bound in a scope: a template type parameter or a local alias. ``type``
+    is None for a template parameter nothing gave a type; ``missing`` then says why."""
+
+    type: object
+    missing: str = ""

@@ -34,7 +34,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_kernel(args.file, spec_path=args.spec, sizes=parse_size_overrides(args.size),
-                         kernel_name=args.kernel)
+                         kernel_name=args.kernel, include_dirs=args.include)
     registry = load_registry(args.rules)
     steps = load_trace(args.trace, registry) if args.trace else []
     steps += [parse_step(s, registry) for s in args.step]

@@ -64,7 +64,8 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     overrides = parse_size_overrides(args.size)
-    loaded = load_kernel(args.file, spec_path=args.spec, sizes=overrides, kernel_name=args.kernel)
+    loaded = load_kernel(args.file, spec_path=args.spec, sizes=overrides, kernel_name=args.kernel,
+                         include_dirs=args.include)
     # The target's limits come first: a kernel no GPU of the target can launch must not PASS.
     verify(loaded.kernel, TARGETS["cuda" if args.target == "cuda" else "metal"])
     if args.search:
@@ -84,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     kernels = [loaded]
     if loaded.spec.ragged and not overrides:
         kernels.append(load_kernel(args.file, spec_path=args.spec,
-                                   sizes=dict(loaded.spec.ragged), kernel_name=args.kernel))
+                                   sizes=dict(loaded.spec.ragged), kernel_name=args.kernel,
+                                   include_dirs=args.include))
     ok = True
     for current in kernels:
         outcome = check_on_target(current, "interp")

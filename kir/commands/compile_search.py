@@ -135,6 +135,8 @@ def replay_command(args: argparse.Namespace, loaded: Loaded, paths: dict[str, Pa
         words += ["--kernel", args.kernel]
     if args.spec:
         words += ["--spec", str(args.spec)]
+    for folder in getattr(args, "include", None) or []:
+        words += ["-I", str(folder)]
     for size in args.size or []:
         words += ["--size", size]
     for rules in args.rules or []:

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from kir.ir.verify import verify
 
     loaded = load_kernel(args.file, spec_path=args.spec, sizes=parse_size_overrides(args.size),
-                         kernel_name=args.kernel)
+                         kernel_name=args.kernel, include_dirs=args.include)
     if loaded.bound is None:
         raise KirError(f"{args.file} has no spec: emitting needs its shapes and launch",
                        hint="write a .kir.toml beside the kernel (see examples/) or pass --spec")

@@ -25,6 +25,9 @@ def add_kernel_args(parser: argparse.ArgumentParser) -> None:
                         help="kernel spec TOML (default: FILE's stem + .kir.toml beside it)")
     parser.add_argument("--size", action="append", metavar="NAME=VALUE",
                         help="override a spec size (repeatable)")
+    parser.add_argument("-I", "--include", action="append", metavar="DIR", default=[],
+                        help='search DIR for #include "..." headers, after the source\'s own '
+                             "folder (repeatable; the spec's `include` list adds more)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_kernel(args.file, spec_path=args.spec, sizes=parse_size_overrides(args.size),
-                         kernel_name=args.kernel)
+                         kernel_name=args.kernel, include_dirs=args.include)
     if not args.no_verify:
         verify(loaded.kernel)
     print(print_kernel(loaded.kernel, locations=not args.no_locations), end="")

@@ -34,7 +34,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_kernel(args.file, spec_path=args.spec, sizes=parse_size_overrides(args.size),
-                         kernel_name=args.kernel)
+                         kernel_name=args.kernel, include_dirs=args.include)
     if loaded.bound is None:
         raise KirError(f"{args.file} has no spec: kir needs one to make inputs",
                        hint="write a .kir.toml beside the kernel (see examples/) or pass --spec")

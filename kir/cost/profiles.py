@@ -1,4 +1,4 @@
-"""Apple M-series GPU profiles for the analytical cost model.
+"""Apple M-series GPU profiles for the analytical cost model: data, each number with its source.
 
 Sources, cited per number below:
 
@@ -16,12 +16,23 @@ Sources, cited per number below:
            GPU, 273 GB/s; M4 Max 40-core GPU, 546 GB/s.
 * [MFT]    Apple, Metal Feature Set Tables: 32 KiB threadgroup memory and 1024 threads per
            threadgroup on Apple7+ GPU families; SIMD-group width 32.
-* [PT]     Philip Turner, github.com/philipturner/metal-benchmarks: 128 FP32 lanes per core
-           (4 schedulers x 32), GPU clocks (M1 1.278 GHz, M1 Pro/Max 1.296 GHz, M2 1.398 GHz),
-           per-core issue rates of special functions and of threadgroup memory.
+* [PT]     Philip Turner, github.com/philipturner/metal-benchmarks, README (commit 936d911),
+           measured on the M1 Max / A14: 128 FP32 lanes per core (4 schedulers x 32); GPU
+           clocks (M1 1278 MHz, M1 Pro/Max 1296 MHz, M2 1398 MHz); per core 64 KB threadgroup
+           memory, 384 KB register file, 768-3072 resident threads; instruction throughput in
+           cycles per SIMD-group instruction on one of the four schedulers: FADD/FFMA32 1,
+           DIV32 6.01, EXP2_32 4.00, RSQRT32 8, SHUFFLE / BROADCAST32 2.04, simd_sum F32
+           14.54, simdgroup_matrix MATMUL<F32x8x8> ~20.14. The later README (section
+           "Overview", 859 lines): a GPU core's I/O bus is 32 bytes wide, the limit of
+           bandwidth-bound work outside the core (read here as 32 bytes per clock).
+* [MLXB]   Tristan Bilot et al., github.com/TristanBilot/mlx-benchmark,
+           benchmarks/detailed_benchmark.md (commit ccaeaf9): MLX built-ins on M-series
+           chips, one call with ``mx.eval``, ms. ``mx.sum`` over 1000000 x 128 f32 (512 MB):
+           M1 (8-core GPU) 9.13, M1 Pro 3.24, M1 Max 1.68, M2 Pro (16-core) 3.05, M2 Max
+           1.52, M3 5.52, M3 Max 1.50 - 76% to 93% of the chip's bandwidth, median 84%.
 
 Where Apple publishes no TFLOPS figure, it is cores x 128 lanes x 2 (FMA) x clock, with the
-clock marked as an estimate. Per-core occupancy figures are estimates in the spirit of [PT].
+clock marked as an estimate. Everything marked "estimate" has no published figure behind it.
 """
 
 from __future__ import annotations
@@ -45,16 +56,28 @@ class GpuProfile:
     threadgroup_memory: int = 32 * 1024  # bytes per threadgroup [MFT]
     max_threads_per_group: int = 1024  # [MFT]
     simd_width: int = 32  # [MFT]
-    # Per-core residency: estimates. A core keeps at most this many threads (register file
-    # permitting) and this much threadgroup memory across resident groups.
-    max_threads_per_core: int = 2048  # estimate
-    threadgroup_memory_per_core: int = 64 * 1024  # estimate ([PT] lists 64 KB on-chip)
+    schedulers_per_core: int = 4  # SIMD-groups issuing per clock [PT]
+    # Per-core residency. Threads: at most 3072 (few registers) down to 768 (many) [PT];
+    # the register file decides where in that range a kernel lands.
+    max_threads_per_core: int = 3072  # [PT]
+    register_file_bytes: int = 384 * 1024  # [PT]
+    threadgroup_memory_per_core: int = 64 * 1024  # [PT]
     max_groups_per_core: int = 32  # estimate
-    # Per-core issue rates in lanes per clock: estimates after [PT]'s instruction tables.
-    sfu_lanes_per_clock: float = 16.0  # precise exp/log/rsqrt class, estimate
-    sfu_fast_lanes_per_clock: float = 32.0  # metal::fast:: variants, estimate
-    shared_wavefronts_per_clock: float = 1.0  # one 32-lane threadgroup-memory access, est.
-    cache_bandwidth_ratio: float = 2.5  # on-chip cache bw / DRAM bw, estimate
+    # Issue costs in clocks per SIMD-group instruction on one scheduler [PT].
+    shuffle_clocks: float = 2.04  # simd_shuffle*, simd_broadcast [PT]
+    simd_reduce_clocks: float = 14.54  # simd_sum / simd_max on F32 [PT]
+    mma_clocks: float = 20.14  # simdgroup_multiply_accumulate, 8x8x8 F32 [PT]
+    fdiv_lane_ops: float = 6.0  # DIV32 (fast) = 6 FADD slots [PT]
+    # Special functions, lanes per clock per core: fast exp2/log2 at 4 clocks per SIMD-group
+    # instruction [PT] = 32; the precise class at half that is an estimate (RSQRT32 and
+    # SQRT32 take 8 clocks [PT], precise variants more).
+    sfu_lanes_per_clock: float = 16.0  # estimate, after [PT]
+    sfu_fast_lanes_per_clock: float = 32.0  # [PT]
+    shared_wavefronts_per_clock: float = 1.0  # one 32-lane threadgroup access: estimate
+    core_io_bytes_per_clock: float = 32.0  # between a core and the L2 / memory [PT]
+    # Achieved / nominal DRAM bandwidth of a streaming kernel: the median of mx.sum over
+    # 512 MB on seven chips [MLXB] (fitted, so that row of the calibration table is not a test).
+    bandwidth_efficiency: float = 0.84  # [MLXB]
     memory_latency_ns: float = 500.0  # DRAM round trip under load, estimate
     launch_overhead_us: float = 5.0  # command-buffer dispatch of one kernel, estimate
     modelled: bool = True
@@ -63,6 +86,18 @@ class GpuProfile:
     def lanes_per_second(self) -> float:
         """FP32 lane-ops per second (an FMA is one lane-op, two flops)."""
         return self.gpu_cores * self.alus_per_core * self.clock_ghz * 1e9
+
+    @property
+    def issue_slots_per_second(self) -> float:
+        """SIMD-group instruction slots per second, GPU-wide (schedulers x cores x clock)."""
+        return self.gpu_cores * self.schedulers_per_core * self.clock_ghz * 1e9
+
+    @property
+    def mma_tflops(self) -> float:
+        """Peak F32 TFLOPS through simdgroup_matrix 8x8 products: 1024 flops per product per
+        ``mma_clocks`` on each scheduler (about 80% of :attr:`fp32_tflops` with [PT]'s
+        figures)."""
+        return self.issue_slots_per_second * 1024 / self.mma_clocks / 1e12
 
 
 def _profile(name: str, display: str, cores: int, clock_ghz: float, tflops: float | None,
@@ -79,8 +114,10 @@ PROFILES: dict[str, GpuProfile] = {p.name: p for p in (
     # M1 Pro / Max: [A-M1PM]; clock 1.296 GHz [PT].
     _profile("apple-m1-pro", "Apple M1 Pro (16-core GPU)", 16, 1.296, 5.2, 200.0),
     _profile("apple-m1-max", "Apple M1 Max (32-core GPU)", 32, 1.296, 10.4, 400.0),
-    # M2: [A-M2]; clock 1.398 GHz [PT].
+    # M2: [A-M2]; clock 1.398 GHz [PT]. The 8-core-GPU M2 (same memory, 100 GB/s) is the
+    # chip of one published GEMM series (kir.cost.published [GM]); TFLOPS computed.
     _profile("apple-m2", "Apple M2 (10-core GPU)", 10, 1.398, 3.6, 100.0),
+    _profile("apple-m2-8c", "Apple M2 (8-core GPU)", 8, 1.398, None, 100.0),
     # M2 Pro / Max: cores and bandwidth [A-M2PM]; clock 1.398 GHz estimate (as M2), so
     # TFLOPS computed (~6.8 / ~13.6).
     _profile("apple-m2-pro", "Apple M2 Pro (19-core GPU)", 19, 1.398, None, 200.0),

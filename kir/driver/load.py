@@ -10,6 +10,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from kir.errors import KirError
 from kir.ir import Kernel
@@ -28,6 +29,8 @@ class Loaded:
     bound: BoundSpec | None
     path: Path
     source: str
+    # Folders searched for `#include "..."` headers after the source's own (-I, the spec's).
+    include_dirs: tuple[Path, ...] = ()
 
     @property
     def spec(self) -> Spec | None:
@@ -57,7 +60,8 @@ class Loaded:
             raise KirError(f"cannot re-tile {', '.join(sorted(set(sizes)))}: not tile sizes "
                            f"of {self.path.name}")
         again = load_kernel(self.path, spec_path=self.bound.spec.path,
-                            sizes={**self.bound.sizes, **sizes}, kernel_name=self.kernel.name)
+                            sizes={**self.bound.sizes, **sizes}, kernel_name=self.kernel.name,
+                            include_dirs=self.include_dirs)
         grid = tuple(_substitute(expr, sizes) for expr in again.kernel.launch.grid)
         launch = dataclasses.replace(again.kernel.launch, grid=grid)
         return dataclasses.replace(again.kernel, launch=launch)
@@ -114,8 +118,10 @@ def load_kernel(
     spec_path: str | Path | Spec | None = None,
     sizes: dict[str, int] | None = None,
     kernel_name: str | None = None,
+    include_dirs: Sequence[str | Path] = (),
 ) -> Loaded:
-    """Load ``path`` (``.cu`` CUDA or ``.kir`` IR text) with its spec bound to ``sizes``."""
+    """Load ``path`` (``.cu`` CUDA or ``.kir`` IR text) with its spec bound to ``sizes``;
+    ``include_dirs`` (``-I``) and the spec's ``include`` list are searched for headers."""
     path = Path(path)
     text = read_text(path)
     spec = spec_for(path, spec_path)
@@ -140,21 +146,53 @@ def load_kernel(
                        hint="kir reads CUDA (.cu, .cuh) and kir IR text (.kir)")
     from kir.frontends.cuda import load_cuda
 
+    dirs = tuple(Path(d) for d in include_dirs) + tuple(spec.include_dirs() if spec else ())
+    name = kernel_name or (spec.kernel if spec else None)
     kernel = load_cuda(
         text,
         str(path),
-        kernel=kernel_name or (spec.kernel if spec else None),
+        kernel=name,
         template_values=bound.template_values() if bound else {},
         launch=bound.launch() if bound else None,
+        include_dirs=dirs,
+        args=arg_facts(spec) if spec else None,
     )
     if bound is not None:
         from kir.spec.index_range import check_index_range
         from kir.spec.offsets import apply_offsets
 
         check_spec_fits(kernel, bound.spec)
+        check_spec_names(text, path, kernel, bound.spec, dirs)
         kernel = apply_offsets(kernel, bound)  # launch-time pointer offsets (spec `offset`)
         check_index_range(kernel, bound)  # before any input is allocated or run
-    return Loaded(kernel, bound, path, text)
+    return Loaded(kernel, bound, path, text, dirs)
+
+
+def arg_facts(spec: Spec):
+    """What the frontend needs of the spec's arguments (dtypes; which are null)."""
+    from kir.frontends.cuda import ArgFacts
+
+    return ArgFacts({a.name: a.dtype for a in spec.args.values() if not a.null},
+                    frozenset(a.name for a in spec.args.values() if a.null))
+
+
+def check_spec_names(text: str, path: Path, kernel: Kernel, spec: Spec,
+                     include_dirs: Sequence[Path] = ()) -> None:
+    """Raise a KirError at a spec argument that names no parameter of the kernel (a
+    misspelling, or a spec written for another kernel): arguments bind by name, so the
+    spec's order does not matter, but every name must be the kernel's."""
+    from kir.frontends.cuda import kernel_params
+
+    written = kernel_params(text, str(path), kernel.name, include_dirs)
+    names = [p.name for p in written] or [p.name for p in kernel.params]
+    for arg in spec.args:
+        if arg not in names:
+            from kir.spec.schema import _did_you_mean
+
+            raise spec.error(f"argument {arg!r} is not a parameter of kernel "
+                             f"'{kernel.name}' (its parameters: {', '.join(names)})", "args",
+                             arg, hint=_did_you_mean(arg, names)
+                             or "arguments bind to the kernel's parameters by name")
 
 
 def check_spec_fits(kernel: Kernel, spec: Spec) -> None:

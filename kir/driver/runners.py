@@ -2,9 +2,10 @@
 checking it there against its reference.
 
 ``interp`` is kir's numpy interpreter; ``emulate-metal`` / ``emulate-cuda`` run the emitted
-source on the CPU emulator; ``emulate-original`` runs the user's own CUDA there; ``mlx`` (or
-``mlx-metal`` / ``mlx-cuda``) runs the emitted kernel on this machine's GPU through MLX. Every
-target is a function ``(loaded, inputs) -> outputs``.
+source on the CPU emulator; ``emulate-original`` runs the user's own CUDA there;
+``cupy-original`` runs it on an NVIDIA GPU through CuPy (NVRTC); ``mlx`` (or ``mlx-metal`` /
+``mlx-cuda``) runs the emitted kernel on this machine's GPU through MLX. Every target is a
+function ``(loaded, inputs) -> outputs``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from kir.driver.load import Loaded
+from kir.errors import KirError
 from kir.spec.compare import CheckResult, compare_outputs
 
 Runner = Callable[[Loaded, dict], dict[str, np.ndarray]]
@@ -47,28 +49,145 @@ def run_emitted(target: str, emulated: bool) -> Runner:
 
 def run_original(loaded: Loaded, inputs: dict, *, timeout: float = 60.0) -> dict[str, np.ndarray]:
     """Run the user's original ``__global__`` function from ``loaded.source`` on the emulator
-    with the spec's launch; returns the spec's outputs."""
+    with the spec's launch; returns the spec's outputs. Arguments bind to the kernel's
+    parameters by name, as everywhere else (a null argument is passed as ``nullptr``, one the
+    spec leaves out takes its default)."""
     from kir.backends.emulate import run_original_cuda
     from kir.backends.emulated_runner import require_emulator
-    from kir.errors import KirError
-    from kir.frontends.cuda import template_params
 
     require_emulator()
     bound = loaded.bound
-    names = list(bound.spec.args)
-    args = [inputs[n] for n in names]
-    templates = bound.template_values()
-    params = template_params(loaded.source, str(loaded.path), loaded.kernel.name)
-    missing = [p for p in params if p not in templates]
-    if missing:
-        raise KirError(f"the spec gives no value for template parameter {missing[0]!r}")
+    params, args = _original_arguments(loaded, inputs, trailing_defaults=True)
     results = run_original_cuda(loaded.source, loaded.kernel.name, args, grid=bound.grid,
                                 block=bound.block, shared_bytes=bound.shared_bytes,
-                                template_args=[templates[p] for p in params],
-                                filename=str(loaded.path), timeout=timeout)
-    by_name = dict(zip(names, results))
+                                template_args=_template_arguments(loaded, params),
+                                filename=str(loaded.path), include_dirs=loaded.include_dirs,
+                                timeout=timeout)
+    return _outputs(loaded, params, results)
+
+
+def run_original_cupy(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
+    """The user's original kernel on this machine's NVIDIA GPU, compiled by NVRTC through
+    CuPy; arguments bind by name as for ``emulate-original``."""
+    from kir.backends.cupy_original import run_original_cupy as run
+    from kir.backends.original_source import qualified_name
+
+    bound = loaded.bound
+    params, args = _original_arguments(loaded, inputs, trailing_defaults=False)
+    namespace = qualified_name(loaded.source, loaded.kernel.name).rpartition("::")[0]
+    dtypes = [_scalar_dtype(loaded, p) for p in params]
+    results = run(loaded.source, loaded.kernel.name, args, dtypes, grid=bound.grid,
+                  block=bound.block, shared_bytes=bound.shared_bytes,
+                  template_args=[str(a) for a in _template_arguments(loaded, params,
+                                                                     namespace)],
+                  filename=str(loaded.path), include_dirs=loaded.include_dirs)
+    return _outputs(loaded, params, results)
+
+
+def _scalar_dtype(loaded: Loaded, param) -> str | None:
+    arg = loaded.bound.spec.args.get(param.name)
+    kernel_param = next((p for p in loaded.kernel.params if p.name == param.name), None)
+    if kernel_param is not None and not kernel_param.is_buffer:
+        return str(kernel_param.type)
+    return param.dtype or (arg.dtype if arg is not None else None)
+
+
+def _original_arguments(loaded: Loaded, inputs: dict, trailing_defaults: bool):
+    """The original kernel's parameters and their values in order; with
+    ``trailing_defaults`` the parameters after the last one the spec gives are left out (the
+    compiler applies their defaults), else they get the values kir computes for them."""
+    from kir.frontends.cuda import kernel_params
+
+    params = kernel_params(loaded.source, str(loaded.path), loaded.kernel.name,
+                           loaded.include_dirs)
+    args = [_original_argument(loaded, p, inputs) for p in params]
+    while trailing_defaults and args and args[-1] is _DEFAULT:
+        args.pop()
+    return params, [_default_value(p) if a is _DEFAULT else a for p, a in zip(params, args)]
+
+
+def _outputs(loaded: Loaded, params: list, results: list) -> dict[str, np.ndarray]:
+    bound = loaded.bound
+    by_name = {p.name: r for p, r in zip(params, results)}
     return {name: np.asarray(by_name[name]).reshape(bound.shape(name))
             for name in bound.outputs}
+
+
+_C_TYPES = {"f32": "float", "f64": "double", "f16": "__half", "bf16": "__nv_bfloat16",
+            "i8": "signed char", "u8": "unsigned char",
+            "i32": "int", "u32": "unsigned int", "i64": "long long",
+            "u64": "unsigned long long", "bool": "bool"}
+
+
+def _original_argument(loaded: Loaded, param, inputs: dict):
+    """The value the original kernel gets for ``param`` (a frontend KernelParam)."""
+    spec = loaded.bound.spec
+    arg = spec.args.get(param.name)
+    if arg is not None and arg.null:
+        return None
+    if arg is not None:
+        return inputs[param.name]
+    if param.default is None:
+        raise spec.error(f"the kernel's parameter {param.name!r} is not in the spec's [args]",
+                         "args", hint=f"add {param.name} = {{ ... }} to {spec.path.name}")
+    return _DEFAULT
+
+
+_DEFAULT = object()
+_KEYWORDS = {"int", "unsigned", "signed", "long", "short", "bool", "char", "const", "uint",
+             "size_t"}
+
+
+def _default_value(param):
+    """A defaulted parameter's value when a later one is given (so it must be passed)."""
+    if param.pointer:
+        return None  # the frontend accepts only null pointer defaults
+    if param.default_value is None:
+        raise KirError(f"parameter {param.name!r} defaults to {param.default!r}, which kir "
+                       "cannot evaluate", hint=f"give {param.name} in the spec's [args]")
+    return param.default_value
+
+
+def _template_arguments(loaded: Loaded, params: list, namespace: str = "") -> list[int | str]:
+    """The original kernel's template arguments: the spec's ``templates`` (a size of the
+    same name for a value), a type deduced from the dtype of a parameter declared with it,
+    or — for trailing parameters with a default — nothing (C++ applies the default). A value
+    of a named type (an enum) is converted to it, named from ``namespace`` when given."""
+    from kir.frontends.cuda import kernel_template
+
+    template = kernel_template(loaded.source, str(loaded.path), loaded.kernel.name,
+                               loaded.include_dirs)
+    values = loaded.bound.template_values()
+    spec = loaded.bound.spec
+    deduced = {}
+    for p in params:
+        arg = spec.args.get(p.name)
+        if p.type_word and arg is not None and arg.dtype and p.type_word not in deduced:
+            deduced[p.type_word] = arg.dtype
+    out: list[int | str | None] = []
+    for t in template:
+        value = values.get(t.name)
+        if t.is_type:
+            dtype = value if isinstance(value, str) else deduced.get(t.name)
+            out.append(_C_TYPES[dtype] if dtype else None)
+        elif isinstance(value, int):
+            # a named type (an enum) needs the integer converted to it explicitly
+            named = t.type_text and not set(t.type_text.split()) <= _KEYWORDS
+            prefix = f"{namespace}::" if namespace and named else ""
+            out.append(f"({prefix}{t.type_text})({value})" if named else value)
+        else:
+            out.append(None)
+        if out[-1] is None and not t.has_default:
+            what = "type" if t.is_type else "value"
+            raise spec.error(f"the spec gives no {what} for template parameter {t.name!r}",
+                             "templates", hint=f"add templates = {{ {t.name} = ... }}")
+    while out and out[-1] is None:
+        out.pop()
+    if None in out:
+        missing = template[out.index(None)].name
+        raise spec.error(f"the spec gives no value for template parameter {missing!r} (a "
+                         "later one has a value)", "templates")
+    return out  # type: ignore[return-value]
 
 
 def run_mlx(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
@@ -86,6 +205,7 @@ RUNNERS: dict[str, Runner] = {
     "emulate-metal": run_emitted("metal", emulated=True),
     "emulate-cuda": run_emitted("cuda", emulated=True),
     "emulate-original": run_original,
+    "cupy-original": run_original_cupy,
     "mlx": run_mlx,
     "mlx-metal": run_emitted("metal", emulated=False),
     "mlx-cuda": run_emitted("cuda", emulated=False),

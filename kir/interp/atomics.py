@@ -107,7 +107,8 @@ def compile_atomic(s: ir.Atomic, result_type: Type | None, hoist: Hoist | None =
 _DTYPE_TYPES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
                 np.dtype(np.float64): "f64", np.dtype(np.int32): "i32",
                 np.dtype(np.uint32): "u32", np.dtype(np.int64): "i64",
-                np.dtype(np.uint64): "u64", np.dtype(np.bool_): "bool"}
+                np.dtype(np.uint64): "u64", np.dtype(np.bool_): "bool",
+                np.dtype(np.int8): "i8", np.dtype(np.uint8): "u8"}
 
 
 def _scalar_type_of(dtype: np.dtype) -> ScalarType:

@@ -5,24 +5,27 @@ itself, weighted by the lanes that were live, to the counts a cost model needs: 
 and memory *transactions* (distinct 32-byte sectors and 128-byte lines per warp-instruction:
 coalescing), threadgroup-memory accesses and bank conflicts, flops, special-function ops,
 integer ops, warp operations, atomics and their same-address contention, barriers, loop
-iterations, and the idle lanes of partly active warp-instructions (divergence).
+iterations, and the idle lanes of partly active warp-instructions (divergence); SIMD-group
+matrix operations (8x8 products, and fragment loads and stores as memory traffic), SIMD
+reductions apart from shuffles, the hottest atomic address, and a static estimate of the
+registers a thread needs (for occupancy).
 
-Without counters nothing here runs: the statement compiler swaps in a :class:`CountingHoist`
-only when asked, which disables chunk-level hoisting and whole-loop evaluation (both would
-hide operations the GPU executes) and wraps each compiled closure with a counting one.
+Without counters nothing here runs: the statement compiler swaps in a
+:class:`~kir.interp.count_hooks.CountingHoist` only when asked, which disables chunk-level
+hoisting and whole-loop evaluation (both would hide operations the GPU executes) and wraps
+each compiled closure with a counting one (:mod:`kir.interp.count_hooks`,
+:mod:`kir.interp.matrix_counts`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from kir import ir
-from kir.errors import KirError
-from kir.interp.exprs import ExprFn, Hoist, compile_expr
 from kir.interp.state import WARP, Memory, State
 from kir.ir.types import VectorType
 
@@ -33,13 +36,6 @@ EXACT_SAMPLES = 64
 """Executions of one access site analysed lane by lane; later ones reuse the site's average
 transactions (or bank-conflict degree) per warp: loops repeat one pattern, and the exact
 analysis costs a sort per warp-instruction."""
-
-# Special-function ops by intrinsic, in units of one basic SFU op (exp2/log2/rsqrt class).
-# Composite functions cost several (pow = log2 + mul + exp2; tanh and erf are exp-based
-# polynomials): an estimate, matching how Metal's standard library expands them.
-SFU_WEIGHT = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "sin": 1,
-              "cos": 1, "pow": 2, "tanh": 2, "erf": 3}
-CHEAP_CALLS = {"max": 1, "min": 1, "abs": 1, "floor": 1, "ceil": 1, "fma": 2}
 
 
 @dataclass
@@ -60,6 +56,9 @@ class Counters:
     global_store_requests: int = 0
     global_load_sectors: int = 0
     global_store_sectors: int = 0
+    # of global_load_sectors: touched by the same warp's previous execution of the same load
+    # instruction (a loop walking a row one element per iteration), which an L1 serves
+    global_load_sector_hits: int = 0
     global_lines: int = 0
     global_unique_read_bytes: int = 0
     global_unique_write_bytes: int = 0
@@ -71,6 +70,7 @@ class Counters:
     local_accesses: int = 0  # lanes
     # arithmetic (lanes x ops)
     flops: int = 0
+    fma: int = 0  # lanes x fused multiply-adds (a float a * b + c, or fma()): 2 flops, 1 op
     fdiv: int = 0
     sfu: int = 0
     sfu_fast: int = 0
@@ -86,6 +86,20 @@ class Counters:
     barriers: int = 0  # groups reaching a block barrier, summed over executions
     loop_iterations: int = 0  # lanes x iterations
     loop_warp_iterations: int = 0
+    # SIMD-group matrices (warp-instructions), SIMD reductions, contention, registers
+    matrix_mma: int = 0  # 8x8x8 multiply-accumulates (a bigger product counts its 8x8x8s)
+    matrix_flops: int = 0  # 2 m n k per warp-level product, apart from ``flops``
+    matrix_loads: int = 0  # fragment loads (their bytes are in the global/shared counts)
+    matrix_stores: int = 0
+    warp_reductions: int = 0  # the part of ``warp_ops`` that are simd_sum/max/min
+    atomic_hot_address: int = 0  # the most atomic updates any one address received
+    registers_per_thread: int = 0  # static estimate, 32-bit registers (see ``start``)
+    # what DRAM moves at least: the distinct 32-byte sectors read / written, in bytes
+    global_unique_read_sector_bytes: int = 0
+    global_unique_write_sector_bytes: int = 0
+    # per buffer: name -> [bytes read, bytes written, sector bytes read, sector bytes
+    # written] (each column sums to the field above)
+    footprint: dict[str, list[int]] = field(default_factory=dict)
     _touched: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict,
                                                                repr=False, compare=False)
 
@@ -95,6 +109,7 @@ class Counters:
         """The counts as a JSON-serializable dict."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         out["grid"] = list(self.grid)
+        out["footprint"] = {k: list(v) for k, v in self.footprint.items()}
         return out
 
     @property
@@ -129,13 +144,27 @@ class Counters:
                     local += size
         self.threadgroup_bytes = shared
         self.local_bytes_per_thread = local
+        from kir.interp.count_hooks import estimate_registers
+
+        self.registers_per_thread = estimate_registers(kernel)
 
     def finish(self) -> None:
         """Turn the footprint bitmaps into unique byte counts and drop them."""
-        for itemsize, read, written in self._touched.values():
-            self.global_unique_read_bytes += int(np.count_nonzero(read)) * itemsize
-            self.global_unique_write_bytes += int(np.count_nonzero(written)) * itemsize
+        for name, (itemsize, read, written) in self._touched.items():
+            counts = [int(np.count_nonzero(read)) * itemsize,
+                      int(np.count_nonzero(written)) * itemsize,
+                      _sectors(read, itemsize) * SECTOR, _sectors(written, itemsize) * SECTOR]
+            self.global_unique_read_bytes += counts[0]
+            self.global_unique_write_bytes += counts[1]
+            self.global_unique_read_sector_bytes += counts[2]
+            self.global_unique_write_sector_bytes += counts[3]
+            old = self.footprint.get(name, [0, 0, 0, 0])
+            self.footprint[name] = [a + b for a, b in zip(old, counts)]
         self._touched = {}
+        for hits in self._atomic_hits.values():
+            self.atomic_hot_address = max(self.atomic_hot_address, int(hits.max()))
+        self._atomic_hits = {}
+        self._previous = {}
         self._st = self._mask = None
 
     # ---------------------------------------------------------------- lanes and warps
@@ -158,18 +187,23 @@ class Counters:
         self._st, self._mask, self._stats = st, mask, stats
         return stats
 
-    def alu(self, st: State, mask: np.ndarray, kind: str, weight: int) -> None:
-        """``weight`` arithmetic ops of ``kind`` (flops, fdiv, sfu, sfu_fast, int_ops)."""
+    def alu(self, st: State, mask: np.ndarray, kind: str, weight: int, fused: int = 0) -> None:
+        """``weight`` arithmetic ops of ``kind`` (flops, fdiv, sfu, sfu_fast, int_ops), of
+        which ``fused`` complete a multiply-add the compiler contracts into one FMA."""
         lanes, warps = self.lanes_warps(st, mask)
+        self.fma += lanes * fused
         lane_ops = lanes * weight
         setattr(self, kind, getattr(self, kind) + lane_ops)
         self.alu_lane_ops += lane_ops
         self.alu_warp_instr += warps * weight
         self.idle_lanes += (warps * WARP - lanes) * weight
 
-    def warp_op(self, st: State, mask: np.ndarray) -> None:
+    def warp_op(self, st: State, mask: np.ndarray, reduction: bool = False) -> None:
+        """One shuffle, or with ``reduction`` one SIMD reduction, per warp with a live lane."""
         lanes, warps = self.lanes_warps(st, mask)
         self.warp_ops += warps
+        if reduction:
+            self.warp_reductions += warps
         self.idle_lanes += warps * WARP - lanes
 
     def iteration(self, st: State, mask: np.ndarray) -> None:
@@ -243,28 +277,50 @@ class Counters:
             self.global_store_bytes += lanes * nbytes
             self.global_store_requests += warps
         else:
-            self._atomic(st, mask, idx, uniform, lanes, warps)
+            self._atomic(st, mask, mem, idx, uniform, lanes, warps)
         byte = idx * esize
+        hits = 0
         if estimated:
             sectors = round(warps * sample[2] / sample[1])
             lines = round(warps * sample[3] / sample[1])
-        elif uniform:
+            seen, hit = self._hit_samples.get(site, (1, 0))
+            hits = round(warps * hit / seen) if kind == "load" else 0
+        elif uniform:  # (reuse of one broadcast sector is not tracked)
             sectors = warps * ((int(byte) + nbytes - 1) // SECTOR - int(byte) // SECTOR + 1)
             lines = warps
         else:
             ends = (byte + nbytes - 1) // SECTOR
             starts = byte // SECTOR
             both = np.stack([starts, ends], axis=1) if count > 1 else starts
-            sectors = int(self._distinct(self._table(st, both, mask)).sum())
+            table = self._table(st, both, mask)
+            sectors = int(self._distinct(table).sum())
             lines = int(self._distinct(self._table(st, byte // LINE, mask)).sum())
+            if kind == "load" and site >= 0:
+                hits = self._reused(st, site, table)
+                seen, hit = self._hit_samples.get(site, (0, 0))
+                self._hit_samples[site] = (seen + warps, hit + hits)
         if not estimated:
             self._sample(site, warps, sectors, lines)
         if kind == "load":
             self.global_load_sectors += sectors
+            self.global_load_sector_hits += hits
         else:
             self.global_store_sectors += sectors
         self.global_lines += lines
         self._mark(st, mask, mem, idx, count, uniform, store, kind == "atomic")
+
+    def _reused(self, st: State, site: int, table: np.ndarray) -> int:
+        """Distinct (warp, sector) pairs of this execution of load ``site`` (``table``: sector
+        ids per warp row, -1 for dead lanes) that its previous execution in the same chunk
+        also touched."""
+        rows = np.broadcast_to(np.arange(table.shape[0])[:, None], table.shape)
+        valid = table >= 0
+        keys = np.unique(rows[valid] * (1 << 32) + table[valid])
+        previous = self._previous.get(site)
+        self._previous[site] = (st, keys)
+        if previous is None or previous[0] is not st:
+            return 0
+        return int(np.isin(keys, previous[1], assume_unique=True).sum())
 
     def _sample(self, site: int, warps: int, first: int, second: int) -> None:
         if site < 0:
@@ -291,16 +347,21 @@ class Counters:
         self.shared_wavefronts += int(degree.sum())
         self.bank_conflicts += int(np.maximum(degree - words_per, 0)[degree > 0].sum())
 
-    def _atomic(self, st: State, mask: np.ndarray, idx: np.ndarray, uniform: bool,
-                lanes: int, warps: int) -> None:
+    def _atomic(self, st: State, mask: np.ndarray, mem: Memory, idx: np.ndarray,
+                uniform: bool, lanes: int, warps: int) -> None:
         self.atomics += lanes
         self.atomic_requests += warps
+        hits = self._atomic_hits.get(mem.name)
+        if hits is None or hits.size != mem.data.size:
+            hits = self._atomic_hits[mem.name] = np.zeros(mem.data.size, np.int64)
         if uniform:
             self.atomic_serial += lanes  # every live lane updates the same address
+            hits[int(np.clip(idx, 0, hits.size - 1))] += lanes
             return
         live = idx if mask is st.full else idx[mask]
         _, counts = np.unique(live, return_counts=True)
         self.atomic_serial += int(counts.max())
+        np.add.at(hits, np.clip(live, 0, hits.size - 1), 1)
 
     def _mark(self, st: State, mask: np.ndarray, mem: Memory, idx: np.ndarray, count: int,
               uniform: bool, store: bool, both: bool) -> None:
@@ -325,6 +386,9 @@ class Counters:
         self._stats: tuple[int, int] = (0, 0)
         self._samples: dict[int, tuple[int, int, int, int]] = {}  # site: n, warps, a, b
         self._sites = 0
+        self._atomic_hits: dict[str, np.ndarray] = {}  # buffer: atomic updates per element
+        self._previous: dict[int, tuple[State, np.ndarray]] = {}  # load site: last sectors
+        self._hit_samples: dict[int, tuple[int, int]] = {}  # load site: warps, sector hits
 
     def new_site(self) -> int:
         """A fresh id for one memory instruction of the kernel."""
@@ -340,95 +404,10 @@ class Counters:
         self.__init__(**state)  # type: ignore[misc]
 
 
-class CountingHoist(Hoist):
-    """A :class:`Hoist` that hoists nothing (every operation runs, and counts, where the
-    kernel executes it) and carries the :class:`Counters` compiled closures report to."""
-
-    def __init__(self, counters: Counters) -> None:
-        super().__init__(set())
-        self.counters = counters
-
-    def invariant(self, expr: ir.Expr) -> bool:
-        return False
-
-
-def _arith_kind(expr: ir.Expr) -> tuple[str, int] | None:
-    """(counter, weight) of one execution of ``expr``'s own operation, or None if free."""
-    t = expr.type
-    width = t.count if isinstance(t, VectorType) else 1
-    elem = t.elem if isinstance(t, VectorType) else t
-    if isinstance(expr, ir.Binary):
-        operand = expr.left.type
-        operand = operand.elem if isinstance(operand, VectorType) else operand
-        if getattr(operand, "is_float", False):
-            return ("fdiv" if expr.op == "/" else "flops", width)
-        return ("int_ops", width)
-    if isinstance(expr, ir.Unary):
-        return ("flops" if getattr(elem, "is_float", False) else "int_ops", width)
-    if isinstance(expr, ir.Select):
-        return ("int_ops", width)
-    if isinstance(expr, ir.Cast):
-        source = expr.value.type
-        source = source.elem if isinstance(source, VectorType) else source
-        if getattr(source, "is_float", False) != getattr(elem, "is_float", False) \
-                or getattr(source, "bits", 0) != getattr(elem, "bits", 0):
-            return ("int_ops", width)
-        return None
-    if isinstance(expr, ir.Call):
-        if expr.fn in SFU_WEIGHT:
-            return ("sfu_fast" if expr.fast else "sfu", SFU_WEIGHT[expr.fn] * width)
-        is_float = getattr(elem, "is_float", False)
-        return ("flops" if is_float else "int_ops", CHEAP_CALLS.get(expr.fn, 1) * width)
-    return None
-
-
-def wrap_expr(counters: Counters, expr: ir.Expr, fn: ExprFn, loc: Any) -> ExprFn:
-    """``fn`` (the compiled closure of ``expr``) reporting its operation to ``counters``."""
-    if isinstance(expr, ir.Load):
-        index = compile_expr(expr.index, loc, None)  # uncounted: the real load counts it
-        count = expr.type.count if isinstance(expr.type, VectorType) else 1
-        name = expr.buffer
-        site = counters.new_site()
-
-        def load(st: State, mask: np.ndarray) -> Any:
-            value = fn(st, mask)  # raises first for out-of-bounds lanes
-            counters.access(st, mask, st.memories[name], index(st, mask), count, "load",
-                            site)
-            return value
-        return load
-    if isinstance(expr, (ir.Shuffle, ir.WarpReduce)):
-        def warp(st: State, mask: np.ndarray) -> Any:
-            counters.warp_op(st, mask)
-            return fn(st, mask)
-        return warp
-    kind = _arith_kind(expr)
-    if kind is None:
-        return fn
-    counter, weight = kind
-
-    def arith(st: State, mask: np.ndarray) -> Any:
-        counters.alu(st, mask, counter, weight)
-        return fn(st, mask)
-    return arith
-
-
-def wrap_memory_stmt(counters: Counters, stmt: ir.Store | ir.Atomic,
-                     fn: Callable[[State, np.ndarray], None]
-                     ) -> Callable[[State, np.ndarray], None]:
-    """A store or atomic statement's closure reporting its memory access."""
-    index = compile_expr(stmt.index, stmt.loc, None)
-    value_type = stmt.value.type
-    count = value_type.count if isinstance(value_type, VectorType) else 1
-    kind = "store" if isinstance(stmt, ir.Store) else "atomic"
-    name = stmt.buffer
-    site = counters.new_site()
-
-    def run(st: State, mask: np.ndarray) -> None:
-        try:  # before the statement: it may change what the index reads
-            where = index(st, mask)
-        except KirError:
-            where = None
-        fn(st, mask)
-        if where is not None:
-            counters.access(st, mask, st.memories[name], where, count, kind, site)
-    return run
+def _sectors(touched: np.ndarray, itemsize: int) -> int:
+    """Distinct 32-byte sectors with a touched element (the buffer starts on a sector)."""
+    per = max(1, SECTOR // itemsize)
+    pad = (-touched.size) % per
+    if pad:
+        touched = np.concatenate([touched, np.zeros(pad, bool)])
+    return int(np.count_nonzero(touched.reshape(-1, per).any(axis=1)))

@@ -84,7 +84,7 @@ def compile_expr(expr: ir.Expr, loc: Loc | None, hoist: Hoist | None = None) -> 
                        loc)
     counters = getattr(hoist, "counters", None)  # set only when a run is instrumented
     if counters is not None:
-        from kir.interp.counters import wrap_expr
+        from kir.interp.count_hooks import wrap_expr
 
         return wrap_expr(counters, expr, handler(expr, loc, hoist), loc)
     if hoist is None or isinstance(expr, (ir.Const, ir.Var, ir.Special)) \

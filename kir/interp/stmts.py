@@ -85,7 +85,7 @@ class StmtCompiler:
         self.hoist = Hoist({p.name for p in kernel.params
                             if not p.is_buffer and p.name not in written})
         if counters is not None:
-            from kir.interp.counters import CountingHoist
+            from kir.interp.count_hooks import CountingHoist
 
             self.hoist = CountingHoist(counters)  # count every operation where it runs
         self._fix_top_level_lets(kernel)
@@ -140,7 +140,12 @@ class StmtCompiler:
         if isinstance(stmt, ir.MATRIX_STMTS):  # warp-wide fragments: kir.interp.matrix
             from kir.interp.matrix import compile_matrix_stmt
 
-            return compile_matrix_stmt(self, stmt)
+            fn = compile_matrix_stmt(self, stmt)
+            if self.counters is None:
+                return fn
+            from kir.interp.matrix_counts import wrap_matrix_stmt
+
+            return wrap_matrix_stmt(self.counters, stmt, fn)
         if method is None:
             raise KirError(f"the interpreter does not support {type(stmt).__name__}",
                            ir.stmt_loc(stmt))
@@ -152,7 +157,7 @@ class StmtCompiler:
         """``fn`` reporting its statement's memory access or barrier to the counters."""
         counters = self.counters
         if isinstance(stmt, (ir.Store, ir.Atomic)):
-            from kir.interp.counters import wrap_memory_stmt
+            from kir.interp.count_hooks import wrap_memory_stmt
 
             return wrap_memory_stmt(counters, stmt, fn)
         if isinstance(stmt, ir.Barrier) and stmt.scope == "block":
@@ -331,6 +336,23 @@ class StmtCompiler:
             raise KirError(f"unknown barrier scope {s.scope!r}", s.loc)
         loc = s.loc
         return lambda st, mask: st.check_barrier(mask, loc)
+
+    def _assert(self, s: ir.Assert) -> StmtFn:
+        from kir.ir.printer import print_expr
+
+        cond = self._value(s.cond, BOOL, s.loc)
+        loc, text = s.loc, print_expr(s.cond)
+
+        def run(st: State, mask: np.ndarray) -> None:
+            c = cond(st, mask)
+            failed = np.count_nonzero(mask & ~c) if type(c) is np.ndarray else \
+                (not bool(c) and np.count_nonzero(mask))
+            if failed:
+                raise KirError(f"assertion failed in {failed} thread(s): {text}", loc,
+                               hint="the kernel's assert does not hold for these inputs and "
+                                    "sizes (GPU builds drop asserts; kir's interpreter checks "
+                                    "them)")
+        return run
 
     def _atomic(self, s: ir.Atomic) -> StmtFn:
         from kir.interp.atomics import compile_atomic

@@ -14,6 +14,7 @@ from kir.ir.nodes import (  # noqa: F401 - the package's public names
     SPECIAL_KINDS,
     UNARY_OPS,
     Alloc,
+    Assert,
     Assign,
     Atomic,
     Barrier,

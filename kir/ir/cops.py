@@ -249,6 +249,9 @@ INTRINSIC_FUNCS: dict[str, Callable[..., Value]] = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
     "rsqrt": _rsqrt, "tanh": np.tanh, "pow": np.power, "erf": _erf, "fma": _fma,
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil,
+    # C's round() takes halves away from zero; rint() to even (the default rounding mode)
+    "round": lambda x: np.copysign(np.floor(np.abs(x) + 0.5), x), "rint": np.rint,
+    "trunc": np.trunc,
     # fmaxf/fminf return the non-NaN operand; integer max/min are plain.
     "max": _int_aware(np.fmax, np.maximum), "min": _int_aware(np.fmin, np.minimum),
     "abs": np.abs,

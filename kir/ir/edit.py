@@ -10,6 +10,7 @@ import dataclasses
 from typing import Callable
 
 from kir.ir.nodes import (
+    Assert,
     Assign,
     Atomic,
     Block,
@@ -78,7 +79,7 @@ def own_exprs(stmt: Stmt) -> list[Expr]:
         return [stmt.index, stmt.value]
     if isinstance(stmt, For):
         return [stmt.init, stmt.cond, stmt.update]
-    if isinstance(stmt, (If, While)):
+    if isinstance(stmt, (If, While, Assert)):
         return [stmt.cond]
     return []
 

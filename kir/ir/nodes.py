@@ -180,7 +180,7 @@ class Cast(Expr):
 
 
 INTRINSICS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "max", "min", "abs", "tanh",
-              "pow", "erf", "fma", "sin", "cos", "floor", "ceil")
+              "pow", "erf", "fma", "sin", "cos", "floor", "ceil", "round", "rint", "trunc")
 
 
 @node
@@ -319,6 +319,15 @@ class Barrier(Stmt):
     """``__syncthreads()`` (scope block) or ``__syncwarp()`` (scope warp)."""
 
     scope: str = "block"
+    loc: Loc | None = _loc()
+
+
+@node
+class Assert(Stmt):
+    """``assert(cond)`` from the source: the interpreter stops with an error at ``loc``
+    when ``cond`` is false in any thread; GPU code drops it (as release builds do)."""
+
+    cond: Expr
     loc: Loc | None = _loc()
 
 

@@ -27,6 +27,7 @@ from kir.ir.nodes import (
     Alloc,
     Assign,
     Atomic,
+    Assert,
     Barrier,
     Binary,
     Block,
@@ -321,6 +322,9 @@ class _Builder:
 
     def on_barrier(self, meta, kids):
         return Barrier(kids[1], loc=self._stmt_loc(meta))
+
+    def on_assert_stmt(self, meta, kids):
+        return Assert(self._need(kids[1], meta), loc=self._stmt_loc(meta))
 
     def on_alloc(self, meta, kids):
         space, dynamic, name, elem, size = kids

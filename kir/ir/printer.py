@@ -25,6 +25,7 @@ from kir.ir.nodes import (
     Alloc,
     Assign,
     Atomic,
+    Assert,
     Barrier,
     Binary,
     Block,
@@ -65,12 +66,13 @@ INDENT = "  "
 RESERVED = frozenset("""
     kernel grid block shared_bytes specialized global shared local const restrict let for while
     do if else barrier atomic dynamic return break continue true false as fast select shuffle reduce
-    inf nan lane warp warp_size thread block_dim grid_dim bool i32 u32 i64 u64 f16 bf16 f32 f64
-    matrix fill mload stride transposed mma mstore
+    inf nan lane warp warp_size thread block_dim grid_dim bool i8 u8 i32 u32 i64 u64 f16 bf16 f32
+    f64
+    matrix fill mload stride transposed mma mstore assert
 """.split())
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPED = re.compile(
-    r"(?:bool|i32|u32|i64|u64|f16|bf16|f32|f64)(?:x[234]|m[1-9][0-9]*x[1-9][0-9]*)?\Z")
+    r"(?:bool|i8|u8|i32|u32|i64|u64|f16|bf16|f32|f64)(?:x[234]|m[1-9][0-9]*x[1-9][0-9]*)?\Z")
 
 COMPONENTS = "xyzw"
 
@@ -312,6 +314,8 @@ def _lines(stmt: Stmt, env: Env, depth: int) -> list[tuple[int, str, object]]:
                 _push_body(work, s.then, d)
         elif isinstance(s, Barrier):
             out.append((d, f"barrier {s.scope}", s.loc))
+        elif isinstance(s, Assert):
+            out.append((d, f"assert {print_expr(s.cond, env)}", s.loc))
         elif isinstance(s, Alloc):
             dynamic = " dynamic" if s.dynamic else ""
             out.append((d, f"{s.space}{dynamic} {format_name(s.name)}: "

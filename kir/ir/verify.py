@@ -24,6 +24,7 @@ from kir.ir.nodes import (
     Alloc,
     Assign,
     Atomic,
+    Assert,
     Barrier,
     Binary,
     Block,
@@ -154,6 +155,8 @@ class _Checker:
             elif isinstance(stmt, While):
                 self.check_cond(stmt.cond, loc)
                 work.append((stmt.body, loops + 1))
+            elif isinstance(stmt, Assert):
+                self.check_cond(stmt.cond, loc)
             elif isinstance(stmt, If):
                 self.check_cond(stmt.cond, loc)
                 if stmt.orelse is not None:
@@ -270,7 +273,7 @@ def _exprs_of(stmt: Stmt) -> list[Expr]:
         return [stmt.index, stmt.value]
     if isinstance(stmt, For):
         return [stmt.init]  # cond and update see the loop variable: checked after declaring
-    if isinstance(stmt, (While, If)):
+    if isinstance(stmt, (While, If, Assert)):
         return [stmt.cond]
     if isinstance(stmt, MatrixFill):
         return [stmt.value]

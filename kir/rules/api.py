@@ -206,7 +206,12 @@ class BaseRule:
                  ctx: RuleContext | None = None) -> Match | NotApplicable:
         ANALYSES[self.name] += 1
         plan = self.plan_in(kernel, site, ctx)
-        return plan if isinstance(plan, NotApplicable) else Match(site, plan)
+        if isinstance(plan, NotApplicable):
+            return plan
+        # A plan may say why no parameter value can make the site legal (a ``refusal``):
+        # such a site is not offered (a site is one where the rule is legal for some value).
+        refusal = getattr(plan, "refusal", "")
+        return NotApplicable(refusal) if refusal else Match(site, plan)
 
     def match(self, kernel: Kernel, ctx: RuleContext | None = None) -> Iterator[Match]:
         for site in self.candidates_in(kernel, ctx):

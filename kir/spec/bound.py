@@ -177,6 +177,8 @@ class BoundSpec:
         rng = np.random.default_rng(seed)
         out: dict[str, np.ndarray | int | float] = {}
         for arg in self.spec.args.values():
+            if arg.null:
+                continue  # passed as nullptr: the kernel never sees data
             if arg.is_scalar:
                 out[arg.name] = self.scalar(arg.name)
                 continue
@@ -200,6 +202,7 @@ class BoundSpec:
             return None
         function = _reference_function(self.spec)
         args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+        args.update({a.name: None for a in self.spec.args.values() if a.null})
         try:
             result = function(args, dict(self.sizes))
         except KeyboardInterrupt:

@@ -34,15 +34,16 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 ROLES = ("in", "out", "inout")
 TOP_KEYS = ("kernel", "sizes", "ragged", "check", "templates", "launch", "tolerance",
-            "reference", "reference_mlx", "require", "args")
+            "reference", "reference_mlx", "require", "args", "include")
 LAUNCH_KEYS = ("grid", "block", "shared_bytes")
-ARG_KEYS = ("dtype", "shape", "role", "init", "value", "range", "offset")
+ARG_KEYS = ("dtype", "shape", "role", "init", "value", "range", "offset", "null")
 # Names users reach for out of habit, mapped to kir's dtype names (used for "did you mean").
 _DTYPE_ALIASES = {
     "float": "f32", "float32": "f32", "half": "f16", "float16": "f16", "double": "f64",
     "float64": "f64", "int": "i32", "int32": "i32", "unsigned": "u32", "uint": "u32",
     "uint32": "u32", "int64": "i64", "long": "i64", "uint64": "u64", "bfloat16": "bf16",
-    "__half": "f16", "__nv_bfloat16": "bf16",
+    "__half": "f16", "__nv_bfloat16": "bf16", "int8": "i8", "uint8": "u8", "char": "i8",
+    "uchar": "u8", "unsigned char": "u8",
 }
 
 
@@ -57,7 +58,8 @@ class ArgSpec:
     inputs: numbers or size expressions (``[0, "V - 1"]``), evaluated when sizes are bound.
     ``offset`` (a size expression, in elements) is where the kernel's pointer starts in the
     buffer, as in a launch ``k<<<...>>>(data + off, ...)``: the buffer holds ``shape`` elements
-    and the kernel sees them from ``offset`` on.
+    and the kernel sees them from ``offset`` on. ``null`` marks a pointer argument passed as
+    ``nullptr``: it has no data, and the kernel's tests of it fold.
     """
 
     name: str
@@ -68,10 +70,11 @@ class ArgSpec:
     value: str | None = None
     range: tuple[float | str, float | str] = (-1.0, 1.0)
     offset: str | None = None
+    null: bool = False
 
     @property
     def is_buffer(self) -> bool:
-        return self.value is None
+        return self.value is None and not self.null
 
     @property
     def is_scalar(self) -> bool:
@@ -103,6 +106,13 @@ class Spec:
     # An MLX version of the reference ("module:function" beside the spec): the generated
     # module's fallback and the baseline a GPU search reports against.
     reference_mlx: str | None = None
+    # Folders searched for `#include "..."` headers (after the source's own), relative to the
+    # spec's folder.
+    include: tuple[str, ...] = ()
+
+    def include_dirs(self) -> list[Path]:
+        """The ``include`` folders as paths (relative ones from the spec's folder)."""
+        return [self.path.parent / d for d in self.include]
 
     def bind(self, overrides: dict[str, int] | None = None) -> "BoundSpec":
         """Fix the sizes: the defaults with ``overrides`` (e.g. ``--size N=4096``) applied."""
@@ -276,6 +286,10 @@ class _Checker:
         for name, expr in templates.items():
             if not (isinstance(expr, str) and expr in SCALARS):  # a dtype: `typename T`
                 self.expr(expr, sizes, "templates", name)
+        include = data.get("include", [])
+        if not isinstance(include, list) or not all(isinstance(d, str) for d in include):
+            raise self.fail("include must be a list of folders (strings)", "include",
+                            hint='e.g. include = ["../common"] (relative to the spec)')
         grid, block, shared = self.launch(data, sizes)
         rtol, atol = self.tolerance(data.get("tolerance"))
         reference = self.reference(data, "reference", "softmax")
@@ -285,7 +299,8 @@ class _Checker:
         require = self.require(data.get("require", []), sizes)
         spec = Spec(self.path, kernel, sizes, ragged,
                     {k: str(v) for k, v in templates.items()}, grid, block, shared,
-                    rtol, atol, reference, args, self.text, check, require, reference_mlx)
+                    rtol, atol, reference, args, self.text, check, require, reference_mlx,
+                    tuple(include))
         for table, overrides in (("sizes", {}), ("ragged", ragged), ("check", check)):
             merged = {**sizes, **overrides}
             failed = spec.broken_requirements(merged)
@@ -419,6 +434,8 @@ class _Checker:
         if role not in ROLES:
             raise self.fail(f"argument {name!r}: role must be in, out or inout, got {role!r}",
                             *where, "role", hint=_did_you_mean(str(role), ROLES))
+        if "null" in table:
+            return self.null_arg(name, table)
         init = self.init(name, table.get("init"), role)
         bounds = self.range(name, table.get("range", [-1.0, 1.0]), sizes)
         if "value" in table:
@@ -457,6 +474,17 @@ class _Checker:
         if "offset" in table:
             offset = self.expr(table["offset"], sizes, *where, "offset")
         return ArgSpec(name, dtype, dims, role, init, None, bounds, offset)
+
+    def null_arg(self, name: str, table: dict[str, Any]) -> ArgSpec:
+        """``bias = { null = true }``: a pointer argument passed as ``nullptr``."""
+        if table["null"] is not True:
+            raise self.fail(f"argument {name!r}: null must be true (leave it out for a "
+                            "buffer)", "args", name, "null")
+        extra = [k for k in table if k not in ("null", "dtype")]
+        if extra:
+            raise self.fail(f"argument {name!r} is null, so it cannot have {extra[0]!r} (a null "
+                            "pointer has no data)", "args", name, extra[0])
+        return ArgSpec(name, table.get("dtype"), null=True)
 
     def init(self, name: str, init: Any, role: str) -> float | str | None:
         if init is None:

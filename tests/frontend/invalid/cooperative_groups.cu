@@ -1,5 +1,6 @@
-// expect: 4:5: cooperative groups
+// expect: 5:5: grid group 'sync()' not supported
 #include <cooperative_groups.h>
 __global__ void k(float* x) {
-    cooperative_groups::thread_block g = cooperative_groups::this_thread_block();
+    cooperative_groups::grid_group g = cooperative_groups::this_grid();
+    g.sync();
 }

@@ -1,0 +1,390 @@
+"""Inlining ``__device__`` function calls (a mixin of the Lowerer).
+
+A call is lowered in three steps: its arguments are evaluated in the caller's scope, in
+order; the overload is picked by argument count (default arguments fill the rest) and, among
+overloads of one count, by argument types; then the callee's scope is built — ``template``
+parameters from explicit arguments (``f<float, 4>(x)``), deduced from the arguments' types
+or their defaults; parameters bound by value (a fresh local), by reference (the caller's
+lvalue: a local, a buffer or array element whose index is fixed at the call, a struct) or
+as pointers — and the body is lowered there. The call's value is a fresh result variable
+(one per field for a struct).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.values import (
+    NULL_POINTER,
+    OFFSET_TYPE,
+    ArrVal,
+    CgType,
+    CgVal,
+    ConstSym,
+    FnContext,
+    FunctionSym,
+    MemRef,
+    NullVal,
+    PtrSym,
+    PtrVal,
+    RefSym,
+    StructType,
+    StructVal,
+    TypeSym,
+    VarSym,
+)
+from lark import Token, Tree
+
+from kir.errors import KirError, UnsupportedError
+from kir.ir import Component, Const, Declare, Expr, Var
+from kir.ir.types import BOOL, I32, ScalarType, VectorType
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A function parameter: name (None if unnamed), base type, whether it is a pointer (or
+    array), a reference, const, and its default initializer tree (or None)."""
+
+    ident: str | None
+    base: object
+    pointer: bool
+    is_ref: bool
+    const: bool
+    default: object
+    tree: object
+
+
+class InlineMixin:
+    """Device function calls; relies on the Lowerer for scopes, types and emission."""
+
+    def inline_call(self, name: str, arg_trees: list, tree, discard: bool, targs=None):
+        """Inline a ``__device__`` function call; its value is a fresh result variable."""
+        from kir.frontends.cuda.lower import returns_reference, split_function
+
+        if any(ctx.name == name for ctx in self.fn_stack):
+            raise self.error(f"recursion ('{name}' calls itself) not supported", tree,
+                             UnsupportedError)
+        args = [self.operand(a) for a in arg_trees]
+        given = [(self.template_arg(a), a) for a in
+                 (targs.children if targs is not None else []) if a is not None]
+        fn = self.function_for(name, args, arg_trees, tree)
+        if returns_reference(fn.tree):
+            raise self.error(f"__device__ function '{name}' returns a reference", tree,
+                             UnsupportedError)
+        template, specs, pointers, _ident, params, body = split_function(fn.tree)
+        if template is None and targs is not None:
+            raise self.error(f"'{name}' is not a template", tree)
+        param_trees = self.param_list(params)
+        caller = (self.scopes, self.offset)
+        callee: dict[str, object] = {}
+        self.scopes, self.offset = [self.scopes[0], callee], fn.offset
+        defaults = []
+        try:
+            if template is not None:
+                self._bind_function_template(name, template, given, param_trees, args, tree)
+            ret = self.resolve_specs(specs)
+            if pointers:
+                raise self.error(f"__device__ function '{name}' returns a pointer", tree,
+                                 UnsupportedError)
+            infos = [self.param_info(p) for p in param_trees]
+            for info in infos[len(args):]:
+                defaults.append(self.bind_argument(info, self.operand(info.default),
+                                                   info.default, name))
+        finally:
+            self.scopes, self.offset = caller
+        bindings = [self.bind_argument(info, arg, atree, name)
+                    for info, arg, atree in zip(infos, args, arg_trees)]
+        if isinstance(ret.base, CgType) or ret.base is not None and not isinstance(
+                ret.base, (ScalarType, VectorType, StructType)):
+            raise self.error(f"__device__ function '{name}' returns {ret.base}", tree,
+                             UnsupportedError)
+        return self.inline_body(fn, ret.base, bindings + defaults, body, tree, callee)
+
+    @staticmethod
+    def param_list(params) -> list:
+        from kir.frontends.cuda.lower import param_parts
+
+        trees = list(params.children) if params is not None else []
+        if len(trees) == 1 and param_parts(trees[0])[1] is None:
+            specs = trees[0].children[0]
+            words = [str(t) for s in specs.children for t in s.children
+                     if isinstance(t, Token)]
+            if words == ["void"]:
+                return []  # f(void)
+        return trees
+
+    # ------------------------------------------------------------------- overloads
+
+    def function_for(self, name: str, args: list, arg_trees: list, tree) -> FunctionSym:
+        """The overload of ``name`` that takes these arguments."""
+        from kir.frontends.cuda.lower import param_parts, split_function
+
+        viable, errors = [], []
+        for fn in self.functions[name]:
+            try:
+                params = self.param_list(split_function(fn.tree)[4])
+            except KirError as exc:  # an overload kir cannot read: others may still fit
+                errors.append(exc)
+                continue
+            required = sum(1 for p in params if param_parts(p)[2] is None)
+            if required <= len(args) <= len(params):
+                viable.append((fn, params))
+        if not viable:
+            if errors:
+                raise errors[0]
+            raise self.error(f"no overload of '{name}' takes {len(args)} arguments", tree)
+        if len(viable) == 1:
+            return viable[0][0]
+        scored = [(self._match_score(fn, params, args), -k, fn)
+                  for k, (fn, params) in enumerate(viable)]
+        best = max(scored, key=lambda s: (s[0], s[1]))
+        if best[0] < 0:
+            raise self.error(f"no overload of '{name}' takes arguments of these types", tree)
+        return best[2]
+
+    def _match_score(self, fn: FunctionSym, params: list, args: list) -> int:
+        """How well arguments fit an overload's parameter types: 2 per exact match, 1 per
+        arithmetic conversion, -1000 for a mismatch (a template parameter matches all)."""
+        from kir.frontends.cuda.lower import param_parts
+
+        if fn.template:
+            return 0
+        saved = (self.scopes, self.offset)
+        self.scopes, self.offset = [self.scopes[0], {}], fn.offset
+        score = 0
+        try:
+            for ptree, arg in zip(params, args):
+                specs, declarator, _ = param_parts(ptree)
+                ctype = self.resolve_specs(specs)
+                pointer = declarator is not None and bool(self.split_declarator(declarator)[0])
+                score += _fit(ctype.base, pointer, arg)
+        except KirError:
+            return -1000
+        finally:
+            self.scopes, self.offset = saved
+        return score
+
+    # ------------------------------------------------------------------- templates
+
+    def _bind_function_template(self, name: str, template, given: list, param_trees: list,
+                                args: list, tree) -> None:
+        """Bind a function template's parameters in the callee's (current) scope: explicit
+        arguments (``given``: (value, tree) pairs, evaluated by the caller), then types
+        deduced from the arguments, then defaults."""
+        from kir.frontends.cuda.lower import param_parts
+
+        if len(given) > len(template.children):
+            raise self.error(f"too many template arguments for '{name}'", tree)
+        unbound = {}
+        for k, param in enumerate(template.children):
+            is_type = param.data == "template_type"
+            ident = str(param.children[0] if is_type else param.children[1])
+            if k < len(given):
+                value, _arg_tree = given[k]
+                if is_type == isinstance(value, Const):
+                    what = "a type" if is_type else "a value"
+                    raise self.error(f"template argument {k + 1} of '{name}' must be {what}",
+                                     tree)
+                self.bind(ident, TypeSym(value) if is_type else self._template_const(
+                    param, value))
+            elif is_type:
+                unbound[ident] = param
+                self.bind(ident, TypeSym(None, f"cannot deduce template parameter '{ident}' "
+                                         f"of '{name}': write {name}<...>(...)"))
+            else:
+                unbound[ident] = param
+        for ptree, arg in zip(param_trees, args):
+            specs, declarator, _ = param_parts(ptree)
+            words = [str(t) for s in specs.children if s.data == "type_word"
+                     for t in s.children if isinstance(t, Token)]
+            if len(words) == 1 and words[0] in unbound \
+                    and unbound[words[0]].data == "template_type":
+                pointer = declarator is not None and bool(self.split_declarator(declarator)[0])
+                found = _type_of(arg, pointer)
+                sym = self.lookup(words[0])
+                if found is not None and sym.type is None:
+                    sym.type = found
+        for ident, param in unbound.items():
+            if param.data == "template_type":
+                sym = self.lookup(ident)
+                if sym.type is None and len(param.children) > 1 and param.children[1]:
+                    sym.type = self.resolve_type_name(param.children[1]).base
+            else:
+                default = param.children[2] if len(param.children) > 2 else None
+                if default is None:
+                    raise self.error(f"cannot deduce template parameter '{ident}' of "
+                                     f"'{name}': write {name}<...>(...)", tree)
+                value = Const(self.constant(default, f"default of '{ident}'"), I32)
+                self.bind(ident, self._template_const(param, value))
+
+    def _template_const(self, param, value: Const) -> ConstSym:
+        t = self.resolve_specs(param.children[0]).base
+        if not isinstance(t, ScalarType):
+            raise self.error("template value parameters must be integers or bools", param,
+                             UnsupportedError)
+        return ConstSym(ct.convert(value, t))
+
+    # -------------------------------------------------------------------- binding
+
+    def param_info(self, ptree) -> ParamInfo:
+        """A parameter's declared form, its types resolved in the current (callee) scope."""
+        from kir.frontends.cuda.lower import param_parts
+
+        specs, declarator, default = param_parts(ptree)
+        ctype = self.resolve_specs(specs)
+        const = "const" in self.last_qualifiers
+        if declarator is None:
+            return ParamInfo(None, ctype.base, False, False, const, default, ptree)
+        pointers, is_ref, ident, dims = self.split_declarator(declarator)
+        return ParamInfo(ident, ctype.base, bool(pointers or dims), is_ref, const, default,
+                         ptree)
+
+    def bind_argument(self, info: ParamInfo, arg, atree, fname: str):
+        """Bind evaluated argument ``arg`` (lowered from ``atree`` in the current scope) to
+        a parameter: (name, symbol to bind or (value, type) to declare)."""
+        ident, base = info.ident, info.base
+        if ident is None:
+            return None, None  # an unnamed parameter: the argument is evaluated, not bound
+        if isinstance(arg, CgVal) or isinstance(base, CgType):
+            if not isinstance(arg, CgVal):
+                raise self.error(f"argument for '{ident}' of '{fname}' is not a {base}", atree,
+                                 UnsupportedError)
+            return ident, arg
+        if info.pointer:
+            if isinstance(arg, NullVal):
+                return ident, RefSym(NULL_POINTER)
+            p = self.as_pointer(arg, atree)
+            if p is None:
+                raise self.error(f"argument for pointer parameter '{ident}' of '{fname}' is "
+                                 "not a pointer", atree)
+            return ident, PtrVal(p.root, p.offset, base or p.view)
+        if isinstance(base, StructType) or isinstance(arg, StructVal):
+            return ident, self.struct_argument(base, arg, info.is_ref, ident, atree)
+        if info.is_ref:
+            return ident, self.reference_to(arg, atree, ident, fname, info.const, base)
+        value = self.coerce(self.value_of(arg, atree), base, atree)
+        return ident, (value, base)
+
+    def reference_to(self, arg, atree, ident: str, fname: str | None, const: bool = False,
+                     t=None):
+        """What a reference parameter or variable binds to: the caller's lvalue (a local's
+        symbol, or a memory element with its index fixed now); a const reference to a
+        value binds a copy."""
+        if isinstance(arg, Var):
+            sym = self.lookup(str(atree.children[0])) if isinstance(atree, Tree) \
+                and atree.data == "name" else None
+            return sym if isinstance(sym, VarSym) else RefSym(arg)
+        if isinstance(arg, MemRef):
+            return RefSym(self.fixed(arg))
+        if isinstance(arg, Component) and isinstance(arg.vector, Var):
+            return RefSym(arg)
+        if const and isinstance(arg, Expr):
+            value = arg if t is None else self.coerce(arg, t, atree)
+            return (value, value.type)
+        what = f"argument for reference parameter '{ident}' of '{fname}'" if fname else \
+            f"reference '{ident}'"
+        raise self.error(f"{what} must be bound to a variable or an element of a buffer or "
+                         "array", atree, UnsupportedError)
+
+    def fixed(self, ref: MemRef) -> MemRef:
+        """``ref`` with its index computed once, now (a reference keeps naming the element
+        it was bound to when the variables of its index change later)."""
+        if isinstance(ref.index, Const):
+            return ref
+        var = self.fresh("ref_index")
+        self.emit(Declare(var, ref.index.type, ref.index, loc=self.cur_loc))
+        return MemRef(ref.buffer, Var(var, ref.index.type), ref.type)
+
+    def value_of(self, arg, atree) -> Expr:
+        if isinstance(arg, MemRef):
+            from kir.ir import Load
+
+            return Load(arg.buffer, arg.index, arg.type)
+        return self._value(arg, atree)
+
+    # ------------------------------------------------------------------------ body
+
+    def inline_body(self, fn: FunctionSym, ret_type, bindings: list, body, call_tree,
+                    callee: dict | None = None):
+        """Emit the body of ``fn`` with parameters bound; return its result value."""
+        returns = sum(1 for t in body.iter_subtrees()
+                      if t.data in ("return_stmt", "return_init"))
+        last = body.children[-1] if body.children else None
+        single_exit = returns == 0 or (returns == 1 and isinstance(last, Tree)
+                                       and last.data in ("return_stmt", "return_init"))
+        result = None
+        if isinstance(ret_type, StructType):
+            result = self.struct_local(ret_type, f"{fn.name}_ret")
+        elif ret_type is not None:
+            result = self.fresh(f"{fn.name}_ret")
+            self.emit(Declare(result, ret_type, loc=self.cur_loc))
+        done = None if single_exit else self.fresh(f"{fn.name}_done")
+        if done:
+            self.emit(Declare(done, BOOL, Const(False, BOOL), loc=self.cur_loc))
+        scope: dict[str, object] = dict(callee or {})
+        for ident, value in bindings:
+            if ident is None:
+                continue
+            if isinstance(value, (VarSym, PtrSym, RefSym, CgVal, StructVal)):
+                scope[ident] = value
+            elif isinstance(value, PtrVal):
+                var = self.fresh(ident)
+                self.emit(Declare(var, OFFSET_TYPE, ct.convert(value.offset, OFFSET_TYPE),
+                                  loc=self.cur_loc))
+                scope[ident] = PtrSym(value.root, value.view, var)
+            else:
+                expr, t = value
+                var = self.fresh(ident)
+                self.emit(Declare(var, t, expr, loc=self.cur_loc))
+                scope[ident] = VarSym(var, t)
+        saved = (self.scopes, self.offset, self.cur_loc)
+        self.scopes = [self.scopes[0], scope]
+        self.offset = fn.offset
+        self.fn_stack.append(FnContext(fn.name, result, ret_type, done))
+        try:
+            self.lower_stmt_list(body.children)
+        finally:
+            self.fn_stack.pop()
+            self.scopes, self.offset, self.cur_loc = saved
+        if result is None:
+            return Const(0, I32)
+        if isinstance(result, StructVal):
+            return result
+        return Var(result, ret_type)
+
+
+def _type_of(arg, pointer: bool):
+    """The type a template parameter takes from an argument (``T x`` or ``T* p``)."""
+    if pointer:
+        if isinstance(arg, PtrVal):
+            return arg.view
+        if isinstance(arg, ArrVal):
+            return arg.sym.elem
+        return None
+    if isinstance(arg, StructVal):
+        return arg.type
+    if isinstance(arg, (Expr, MemRef)) and isinstance(arg.type, (ScalarType, VectorType)):
+        return arg.type
+    return None
+
+
+def _fit(t, pointer: bool, arg) -> int:
+    """Score of passing ``arg`` to a parameter of type ``t`` (see ``_match_score``)."""
+    if pointer:
+        if isinstance(arg, (PtrVal, ArrVal)):
+            view = arg.view if isinstance(arg, PtrVal) else arg.sym.elem
+            return 2 if view == t else 1 if ct.scalar_of(view) == ct.scalar_of(t) else -1000
+        return 2 if isinstance(arg, NullVal) else -1000
+    if isinstance(t, StructType) or isinstance(arg, StructVal):
+        return 2 if isinstance(arg, StructVal) and arg.type == t else -1000
+    if isinstance(t, CgType) or isinstance(arg, CgVal):
+        return 2 if isinstance(arg, CgVal) and isinstance(t, CgType) else -1000
+    at = arg.type if isinstance(arg, (Expr, MemRef)) else None
+    if at is None:
+        return -1000
+    if at == t:
+        return 2
+    if isinstance(at, VectorType) or isinstance(t, VectorType):
+        return -1000
+    return 1

@@ -1,0 +1,94 @@
+"""``extern __shared__ char smem[];`` carved by ``reinterpret_cast`` (a Lowerer mixin).
+
+Kernels that size their dynamic shared memory in bytes declare it as ``char`` (or
+``unsigned char``) and take typed pointers into it: ``float* s = reinterpret_cast<float*>
+(smem);``, ``(float*)(smem + n * sizeof(float))``. kir's dynamic shared array has one element
+type, so the byte array takes the type of its first such cast, and byte offsets become
+element offsets. Refused, each where it happens: reading or writing the bytes themselves, a
+second type, a byte pointer kept before the cast, and an offset not provably a multiple of the
+element size.
+"""
+
+from __future__ import annotations
+
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.values import BufferInfo, PtrVal
+
+from kir.errors import UnsupportedError
+from kir.ir import Alloc, Binary, Cast, Const, Expr
+from kir.ir.types import I8, U8
+
+
+class PoolMixin:
+    """Typing a dynamic shared byte array at its first cast."""
+
+    def is_byte_pool(self, root: str) -> bool:
+        """Whether ``root`` is the dynamic shared array the kernel declared as bytes (its
+        symbol keeps the byte view; the IR array takes the type of the first cast)."""
+        sym = self.dynamic_shared
+        return sym is not None and sym.name == root and sym.elem in (I8, U8)
+
+    def byte_pool_used(self, root: str, tree, view=U8) -> None:
+        """A read, write or kept pointer of the byte array as bytes (``view`` is the type it
+        is seen as): refused once the array is typed, remembered (and refused at the cast)
+        before."""
+        if not self.is_byte_pool(root) or ct.scalar_of(view) not in (I8, U8):
+            return
+        if self.buffers[root].elem not in (I8, U8):
+            raise self.error(f"extern __shared__ byte array '{root}' is used as bytes, but it "
+                             f"holds {self.buffers[root].elem} (kir gives it one element type)",
+                             tree, UnsupportedError)
+        self.__dict__["_pool_used"] = tree
+
+    def type_byte_pool(self, p: PtrVal, target, tree) -> PtrVal:
+        """``reinterpret_cast<T*>(pool + byte_offset)``: the pool holds T (the first such
+        cast decides), and the byte offset becomes an element offset."""
+        elem = ct.scalar_of(target)
+        held = self.buffers[p.root].elem
+        used = self.__dict__.get("_pool_used")
+        if used is not None:
+            raise self.error(f"extern __shared__ byte array '{p.root}' is used as bytes before "
+                             f"it is cast to {elem} (kir gives it one element type)", used,
+                             UnsupportedError)
+        if held not in (I8, U8) and held != elem:
+            raise self.error(f"extern __shared__ byte array '{p.root}' cast to {elem} after "
+                             f"{held} (kir gives it one element type)", tree, UnsupportedError)
+        offset = _divided(p.offset, elem.nbytes)
+        if offset is None:
+            raise self.error(f"byte offset into '{p.root}' is not a multiple of "
+                             f"sizeof({elem}) that kir can prove", tree, UnsupportedError)
+        if held in (I8, U8):
+            size = self.launch.shared_bytes // elem.nbytes
+            self.prologue = [Alloc(a.name, elem, size, "shared", True, loc=a.loc)
+                             if isinstance(a, Alloc) and a.name == p.root else a
+                             for a in self.prologue]
+            self.buffers[p.root] = BufferInfo(elem, "shared")
+        return PtrVal(p.root, ct.convert(offset, p.offset.type), target)
+
+
+def _divided(expr: Expr, k: int) -> Expr | None:
+    """``expr / k`` when ``expr`` is provably a multiple of ``k`` (constants, sums, products
+    with a multiple, conversions of those), else None."""
+    if k == 1:
+        return expr
+    if isinstance(expr, Const):
+        return Const(expr.value // k, expr.type) if expr.value % k == 0 else None
+    if isinstance(expr, Cast):
+        inner = _divided(expr.value, k)
+        return None if inner is None else Cast(inner, expr.type)
+    if isinstance(expr, Binary) and expr.op in ("+", "-"):
+        a, b = _divided(expr.left, k), _divided(expr.right, k)
+        return None if a is None or b is None else ct.binary(expr.op, a, b)
+    if isinstance(expr, Binary) and expr.op == "*":
+        a = _divided(expr.left, k)
+        if a is not None:
+            return expr.right if _is_one(a) else ct.binary("*", a, expr.right)
+        b = _divided(expr.right, k)
+        if b is None:
+            return None
+        return expr.left if _is_one(b) else ct.binary("*", expr.left, b)
+    return None
+
+
+def _is_one(expr: Expr) -> bool:
+    return isinstance(expr, Const) and expr.value == 1

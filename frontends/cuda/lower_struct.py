@@ -1,0 +1,263 @@
+"""POD structs in the CUDA lowering (a mixin of the Lowerer).
+
+kir IR has no structs, so they are taken apart (scalar replacement, as compilers do): a
+struct variable is one local per field (named ``var_field``), an array of structs is one
+array per field (structure of arrays), a struct-valued expression is a
+:class:`StructVal` holding one value per field. Member access picks a field's value;
+assignment, initialization (``= {a, b}``, ``= other``, ``Pair{a, b}``), by-value arguments
+and ``return`` copy field by field; a reference binds the caller's fields themselves.
+Pointers to structs in buffers are outside the subset: a spec describes buffers of scalars.
+"""
+
+from __future__ import annotations
+
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.values import (
+    ArraySym,
+    ArrVal,
+    BufferInfo,
+    FieldArray,
+    MemRef,
+    StructArraySym,
+    StructType,
+    StructVal,
+    count_of,
+)
+from lark import Tree
+
+from kir.errors import UnsupportedError
+from kir.ir import Alloc, Const, Declare, Expr, Load, MakeVector, Select, Store, Var
+from kir.ir.types import I32, VectorType
+
+
+class StructArrVal:
+    """An array of structs in an expression, ``used`` of its dimensions indexed so far."""
+
+    def __init__(self, sym: StructArraySym, index: Expr | None = None, used: int = 0) -> None:
+        self.sym, self.index, self.used = sym, index, used
+
+
+class StructMixin:
+    """Struct locals, arrays of structs, struct values; relies on the Lowerer."""
+
+    # ---------------------------------------------------------------- declaring
+
+    def struct_local(self, t: StructType, base: str, init: StructVal | None = None,
+                     tree=None) -> StructVal:
+        """Declare one local per field of ``t`` (initialized from ``init`` when given)."""
+        parts: dict[str, object] = {}
+        for field, ft in t.fields:
+            value = init.parts[field] if init is not None else None
+            if isinstance(ft, StructType):
+                parts[field] = self.struct_local(ft, f"{base}_{field}", value, tree)
+            elif isinstance(ft, FieldArray):
+                arr = self._field_array(ft, f"{base}_{field}", "local")
+                parts[field] = ArrVal(arr)
+                if value is not None:
+                    self._copy_array(ArrVal(arr), value, tree)
+            else:
+                name = self.fresh(f"{base}_{field}")
+                expr = None if value is None else self.coerce(self.value_of(value, tree), ft,
+                                                              tree)
+                self.emit(Declare(name, ft, expr, loc=self.cur_loc))
+                parts[field] = Var(name, ft)
+        return StructVal(t, parts)
+
+    def _field_array(self, ft: FieldArray, base: str, space: str) -> ArraySym:
+        name = self.fresh(base)
+        total = count_of(ft.elem)
+        for n in ft.dims:
+            total *= n
+        sym = ArraySym(name, ft.elem, ft.dims, space)
+        alloc = Alloc(name, ct.scalar_of(ft.elem), total, space, False, loc=self.cur_loc)
+        (self.prologue if space == "shared" else self.out).append(alloc)
+        self.buffers[name] = BufferInfo(ct.scalar_of(ft.elem), space)
+        return sym
+
+    def struct_array(self, t: StructType, base: str, dims: tuple[int, ...],
+                     space: str) -> StructArraySym:
+        """An array of ``t`` as one array per field."""
+        fields: dict[str, object] = {}
+        for field, ft in t.fields:
+            if isinstance(ft, StructType):
+                fields[field] = self.struct_array(ft, f"{base}_{field}", dims, space)
+            elif isinstance(ft, FieldArray):
+                raise self.error(f"arrays of struct '{t.name}', which has the array member "
+                                 f"'{field}', not supported", None, UnsupportedError)
+            else:
+                fields[field] = self._field_array(FieldArray(ft, dims), f"{base}_{field}",
+                                                  space)
+        return StructArraySym(t, dims, fields)
+
+    def declare_struct(self, ident: str, t: StructType, dims: list, quals: set, init,
+                       tree) -> None:
+        """``Pair p;``, ``Pair p = q;``, ``Pair p = {a, b};``, ``__shared__ Pair s[32];``."""
+        if dims or "__shared__" in quals:
+            if init is not None:
+                raise self.error("arrays of structs with an initializer not supported", tree,
+                                 UnsupportedError)
+            sizes = []
+            for d in dims:
+                if d is None:
+                    raise self.error(f"array '{ident}' needs a size", tree)
+                n = self.constant(d, "array size", variable_length=True)
+                if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                    raise self.error(f"array size {n} of '{ident}' must be a positive integer",
+                                     d)
+                sizes.append(n)
+            space = "shared" if "__shared__" in quals else "local"
+            if not sizes:  # a __shared__ struct scalar: an array of one
+                sym = self.struct_array(t, ident, (1,), space)
+                self.bind(ident, self.struct_element(StructArrVal(sym), Const(0, I32)))
+                return
+            self.bind(ident, self.struct_array(t, ident, tuple(sizes), space))
+            return
+        value = None
+        if init is not None:
+            value = self.struct_value(t, init, tree)
+        self.bind(ident, self.struct_local(t, ident, value, tree))
+
+    def struct_value(self, t: StructType, tree, where=None) -> StructVal:
+        """The value of an initializer for a ``t``: a braced list or a struct expression."""
+        if isinstance(tree, Tree) and tree.data in ("init_list", "return_init"):
+            items = [c for c in tree.children if c is not None]
+            return self.struct_from_list(t, items, tree)
+        value = self.operand(tree)
+        if not isinstance(value, StructVal) or value.type != t:
+            what = value.type if isinstance(value, StructVal) else "a value that is not a struct"
+            raise self.error(f"cannot initialize {t} from {what}", where or tree)
+        return value
+
+    def struct_from_list(self, t: StructType, items: list, tree) -> StructVal:
+        """``{a, b}`` for a struct: fields in order, missing ones zero."""
+        if len(items) > len(t.fields):
+            raise self.error(f"too many initializers for {t}", tree)
+        parts: dict[str, object] = {}
+        for k, (field, ft) in enumerate(t.fields):
+            item = items[k] if k < len(items) else None
+            if isinstance(ft, StructType):
+                parts[field] = self.struct_value(ft, item, tree) if item is not None \
+                    else self.struct_from_list(ft, [], tree)
+            elif isinstance(ft, FieldArray):
+                if item is not None:
+                    raise self.error(f"initializer for array member '{field}' not supported",
+                                     item, UnsupportedError)
+                parts[field] = None
+            elif item is None:
+                parts[field] = _zero(ft)
+            elif isinstance(item, Tree) and item.data == "init_list":
+                parts[field] = self._vector_init(ft, item, tree)
+            else:
+                parts[field] = self.coerce(self.rvalue(item), ft, item)
+        return StructVal(t, parts)
+
+    # ------------------------------------------------------------- using values
+
+    def struct_element(self, arr: StructArrVal, index: Expr) -> StructVal | StructArrVal:
+        """``arr[index]``: a smaller array, or a struct of memory references."""
+        sym = arr.sym
+        flat = index if arr.index is None else ct.binary(
+            "+", ct.binary("*", arr.index, Const(sym.dims[arr.used], I32)), index)
+        if arr.used + 1 < len(sym.dims):
+            return StructArrVal(sym, flat, arr.used + 1)
+        return self._element_of(sym, flat)
+
+    def _element_of(self, sym: StructArraySym, flat: Expr) -> StructVal:
+        parts: dict[str, object] = {}
+        for field, ft in sym.type.fields:
+            fsym = sym.fields[field]
+            if isinstance(fsym, StructArraySym):
+                parts[field] = self._element_of(fsym, flat)
+            else:
+                step = count_of(fsym.elem)
+                index = flat if step == 1 else ct.binary("*", flat, Const(step, I32))
+                parts[field] = MemRef(fsym.name, index, fsym.elem)
+        return StructVal(sym.type, parts)
+
+    def struct_member(self, value: StructVal, field: str, tree):
+        if value.type.field(field) is None:
+            raise self.error(f"{value.type} has no member '{field}'", tree)
+        part = value.parts[field]
+        if part is None:
+            raise self.error(f"member '{field}' has no value here", tree, UnsupportedError)
+        return part
+
+    def assign_struct(self, target: StructVal, value: StructVal, tree) -> None:
+        """``target = value`` field by field (``value``'s fields are read first, so
+        ``a = swap_fields(a)`` and ``a = a`` are safe)."""
+        if target.type != value.type:
+            raise self.error(f"cannot assign {value.type} to {target.type}", tree)
+        reads = self._read_all(value, tree)
+        self._write_all(target, reads, tree)
+
+    def _read_all(self, value: StructVal, tree) -> dict:
+        out: dict[str, object] = {}
+        for field, ft in value.type.fields:
+            part = value.parts[field]
+            if isinstance(ft, StructType):
+                out[field] = self._read_all(part, tree)
+            elif isinstance(ft, FieldArray) or part is None:
+                out[field] = part
+            else:
+                expr = self.value_of(part, tree)
+                if not isinstance(expr, (Const, Var)):
+                    tmp = self.fresh("field")
+                    self.emit(Declare(tmp, expr.type, expr, loc=self.cur_loc))
+                    expr = Var(tmp, expr.type)
+                out[field] = expr
+        return out
+
+    def _write_all(self, target: StructVal, reads: dict, tree) -> None:
+        for field, ft in target.type.fields:
+            part, value = target.parts[field], reads[field]
+            if isinstance(ft, StructType):
+                self._write_all(part, value, tree)
+            elif isinstance(ft, FieldArray):
+                if value is not None:
+                    self._copy_array(part, value, tree)
+            elif value is not None:
+                self.write(part, value, tree)
+
+    def _copy_array(self, target: ArrVal, source, tree) -> None:
+        if not isinstance(source, ArrVal) or source.sym.dims != target.sym.dims:
+            raise self.error("array member copied from something else", tree,
+                             UnsupportedError)
+        elem = target.sym.elem
+        step = count_of(elem)
+        total = 1
+        for n in target.sym.dims:
+            total *= n
+        for k in range(total):
+            index = Const(k * step, I32)
+            self.emit(Store(target.sym.name, index, Load(source.sym.name, index, elem),
+                            loc=self.cur_loc))
+
+    def struct_select(self, cond: Expr, a: StructVal, b: StructVal, tree) -> StructVal:
+        """``cond ? a : b`` on structs: a field-by-field select (an rvalue)."""
+        parts: dict[str, object] = {}
+        for field, ft in a.type.fields:
+            pa, pb = a.parts[field], b.parts[field]
+            if isinstance(ft, StructType):
+                parts[field] = self.struct_select(cond, pa, pb, tree)
+            elif isinstance(ft, FieldArray):
+                raise self.error("'?:' on structs with array members not supported", tree,
+                                 UnsupportedError)
+            else:
+                parts[field] = Select(cond, self.value_of(pa, tree), self.value_of(pb, tree),
+                                      ft)
+        return StructVal(a.type, parts)
+
+    def struct_argument(self, t, arg, is_ref: bool, ident: str, atree) -> StructVal:
+        """A struct argument: the caller's struct itself for a reference, else a copy."""
+        if not isinstance(arg, StructVal) or (t is not None and arg.type != t):
+            raise self.error(f"argument for '{ident}' must be a {t}", atree)
+        if is_ref:
+            return arg
+        return self.struct_local(arg.type, ident, arg, atree)
+
+
+def _zero(t) -> Expr:
+    if isinstance(t, VectorType):
+        zero = ct.convert(Const(0, I32), t.elem)
+        return MakeVector((zero,) * t.count, t)
+    return ct.convert(Const(0, I32), t)

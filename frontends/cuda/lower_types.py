@@ -1,0 +1,295 @@
+"""Types for the CUDA lowering (a mixin of the Lowerer): type specifiers to types, typedefs
+and ``using`` aliases, enums, POD struct definitions, and ``typename`` template parameters.
+
+A type here is a kir scalar or vector type, a :class:`StructType` (never in kir IR: its
+values are one local per field), a :class:`CgType` (cooperative groups), ``AUTO`` or None
+(void). Names are looked up innermost first: template parameters and local aliases (bound
+in the lowering's scopes as :class:`TypeSym`), the file's typedefs and aliases, its structs,
+then CUDA's builtin names. ``std::`` and ``cuda::std::`` qualifications are dropped.
+"""
+
+from __future__ import annotations
+
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.parser import normalize_name, parse_unit, qualified_suffixes
+from kir.frontends.cuda.values import (
+    AUTO,
+    CgType,
+    ConstSym,
+    FieldArray,
+    StructType,
+    TypeSym,
+)
+from lark import Token, Tree
+
+from kir.errors import KirError, UnsupportedError
+from kir.ir import Const
+from kir.ir.types import I32, SCALARS, ScalarType, VectorType
+
+#: Cooperative-groups type names (normalized) and the kind of group or operator each is.
+CG_TYPES = {"cg::thread_block": "block", "cg::thread_block_tile": "tile", "cg::grid_group": "grid",
+            "cg::thread_group": "group", "cg::coalesced_group": "coalesced", "cg::plus": "plus",
+            "cg::greater": "greater", "cg::less": "less"}
+MAX_STRUCT_DEPTH = 16
+
+
+class TypeMixin:
+    """Type resolution; relies on the Lowerer for scopes, errors and constants."""
+
+    # ------------------------------------------------------------------ specifiers
+
+    def resolve_specs(self, specs, offset: int | None = None) -> ct.CType:
+        """The CType of ``decl_specs``; qualifiers go to ``self.last_qualifiers``."""
+        saved = self.offset
+        if offset is not None:
+            self.offset = offset
+        try:
+            words, quals, targs = [], set(), None
+            for spec in specs.children:
+                if spec.data in ("launch_bounds", "align_spec"):
+                    continue
+                if spec.data == "qualifier":
+                    quals.add(str(spec.children[0]))
+                    continue
+                for child in spec.children:
+                    if isinstance(child, Token):
+                        if child.type != "STRUCT":
+                            words.append(str(child))
+                    elif isinstance(child, Tree) and child.data == "template_args":
+                        targs = child
+            base = self.resolve_words(words, specs, targs)
+            # set after resolving: a struct parsed on first use resolves its own fields
+            self.last_qualifiers = quals
+            return ct.CType(base, 0, "const" in quals or "constexpr" in quals)
+        finally:
+            self.offset = saved
+
+    def resolve_words(self, words: list[str], tree, targs=None):
+        for w in words:
+            if w in ct.UNSUPPORTED_TYPES:
+                raise self.error(f"{ct.UNSUPPORTED_TYPES[w]} not supported", tree,
+                                 UnsupportedError)
+        named = [w for w in words if self.is_type_word(w)]
+        if named:
+            if len(words) != 1:
+                raise self.error(f"conflicting type specifiers '{' '.join(words)}'", tree)
+            return self.named_type(named[0], tree, targs)
+        if targs is not None:
+            raise self.error(f"'{' '.join(words)}' is not a template", tree)
+        if not words:
+            raise self.error("missing type", tree)
+        if words == ["auto"]:
+            return AUTO
+        result = ct.combine_type_words(words)
+        if isinstance(result, str):
+            if result in ("long double",):
+                raise self.error("long double not supported", tree, UnsupportedError)
+            if result.startswith("conflicting"):
+                raise self.error(result, tree)
+            raise self.error(f"unknown type '{result}'", tree)
+        return result
+
+    def is_type_word(self, word: str) -> bool:
+        return word not in ct.KEYWORD_TYPES
+
+    def named_type(self, word: str, tree, targs=None):
+        """The type a (possibly qualified) type name stands for."""
+        sym = self.lookup(word)
+        if isinstance(sym, TypeSym):
+            if sym.type is None:
+                raise self.error(sym.missing, tree, UnsupportedError)
+            return sym.type
+        name = normalize_name(word)
+        if name in CG_TYPES or "cg::" + name in CG_TYPES and name in self.program.type_names:
+            return self._cg_type(CG_TYPES.get(name) or CG_TYPES["cg::" + name], tree, targs)
+        if targs is not None:
+            raise self.error(f"template type '{word}' not supported (only cooperative groups' "
+                             "templates)", tree, UnsupportedError)
+        for candidate in qualified_suffixes(name):
+            if candidate in self.typedefs:
+                return self.typedefs[candidate]
+            if candidate in self.program.broken:
+                raise self.program.broken[candidate]
+            if candidate in self.program.struct_units:
+                return self.struct_type(candidate, tree)
+            if candidate in ct.NAMED_TYPES:
+                return ct.NAMED_TYPES[candidate]
+        raise self.error(f"unknown type '{word}'", tree)
+
+    def _cg_type(self, kind: str, tree, targs) -> CgType:
+        args = [a for a in (targs.children if targs is not None else []) if a is not None]
+        if kind == "tile":
+            if len(args) != 1:
+                raise self.error("thread_block_tile needs its size: thread_block_tile<32>", tree)
+            size = self.constant(args[0], "a tile size")
+            if size not in (1, 2, 4, 8, 16, 32):
+                raise self.error(f"thread_block_tile<{size}>: tiles of 1 to 32 threads (a "
+                                 "power of two) are supported", tree, UnsupportedError)
+            return CgType("tile", int(size))
+        return CgType(kind)
+
+    def resolve_type_name(self, tree) -> ct.CType:
+        specs, *pointers = tree.children
+        base = self.resolve_specs(specs)
+        return ct.CType(base.base, len(pointers), base.const)
+
+    def template_arg(self, tree):
+        """A template argument: a type (a ``type_name``) or a constant expression's value."""
+        if isinstance(tree, Tree) and tree.data == "type_name":
+            ctype = self.resolve_type_name(tree)
+            if ctype.pointers:
+                raise self.error("pointer template arguments not supported", tree,
+                                 UnsupportedError)
+            return ctype.base
+        if isinstance(tree, Tree) and tree.data == "name" and self.names_type(tree):
+            return self.named_type(str(tree.children[0]), tree)
+        return Const(self.constant(tree, "a template argument"), I32)
+
+    def names_type(self, tree) -> bool:
+        return isinstance(self.lookup(str(tree.children[0])), TypeSym)
+
+    # ------------------------------------------------------------ aliases and enums
+
+    def declare_alias(self, tree, table: dict | None = None) -> None:
+        """``typedef T name;`` or ``using name = T;``: into ``table`` (the file's typedefs)
+        or, inside a function, the current scope."""
+        if tree.data == "alias_decl":
+            ident, type_tree = str(tree.children[0]), tree.children[1]
+            ctype = self.resolve_type_name(type_tree)
+            pointers = ctype.pointers
+        elif len(tree.children) == 1 or not (isinstance(tree.children[-1], Tree)
+                                             and tree.children[-1].data == "declarator"):
+            # `typedef float real_t;` inside a function: the parser saw real_t as a type
+            # name (it is one, afterwards), so it ends the specifiers
+            specs = tree.children[0]
+            last = specs.children[-1]
+            if last.data != "type_word" or len(specs.children) < 2:
+                raise self.error("typedef without a name", tree)
+            ident = str(last.children[0])
+            ctype = self.resolve_specs(Tree("decl_specs", specs.children[:-1], specs.meta))
+            pointers = 0
+        else:
+            specs, declarator = tree.children[-2:]
+            ctype = self.resolve_specs(specs)
+            pointer_trees, is_ref, ident, dims = self.split_declarator(declarator)
+            pointers = len(pointer_trees) + bool(is_ref) + len(dims)
+        if pointers:
+            raise self.error(f"typedef '{ident}' of a pointer, reference or array type not "
+                             "supported", tree, UnsupportedError)
+        if ctype.base is AUTO:
+            raise self.error("'auto' in an alias", tree)
+        if table is not None:
+            table[ident] = ctype.base
+        else:
+            self.bind(ident, TypeSym(ctype.base))
+
+    def declare_enum(self, tree, constants: dict, table: dict | None = None) -> None:
+        """An enum's enumerators become integer constants (``Mode::A`` for a scoped enum)."""
+        scoped, name, _base, listed = tree.children
+        items = listed.children if listed is not None else []
+        value = -1
+        type_name = str(name) if name is not None else None
+        for item in items:
+            if item is None:
+                continue
+            ident = str(item.children[0])
+            if len(item.children) > 1 and item.children[1] is not None:
+                value = self.constant(item.children[1], f"the value of '{ident}'")
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise self.error(f"enumerator '{ident}' must be an integer", item)
+            else:
+                value += 1
+            const = ConstSym(Const(int(value), I32))
+            if scoped is None:
+                constants[ident] = const
+            if type_name is not None:
+                constants[f"{type_name}::{ident}"] = const
+        if type_name is not None and table is not None:
+            table[type_name] = I32
+
+    # ---------------------------------------------------------------------- structs
+
+    def struct_type(self, name: str, tree) -> StructType:
+        """The StructType of the file's struct ``name``, parsed on first use."""
+        program = self.program
+        if name in program.struct_types:
+            return program.struct_types[name]
+        if self.__dict__.setdefault("_struct_depth", 0) > MAX_STRUCT_DEPTH:
+            raise self.error(f"struct '{name}' nests more than {MAX_STRUCT_DEPTH} deep", tree)
+        unit = program.struct_units[name]
+        saved = (self.scopes, self.offset, self.cur_loc)
+        self._struct_depth += 1
+        try:
+            if program.src.text.startswith("template", unit.start):
+                raise _located(program.src, unit.start, f"template struct '{name}' not "
+                               "supported (only plain structs)")
+            try:
+                def_tree = parse_unit(program.src, unit.start, unit.end, "top_decl",
+                                      program.type_names, program.template_names)
+            except KirError as exc:
+                if "unexpected '('" in exc.message:  # a member function or constructor
+                    raise UnsupportedError(f"member functions of struct '{name}' not "
+                                           "supported (only plain data members)", exc.loc,
+                                           source_line=exc.source_line) from None
+                raise
+            if def_tree.data == "top_decl":
+                def_tree = def_tree.children[0]
+            self.scopes, self.offset = [self.scopes[0]], unit.start
+            self.cur_loc = self.loc_of(def_tree)
+            struct = self._struct_from(name, def_tree)
+        finally:
+            self._struct_depth -= 1
+            self.scopes, self.offset, self.cur_loc = saved
+        program.struct_types[name] = struct
+        return struct
+
+    def _struct_from(self, name: str, tree) -> StructType:
+        fields: list[tuple[str, object]] = []
+        for decl in tree.children:
+            if not (isinstance(decl, Tree) and decl.data == "declaration"):
+                continue
+            specs, *inits = decl.children
+            ctype = self.resolve_specs(specs)
+            if self.last_qualifiers & {"static", "__shared__", "__constant__"}:
+                raise self.error(f"static members of struct '{name}' not supported", decl,
+                                 UnsupportedError)
+            for init_decl in inits:
+                declarator, init = (init_decl.children + [None])[:2]
+                pointers, is_ref, ident, dims = self.split_declarator(declarator)
+                if pointers or is_ref:
+                    raise self.error(f"pointer or reference member '{ident}' of struct "
+                                     f"'{name}' not supported", init_decl, UnsupportedError)
+                if init is not None:
+                    raise self.error(f"default member initializer of '{ident}' not supported",
+                                     init, UnsupportedError)
+                base = ctype.base
+                if base is None or base is AUTO or isinstance(base, CgType):
+                    raise self.error(f"member '{ident}' of struct '{name}' has type {base}",
+                                     init_decl, UnsupportedError)
+                if dims:
+                    if isinstance(base, StructType):
+                        raise self.error("arrays of structs inside a struct not supported",
+                                         init_decl, UnsupportedError)
+                    sizes = tuple(int(self.constant(d, "array size")) for d in dims
+                                  if d is not None)
+                    if len(sizes) != len(dims) or any(n <= 0 for n in sizes):
+                        raise self.error(f"array member '{ident}' needs positive sizes",
+                                         init_decl)
+                    base = FieldArray(base, sizes)
+                fields.append((ident, base))
+        if not fields:
+            raise self.error(f"struct '{name}' has no data members", tree, UnsupportedError)
+        return StructType(name, tuple(fields))
+
+
+def _located(src, offset: int, message: str) -> UnsupportedError:
+    loc = src.loc(offset)
+    return UnsupportedError(message, loc, source_line=src.source_line(loc))
+
+
+def dtype_type(name: str) -> ScalarType | VectorType | None:
+    """The kir type a spec dtype name stands for (``"f32"``), or None."""
+    return SCALARS.get(name)
+
+
+__all__ = ["CG_TYPES", "TypeMixin", "dtype_type"]

@@ -1,0 +1,129 @@
+"""The device side of one CUDA file as the lowering of a kernel sees it.
+
+A file is read in two steps. :func:`read_program` looks at every top-level unit the scanner
+found but parses none of its functions: it only collects the names the parser must know
+(typedefs, ``using`` aliases, structs, enums, template functions) and wraps each
+``__device__`` function so it is parsed the first time a kernel calls it. Struct definitions
+are parsed the first time a type names them. So a helper kir cannot read — a function
+returning an unsupported type, a bf16 helper, a struct with methods — refuses only the
+kernels that use it, with its own location, never its neighbours.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kir.frontends.cuda.parser import BUILTIN_TYPE_NAMES, SourceMap, parse_unit
+from kir.frontends.cuda.scan import Unit
+from kir.frontends.cuda.values import FunctionSym, StructType
+
+from kir.errors import KirError
+
+# Parsing and lowering cost about 20 us per character of a function: past this a kernel takes
+# more than a few seconds, so it is refused up front (host code around it is skipped unread and
+# only counts against the preprocessor's whole-file limit).
+MAX_FUNCTION_CHARS = 256 * 1024
+_TEMPLATE_TYPES = re.compile(r"\b(?:typename|class)\s+([A-Za-z_]\w*)")
+_TYPEDEF_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*;\s*$")
+_ENUM_TYPE = re.compile(r"enum\b(?:\s+(?:class|struct)\b)?\s*([A-Za-z_]\w*)")
+# Cooperative groups' types, usable unqualified after `using namespace cooperative_groups;`.
+_CG_TYPES = ("thread_block", "thread_block_tile", "grid_group", "thread_group",
+             "coalesced_group", "plus", "greater", "less")
+_LOCAL_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=")
+_LOCAL_TYPEDEF = re.compile(r"\btypedef\b[^;{}]*?\b([A-Za-z_]\w*)\s*;")
+_USING_CG = re.compile(r"\busing\s+namespace\s+(?:cooperative_groups|cg)\s*;")
+
+
+@dataclass
+class Program:
+    """The file's device-side declarations: functions by name (overloads in order), struct
+    units by name, the type and template-function names the parser needs, and what was
+    found broken at the top level (reported where it is used)."""
+
+    src: SourceMap
+    functions: dict[str, list[FunctionSym]]
+    struct_units: dict[str, Unit]
+    type_names: frozenset[str]
+    template_names: frozenset[str]
+    struct_types: dict[str, StructType] = field(default_factory=dict)
+    broken: dict[str, KirError] = field(default_factory=dict)
+
+
+def template_types(src: SourceMap, unit: Unit) -> set[str]:
+    """Names of the ``typename``/``class`` parameters of a unit's ``template<...>`` header,
+    and of the aliases its body declares (``using T = ...;``, ``typedef ... T;``): the
+    parser must see them as type names."""
+    text = src.text[unit.start:unit.end]
+    local = set(_LOCAL_USING.findall(text)) | set(_LOCAL_TYPEDEF.findall(text))
+    if not text.startswith("template"):
+        return local
+    return local | set(_TEMPLATE_TYPES.findall(text[:text.find(">") + 1]))
+
+
+def unit_type_name(src: SourceMap, unit: Unit) -> str | None:
+    """The type name a typedef, alias, struct or enum unit declares, if any."""
+    if unit.name:
+        return unit.name
+    text = src.text[unit.start:unit.end]
+    if unit.kind == "typedef":
+        found = _TYPEDEF_NAME.search(text)
+        return found.group(1) if found else None
+    if unit.kind == "enum":
+        found = _ENUM_TYPE.match(text)
+        return found.group(1) if found else None
+    return None
+
+
+def read_program(src: SourceMap, units: list[Unit]) -> Program:
+    """Collect the names and (unparsed) functions of a scanned file."""
+    names = set(BUILTIN_TYPE_NAMES)
+    if _USING_CG.search(src.text):
+        names.update(_CG_TYPES)
+    struct_units: dict[str, Unit] = {}
+    for unit in units:
+        if unit.kind in ("typedef", "struct", "enum"):
+            name = unit_type_name(src, unit)
+            if name:
+                names.add(name)
+                if unit.kind == "struct":
+                    struct_units.setdefault(name, unit)
+    templates = frozenset({u.name for u in units if u.kind == "device"
+                           and src.text.startswith("template", u.start)}
+                          | {"cg::tiled_partition"}
+                          | ({"tiled_partition"} if _USING_CG.search(src.text) else set()))
+    type_names = frozenset(names)
+    functions: dict[str, list[FunctionSym]] = {}
+    for unit in units:
+        if unit.kind == "device":
+            functions.setdefault(unit.name, []).append(
+                FunctionSym(unit.name, unit.start, _parser_for(src, unit, type_names, templates),
+                            src.text.startswith("template", unit.start)))
+    return Program(src, functions, struct_units, type_names, templates)
+
+
+def _parser_for(src: SourceMap, unit: Unit, type_names: frozenset[str],
+                templates: frozenset[str]):
+    def parse():
+        check_size(src, unit)
+        return parse_unit(src, unit.start, unit.end, "function_def",
+                          type_names | template_types(src, unit), templates)
+    return parse
+
+
+def check_size(src: SourceMap, unit: Unit) -> None:
+    """Refuse a function too long to parse in reasonable time, at its first token."""
+    if unit.end - unit.start > MAX_FUNCTION_CHARS:
+        loc = src.loc(unit.start)
+        raise KirError(f"function '{unit.name}' is {unit.end - unit.start} characters long; "
+                       f"kir parses functions of at most {MAX_FUNCTION_CHARS}", loc,
+                       source_line=src.source_line(loc),
+                       hint="is this generated code? split it or shrink the unrolled parts")
+
+
+def parse_kernel_unit(program: Program, unit: Unit):
+    """The parse tree of a ``__global__`` function."""
+    check_size(program.src, unit)
+    return parse_unit(program.src, unit.start, unit.end, "function_def",
+                      program.type_names | template_types(program.src, unit),
+                      program.template_names)
