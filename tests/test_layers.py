@@ -36,6 +36,7 @@ LAYERS = [
     ("kir.measure",),
     ("kir.report",),
     ("kir.api",),
+    ("kir.cluster",),
     ("kir.commands", "kir"),
 ]
 LEVEL = {package: level for level, names in enumerate(LAYERS) for package in names}

@@ -76,6 +76,18 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
                         workers=max(2, cores // 4), gpu_workers=max(1, min(8, cores // 2)))
 
 
+def cluster_search_evaluator(loaded: Loaded, request: "SearchRequest",
+                             check_sizes: dict[str, int] | None):
+    """The evaluator of a search on ``request.cluster`` (:mod:`kir.measure.ray_connect`):
+    a bad cluster name or a missing Ray fails here, before any work."""
+    from kir.measure.ray_connect import cluster_evaluator, parse_cluster, require_ray, role_for
+
+    parse_cluster(request.cluster)
+    require_ray()
+    return cluster_evaluator(loaded, request.cluster, request.device_resource,
+                             role_for(request.target, MODEL_PROFILE), check_sizes)
+
+
 def validation_fingerprint(loaded: Loaded, registry) -> str:
     """What a stored verdict depends on besides the candidate, its sizes and the target: the
     spec and its reference's source (:func:`kir.spec.bound.validation_fingerprint`) and every
@@ -117,8 +129,9 @@ class SearchRequest:
     """What to search for: ``target`` ("metal", "cuda", "model", or None for this machine's
     GPU, else the model), ``budget`` evaluations and/or a ``time_limit`` ("5m" or seconds),
     the strategy and seed, ``check_sizes`` (None: the spec's ``check`` table), the tuning
-    database (``db``: a path, None for the default one, False for none) and extra rule
-    files."""
+    database (``db``: a path, None for the default one, False for none), extra rule
+    files, and a cluster to judge candidates on (then the target is what its device workers
+    have unless named)."""
 
     target: str | None = None
     budget: int | None = None
@@ -128,6 +141,10 @@ class SearchRequest:
     check_sizes: Mapping[str, int] | None = None
     db: str | Path | None | bool = None
     rules: Sequence[str | Path] = ()
+    # Judge candidates on a cluster (``ray[:ADDRESS]``), its device workers on the nodes
+    # offering ``device_resource`` (docs/SCALE_OUT.md); None: this machine's pools.
+    cluster: str | None = None
+    device_resource: str | None = None
 
 
 @dataclass
@@ -190,9 +207,23 @@ class SearchSession:
         self.loaded = loaded
         self.request = request
         self.note = note
-        self.target, target_note = resolve_target(request.target)
-        if target_note:
-            note(target_note)
+        self.evaluator = None
+        if request.cluster:
+            # The device workers say what they time (a GPU, or a chip's cost model).
+            self.evaluator = cluster_search_evaluator(loaded, request,
+                                                      self.check_sizes_of(request)[0])
+            self.target = "model" if self.evaluator.modelled else self.evaluator.target
+            note(f"judging candidates on the cluster: device {self.evaluator.descriptor}")
+            for line in getattr(self.evaluator.executor, "notes", ()):
+                note(line)
+        else:
+            if request.device_resource:
+                raise KirError("--device-resource names the device workers of a cluster",
+                               hint="add --cluster ray[:ADDRESS], or leave --device-resource "
+                                    "out")
+            self.target, target_note = resolve_target(request.target)
+            if target_note:
+                note(target_note)
         self.module_target = "cuda" if self.target == "cuda" else "metal"
         base = loaded.kernel
         # Before any budget is spent: the unrewritten kernel must fit the target and be
@@ -218,7 +249,8 @@ class SearchSession:
         else:
             self.db_path = Path(request.db) if request.db not in (None, True) \
                 else default_db_path()
-        self.evaluator = make_evaluator(loaded, self.target, check_sizes)
+        if self.evaluator is None:
+            self.evaluator = make_evaluator(loaded, self.target, check_sizes)
         # Results depend on where candidates were validated, so the check sizes are part of
         # the tuning database key alongside the compiled sizes, and so is everything else a
         # verdict was judged by (spec, reference, rules).

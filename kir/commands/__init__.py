@@ -16,3 +16,7 @@ COMMANDS += [check_cmd]
 from kir.commands import examples_cmd, spec_cmd  # noqa: E402 - issue 13
 
 COMMANDS += [spec_cmd, examples_cmd]
+
+from kir.commands import campaign_cmd  # noqa: E402 - scale-out (issue 15)
+
+COMMANDS += [campaign_cmd]

@@ -52,6 +52,13 @@ def register(sub) -> None:
     s.add_argument("--report", metavar="DIR", help="report folder (default: the output folder)")
     s.add_argument("--rules", action="append", default=[], metavar="PATH",
                    help="also load rules from PATH (.rules or .py); repeatable")
+    s.add_argument("--cluster", metavar="ray[:ADDRESS]",
+                   help="judge candidates on a Ray cluster: validation on its CPUs, checks "
+                        "and timings on its device workers (needs the ray extra; see "
+                        "docs/SCALE_OUT.md)")
+    s.add_argument("--device-resource", metavar="NAME",
+                   help="with --cluster: the Ray custom resource the device workers' nodes "
+                        "offer (default kir-device)")
     p.set_defaults(handler=run)
 
 

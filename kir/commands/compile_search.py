@@ -75,7 +75,9 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     from kir.commands.progress import ProgressBar
 
     request = SearchRequest(args.target, args.budget, args.time, args.strategy, args.seed,
-                            check_sizes_for(args, loaded), args.db or None, tuple(args.rules))
+                            check_sizes_for(args, loaded), args.db or None, tuple(args.rules),
+                            getattr(args, "cluster", None),
+                            getattr(args, "device_resource", None))
     if request.budget is not None and request.budget < 1:
         raise KirError(f"--budget {request.budget}: the search needs at least one evaluation",
                        hint="leave --budget out for the default (40), or give --time")

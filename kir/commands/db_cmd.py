@@ -1,4 +1,5 @@
-"""``kir db list|show KEY|export``: look into the tuning database the search fills."""
+"""``kir db list|show KEY|export|merge FILE...``: look into the tuning database the search
+fills, and combine databases filled on other machines into it."""
 
 from __future__ import annotations
 
@@ -10,18 +11,26 @@ from kir.errors import KirError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("db", help="list, show or export the tuning database",
+    p = sub.add_parser("db", help="list, show, export or merge tuning databases",
                        description="`list`: every (kernel, sizes, target, device, version) the "
                                    "database holds results for. `show KEY`: that key's "
                                    "evaluations, fastest first (KEY is the number `list` "
                                    "prints, a kernel fingerprint prefix or a kernel name). "
-                                   "`export [KEY]`: all rows as JSON or CSV on stdout.")
-    p.add_argument("action", choices=["list", "show", "export"])
-    p.add_argument("key", nargs="?", help="for show/export: list number, fingerprint or name")
+                                   "`export [KEY]`: all rows as JSON or CSV on stdout. "
+                                   "`merge FILE...` (or `import`): copy the rows of other "
+                                   "tuning databases into this one; a candidate both hold "
+                                   "with different verdicts is a conflict, reported, and "
+                                   "resolved by --prefer.")
+    p.add_argument("action", choices=["list", "show", "export", "merge", "import"])
+    p.add_argument("key", nargs="*", metavar="KEY|FILE",
+                   help="for show/export: list number, fingerprint or name; for merge/import: "
+                        "the databases to copy in")
     p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache dir)")
     p.add_argument("--format", choices=["json", "csv"], default="json",
                    help="export format (default json)")
     p.add_argument("--limit", type=int, default=50, help="rows `show` prints (default 50)")
+    p.add_argument("--prefer", choices=["existing", "incoming", "newer"], default="existing",
+                   help="merge: which verdict a conflict keeps (default: the one already here)")
     p.set_defaults(handler=run)
 
 
@@ -29,6 +38,12 @@ def run(args: argparse.Namespace) -> int:
     from kir.search import TuningDB, default_db_path
 
     path = Path(args.db) if args.db else default_db_path()
+    if args.action in ("merge", "import"):
+        return merge(path, args.key, args.prefer)
+    if len(args.key) > 1:
+        raise KirError(f"`kir db {args.action}` takes one KEY, got {len(args.key)}",
+                       hint="`kir db list` numbers the keys")
+    args.key = args.key[0] if args.key else None
     if not path.exists():
         raise KirError(f"no tuning database at {path}",
                        hint="`kir compile FILE --search` creates it; pass --db for another file")
@@ -42,6 +57,28 @@ def run(args: argparse.Namespace) -> int:
         key = find_key(db, args.key).key if args.key else None
         print(db.export(args.format, key), end="")
         return 0
+
+
+def merge(path: Path, files: list[str], prefer: str) -> int:
+    """Merge ``files`` into the database at ``path`` (created when missing) and report:
+    rows added, duplicates, and each conflict. Exit 0 (conflicts are findings, not
+    failures: the report names them)."""
+    from kir.search import TuningDB
+    from kir.search.db_merge import MergeReport, merge_into
+
+    if not files:
+        raise KirError("`kir db merge` needs the databases to copy in",
+                       hint="kir db merge OTHER.db [MORE.db ...] [--db TARGET]")
+    report = MergeReport()
+    with TuningDB(path) as db:
+        for name in files:
+            merge_into(db, Path(name), prefer, report)
+    print(f"merged {len(files)} database(s) into {path}: {report.added} rows added, "
+          f"{report.duplicates} duplicates, {len(report.conflicts)} conflicts "
+          f"({report.keys} keys read)")
+    for conflict in report.conflicts:
+        print(f"  conflict ({conflict.kind}): {conflict.describe()}")
+    return 0
 
 
 def _ms(value: float | None, modelled: bool = False) -> str:
@@ -93,7 +130,8 @@ def show_key(db, text: str, limit: int) -> int:
     info = find_key(db, text)
     k = info.key
     print(f"kernel {k.kernel_name} ({k.kernel_fp}), sizes {k.sizes}")
-    print(f"target {k.target} on {k.device}, kir {k.version}")
+    print(f"target {k.target} on {k.device}, kir {k.version}"
+          + (f", MLX {k.mlx}" if k.mlx else "") + (f", {k.os}" if k.os else ""))
     modelled = _modelled(k)
     print(f"{info.count} evaluations, {info.ok} valid, best {_ms(info.best_ms, modelled)}, "
           f"unrewritten {_ms(info.baseline_ms, modelled)}, last "

@@ -170,15 +170,9 @@ def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
                                        f"the {ctx.target} emitter refuses it: {exc}")
     counters = None
     worst = 0.0
-    # A kernel that no longer reads a size parameter the original reads was specialized to
-    # the spec's sizes (a rule baked the value in): other sizes cannot check it.
-    specialized = kernel.launch.specialized or not ctx.scalars_used <= scalars_used(kernel)
-    cases = [c for c in ctx.cases if not (specialized and c.ragged)]
+    cases, specialized = judged_cases(kernel, ctx)
     if not cases and ctx.profile is not None:
-        # The cost model counts on the interpreter at the check sizes, where a kernel
-        # specialized to the compiled sizes cannot run: there is nothing to judge it by.
-        return Evaluation.rejected(Status.NOT_APPLICABLE, "specialized to the compiled sizes, but the cost model counts "
-            "at the check sizes: use check sizes equal to the compiled ones to model it")
+        return Evaluation.rejected(Status.NOT_APPLICABLE, NOT_MODELLABLE)
     deadline = None if ctx.time_limit_s is None else time.process_time() + ctx.time_limit_s
     for i, case in enumerate(cases):
         count = ctx.profile is not None and i == 0
@@ -191,16 +185,37 @@ def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
         if verdict is not None:
             return verdict
         worst = max(worst, err)
-    notes = {"specialized": "validated at the spec's sizes only"} if specialized else {}
+    notes = SPECIALIZED_NOTE if specialized else {}
     if ctx.profile is None:
         return Evaluation(Status.OK, 0.0, "", {"max_abs_err": worst, "cases": len(cases), **notes})
+    return model_time(counters, ctx.profile, worst, len(cases), notes)
+
+
+# The cost model counts on the interpreter at the check sizes, where a kernel specialized to
+# the compiled sizes cannot run: there is nothing to judge it by.
+NOT_MODELLABLE = ("specialized to the compiled sizes, but the cost model counts at the check "
+                  "sizes: use check sizes equal to the compiled ones to model it")
+SPECIALIZED_NOTE = {"specialized": "validated at the spec's sizes only"}
+
+
+def judged_cases(kernel: Kernel, ctx: CheckContext) -> tuple[list[Case], bool]:
+    """The cases ``kernel`` is judged on, and whether it is specialized: a kernel that no
+    longer reads a size parameter the original reads was specialized to the spec's sizes (a
+    rule baked the value in), and other sizes cannot check it."""
+    specialized = kernel.launch.specialized or not ctx.scalars_used <= scalars_used(kernel)
+    return [c for c in ctx.cases if not (specialized and c.ragged)], specialized
+
+
+def model_time(counters: Any, profile: str, worst: float, cases: int,
+               notes: dict[str, str]) -> Evaluation:
+    """The cost model's verdict from the counts of a validated kernel's first case."""
     from kir.cost import estimate
 
-    cost = estimate(counters, ctx.profile)
+    cost = estimate(counters, profile)
     return Evaluation.timed(cost.time_ms, modelled=True, bound=cost.bound,
                             profile=cost.profile, breakdown=dict(cost.breakdown),
                             counters=counters.as_dict(), max_abs_err=worst,
-                            cases=len(cases), **notes)
+                            cases=cases, **notes)
 
 
 def run_case(kernel: Kernel, case: Case, max_steps: int, count: bool,

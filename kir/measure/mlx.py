@@ -12,6 +12,7 @@ from kir.driver.load import Loaded
 from kir.errors import KirError
 from kir.ir import Kernel
 from kir.measure.cases import DEFAULT_MAX_STEPS, DEFAULT_SEEDS, Case, Validating
+from kir.measure.device import describe_gpu
 from kir.measure.gpu.pool import GpuPool
 from kir.measure.gpu.worker import GpuJob, GpuWorker, MLXRunner, Runner, build_gpu_case
 from kir.search.evaluator import Evaluation
@@ -53,8 +54,8 @@ class MLXEvaluator(Validating):
         self._gpu_case: Case | None = None
         self.target = target
         self.time_sizes = dict(loaded.bound.sizes)  # timed at the compiled sizes
-        self.device = mlx_device_name(target) if runner is None else \
-            f"{type(runner).__name__}:{target}"
+        self.descriptor = describe_gpu(target, runner)
+        self.device = self.descriptor.device
         self.warmup = warmup
         self.repeat = repeat
         self.give_up_factor = give_up_factor

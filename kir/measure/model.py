@@ -7,8 +7,19 @@ from typing import Iterator, Sequence
 
 from kir.driver.load import Loaded
 from kir.ir import Kernel
-from kir.measure.cases import DEFAULT_MAX_STEPS, DEFAULT_SEEDS, Validating
-from kir.search.evaluator import Evaluation
+from kir.measure.cases import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_SEEDS,
+    NOT_MODELLABLE,
+    SPECIALIZED_NOTE,
+    CheckContext,
+    Validating,
+    judged_cases,
+    model_time,
+    run_case,
+)
+from kir.measure.device import describe_model
+from kir.search.evaluator import Evaluation, Status
 
 
 class ModelEvaluator(Validating):
@@ -27,8 +38,9 @@ class ModelEvaluator(Validating):
         super().__init__(loaded, self.profile.name, validate_sizes=validate_sizes,
                          seeds=seeds, max_steps=max_steps, workers=workers,
                          timeout_s=timeout_s, check_sizes=check_sizes)
-        self.target = f"model:{self.profile.name}"
-        self.device = f"model:{self.profile.name}"
+        self.descriptor = describe_model(self.profile.name)
+        self.target = self.descriptor.target
+        self.device = self.descriptor.device
         # The model counts the first validation case: its sizes are what every time is for.
         self.time_sizes = dict(self.context.cases[0].sizes) if self.context.cases else {}
 
@@ -39,3 +51,21 @@ class ModelEvaluator(Validating):
     def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
         """Judge candidates in worker processes; verdicts in the order given."""
         return self.check_many(kernels)
+
+
+def model_validated(kernel: Kernel, ctx: CheckContext, validated: Evaluation,
+                    profile: str) -> Evaluation:
+    """The verdict :func:`~kir.measure.cases.check_kernel` gives ``kernel`` with ``profile``,
+    from its verdict without one (``validated``, e.g. from a CPU task elsewhere): the first
+    case is run again with counters and the model prices the counts. This is what a modelled
+    device does with a candidate validated elsewhere (:mod:`kir.measure.portable`)."""
+    if not validated.ok:
+        return validated
+    cases, specialized = judged_cases(kernel, ctx)
+    if not cases:
+        return Evaluation.rejected(Status.NOT_APPLICABLE, NOT_MODELLABLE)
+    verdict, _, counters = run_case(kernel, cases[0], ctx.max_steps, True)
+    if verdict is not None:
+        return verdict
+    return model_time(counters, profile, float(validated.details.get("max_abs_err", 0.0)),
+                      len(cases), SPECIALIZED_NOTE if specialized else {})

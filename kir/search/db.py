@@ -4,7 +4,8 @@ second run is instant.
 SQLite in WAL mode, one transaction per evaluation, written as each evaluation completes, so a
 search killed at any moment leaves every completed evaluation on disk and no half-written row.
 Results are keyed by :class:`TuningKey` (base kernel fingerprint, sizes, target, device, kir
-version, and what validation depends on); under a key, one row per candidate fingerprint.
+version, MLX version, operating system, and what validation depends on); under a key, one row
+per candidate fingerprint. :meth:`TuningDB.merge` combines databases filled on other machines.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Mapping, Sequence
 from kir.errors import KirError
 from kir.search.evaluator import Evaluation
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -32,7 +33,8 @@ CREATE TABLE IF NOT EXISTS keys (
     kernel_fp TEXT NOT NULL, sizes TEXT NOT NULL, target TEXT NOT NULL,
     device TEXT NOT NULL, version TEXT NOT NULL, kernel_name TEXT NOT NULL DEFAULT '',
     created REAL NOT NULL, validation TEXT NOT NULL DEFAULT '',
-    UNIQUE (kernel_fp, sizes, target, device, version, validation)
+    mlx TEXT NOT NULL DEFAULT '', os TEXT NOT NULL DEFAULT '',
+    UNIQUE (kernel_fp, sizes, target, device, version, validation, mlx, os)
 );
 CREATE TABLE IF NOT EXISTS evaluations (
     key_id INTEGER NOT NULL REFERENCES keys(id),
@@ -44,7 +46,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
 """
 
 EXPORT_FIELDS = ("kernel", "kernel_fp", "sizes", "target", "device", "version", "validation",
-                 "fingerprint", "genome", "status", "time_ms", "error", "timestamp")
+                 "mlx", "os", "fingerprint", "genome", "status", "time_ms", "error", "timestamp")
 
 # Schema 1 keyed rows without what validation depends on; its rows stay listed (under an empty
 # validation, which no search asks for) but never answer a search again.
@@ -61,6 +63,28 @@ INSERT INTO keys_v2 (id, kernel_fp, sizes, target, device, version, kernel_name,
 DROP TABLE keys;
 ALTER TABLE keys_v2 RENAME TO keys
 """
+
+# Schema 2 keyed rows without the MLX version and the operating system (issue 15). Its rows
+# keep both empty: the cost model's keys (which depend on neither) go on answering, while a
+# GPU search, whose key now names its MLX, misses rows measured under an unknown one.
+_MIGRATE_2_TO_3 = """
+CREATE TABLE keys_v3 (
+    id INTEGER PRIMARY KEY,
+    kernel_fp TEXT NOT NULL, sizes TEXT NOT NULL, target TEXT NOT NULL,
+    device TEXT NOT NULL, version TEXT NOT NULL, kernel_name TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL, validation TEXT NOT NULL DEFAULT '',
+    mlx TEXT NOT NULL DEFAULT '', os TEXT NOT NULL DEFAULT '',
+    UNIQUE (kernel_fp, sizes, target, device, version, validation, mlx, os)
+);
+INSERT INTO keys_v3 (id, kernel_fp, sizes, target, device, version, kernel_name, created,
+                     validation)
+    SELECT id, kernel_fp, sizes, target, device, version, kernel_name, created, validation
+    FROM keys;
+DROP TABLE keys;
+ALTER TABLE keys_v3 RENAME TO keys
+"""
+
+_MIGRATIONS = {1: _MIGRATE_1_TO_2, 2: _MIGRATE_2_TO_3}  # from schema N to N + 1
 
 
 def kir_version() -> str:
@@ -97,7 +121,10 @@ class TuningKey:
     ``validation`` fingerprints what a verdict was judged by: the spec (tolerances, ragged
     and check sizes, input ranges, ``init``), the reference's source and the rules' sources
     (see ``kir.commands.compile_search.validation_fingerprint``). Without it a verdict given
-    under a loose tolerance would answer a later search under a strict one."""
+    under a loose tolerance would answer a later search under a strict one.
+
+    ``device``, ``mlx`` and ``os`` come from the :class:`kir.search.device.DeviceDescriptor`
+    of the machine that measured (``mlx`` and ``os`` are empty for the cost model)."""
 
     kernel_fp: str
     sizes: str  # canonical JSON, see canonical_sizes
@@ -106,19 +133,21 @@ class TuningKey:
     version: str
     kernel_name: str = ""  # for listings only; not part of the identity
     validation: str = ""
+    mlx: str = ""
+    os: str = ""
 
     @classmethod
     def make(cls, kernel_fp: str, sizes: Mapping[str, int], target: str, device: str,
              version: str | None = None, kernel_name: str = "",
-             validation: str = "") -> "TuningKey":
+             validation: str = "", mlx: str = "", os: str = "") -> "TuningKey":
         """A key from a fingerprint and raw sizes (the version defaults to this kir's)."""
         return cls(kernel_fp, canonical_sizes(sizes), target, device,
-                   version or kir_version(), kernel_name, validation)
+                   version or kir_version(), kernel_name, validation, mlx, os)
 
     @property
-    def identity(self) -> tuple[str, str, str, str, str, str]:
+    def identity(self) -> tuple[str, ...]:
         return (self.kernel_fp, self.sizes, self.target, self.device, self.version,
-                self.validation)
+                self.validation, self.mlx, self.os)
 
 
 @dataclass(frozen=True)
@@ -241,9 +270,11 @@ class TuningDB:
                 raise KirError(f"tuning database {self.path} has schema {row[0]}, newer than "
                                f"this kir understands ({SCHEMA_VERSION})",
                                hint="upgrade kir, or pass --db to use another file")
-            elif int(row[0]) == 1:
-                for statement in filter(None, (s.strip() for s in _MIGRATE_1_TO_2.split(";"))):
-                    conn.execute(statement)
+            elif int(row[0]) < SCHEMA_VERSION:
+                for version in range(int(row[0]), SCHEMA_VERSION):
+                    for statement in filter(None, (s.strip()
+                                                   for s in _MIGRATIONS[version].split(";"))):
+                        conn.execute(statement)
                 conn.execute("UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA_VERSION),))
             conn.execute("COMMIT")
         except BaseException:
@@ -275,14 +306,16 @@ class TuningDB:
         if cached is not None:
             return cached
         rows = self._query("SELECT id FROM keys WHERE kernel_fp=? AND sizes=? AND target=? "
-                           "AND device=? AND version=? AND validation=?", key.identity)
+                           "AND device=? AND version=? AND validation=? AND mlx=? AND os=?",
+                           key.identity)
         if rows:
             self._key_ids[key.identity] = rows[0][0]
             return rows[0][0]
         if not create:
             return None
         self._query("INSERT OR IGNORE INTO keys (kernel_fp, sizes, target, device, version, "
-                    "validation, kernel_name, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "validation, mlx, os, kernel_name, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (*key.identity, key.kernel_name, time.time()))
         return self._key_id(key, create=False)
 
@@ -303,8 +336,9 @@ class TuningDB:
         return evaluation
 
     def record(self, key: TuningKey, fingerprint: str, genome: Sequence[str],
-               evaluation: Evaluation) -> None:
-        """Store one evaluation, committed before returning (its own transaction)."""
+               evaluation: Evaluation, timestamp: float | None = None) -> None:
+        """Store one evaluation, committed before returning (its own transaction);
+        ``timestamp`` keeps a merged row's own time (default: now)."""
         details = json.dumps(dict(evaluation.details), sort_keys=True, default=str)
         try:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -313,7 +347,8 @@ class TuningDB:
                 self._conn.execute(
                     "INSERT OR REPLACE INTO evaluations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (key_id, fingerprint, json.dumps(list(genome)), evaluation.status,
-                     evaluation.time_ms, evaluation.error, details, time.time()))
+                     evaluation.time_ms, evaluation.error, details,
+                     time.time() if timestamp is None else timestamp))
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -321,6 +356,22 @@ class TuningDB:
                 raise
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+
+    def row(self, key: TuningKey, fingerprint: str) -> Row | None:
+        """The stored row of candidate ``fingerprint`` under ``key`` (genome, time stamp)."""
+        key_id = self._key_id(key, create=False)
+        if key_id is None:
+            return None
+        rows = self._query("SELECT genome, status, time_ms, error, details, timestamp FROM "
+                           "evaluations WHERE key_id=? AND fingerprint=?", (key_id, fingerprint))
+        if not rows:
+            return None
+        text, status, time_ms, error, details, stamp = rows[0]
+        genome, evaluation = _genome(text), _evaluation(status, time_ms, error, details)
+        if genome is None or evaluation is None or not isinstance(stamp, (int, float)):
+            self.damaged += 1  # a damaged row is as good as none: a merge replaces it
+            return None
+        return Row(fingerprint, tuple(genome), evaluation, float(stamp))
 
     def best(self, key: TuningKey) -> tuple[tuple[str, ...], float] | None:
         """The fastest valid candidate's genome (step strings) and time, if any."""
@@ -359,13 +410,15 @@ class TuningDB:
         """Every key with its row count, valid count, best and baseline times."""
         rows = self._query(
             "SELECT k.kernel_fp, k.sizes, k.target, k.device, k.version, k.kernel_name, "
-            "k.validation, count(e.fingerprint), sum(e.status='ok'), min(CASE WHEN e.status='ok' "
+            "k.validation, k.mlx, k.os, count(e.fingerprint), sum(e.status='ok'), "
+            "min(CASE WHEN e.status='ok' "
             "THEN e.time_ms END), max(CASE WHEN e.genome='[]' AND e.status='ok' "
             "THEN e.time_ms END), coalesce(max(e.timestamp), k.created) "
             "FROM keys k LEFT JOIN evaluations e ON e.key_id = k.id "
             "GROUP BY k.id ORDER BY k.created, k.id")
-        return [KeyInfo(TuningKey(*(str(v) for v in r[:7])), int(r[7] or 0), int(r[8] or 0),
-                        _number(r[9]), _number(r[10]), _number(r[11]) or 0.0)
+        return [KeyInfo(TuningKey(*("" if v is None else str(v) for v in r[:9])),
+                        int(r[9] or 0), int(r[10] or 0), _number(r[11]), _number(r[12]),
+                        _number(r[13]) or 0.0)
                 for r in rows]
 
     def export(self, fmt: str = "json", key: TuningKey | None = None) -> str:
@@ -378,8 +431,8 @@ class TuningDB:
                 ev = row.evaluation
                 records.append(dict(zip(EXPORT_FIELDS, (
                     k.kernel_name, k.kernel_fp, k.sizes, k.target, k.device, k.version,
-                    k.validation, row.fingerprint, " ".join(row.genome), ev.status, ev.time_ms, ev.error,
-                    row.timestamp))))
+                    k.validation, k.mlx, k.os, row.fingerprint, " ".join(row.genome),
+                    ev.status, ev.time_ms, ev.error, row.timestamp))))
         if fmt == "json":
             return json.dumps(records, indent=2) + "\n"
         if fmt == "csv":

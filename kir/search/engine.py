@@ -20,7 +20,7 @@ from kir.search.db import TuningDB, TuningKey, kir_version
 from kir.search.evaluator import Evaluation, Evaluator, Status
 from kir.search.genome import Genome, canonical, genome_text
 
-STRATEGIES = ("evolve", "random", "greedy")
+STRATEGIES = ("evolve", "random", "greedy", "steady")
 
 
 @dataclass(frozen=True)
@@ -215,40 +215,56 @@ class Session:
             stop = self._stop_reason(len(fresh))
             if stop:
                 break
-            genome = canonical(genome, self.registry)
-            try:
-                applied = self.apply(genome)
-                fp = fingerprint(applied.kernel)  # a malformed kernel fails here, not later
-            except Exception as exc:  # noqa: BLE001 - a rule's bug rejects the candidate only
-                # (a RuleError names the rule and its file, and the registry counted it)
-                text = genome_text(genome)
-                why = exc.message if isinstance(exc, RuleError) else _describe(exc, "applying")
-                cand = Candidate(tuple(genome), None, "apply:" + "|".join(text),
-                                 Evaluation.rejected(Status.CRASH, why))
-                known = self.seen.get(cand.fingerprint)
-                if known is None:
-                    self._record(cand, cached=False)
-                out.append((known or cand, known is None))
-                continue
-            known = self.seen.get(fp) or batch.get(fp)
-            if known is not None:
-                self.duplicates += 1
-                out.append((known, False))
-                continue
-            cached = self._lookup(fp)
-            cand = Candidate(applied.applied, applied.kernel, fp, cached or _PENDING)
-            if cached is not None:
-                self._record(cand, cached=True)
-            else:
-                batch[fp] = cand
+            cand, new, pending = self.admit(genome, batch)
+            if pending:
                 fresh.append(cand)
-            out.append((cand, True))
+            out.append((cand, new))
         done = self._evaluate(fresh)
         if done < len(fresh):
             stop = stop or self._stop_reason(0) or "time"
         if stop:
             raise StopSearch(stop)
         return out
+
+    def admit(self, genome: Sequence[Step],
+              pending: dict[str, Candidate]) -> tuple[Candidate, bool, bool]:
+        """Apply and deduplicate one genome and answer it from the tuning database when it
+        can. Returns the candidate, whether it is new, and whether it still needs the
+        evaluator (then it is added to ``pending``, the candidates awaiting a verdict, by
+        fingerprint; a later duplicate of one of them is answered with it)."""
+        genome = canonical(genome, self.registry)
+        try:
+            applied = self.apply(genome)
+            fp = fingerprint(applied.kernel)  # a malformed kernel fails here, not later
+        except Exception as exc:  # noqa: BLE001 - a rule's bug rejects the candidate only
+            # (a RuleError names the rule and its file, and the registry counted it)
+            text = genome_text(genome)
+            why = exc.message if isinstance(exc, RuleError) else _describe(exc, "applying")
+            cand = Candidate(tuple(genome), None, "apply:" + "|".join(text),
+                             Evaluation.rejected(Status.CRASH, why))
+            known = self.seen.get(cand.fingerprint)
+            if known is None:
+                self._record(cand, cached=False)
+            return known or cand, known is None, False
+        known = self.seen.get(fp) or pending.get(fp)
+        if known is not None:
+            self.duplicates += 1
+            return known, False, False
+        cached = self._lookup(fp)
+        cand = Candidate(applied.applied, applied.kernel, fp, cached or _PENDING)
+        if cached is not None:
+            self._record(cand, cached=True)
+            return cand, True, False
+        pending[fp] = cand
+        return cand, True, True
+
+    def complete(self, cand: Candidate, evaluation: Evaluation) -> None:
+        """Record the evaluator's verdict on ``cand`` (in the tuning database as well)."""
+        cand.evaluation = evaluation
+        self.calls += 1
+        if self.db is not None and self.key is not None:
+            self.db.record(self.key, cand.fingerprint, genome_text(cand.genome), evaluation)
+        self._record(cand, cached=False)
 
     def _stop_reason(self, pending: int) -> str | None:
         if len(self.history) + pending >= self.config.budget:
@@ -272,11 +288,7 @@ class Session:
             if done and self._stop_reason(0) == "time":
                 break
             evaluation, iterator = self._call(iterator, cand.kernel)
-            cand.evaluation = evaluation
-            self.calls += 1
-            if self.db is not None and self.key is not None:
-                self.db.record(self.key, cand.fingerprint, genome_text(cand.genome), evaluation)
-            self._record(cand, cached=False)
+            self.complete(cand, evaluation)
             done += 1
         if done < len(fresh) and hasattr(iterator, "close"):
             iterator.close()  # type: ignore[union-attr]
@@ -350,9 +362,13 @@ def _describe(exc: BaseException, doing: str) -> str:
 def default_key(kernel: Kernel, evaluator: Evaluator, sizes: Mapping[str, int],
                 validation: str = "") -> TuningKey:
     """The tuning database key of a search of ``kernel`` at ``sizes`` through ``evaluator``;
-    ``validation`` fingerprints what verdicts were judged by (see :class:`TuningKey`)."""
+    ``validation`` fingerprints what verdicts were judged by (see :class:`TuningKey`). An
+    evaluator with a ``descriptor`` (:class:`kir.search.device.DeviceDescriptor`) adds its
+    MLX version and operating system."""
+    device = getattr(evaluator, "descriptor", None)  # a DeviceDescriptor, when it has one
     return TuningKey.make(fingerprint(kernel), dict(sizes), evaluator.target, evaluator.device,
-                          kir_version(), kernel.name, validation)
+                          kir_version(), kernel.name, validation,
+                          getattr(device, "mlx", ""), getattr(device, "os", ""))
 
 
 def fingerprint(kernel: Kernel) -> str:

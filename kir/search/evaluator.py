@@ -8,6 +8,11 @@ An evaluator may also offer ``evaluate_many(kernels)`` returning an iterable of 
 the same order (for instance compiling and validating in a worker pool while timing one at a
 time); the engine then hands it each batch of new candidates and records each result as it
 arrives.
+
+An evaluator may also offer ``submit(kernel)`` returning a :class:`concurrent.futures.Future`
+of the evaluation, and ``capacity``, how many jobs it can usefully run at once (its workers):
+the steady-state strategy (:mod:`kir.search.steady`) keeps that many in flight and records
+each verdict as it completes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Search strategies: evolve (genetic), random, greedy.
+"""Search strategies: evolve (genetic), random, greedy; steady (steady-state evolution over
+an asynchronous evaluator) lives in :mod:`kir.search.steady`.
 
 A strategy proposes genomes and hands them to :meth:`Session.judge_many`; the session does
 the applying, deduplicating, caching, evaluating and bookkeeping, and raises
@@ -37,7 +38,9 @@ def run_strategy(session: Session, hints: Sequence[Genome]) -> str:
     seeds = [baseline]
     if hints:
         seeds += [cand for cand, _ in session.judge_many(list(hints))]
-    strategy = {"evolve": evolve, "random": random_search, "greedy": greedy}
+    from kir.search.steady import steady
+
+    strategy = {"evolve": evolve, "random": random_search, "greedy": greedy, "steady": steady}
     return strategy[session.config.strategy](session, _unique(seeds))
 
 
@@ -81,7 +84,7 @@ def evolve(session: Session, seeds: list[Candidate]) -> str:
     """A generational genetic algorithm: the first population is the baseline, the hints
     and short random genomes; each generation keeps the ``elite`` best and breeds the rest
     by tournament selection, one-point crossover and mutation."""
-    cfg, rng = session.config, session.rng
+    cfg = session.config
     population = list(seeds)
     stale = 0
     while len(population) < cfg.population and stale < cfg.patience:
@@ -92,28 +95,35 @@ def evolve(session: Session, seeds: list[Candidate]) -> str:
     while stale < cfg.patience:
         ranked = sorted(population, key=rank_key)
         current = {cand.genome for cand in population}
-        children: list[Genome] = []
-        for _ in range(cfg.population - cfg.elite):
-            if len(population) >= 2 and rng.random() < cfg.crossover_rate:
-                first, second = _tournament(session, population), _tournament(session, population)
-                child = crossover(first.genome, second.genome, rng, cfg.max_genome_len)
-            else:
-                child = _tournament(session, population).genome
-            if child in current or rng.random() < cfg.mutation_rate:
-                try:
-                    applied = session.apply(child)
-                except Exception:  # noqa: BLE001 - judge_many records the rule's crash
-                    applied = None
-                if applied is not None:
-                    child, _ = mutate(applied.applied, kernels_before(session.base, applied),
-                                      session.registry, rng, cfg.max_genome_len, session.ctx)
-            children.append(child)
+        children = [breed(session, population, current)
+                    for _ in range(cfg.population - cfg.elite)]
         judged = session.judge_many(children)
         stale = 0 if any(new for _, new in judged) else stale + len(children)
         offspring = _unique([cand for cand, _ in judged])
         population = _unique(ranked[:cfg.elite] + offspring + ranked[cfg.elite:])
         population = population[:cfg.population]
     return "exhausted"
+
+
+def breed(session: Session, population: list[Candidate], current: set[Genome]) -> Genome:
+    """One child of ``population``: tournament selection, one-point crossover (at the
+    crossover rate) and mutation (at the mutation rate, and always when the child is already
+    in the population, whose genomes are ``current``)."""
+    cfg, rng = session.config, session.rng
+    if len(population) >= 2 and rng.random() < cfg.crossover_rate:
+        first, second = _tournament(session, population), _tournament(session, population)
+        child = crossover(first.genome, second.genome, rng, cfg.max_genome_len)
+    else:
+        child = _tournament(session, population).genome
+    if child in current or rng.random() < cfg.mutation_rate:
+        try:
+            applied = session.apply(child)
+        except Exception:  # noqa: BLE001 - judging the child records the rule's crash
+            applied = None
+        if applied is not None:
+            child, _ = mutate(applied.applied, kernels_before(session.base, applied),
+                              session.registry, rng, cfg.max_genome_len, session.ctx)
+    return child
 
 
 def greedy(session: Session, seeds: list[Candidate]) -> str:

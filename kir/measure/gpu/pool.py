@@ -28,13 +28,18 @@ class GpuPool:
     """``workers`` GPU worker processes sharing one timing lock."""
 
     def __init__(self, runner: Runner, workers: int = 4, *, timeout_s: float = 60.0,
-                 startup_s: float = 60.0) -> None:
+                 startup_s: float = 60.0, lock_path: str | None = None) -> None:
         self.runner = runner
         self.workers = max(1, workers)
         self.timeout_s = timeout_s
         self.startup_s = startup_s
-        handle, self.lock_path = tempfile.mkstemp(prefix="kir-gpu-", suffix=".lock")
-        os.close(handle)
+        # A lock of our own, unless the caller names one shared with other pools of the same
+        # GPU (remote device workers on one host: kir.measure.portable); that one stays.
+        self._own_lock = lock_path is None
+        if lock_path is None:
+            handle, lock_path = tempfile.mkstemp(prefix="kir-gpu-", suffix=".lock")
+            os.close(handle)
+        self.lock_path = lock_path
         self._local = threading.local()
         self._all: list[GpuWorker] = []
         self._guard = threading.Lock()
@@ -80,7 +85,7 @@ class GpuPool:
             for worker in self._all:
                 worker.close()
             self._all.clear()
-        for path in (self.lock_path, self.lock_path + ".turnstile"):
+        for path in (self.lock_path, self.lock_path + ".turnstile") if self._own_lock else ():
             try:
                 os.unlink(path)
             except OSError:
