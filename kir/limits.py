@@ -256,7 +256,11 @@ class time_limit:
             return False
         self.active = False
         if self._watchdog is not None:
-            self._watchdog.stop()
+            try:
+                self._watchdog.stop()
+                _delivery_point()
+            except TimeLimitExceeded:
+                pass  # raised by the watchdog just before it stopped: the block has ended
         elif self.clock is not None:
             self.clock.pop(self)
         if self._saved_trace is not _UNSET:
@@ -359,29 +363,43 @@ class _SignalClock:
             left = remaining - (self.now() - self.saved_at)
             signal.setitimer(self.which, max(left, 0.001), interval)
 
-    def rearm(self) -> None:
+    def rearm(self, at_least: float = 0.001) -> None:
         wake = min(limit.next_fire() for limit in self.active)
-        signal.setitimer(self.which, max(wake - self.now(), 0.001))
+        signal.setitimer(self.which, max(wake - self.now(), at_least))
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:  # noqa: ARG002
-        now = self.now()
-        due = [limit for limit in self.active if limit.active and now >= limit.next_fire()]
-        if not due or (frame is not None and frame.f_code.co_filename in _MACHINERY):
-            # Nothing due; or the limits' own code is running (a limit being left, an
-            # exception already unwinding through a context manager): try again shortly.
+        global _HANDLING
+        if _HANDLING or (frame is not None and frame.f_code.co_filename in _MACHINERY):
+            # A handler (this clock's or the other's) is running, or the limits' own code is
+            # (a limit being left, an exception already unwinding through a context
+            # manager): look again a little later. Not sooner: a timer due again before a
+            # handler can finish would interrupt every handler at its first line, for ever.
             if self.active:
-                self.rearm()
+                self.rearm(DEFER_S)
             return
-        owner = due[0]  # the outermost: its exception unwinds through the inner ones
-        swallowed = owner.fired  # it was raised before, and the block went on
-        owner.note_fire(frame)
-        self.rearm()
-        if swallowed:
-            owner.trace_until_stopped(frame)
+        _HANDLING = True
+        try:
+            now = self.now()
+            due = [limit for limit in self.active
+                   if limit.active and now >= limit.next_fire()]
+            if not due:
+                if self.active:
+                    self.rearm()
+                return
+            owner = due[0]  # the outermost: its exception unwinds through the inner ones
+            swallowed = owner.fired  # it was raised before, and the block went on
+            owner.note_fire(frame)
+            self.rearm()
+            if swallowed:
+                owner.trace_until_stopped(frame)
+        finally:
+            _HANDLING = False
         raise TimeLimitExceeded(owner)
 
 
 _MACHINERY = {__file__, contextlib.__file__}
+_HANDLING = False  # a signal handler of either clock is running
+DEFER_S = 0.01  # how much later a clock looks again when it cannot raise now
 _CLOCKS: dict[bool, _SignalClock] = {}
 
 
@@ -421,11 +439,19 @@ class _Watchdog:
                 _async_raise(self.target, TimeLimitExceeded)
 
     def stop(self) -> None:
+        """No raise after this returns. One raised just before is delivered in the calling
+        thread at its next function call (:func:`_delivery_point`), where the caller catches
+        it. Not cleared with ``PyThreadState_SetAsyncExc(id, NULL)``: on CPython 3.11 that
+        leaves the interpreter's "asynchronous exception pending" flag set for good, and with
+        it every later signal handler is interrupted at its first line, for ever."""
         with self.lock:
             self.done.set()
-            _async_raise(self.target, None)  # drop one raised but not yet delivered
 
 
-def _async_raise(thread_id: int, exc: type | None) -> None:
-    set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
-    set_async(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc is not None else None)
+def _delivery_point() -> None:
+    """A function call: the interpreter delivers a pending asynchronous exception when a
+    call starts, so one raised by a watchdog before it stopped arrives here."""
+
+
+def _async_raise(thread_id: int, exc: type) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))

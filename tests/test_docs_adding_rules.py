@@ -34,7 +34,8 @@ def test_walkthrough_runs_as_written(tmp_path):
         assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
         outputs.append(done.stdout)
     joined = "\n".join(outputs)
-    assert "my-fma{at=SITE}" in joined and "drop-unroll-hint{loop=SITE}" in joined
+    assert "my-fma{at=SITE}" in joined
+    assert "retune-unroll-hint{loop=SITE, factor∈{0,2,8}}" in joined
     assert "sites in examples/layernorm.cu: loop=L3" in joined
     assert "fma((x[xr + c_2] - mean) * rstd, gamma[c_2], beta[c_2])" in joined
     assert re.search(r"1 rule\(s\), 6 kernel\(s\): [1-9]\d* applications checked, "

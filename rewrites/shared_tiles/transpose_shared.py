@@ -23,6 +23,7 @@ class TransposeShared(TileRule):
     """
 
     name = "transpose-shared"
+    once_per_site = True  # a second transposition of the same tile undoes the first
 
     def apply(self, kernel: Kernel, match: Match, params: NoParams, ctx: RuleContext) -> Kernel:
         form: TileForm = match.plan  # at least two rows: tile_form finds no one-row tile

@@ -110,6 +110,42 @@ def test_off_the_main_thread_a_watchdog_stops_the_block():
     assert outcome == ["stopped"]
 
 
+# A limit left off the main thread, then a block that sleeps and swallows every interruption
+# under cpu_limit on the main thread (both clocks): before the fix, the watchdog's clean-up
+# left CPython's "asynchronous exception pending" flag set and the second part never ended.
+AFTER_A_WATCHDOG = """
+import threading, time
+from kir.limits import cpu_limit, time_limit
+
+def worker():
+    with time_limit(5, ValueError):
+        pass
+
+thread = threading.Thread(target=worker)
+thread.start()
+thread.join()
+start = time.monotonic()
+try:
+    with cpu_limit(0.05, lambda overrun: ValueError("late")):
+        while True:
+            try:
+                time.sleep(1000)
+            except BaseException:
+                pass
+except ValueError:
+    print(f"stopped in {time.monotonic() - start:.2f} s")
+"""
+
+
+def test_main_thread_limits_still_stop_after_a_watchdog_ran():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", AFTER_A_WATCHDOG], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "stopped in" in done.stdout, done.stdout + done.stderr
+
+
 def test_parse_limits():
     limits = parse_limits(["reference_s=5m", "ir_nodes=500", "memory_fraction=0.5"])
     assert limits == Limits(reference_s=300.0, ir_nodes=500, memory_fraction=0.5)

@@ -282,3 +282,18 @@ def test_repeats_of_a_once_per_site_rule_are_dropped_before_evaluation():
             assert len(sites) == len(set(sites)), record.genome
     finally:
         del registry["set-const"].once_per_site
+
+
+def test_a_second_transposition_of_the_same_tile_is_dropped():
+    """transpose-shared is once_per_site (a second transposition undoes the first); other
+    built-in rules repeat freely."""
+    from kir.driver.registry import load_registry
+    from kir.search.genome import canonical
+
+    registry = load_registry(plugins=False)
+    steps = [parse_step(t, registry) for t in (
+        "transpose-shared{buffer=tile}", "pad-shared{buffer=tile,pad=1}",
+        "transpose-shared{buffer=tile}", "pad-shared{buffer=tile,pad=1}")]
+    assert [str(s) for s in canonical(steps, registry)] == [
+        "transpose-shared{buffer=tile}", "pad-shared{buffer=tile,pad=1}",
+        "pad-shared{buffer=tile,pad=1}"]
