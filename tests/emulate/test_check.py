@@ -8,14 +8,18 @@ from pathlib import Path
 
 import pytest
 
-import planted
 from kir.commands.main import main
 from kir.emulate import emulator_available
+from kir.emulate.patch import emulate_metal_kernels
 from kir.emulate.check import parse_shapes, with_ragged_variants
 
 AVAILABLE, REASON = emulator_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"CPU emulator unavailable: {REASON}")
 
+# planted.py builds its kernels at import: on MLX's CUDA build mx.fast.metal_kernel raises
+# ("No Metal back-end"), so it is imported as `kir check` imports it, on the emulator.
+with emulate_metal_kernels():
+    import planted
 PLANTED = Path(planted.__file__)
 
 
