@@ -323,17 +323,8 @@ class TuningDB:
 
     def lookup(self, key: TuningKey, fingerprint: str) -> Evaluation | None:
         """The stored evaluation of candidate ``fingerprint`` under ``key``, if any."""
-        key_id = self._key_id(key, create=False)
-        if key_id is None:
-            return None
-        rows = self._query("SELECT status, time_ms, error, details FROM evaluations "
-                           "WHERE key_id=? AND fingerprint=?", (key_id, fingerprint))
-        if not rows:
-            return None
-        evaluation = _evaluation(*rows[0])
-        if evaluation is None:
-            self.damaged += 1  # a damaged row answers nothing: the search judges it again
-        return evaluation
+        found = self.row(key, fingerprint)  # a damaged row answers nothing: judged again
+        return found.evaluation if found is not None else None
 
     def record(self, key: TuningKey, fingerprint: str, genome: Sequence[str],
                evaluation: Evaluation, timestamp: float | None = None) -> None:
