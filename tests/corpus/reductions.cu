@@ -3,6 +3,7 @@
 // where the launch covers the input exactly, as the tutorial writes them.
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
+#include <cooperative_groups/scan.h>
 namespace cg = cooperative_groups;
 
 // interleaved addressing with a modulo
