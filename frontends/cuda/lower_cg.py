@@ -21,11 +21,11 @@ from lark import Tree
 from kir.errors import UnsupportedError
 from kir.ir import Barrier, Binary, Call, Const, Declare, Expr, Select, Shuffle, Special, Var
 from kir.ir import WarpReduce
+from kir.ir.nodes import WARP
 from kir.ir.types import BOOL, I32, U32, ScalarType
 
 #: Reduction operator objects: the warp reduction and C operator each stands for.
 OPERATORS = {"plus": "sum", "greater": "max", "less": "min"}
-WARP = 32
 
 
 class Dim3Val:

@@ -17,8 +17,8 @@ import numpy as np
 from kir.errors import BarrierError, KirError, Loc, StepLimitError
 from kir.limits import limit_hint
 from kir.ir.cops import Value
+from kir.ir.nodes import WARP
 
-WARP = 32
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 

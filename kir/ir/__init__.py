@@ -10,6 +10,7 @@ from kir.ir.nodes import (  # noqa: F401 - the package's public names
     INTRINSICS,
     LOOP_KINDS,
     MATRIX_STMTS,
+    WARP,
     SHUFFLE_MODES,
     SPECIAL_KINDS,
     UNARY_OPS,
@@ -58,7 +59,7 @@ from kir.ir.nodes import (  # noqa: F401 - the package's public names
 )
 
 __all__ = [
-    'ValueType', 'Node', 'node', 'Expr', 'Const', 'Var', 'SPECIAL_KINDS', 'Special', 'Load',
+    'ValueType', 'Node', 'node', 'Expr', 'Const', 'Var', 'SPECIAL_KINDS', 'WARP', 'Special', 'Load',
     'UNARY_OPS', 'Unary', 'BINARY_OPS', 'COMPARISONS', 'Binary', 'Select', 'Cast',
     'INTRINSICS', 'Call', 'SHUFFLE_MODES', 'Shuffle', 'WarpReduce', 'MakeVector', 'Component',
     'Stmt', 'Block', 'Declare', 'Assign', 'Store', 'LOOP_KINDS', 'For', 'While', 'If',

@@ -113,6 +113,9 @@ class Var(Expr):
 
 
 SPECIAL_KINDS = ("thread", "block", "block_dim", "grid_dim", "lane", "warp", "warp_size")
+# The IR's warp: the lanes that shuffles, warp reductions and matrix fragments span, and
+# ``warp_size``'s value. CUDA's warp; on Apple GPUs a SIMD-group has as many threads.
+WARP = 32
 
 
 @node

@@ -23,10 +23,10 @@ from kir.ir.nodes import (
     Stmt,
     Var,
 )
+from kir.ir.nodes import WARP
 from kir.ir.types import MatrixType, ScalarType, Type
 
 MATRIX_STMTS = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
-WARP = 32
 
 
 def _is_int(t: Type) -> bool:

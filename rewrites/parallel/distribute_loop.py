@@ -36,10 +36,10 @@ from kir.ir import (
     transform,
 )
 from kir.ir.fold import fold_expr
+from kir.ir.nodes import WARP
 from kir.ir.types import BOOL, ScalarType
 from kir.rules import LoopRule, Match, NotApplicable, RuleContext
 
-WARP = 32
 
 
 @dataclass(frozen=True)

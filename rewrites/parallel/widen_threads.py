@@ -28,10 +28,10 @@ from kir.ir import (
     transform,
 )
 from kir.ir.fold import fold_expr
+from kir.ir.nodes import WARP
 from kir.ir.types import BOOL, U32
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext
 
-WARP = 32
 _WARP_NODES = (Shuffle, WarpReduce, MatrixFill, MatrixLoad, MatrixMultiplyAccumulate,
                MatrixStore)
 

@@ -33,9 +33,9 @@ from kir.ir import (
     transform,
 )
 from kir.ir.fold import fold_expr
+from kir.ir.nodes import WARP
 from kir.ir.types import BOOL, F32, U32, ScalarType
 
-WARP = 32
 STEPS = (1, 2, 4, 8, 16)  # Hillis-Steele offsets: log2(32) rounds
 
 

@@ -25,10 +25,10 @@ from kir.ir import (
     Var,
     WarpReduce,
 )
+from kir.ir.nodes import WARP
 from kir.ir.types import F32
 from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
 
-WARP = 32
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,9 @@ from kir.ir import (
     Var,
     transform,
 )
+from kir.ir.nodes import WARP
 from kir.ir.types import I32
 
-WARP = 32
 
 
 def affine_poly(expr: Expr, defs: Mapping[str, Expr]) -> Poly | None:

@@ -39,10 +39,10 @@ from kir.ir import (
     transform,
 )
 from kir.ir.printer import print_expr
+from kir.ir.nodes import WARP
 from kir.ir.types import BOOL, F32, I32, PointerType, VectorType
 from kir.rules import NotApplicable
 
-WARP = 32
 
 
 class VectorizeStrided(VectorLoopRule):
