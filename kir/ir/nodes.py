@@ -42,6 +42,18 @@ from kir.ir.types import (
 ValueType = Union[ScalarType, VectorType]
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A node class's field names, in order (``dataclasses.fields`` is slow to ask each time,
+    and every traversal asks it of every node)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 class Node:
     """Base of all IR nodes: generic traversal over child nodes."""
 
@@ -50,8 +62,8 @@ class Node:
     def children(self) -> tuple["Node", ...]:
         """Direct child nodes, in field order (tuples of nodes are flattened)."""
         out: list[Node] = []
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
             if isinstance(value, Node):
                 out.append(value)
             elif isinstance(value, tuple):
@@ -62,12 +74,12 @@ class Node:
         """A copy with child nodes replaced, in the order :meth:`children` gives them."""
         it = iter(new)
         changes = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
             if isinstance(value, Node):
-                changes[f.name] = next(it)
+                changes[name] = next(it)
             elif isinstance(value, tuple) and any(isinstance(v, Node) for v in value):
-                changes[f.name] = tuple(next(it) if isinstance(v, Node) else v for v in value)
+                changes[name] = tuple(next(it) if isinstance(v, Node) else v for v in value)
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
     def walk(self) -> Iterator["Node"]:
