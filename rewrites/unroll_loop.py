@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kir import limits
 from kir.analysis import (
     CanonicalLoop,
     canonical,
@@ -73,6 +74,10 @@ class UnrollLoop(LoopRule):
         c = plan.canon
         loop = c.loop
         trips = constant_trip_count(loop)
+        copies = (trips or 0) if factor == "full" else int(factor) + 1  # + the remainder
+        too_big = _size_refusal(kernel, loop, copies)
+        if too_big:
+            return too_big
         namer = Namer(kernel)
         t = loop.type
         if factor == "full":
@@ -108,6 +113,20 @@ class UnrollLoop(LoopRule):
                         loc=loop.loc)
         return replace_loop(kernel, site, [Declare(rest, t, c.start, loc=loop.loc), main,
                                            remainder])
+
+
+def _size_refusal(kernel: Kernel, loop: For, copies: int) -> NotApplicable | None:
+    """A refusal when ``copies`` copies of the loop's body would take the kernel past the IR
+    size cap per step (``--limit ir_nodes``), found before any copy is made: the cap is
+    checked on every rule's result, but building an 8x unroll of an already huge loop only
+    to throw it away is what made a replayed trace of repeated unrolls take minutes."""
+    cap = limits.current().ir_nodes
+    size = sum(1 for _ in kernel.walk())
+    body = sum(1 for _ in loop.body.walk())
+    if size + body * max(copies - 1, 0) > cap:
+        return NotApplicable(f"the result would have more than {cap} IR nodes (the limit per "
+                             f"step; --limit ir_nodes=N raises it)")
+    return None
 
 
 def _main_loop(loop: For, step: int, k: int, namer: Namer, rest: str | None,

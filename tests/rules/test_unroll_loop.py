@@ -95,6 +95,19 @@ def test_not_applicable():
     assert RULE.sites(parse_kernel(src)) == []
 
 
+def test_an_unroll_past_the_ir_size_cap_is_refused_before_it_is_built():
+    """The per-step IR size cap (``ir_nodes``) is known before the copies are made: the loop
+    body's size times the copies it would add."""
+    from kir.limits import Limits, configured
+
+    kernel = parse_kernel(SRC)
+    size = sum(1 for _ in kernel.walk())
+    with configured(Limits(ir_nodes=size + 5)):  # room for far less than one more body
+        result = RULE.rewrite(kernel, "L1", {"factor": 8}, RuleContext())
+    assert isinstance(result, NotApplicable) and f"more than {size + 5} IR nodes" in result.reason
+    assert not isinstance(apply(SRC, "L1", 8), NotApplicable)  # under the default cap
+
+
 def test_sweep_examples():
     counts, bad = sweep_summary([RULE])
     print("unroll-loop applications checked:", counts)
