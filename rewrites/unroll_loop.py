@@ -76,7 +76,7 @@ class UnrollLoop(LoopRule):
         trips = constant_trip_count(loop)
         copies = (trips or 0) if factor == "full" else int(factor) + 1  # + the remainder
         too_big = _size_refusal(kernel, loop, copies)
-        if too_big:
+        if too_big is not None:  # a refusal is falsy
             return too_big
         namer = Namer(kernel)
         t = loop.type
