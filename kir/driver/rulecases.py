@@ -220,7 +220,10 @@ def run_case(case: Case, registry: Mapping[str, Rule],
         return Outcome(case, False, failure[0] + "\n--- output ---\n"
                        + print_kernel(kernel, locations=False), failure[1])
     if case.equiv is not None:
-        problem = equivalent(original, kernel, case.equiv[1])
+        try:
+            problem = equivalent(original, kernel, case.equiv[1])
+        except KirError as exc:  # a malformed EQUIV line: reported at it
+            problem = exc.message
         if problem:
             return Outcome(case, False, problem, case.equiv[0])
     return Outcome(case, True)
@@ -263,7 +266,10 @@ def _equiv_item(word: str) -> tuple[str, int | float]:
     if not sep:
         raise KirError(f"EQUIV item {word!r}: write NAME[COUNT] for a buffer, NAME=VALUE for "
                        "a scalar")
-    return name, float(value) if "." in value or "e" in value else int(value)
+    try:
+        return name, float(value) if "." in value or "e" in value else int(value)
+    except ValueError:
+        raise KirError(f"EQUIV item {word!r}: {value!r} is not a number") from None
 
 
 def _scalar_item(word: str) -> tuple[str, int | float]:
@@ -272,7 +278,7 @@ def _scalar_item(word: str) -> tuple[str, int | float]:
         raise KirError(f"SCALARS item {word!r}: write NAME=VALUE")
     try:
         return _equiv_item(word)
-    except ValueError:
+    except KirError:
         raise KirError(f"SCALARS item {word!r}: {value!r} is not a number") from None
 
 

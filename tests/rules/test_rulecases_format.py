@@ -59,6 +59,14 @@ def test_equiv_catches_a_rule_that_changes_results():
     assert not outcome.ok and "differs" in outcome.message
 
 
+def test_a_malformed_equiv_line_fails_the_case_at_its_line():
+    kernel = KERNEL.replace("y: f32* global)", "y: f32* global, n: i32)")
+    text = f"# RUN: tile-loop{{loop=L0,factor=4}}\n# EQUIV: y[16] n=abc\n{kernel}"
+    outcome = _run(text)  # was an internal error (ValueError) out of `kir rules test`
+    assert not outcome.ok and "EQUIV item 'n=abc'" in outcome.message and outcome.line == 2
+    assert _run(text.replace("n=abc", "n=3")).ok
+
+
 def test_scalars_reach_the_rules_context():
     kernel = KERNEL.replace("y: f32* global)", "y: f32* global, n: i32)").replace(
         "i < 16", "i < n")
