@@ -61,7 +61,8 @@ def test_equiv_catches_a_rule_that_changes_results():
 
 def test_a_malformed_equiv_line_fails_the_case_at_its_line():
     kernel = KERNEL.replace("y: f32* global)", "y: f32* global, n: i32)")
-    text = f"# RUN: tile-loop{{loop=L0,factor=4}}\n# EQUIV: y[16] n=abc\n{kernel}"
+    text = (f"# RUN: tile-loop{{loop=L0,factor=4}}\n# EQUIV: y[16] n=abc\n{kernel}"
+            "# CHECK: i_tile < 16\n")
     outcome = _run(text)  # was an internal error (ValueError) out of `kir rules test`
     assert not outcome.ok and "EQUIV item 'n=abc'" in outcome.message and outcome.line == 2
     assert _run(text.replace("n=abc", "n=3")).ok
