@@ -227,7 +227,19 @@ def _check_full_width_shuffles(body: ir.Block, target: Target) -> None:
             if not fits:
                 raise UnsupportedError(f"{n.mode} shuffle of width {n.width} ({target.title} "
                                        f"shuffles span all {target.warp_size} lanes)",
+                                       _statement_loc(body, n),
                                        hint="use width 32 or an xor shuffle within the width")
+
+
+def _statement_loc(body: ir.Block, expr: ir.Expr):
+    """The location of the statement that evaluates ``expr`` (expressions carry none)."""
+    from kir.ir.edit import own_exprs
+
+    for stmt in body.walk():
+        if isinstance(stmt, ir.Stmt) and any(n is expr for e in own_exprs(stmt)
+                                             for n in e.walk()):
+            return ir.stmt_loc(stmt)
+    return None
 
 
 def _plan_outputs(out_params, args, names: dict[str, str], atomic_targets: set[str],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 from conftest import (
@@ -222,3 +223,20 @@ def test_cuda_candidates_are_checked_against_cudas_limits():
     with pytest.raises(LimitError, match="Metal allows at most 32768"):
         verify(kernel, TARGETS["metal"])
     verify(kernel, TARGETS["cuda"])
+
+
+def test_a_narrow_shuffle_metal_cannot_express_is_refused_at_its_line():
+    """Metal's shuffles span all 32 lanes: an xor shuffle of width 16 whose mask is a loop
+    variable is refused, located at the statement that shuffles (expressions carry no
+    location of their own)."""
+    from kir.driver.load import load_kernel
+
+    corpus = Path(__file__).parents[1] / "corpus"
+    loaded = load_kernel(corpus / "attention_decode.cu",
+                         spec_path=corpus / "attention_decode.online.kir.toml")
+    with pytest.raises(UnsupportedError) as info:
+        emit(loaded.kernel, loaded.bound, "metal")
+    assert "width 16" in info.value.message
+    assert info.value.loc is not None and info.value.loc.file.endswith("attention_decode.cu")
+    assert "__shfl_xor_sync" in corpus.joinpath("attention_decode.cu").read_text().splitlines()[
+        info.value.loc.line - 1]
