@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Packs Ray and its dependencies (wheels for Python 3.12 on linux x86_64) for a machine without
 # network, such as the GPU machine: .dev-ray/ray-<V>.tar.xz.part-NN (xz, parts of at most 48
-# MiB, so each fits one device call beside the working tree) and .dev-ray/setup.sh.
+# MiB; 58 MiB in all) and .dev-ray/setup.sh.
 # Usage, from the project root:     bash benchmarks/pack_ray_bundle.sh
-# Then on the GPU machine, one call per part, each carrying it (the parts and the unpacked
-# site stay there between calls: .dev-ray/ is ignored by git):
-#     carry .dev-ray/ray-<V>.tar.xz.part-00 (and .dev-ray/setup.sh)   then   true
-#     carry .dev-ray/ray-<V>.tar.xz.part-01 ...                           then   true
-#     (no carry)                              bash .dev-ray/setup.sh   # joins, unpacks, checks
+# Then on the GPU machine, in ONE call that carries both parts and setup.sh (with a working
+# tree of a few MB they fit the 64 MiB a call may carry; a part carried in an earlier call is
+# gone once a later call carries into .dev-ray/ again), run
+#     bash .dev-ray/setup.sh        # joins, unpacks into .dev-ray/site (kept), checks import ray
 # and in the calls that use it, after sourcing the MLX bundle's .dev/setup.sh:
 #     export PYTHONPATH=$PWD/.dev-ray/site:$PYTHONPATH
 set -euo pipefail
