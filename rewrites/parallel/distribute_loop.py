@@ -38,6 +38,7 @@ from kir.ir import (
 from kir.ir.fold import fold_expr
 from kir.ir.nodes import WARP
 from kir.ir.types import BOOL, ScalarType
+from kir.rewrites.split_reduction import reduction_of
 from kir.rules import LoopRule, Match, NotApplicable, RuleContext
 
 
@@ -101,7 +102,7 @@ class DistributeLoop(LoopRule):
             if any(isinstance(n, For) and n.label in spread and n is not lp
                    for n in lp.body.walk()):
                 return NotApplicable(f"{lp.label} holds another loop that must be spread")
-            red = _reduction(lp, arrays)
+            red = _reduction(lp)
             if red is not None:
                 reductions[lp.label] = red
                 continue
@@ -227,26 +228,14 @@ def _uniform(kernel: Kernel, loop: For, tainted: set[str]) -> str:
     return ""
 
 
-def _reduction(loop: For, arrays: dict[str, int]) -> tuple[str, str, Expr] | None:
-    """``(acc, op, term)`` when the body is lets then ``acc = acc op term`` (op +, max, min)
-    with ``acc`` read nowhere else in it and the lets only reading."""
-    stmts = loop.body.stmts
-    if not stmts or not isinstance(stmts[-1], Assign) \
-            or not all(isinstance(s, Declare) for s in stmts[:-1]):
+def _reduction(loop: For) -> tuple[str, str, Expr] | None:
+    """``(acc, op, term)`` when the loop is a reduction (:func:`reduction_of`: lets, then
+    ``acc = acc op term`` with op +, max, min) whose partials this rule can start from an
+    identity value."""
+    found = reduction_of(loop)  # then the body ends in the Assign to the accumulator
+    if found is None or _identity(found[1], loop.body.stmts[-1].value.type) is None:
         return None
-    last = stmts[-1]
-    if not isinstance(last.value.type, ScalarType):
-        return None
-    found = analysis.accumulation(last.value, Var(last.name, last.value.type))
-    if found is None:
-        return None
-    op, term = ("sum" if found[0] == "+" else found[0]), found[1]
-    if last.name in analysis.used_vars(term) or any(
-            last.name in analysis.used_vars(s) for s in stmts[:-1]):
-        return None
-    if _identity(op, last.value.type) is None:
-        return None
-    return last.name, op, term
+    return found
 
 
 def _independent(kernel: Kernel, loop: For, arrays: dict[str, int]) -> str:
