@@ -18,6 +18,7 @@ from kir.ir import Assign, Binary, Block, Const, Declare, Expr, For, Kernel, Var
 from kir.ir.fold import fold, fold_expr
 from kir.ir.types import BOOL
 from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
+from kir.rules.guard import count_nodes
 
 MAX_FULL = 64
 
@@ -121,8 +122,8 @@ def _size_refusal(kernel: Kernel, loop: For, copies: int) -> NotApplicable | Non
     checked on every rule's result, but building an 8x unroll of an already huge loop only
     to throw it away is what made a replayed trace of repeated unrolls take minutes."""
     cap = limits.current().ir_nodes
-    size = sum(1 for _ in kernel.walk())
-    body = sum(1 for _ in loop.body.walk())
+    size = count_nodes(kernel, cap)  # counting stops past the cap
+    body = count_nodes(loop.body, cap)
     if size + body * max(copies - 1, 0) > cap:
         return NotApplicable(f"the result would have more than {cap} IR nodes (the limit per "
                              f"step; --limit ir_nodes=N raises it)")

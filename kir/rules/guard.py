@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from kir import limits
 from kir.errors import AnalysisLimitError, KirError, Loc, frame_place
-from kir.ir import Kernel
+from kir.ir import Kernel, Node
 
 
 class RuleError(KirError):
@@ -221,10 +221,11 @@ def _shown(value: object) -> str:
     return f"{type(value).__name__} {text[:60]}" if value is not None else "None"
 
 
-def count_nodes(kernel: Kernel, cap: int) -> int:
-    """The kernel's node count, counting no further than ``cap + 1``."""
+def count_nodes(node: Kernel | Node, cap: int) -> int:
+    """The node count of a kernel (or any node: a loop's body), counting no further than
+    ``cap + 1``."""
     count = 0
-    for _ in kernel.walk():
+    for _ in node.walk():
         count += 1
         if count > cap:
             break
