@@ -8,7 +8,7 @@ SIZE_SETS = {
     "flash_attn.cu": [{"B": 1, "H": 1, "N": 64, "D": 16, "T": 32},
                       {"B": 1, "H": 1, "N": 40, "D": 16, "T": 32}],
     "layernorm.cu": [{"rows": 4, "cols": 64}, {"rows": 3, "cols": 37}],
-    "reduce.cu": [{"n": 1000}, {"n": 777}],
+    "reduce.cu": [{"n": 5000}, {"n": 4321}],  # 10 and 9 blocks: grid-stride-reduce applies
     "selective_scan.cu": [{"B": 1, "L": 16, "D": 8, "S": 4}, {"B": 1, "L": 13, "D": 8, "S": 4}],
     "sgemm.cu": [{"M": 32, "N": 32, "K": 32, "TILE": 16}, {"M": 20, "N": 20, "K": 20, "TILE": 16}],
     "softmax.cu": [{"rows": 4, "cols": 64}, {"rows": 4, "cols": 33}],
