@@ -40,6 +40,10 @@ def builtin(name: str, inputs: dict):
         return "mx.fast.rms_norm", lambda: mx.fast.rms_norm(a["input"], a["weight"], eps)
     if name == "softmax_forward":
         return "mx.softmax", lambda: mx.softmax(a["inp"], axis=-1)
+    if name == "dot":
+        return "mx.inner", lambda: mx.inner(a["a"], a["b"])
+    if name == "row_sumsq":
+        return "mx.sum(x * x, axis=1)", lambda: mx.sum(a["x"] * a["x"], axis=1)
     if name == "sgemm_alpha_beta":
         alpha, beta = float(inputs["alpha"]), float(inputs["beta"])
         return "mx.addmm", lambda: mx.addmm(a["C"], a["A"], a["B"], alpha=alpha, beta=beta)

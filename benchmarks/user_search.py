@@ -47,6 +47,12 @@ CASES = {
     "corpus-softmax": ("tests/corpus/llm_train.cu",
                        "tests/corpus/llm_train.softmax_forward.kir.toml",
                        {"N": 8192, "C": 8192}, 60, "softmax_forward", 1.0),
+    # Reductions written in other styles (tests/rules/data): a CUDA-by-example dot product
+    # (grid-stride while loop, while-loop tree) and a row sum of squares with shuffle macros
+    # and a 2-D grid.
+    "dot-16M": ("tests/rules/data/dot_while_tree.cu", None, {"N": 1 << 24}, 60, "dot", 0.5),
+    "row-sumsq-8x2M": ("tests/rules/data/sum_shfl_warps.cu", None,
+                       {"rows": 8, "cols": 1 << 21}, 60, "row_sumsq", 0.5),
     "corpus-sgemm": ("tests/corpus/gemm_tutorial.cu", "tests/corpus/gemm_tutorial.naive.kir.toml",
                      {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
 }
