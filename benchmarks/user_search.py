@@ -84,6 +84,10 @@ def run_case(name: str, out: Path, time_scale: float) -> dict:
         row.update(best_ms=float(found.group(1)),
                    baseline_ms=float(found.group(3)) if found.group(3) else None,
                    evaluations=int(found.group(5)), search_s=float(found.group(7)))
+    # The search's own account of where its time went (stderr, after the search).
+    phases = [line for line in done.stderr.splitlines() if line.startswith("time: ")]
+    if phases:
+        row["time_line"] = phases[-1]
     row.update(builtin(job, ROOT / file, ROOT / spec if spec else None, sizes))
     if row.get("best_ms") and row.get("builtin_ms"):
         row["ratio"] = row["builtin_ms"] / row["best_ms"]

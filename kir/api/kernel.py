@@ -205,6 +205,8 @@ class SearchResult:
     kernel = property(lambda self: self.result.best_kernel, doc="the winner as kir IR")
     unit = property(lambda self: self.searched.unit)
     target = property(lambda self: self.searched.target)
+    phases = property(lambda self: self.result.phases,
+                      doc="where the search's seconds went (kir.search.phases.Phases)")
 
     @property
     def steps(self) -> list[str]:

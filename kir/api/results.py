@@ -132,7 +132,8 @@ def write_outputs(searched: Searched, paths: Mapping[str, Path], *,
         "target": result.target, "device": result.device, "time_ms": result.best_ms,
         "baseline_ms": result.baseline_ms, "modelled": result.modelled,
         "sizes": dict(loaded.bound.sizes), "time_sizes": dict(searched.time_sizes or {}),
-        "stopped": result.stopped})
+        "stopped": result.stopped, "wall_s": round(result.wall_s, 3),
+        "phases": result.phases.as_dict()})
     paths["ir"].write_text(ir_header(loaded) + print_kernel(result.best_kernel))
     module_error = None
     try:

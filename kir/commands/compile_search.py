@@ -73,6 +73,7 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     module cannot be written, or 130 after Ctrl-C (the best so far written)."""
     from kir.api.searching import SearchRequest, SearchSession
     from kir.commands.progress import ProgressBar
+    from kir.search.phases import time_line
 
     request = SearchRequest(args.target, args.budget, args.time, args.strategy, args.seed,
                             check_sizes_for(args, loaded), args.db or None, tuple(args.rules),
@@ -88,6 +89,7 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
         searched = session.run(progress=bar)
     finally:
         bar.close()
+    print(time_line(searched.result.phases, searched.result.wall_s), file=sys.stderr)
     if searched.baseline_failed:
         return baseline_failed(searched.result, loaded)
     return write_results(args, searched, paths)

@@ -16,6 +16,7 @@ out-of-bounds access), ``timeout`` (the interpreter's step limit, or the wall cl
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -28,6 +29,7 @@ from kir.ir import Kernel
 from kir.limits import WALL_FACTOR, current
 from kir.measure.cpu_pool import CheckPool
 from kir.search.evaluator import Evaluation, Status
+from kir.search.phases import Phases
 from kir.spec.compare import CheckResult, compare_outputs
 
 DEFAULT_SEEDS = (0, 1)
@@ -256,7 +258,11 @@ def verdict_of(result: CheckResult, case: Case) -> tuple[Evaluation | None, floa
 
 
 class Validating:
-    """Shared set-up: validation cases and a lazily started worker pool."""
+    """Shared set-up: validation cases and a lazily started worker pool. ``stats`` counts
+    where the evaluation time went (``check_wait_s``: this process waiting for validation,
+    or running it); :meth:`phases` says it to the search."""
+
+    validate_phase = "validate (interpreter)"
 
     def __init__(self, loaded: Loaded, profile: str | None, *,
                  validate_sizes: Sequence[dict[str, int]] | None, seeds: Sequence[int],
@@ -274,17 +280,42 @@ class Validating:
         self.workers = workers
         self.timeout_s = timeout_s
         self._pool: CheckPool | None = None
+        self.stats: Counter = Counter()
 
     def check(self, kernel: Kernel) -> Evaluation:
         """Verify, validate (and with a profile, model) ``kernel`` in this process."""
-        return check_kernel(kernel, self.context)
+        started = time.perf_counter()
+        try:
+            return check_kernel(kernel, self.context)
+        finally:
+            self.stats["check_wait_s"] += time.perf_counter() - started
 
     def check_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
         """:meth:`check` for each kernel in worker processes, verdicts in order."""
         if self._pool is None:
             self._pool = CheckPool(check_kernel, self.context, workers=self.workers,
                                    timeout_s=self.timeout_s * WALL_FACTOR)
-        return self._pool.run(list(kernels))
+        return self._waited(self._pool.run(list(kernels)))
+
+    def _waited(self, verdicts: Iterator[Evaluation]) -> Iterator[Evaluation]:
+        # Only the waits count: the workers validate while this process does other work
+        # (a GPU job, the search's bookkeeping), and that time is not validation's.
+        try:
+            while True:
+                started = time.perf_counter()
+                verdict = next(verdicts, None)
+                self.stats["check_wait_s"] += time.perf_counter() - started
+                if verdict is None:
+                    return
+                yield verdict
+        finally:
+            close = getattr(verdicts, "close", None)
+            if close is not None:
+                close()
+
+    def phases(self) -> Phases:
+        """Where evaluation time went (:mod:`kir.search.phases`): the wait for validation."""
+        return Phases({self.validate_phase: self.stats["check_wait_s"]})
 
     def close(self) -> None:
         """Stop the worker processes (a later batch starts new ones)."""

@@ -1,12 +1,12 @@
 """MLX on a real GPU as an evaluator: validate on the interpreter (in worker processes), then
 check and time the emitted kernel on the GPU in worker processes a crashing or hanging
-candidate cannot take down (:mod:`kir.measure.gpu`)."""
+candidate cannot take down (:mod:`kir.measure.gpu`). A candidate whose emitted call was
+judged already is answered without either (:mod:`kir.measure.same_source`)."""
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from kir.driver.load import Loaded
 from kir.errors import KirError
@@ -15,7 +15,9 @@ from kir.measure.cases import DEFAULT_MAX_STEPS, DEFAULT_SEEDS, Case, Validating
 from kir.measure.device import describe_gpu
 from kir.measure.gpu.pool import GpuPool
 from kir.measure.gpu.worker import GpuJob, GpuWorker, MLXRunner, Runner, build_gpu_case
+from kir.measure.same_source import SourceVerdicts, source_key
 from kir.search.evaluator import Evaluation
+from kir.search.phases import Phases
 
 
 class MLXEvaluator(Validating):
@@ -60,10 +62,10 @@ class MLXEvaluator(Validating):
         self.repeat = repeat
         self.give_up_factor = give_up_factor
         self.best_ms: float | None = None
-        # Where the evaluation time went: GPU jobs and their seconds, the compile + first
-        # run ("build_s"), output check and timing seconds inside them, and the waits for
-        # interpreter validation.
-        self.stats: Counter = Counter()
+        # ``stats`` (from Validating) adds where the GPU evaluation time went: GPU jobs and
+        # their seconds, the compile + first run ("build_s"), output check and timing
+        # seconds inside them, emitting here, and the candidates answered by source.
+        self.same_source = SourceVerdicts()
         runner = runner or MLXRunner()
         self.gpu: GpuWorker | GpuPool = GpuWorker(
             runner, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s) if gpu_workers <= 1 \
@@ -75,26 +77,58 @@ class MLXEvaluator(Validating):
         self.gpu.close()
 
     def evaluate(self, kernel: Kernel) -> Evaluation:
-        """Validate in this process, then time on the GPU."""
+        """Validate in this process, then time on the GPU (or, when a candidate with the
+        same emitted call was judged, its verdict)."""
+        emitted, key = self.emitted_call(kernel)
+        if key in self.same_source:
+            return self._duplicate(key)
         verdict = self.check(kernel)
-        return self.time(kernel) if verdict.ok else verdict
+        if verdict.ok:
+            verdict = self.time(kernel, emitted)
+        self.same_source.remember(key, kernel, verdict)
+        return verdict
 
     def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
         """Validate in worker processes, then check and time the valid ones on the GPU;
-        verdicts in order. With a pool of GPU workers every valid candidate is handed to
-        the pool as soon as its validation is in (they compile side by side)."""
+        verdicts in order. Only the first of the candidates sharing an emitted call is
+        judged; the others get its verdict."""
+        calls = [self.emitted_call(kernel) for kernel in kernels]
+        first: list[int] = []  # the positions judged, in order
+        keys: set[str | None] = set()
+        for i, (_, key) in enumerate(calls):
+            if key is None or (key not in self.same_source and key not in keys):
+                first.append(i)
+                keys.add(key)
+        judged = self._judge_many([kernels[i] for i in first], [calls[i][0] for i in first])
+        first_set = set(first)
+        try:
+            for i, (kernel, (_, key)) in enumerate(zip(kernels, calls)):
+                if i not in first_set:  # its first came earlier in the order: judged
+                    yield self._duplicate(key)
+                    continue
+                verdict = next(judged)
+                self.same_source.remember(key, kernel, verdict)
+                yield verdict
+        finally:
+            judged.close()
+
+    def _judge_many(self, kernels: Sequence[Kernel], calls: Sequence[Any]
+                    ) -> Iterator[Evaluation]:
+        """Validate ``kernels``, then check and time the valid ones; verdicts in order.
+        With a pool of GPU workers every valid candidate is handed to the pool as soon as
+        its validation is in (they compile side by side)."""
         verdicts = self.check_many(kernels)
         if not isinstance(self.gpu, GpuPool):
-            for kernel in kernels:
-                verdict = self._checked(verdicts)
-                yield self.time(kernel) if verdict.ok else verdict
+            for kernel, emitted in zip(kernels, calls):
+                verdict = next(verdicts)
+                yield self.time(kernel, emitted) if verdict.ok else verdict
             return
         pending: list = []
         try:
-            for kernel in kernels:
-                verdict = self._checked(verdicts)
-                pending.append((self.gpu.submit(self.gpu_job(kernel)), time.perf_counter())
-                               if verdict.ok else verdict)
+            for kernel, emitted in zip(kernels, calls):
+                verdict = next(verdicts)
+                pending.append((self.gpu.submit(self.gpu_job(kernel, emitted)),
+                                time.perf_counter()) if verdict.ok else verdict)
             for item in pending:
                 if isinstance(item, Evaluation):
                     yield item
@@ -106,18 +140,45 @@ class MLXEvaluator(Validating):
                 if not isinstance(item, Evaluation):
                     item[0].cancel()
 
-    def _checked(self, verdicts: Iterator[Evaluation]) -> Evaluation:
-        waited = time.perf_counter()
-        verdict = next(verdicts)
-        self.stats["check_wait_s"] += time.perf_counter() - waited
-        return verdict
+    def emitted_call(self, kernel: Kernel) -> tuple[Any, str | None]:
+        """``kernel`` emitted for the GPU at the compiled sizes (what its GPU job runs) and
+        its :func:`~kir.measure.same_source.source_key`; (None, None) when the emitter
+        refuses it (validation then says why, as for any candidate)."""
+        from kir.backends import emit
+
+        started = time.perf_counter()
+        try:
+            emitted = emit(kernel, self.loaded.bound, self.target)
+            return emitted, source_key(emitted, kernel)
+        except Exception:  # noqa: BLE001 - judged (and reported) on the usual path
+            return None, None
+        finally:
+            self.stats["emit_s"] += time.perf_counter() - started
+
+    def _duplicate(self, key: str) -> Evaluation:
+        self.stats["source_duplicates"] += 1
+        return self.same_source.answer(key)
+
+    def phases(self) -> Phases:
+        """Where evaluation time went (:mod:`kir.search.phases`): this process emitting and
+        waiting for validation, then inside the GPU jobs compiling (with the first run),
+        checking the outputs, timing and waiting for the GPU lock; with a pool of GPU
+        workers those seconds overlap."""
+        stats = self.stats
+        seconds = {"emit": stats["emit_s"], self.validate_phase: stats["check_wait_s"],
+                   "compile": stats["build_s"], "check": stats["check_s"],
+                   "time": stats["time_s"], "lock wait": stats["lock_wait_s"]}
+        counts = {"GPU jobs": stats["gpu_jobs"], "source duplicates": stats["source_duplicates"],
+                  "cut short": stats["cut_short"]}
+        return Phases(seconds, counts, overlapping=isinstance(self.gpu, GpuPool))
 
     def note_best(self, best_ms: float | None) -> None:
         """The search's best valid time so far (sets where timing gives up)."""
         self.best_ms = best_ms
 
-    def gpu_job(self, kernel: Kernel) -> GpuJob:
-        """The GPU worker's job for ``kernel``: check at the compiled sizes, then time."""
+    def gpu_job(self, kernel: Kernel, emitted: Any = None) -> GpuJob:
+        """The GPU worker's job for ``kernel``: check at the compiled sizes, then time
+        (``emitted``: the kernel already emitted, see :meth:`emitted_call`)."""
         bound = self.loaded.bound
         baseline = None if bound.spec.reference else self.loaded.kernel
         give_up = self.best_ms * self.give_up_factor \
@@ -125,7 +186,7 @@ class MLXEvaluator(Validating):
         path = bound.spec.path.resolve()
         return GpuJob(kernel, str(path), dict(bound.sizes), self.target,
                       self.warmup, self.repeat, 0, baseline, give_up,
-                      spec_text=None if path.is_file() else bound.spec.text)
+                      spec_text=None if path.is_file() else bound.spec.text, emitted=emitted)
 
     def gpu_case(self) -> Case:
         """Inputs at the compiled sizes with the spec reference's outputs (or, without a
@@ -137,11 +198,12 @@ class MLXEvaluator(Validating):
                                             self.gpu.runner).case
         return self._gpu_case
 
-    def time(self, kernel: Kernel) -> Evaluation:
-        """Emit, build, check once on the GPU at the compiled sizes, then time (median) — in
-        the GPU worker process, so a crash or a hang costs this candidate only."""
+    def time(self, kernel: Kernel, emitted: Any = None) -> Evaluation:
+        """Emit (unless ``emitted`` is given), build, check once on the GPU at the compiled
+        sizes, then time (median) — in the GPU worker process, so a crash or a hang costs
+        this candidate only."""
         started = time.perf_counter()
-        verdict = self.gpu.run(self.gpu_job(kernel))
+        verdict = self.gpu.run(self.gpu_job(kernel, emitted))
         return self._account(verdict, time.perf_counter() - started)
 
     def _account(self, verdict: Evaluation, wall_s: float) -> Evaluation:

@@ -26,6 +26,8 @@ class ModelEvaluator(Validating):
     """Validate on the interpreter, then the Apple-GPU cost model's time: ``modelled``."""
 
     modelled = True
+    # Validation and the model's counting are one interpreter run per case: one phase.
+    validate_phase = "validate + model (interpreter)"
 
     def __init__(self, loaded: Loaded, profile: str = "apple-m2", *,
                  validate_sizes: Sequence[dict[str, int]] | None = None,

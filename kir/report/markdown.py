@@ -11,6 +11,7 @@ from kir.ir.printer import print_kernel
 from kir.report.ablation import AblationRow, rule_outcomes
 from kir.report.plot import write_plot
 from kir.search.engine import SearchResult
+from kir.search.phases import phase_table
 
 _STATUS_ORDER = ("faster", "slower", "invalid", "compile_error", "crash", "timeout", "nan",
                  "not_applicable")
@@ -70,6 +71,10 @@ def write_report(directory: str | Path, *, result: SearchResult, base: Kernel,
     for name, value in (settings or {}).items():
         lines.append(f"| {name} | {value} |")
     lines += ["", "## Best-so-far time", "", plot_line, ""]
+    lines += ["## Where the time went", "",
+              "The search's seconds by phase: applying rules (with fingerprinting), the tuning "
+              "database, then the evaluator's phases.", "",
+              *phase_table(result.phases, result.wall_s), ""]
 
     lines += ["## Winning trace", ""]
     if not winner:

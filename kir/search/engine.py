@@ -19,6 +19,7 @@ from kir.rules import Applied, Rule, RuleContext, RuleError, Step, apply_trace
 from kir.search.db import TuningDB, TuningKey, kir_version
 from kir.search.evaluator import Evaluation, Evaluator, Status
 from kir.search.genome import Genome, canonical, genome_text
+from kir.search.phases import APPLY, DATABASE, EVALUATIONS, Phases, evaluator_phases
 
 STRATEGIES = ("evolve", "random", "greedy", "steady")
 
@@ -106,6 +107,8 @@ class SearchResult:
     stopped: str = "budget"
     target: str = ""
     device: str = ""
+    # Where the seconds went: the engine's phases and the evaluator's (kir.search.phases).
+    phases: Phases = field(default_factory=Phases)
 
     @property
     def speedup(self) -> float | None:
@@ -162,9 +165,12 @@ class Session:
     duplicates: int = field(init=False, default=0)
     _applied: dict[Genome, Applied] = field(init=False, default_factory=dict)
     _start: float = field(init=False, default_factory=time.monotonic)
+    _seconds: Counter = field(init=False, default_factory=Counter)  # the engine's phases
+    _evaluator_before: Phases = field(init=False, default_factory=Phases)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.config.seed)
+        self._evaluator_before = evaluator_phases(self.evaluator)
         if self.db is not None and self.key is None:
             self.key = default_key(self.base, self.evaluator, self.ctx.sizes)
 
@@ -172,7 +178,13 @@ class Session:
 
     def apply(self, genome: Sequence[Step]) -> Applied:
         """Apply a genome to the base kernel (memoized; rules are deterministic)."""
-        genome = tuple(genome)
+        started = time.perf_counter()
+        try:
+            return self._apply(tuple(genome))
+        finally:
+            self._seconds[APPLY] += time.perf_counter() - started
+
+    def _apply(self, genome: Genome) -> Applied:
         hit = self._applied.get(genome)
         if hit is not None:
             return hit
@@ -235,7 +247,9 @@ class Session:
         genome = canonical(genome, self.registry)
         try:
             applied = self.apply(genome)
+            started = time.perf_counter()
             fp = fingerprint(applied.kernel)  # a malformed kernel fails here, not later
+            self._seconds[APPLY] += time.perf_counter() - started
         except Exception as exc:  # noqa: BLE001 - a rule's bug rejects the candidate only
             # (a RuleError names the rule and its file, and the registry counted it)
             text = genome_text(genome)
@@ -263,7 +277,9 @@ class Session:
         cand.evaluation = evaluation
         self.calls += 1
         if self.db is not None and self.key is not None:
+            started = time.perf_counter()
             self.db.record(self.key, cand.fingerprint, genome_text(cand.genome), evaluation)
+            self._seconds[DATABASE] += time.perf_counter() - started
         self._record(cand, cached=False)
 
     def _stop_reason(self, pending: int) -> str | None:
@@ -313,7 +329,11 @@ class Session:
     def _lookup(self, fp: str) -> Evaluation | None:
         if self.db is None or self.key is None:
             return None
-        return self.db.lookup(self.key, fp)
+        started = time.perf_counter()
+        try:
+            return self.db.lookup(self.key, fp)
+        finally:
+            self._seconds[DATABASE] += time.perf_counter() - started
 
     def _record(self, cand: Candidate, *, cached: bool) -> None:
         self.seen[cand.fingerprint] = cand
@@ -341,6 +361,13 @@ class Session:
     def baseline_ms(self) -> float | None:
         return self.baseline.evaluation.time_ms if self.baseline else None
 
+    def phases(self) -> Phases:
+        """Where this search's seconds went: applying rules (with fingerprinting), the
+        tuning database, then the evaluator's phases since the search started."""
+        own = Phases({APPLY: self._seconds[APPLY], DATABASE: self._seconds[DATABASE]},
+                     {EVALUATIONS: len(self.history)})
+        return own + evaluator_phases(self.evaluator).since(self._evaluator_before)
+
     def result(self, stopped: str) -> SearchResult:
         """The search's outcome so far."""
         best = self.best
@@ -349,7 +376,7 @@ class Session:
             best.evaluation.time_ms if best else None, self.baseline_ms, tuple(self.history),
             dict(self.counts), time.monotonic() - self._start, bool(self.evaluator.modelled),
             self.calls, self.cached, self.duplicates, stopped,
-            self.evaluator.target, self.evaluator.device)
+            self.evaluator.target, self.evaluator.device, self.phases())
 
 
 _PENDING = Evaluation.rejected(Status.NOT_APPLICABLE, "not evaluated yet")

@@ -93,6 +93,28 @@ def test_search_writes_module_trace_ir_and_report(tmp_path, capsys):
         assert "### Step" in report and step in report
 
 
+def test_search_says_where_its_time_went(tmp_path, capsys):
+    code, _ = search(tmp_path, "--budget", "4")
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    lines = [line for line in out.err.splitlines() if line.startswith("time: ")]
+    assert len(lines) == 1, out.err
+    assert re.fullmatch(r"time: [0-9.]+ s wall; apply [0-9.]+ s, database [0-9.]+ s, "
+                        r"validate \+ model \(interpreter\) [0-9.]+ s; 4 evaluations, "
+                        r"[0-9.]+/s", lines[0]), lines[0]
+    report = (tmp_path / "rep" / "report.md").read_text()
+    table = report.split("## Where the time went", 1)[1].split("\n## ", 1)[0]
+    for row in ("| wall clock |", "| apply |", "| database |",
+                "| validate + model (interpreter) |", "| evaluations | 4 |"):
+        assert row in table, table
+    trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
+    assert trace["phases"]["counts"] == {"evaluations": 4}
+    assert set(trace["phases"]["seconds"]) == {"apply", "database",
+                                               "validate + model (interpreter)"}
+    assert trace["phases"]["seconds"]["validate + model (interpreter)"] > 0
+    assert 0 < trace["wall_s"]
+
+
 def test_second_run_is_answered_by_the_db(tmp_path, capsys):
     assert search(tmp_path)[0] == 0
     first = capsys.readouterr().out

@@ -4,6 +4,7 @@ broken rule, batching, crash handling, and the genome moves."""
 from __future__ import annotations
 
 import random
+import re
 import time
 
 import pytest
@@ -20,6 +21,7 @@ from kir.search import (
     search,
 )
 from kir.search.genome import all_steps, kernels_before
+from kir.search.phases import Phases, time_line
 
 from .doubles import BatchFunctionEvaluator, FunctionEvaluator
 from .search_toy import CTX, Explode, toy_evaluate, toy_kernel, toy_registry
@@ -110,6 +112,36 @@ def test_evolve_batches_generations_through_evaluate_many():
     assert ev.calls == 60 == len(result.history)
     plain, _ = run("evolve", budget=60)
     assert trajectory(result) == trajectory(plain)  # batching changes nothing
+
+
+class PhasedEvaluator(BatchFunctionEvaluator):
+    """Says where its time went: one "validate" second and one source duplicate a call,
+    counted from before the search (an evaluator another search used already)."""
+
+    def __init__(self, fn) -> None:
+        super().__init__(fn)
+        self.calls = 5  # earlier work, not this search's
+
+    def phases(self):
+        return Phases({"validate": float(self.calls)}, {"source duplicates": self.calls},
+                      overlapping=True)
+
+
+def test_phases_say_where_the_seconds_went():
+    result, ev = run("evolve", budget=30, evaluator=PhasedEvaluator(toy_evaluate))
+    phases = result.phases
+    assert list(phases.seconds)[:2] == ["apply", "database"]
+    assert 0 < phases.seconds["apply"] < result.wall_s
+    assert phases.seconds["validate"] == ev.calls - 5 == result.evaluator_calls
+    assert phases.counts == {"evaluations": 30, "source duplicates": 30}
+    assert phases.overlapping
+    line = time_line(phases, result.wall_s)
+    assert re.fullmatch(r"time: \S+ s wall; apply \S+ s, database \S+ s, validate 30.0 s "
+                        r"\(worker seconds overlap\); 30 evaluations, \S+/s; "
+                        r"30 source duplicates", line), line
+    plain, _ = run("evolve", budget=30)  # an evaluator without phases: the engine's own
+    assert list(plain.phases.seconds) == ["apply", "database"]
+    assert plain.phases.counts == {"evaluations": 30}
 
 
 def test_progress_reported_after_every_evaluation():

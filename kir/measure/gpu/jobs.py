@@ -57,6 +57,9 @@ class GpuJob:
     # The spec's text when it is not a file (a spec given to the Python API as TOML text or
     # a dict): the worker checks it as if read from spec_path.
     spec_text: str | None = None
+    # The kernel already emitted at ``sizes`` (a kir.backends.Emitted): the evaluator keyed
+    # the candidate by it (kir.measure.same_source), so the GPU runs exactly that call.
+    emitted: Any = None
 
     def case_key(self) -> tuple:
         """What the worker's cached inputs and expected outputs depend on."""
@@ -253,7 +256,8 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
     started = time.perf_counter()
     shared_wait = 0.0
     try:
-        emitted = emit(job.kernel, prepared.bound, job.target)
+        emitted = job.emitted if job.emitted is not None else \
+            emit(job.kernel, prepared.bound, job.target)
         built = runner.build(emitted)
         waiting = time.perf_counter()
         with lock.shared():  # other workers may compile and check meanwhile, not time
@@ -288,8 +292,9 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
         return Evaluation.rejected(Status.CRASH, f"timing raised {type(exc).__name__}: {exc}",
                                    trace=_trace()), runner.fatal(exc)
     done = time.perf_counter()
-    # Where a candidate's seconds went (build = emit + compile + the first run; waits for
-    # the GPU lock apart): what the search's throughput depends on, kept with every verdict.
+    # Where a candidate's seconds went (build = compile + the first run, and the emit when
+    # the job does not carry the emitted call; waits for the GPU lock apart): what the
+    # search's throughput depends on, kept with every verdict.
     phases = {"build_s": round(built_at - started - shared_wait, 4),
               "check_s": round(checked_at - built_at, 4),
               "lock_wait_s": round(shared_wait + locked_at - checked_at, 4),
