@@ -112,21 +112,33 @@ class Timing:
     cut_short: bool = False
 
 
+# A slow kernel's runs vary little against their length: past this many milliseconds of
+# timed runs, fewer runs (at least SLOW_RUNS) say as much (an unrewritten attention kernel
+# takes 3 s a run at N=4096, and 13 runs of it were a third of a two-minute search).
+TIMING_BUDGET_MS = 2000.0
+SLOW_RUNS = 3
+
+
 def measure(run_once: Callable[[], None], warmup: int = 3, repeat: int = 10,
             give_up_ms: float | None = None) -> Timing:
     """Time ``run_once`` (which must block until its work is done): ``warmup`` untimed runs,
-    then ``repeat`` timed ones. With ``give_up_ms``, the first warm-up run is timed and, when
-    it alone takes longer, timing stops there: a search does not need ten runs of a
-    candidate several times slower than its best to know it lost (the one run is reported,
-    flagged ``cut_short``)."""
+    then ``repeat`` timed ones. The first warm-up run is timed: with ``give_up_ms``, when it
+    alone takes longer, timing stops there: a search does not need ten runs of a candidate
+    several times slower than its best to know it lost (the one run is reported, flagged
+    ``cut_short``); and when the remaining runs would take more than ``TIMING_BUDGET_MS``,
+    the other warm-ups are skipped and the timed runs cut to what fits (``SLOW_RUNS`` at
+    least; ``runs`` says how many)."""
     warmup = max(warmup, 0)
-    if give_up_ms is not None and warmup:
+    if warmup:
         start = time.perf_counter()
         run_once()
         first = (time.perf_counter() - start) * 1e3
-        if first > give_up_ms:
+        if give_up_ms is not None and first > give_up_ms:
             return Timing(first, first, first, 0.0, 1, True)
         warmup -= 1
+        if first * (warmup + repeat) > TIMING_BUDGET_MS:
+            warmup = 0
+            repeat = min(repeat, max(SLOW_RUNS, int(TIMING_BUDGET_MS // max(first, 1e-9))))
     for _ in range(warmup):
         run_once()
     times = []

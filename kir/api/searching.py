@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 from kir import limits
 from kir.driver.load import Loaded
 from kir.errors import KirError
+from kir.api.finalists import retime_finalists
 from kir.rules import apply_trace, context_for
 
 DEFAULT_BUDGET = 40
@@ -309,6 +310,8 @@ class SearchSession:
                 if db is not None:
                     result = adopt_stored_best(result, db, self.key, base, registry, ctx)
                 if result.best_ms and result.stopped != "interrupted":
+                    result = retime_finalists(result, base, registry, ctx, self.evaluator,
+                                              self.note)
                     result, rows = ablate_and_adopt(result, base, registry, ctx,
                                                     self.evaluator, db, self.key)
         replay = apply_trace(base, result.best_steps, registry, ctx)

@@ -5,6 +5,7 @@ judged already is answered without either (:mod:`kir.measure.same_source`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Iterator, Sequence
 
@@ -175,6 +176,15 @@ class MLXEvaluator(Validating):
     def note_best(self, best_ms: float | None) -> None:
         """The search's best valid time so far (sets where timing gives up)."""
         self.best_ms = best_ms
+
+    def retime(self, kernel: Kernel, warmup: int = 5, repeat: int = 20) -> Evaluation:
+        """Check and time ``kernel`` again with nothing else running (after a search: see
+        :mod:`kir.api.finalists`), ``warmup`` + ``repeat`` runs as MLX's built-ins are
+        timed, never cut short."""
+        job = dataclasses.replace(self.gpu_job(kernel, self.emitted_call(kernel)[0]),
+                                  warmup=warmup, repeat=repeat, give_up_ms=None)
+        started = time.perf_counter()
+        return self._account(self.gpu.run(job), time.perf_counter() - started)
 
     def gpu_job(self, kernel: Kernel, emitted: Any = None) -> GpuJob:
         """The GPU worker's job for ``kernel``: check at the compiled sizes, then time
