@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from kir.analysis import next_loop_label, used_vars
+from kir.analysis import used_vars
 from kir.ir import Assign, Atomic, Binary, Call, For, Kernel, Node, Shuffle, Var
 from kir.rules import Rule, RuleContext, Step, apply_step
 from kir.search.genome import safe_sites
@@ -251,13 +251,11 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
     if any(isinstance(n, Atomic) and n.op == "add" for n in kernel.body.walk()):
         # A reduction finishing in atomic adds (to one address or one per row): a bounded
         # grid whose threads sum many former blocks' values in registers before the block
-        # combines once (Harris's "algorithm cascading"), that loop unrolled so each thread
-        # keeps several loads in flight. grid-stride-reduce's loop gets the next label.
-        cascade = next_loop_label(kernel)
+        # combines once (Harris's "algorithm cascading"). Unrolling the new loop by 4 or 8
+        # was slower on the H200 (BENCHMARKS.md), so the hint leaves that to the search.
         for blocks in (64, 32):
             out.append((f"grid-stride-reduction-{blocks}", [
-                Want("grid-stride-reduce", ("x",), {"blocks": blocks}),
-                Want("unroll-loop", (cascade,), {"factor": 8}), *_finishing(kernel)]))
+                Want("grid-stride-reduce", ("x",), {"blocks": blocks}), *_finishing(kernel)]))
     if not nest and thread_rows(kernel):
         # A thread per row (LLM training code's norms and softmaxes): a warp per row
         # instead, its lanes splitting the row's loops (Apex/PyTorch, MLX row kernels).
