@@ -15,7 +15,6 @@ from kir.ir import (
     Const,
     Continue,
     Declare,
-    Expr,
     For,
     If,
     Kernel,
@@ -28,7 +27,7 @@ from kir.ir import (
 )
 from kir.ir.types import BOOL, U32
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
-from kir.spec.size_to_ir import grid_to_ir
+from kir.rewrites.parallel.old_grid import old_grid
 from kir.spec.sizeexpr import eval_size_expr
 
 
@@ -101,27 +100,21 @@ class CoarsenThreads(BaseRule):
         loc = next((s.loc for s in rest if s.loc is not None), None)
         # The old grid size at run time from the kernel's scalar parameters; else the number
         # at the spec's sizes (the kernel is then specialized to them).
-        runtime = grid_to_ir(kernel, old, ctx.scalar_exprs, U32, check=ctx.sizes)
-        prelude: list[Stmt] = []
-        if runtime is None or isinstance(runtime, Const):
-            old_grid: Expr = Const(count, U32)
-        else:
-            g = analysis.fresh_name(kernel, f"grid_{site}", {c, b})
-            prelude.append(Declare(g, U32, runtime, loc=loc))
-            old_grid = Var(g, U32)
+        before = old_grid(kernel, site, count, ctx, {c, b}, loc)
+        prelude, grid_size = list(before.prelude), before.value
 
         def subst(n):
             if isinstance(n, Special) and n.axis == site and n.kind == "block":
                 return bvar
             if isinstance(n, Special) and n.axis == site and n.kind == "grid_dim":
-                return old_grid
+                return grid_size
             return None
 
         body = transform(body, subst)
         index = Binary("+", Binary("*", Special("block", site), Const(factor, U32), U32),
                        Var(c, U32), U32)
         inner: list[Stmt] = [Declare(b, U32, index, loc=loc),
-                             If(Binary("<", bvar, old_grid, BOOL), body, loc=loc)]
+                             If(Binary("<", bvar, grid_size, BOOL), body, loc=loc)]
         if barriers and allocs:
             inner.append(Barrier("block", loc=loc))
         loop = For(analysis.next_loop_label(kernel), c, U32, Const(0, U32),
@@ -129,7 +122,7 @@ class CoarsenThreads(BaseRule):
                    Binary("+", Var(c, U32), Const(1, U32), U32), Block(tuple(inner)), loc=loc)
         grid = list(kernel.launch.grid)
         grid[axis] = f"ceil(({old}) / {factor})"
-        specialized = kernel.launch.specialized or runtime is None
+        specialized = kernel.launch.specialized or before.specialized
         return dataclasses.replace(
             kernel, body=Block(tuple(allocs) + tuple(prelude) + (loop,), loc=kernel.body.loc),
             launch=dataclasses.replace(kernel.launch, grid=tuple(grid),

@@ -33,9 +33,9 @@ from kir.ir import (
 )
 from kir.ir.types import BOOL, I32, U32, ScalarType
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
-from kir.spec.size_to_ir import grid_to_ir
 from kir.spec.sizeexpr import eval_size_expr
 from kir.rewrites.parallel.block_combine import NotLinear, linear_combine
+from kir.rewrites.parallel.old_grid import old_grid
 
 
 @dataclass(frozen=True)
@@ -117,21 +117,15 @@ class GridStrideReduce(BaseRule):
         loc = next((s.loc for s in split.produce if s.loc is not None), None)
         vb = analysis.fresh_name(kernel, "block_x")
         taken = {vb}
-        prelude: list[Stmt] = []
-        runtime = grid_to_ir(kernel, old, ctx.scalar_exprs, U32, check=ctx.sizes)
-        if runtime is None or isinstance(runtime, Const):
-            old_grid: Expr = Const(count, U32)
-        else:
-            g = analysis.fresh_name(kernel, "grid_x", taken)
-            taken.add(g)
-            prelude.append(Declare(g, U32, runtime, loc=loc))
-            old_grid = Var(g, U32)
+        before = old_grid(kernel, "x", count, ctx, taken, loc)
+        taken |= {s.name for s in before.prelude if isinstance(s, Declare)}
+        grid_size = before.value
 
         def virtual_block(n):
             if isinstance(n, Special) and n.axis == "x" and n.kind == "block":
                 return Cast(Var(vb, I32), U32)
             if isinstance(n, Special) and n.axis == "x" and n.kind == "grid_dim":
-                return old_grid
+                return grid_size
             return None
 
         accumulators: dict[str, str] = {}
@@ -148,19 +142,19 @@ class GridStrideReduce(BaseRule):
         # A signed counter: unroll-loop leaves unsigned loops with a run-time bound alone
         # (their remainder bound could wrap); block counts are far below 2^31.
         loop = For(analysis.next_loop_label(kernel), vb, I32, Cast(Special("block", "x"), I32),
-                   Binary("<", Var(vb, I32), Cast(old_grid, I32), BOOL),
+                   Binary("<", Var(vb, I32), Cast(grid_size, I32), BOOL),
                    Binary("+", Var(vb, I32), Const(params.blocks, I32), I32),
                    Block(tuple(produce)), loc=loc)
         zeros = [Declare(acc, seed.type, Const(0.0 if seed.type.is_float else 0, seed.type),
                          loc=seed.loc)
                  for seed in split.seeds for acc in (accumulators[seed.name],)]
         combine = [_rename(s, accumulators) for s in split.combine]
-        body = (*split.allocs, *split.invariant, *prelude, *zeros, loop, *combine)
+        body = (*split.allocs, *split.invariant, *before.prelude, *zeros, loop, *combine)
         grid = (f"min({params.blocks}, {old})", *kernel.launch.grid[1:])
         return dataclasses.replace(
             kernel, body=Block(body, loc=kernel.body.loc),
             launch=dataclasses.replace(kernel.launch, grid=grid,
-                                       specialized=kernel.launch.specialized or runtime is None))
+                                       specialized=kernel.launch.specialized or before.specialized))
 
 
 def _split(kernel: Kernel) -> _Split:
