@@ -140,3 +140,70 @@ def test_the_hint_builds_the_cascade_on_each_style(path, sizes):
              for h in hints(loaded.kernel, REGISTRY, context_for(loaded, TARGETS["cuda"]))}
     steps = found.get("grid-stride-reduction-32")
     assert steps and steps[0] == "grid-stride-reduce{dim=x,blocks=32}", found
+
+
+# ------------------------------------------------------------------ random combine phases
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# Steps of a block combine, each reading the previous value ``{a}`` into ``{b}``: linear ones
+# (the rule may apply) and ones that are not (it must refuse, or results would change).
+LINEAR = [
+    "let {b}: f32 = {a} + shuffle.down({a}, 16)",
+    "let {b}: f32 = {a} - shuffle.xor({a}, 1)",
+    "let {b}: f32 = reduce.sum({a})",
+    "let {b}: f32 = {a} * 0.5",
+    "let {b}: f32 = select(thread.x < 8_u32, {a}, 0.0)",
+    "s[thread.x] = {a}\n  barrier block\n  let {b}: f32 = s[thread.x] + s[(thread.x + 1_u32) % 32_u32]"
+    "\n  barrier block",
+]
+NONLINEAR = [
+    "let {b}: f32 = reduce.max({a})",
+    "let {b}: f32 = {a} + 1.0",
+    "let {b}: f32 = {a} * {a}",
+    "let {b}: f32 = select({a} > 0.0, {a}, 0.0)",
+    "let {b}: f32 = abs({a})",
+]
+
+
+def _random_reduction(blocks: int, steps: list[str], everyone: bool) -> str:
+    body = [step.format(a=f"w{k}", b=f"w{k + 1}") for k, step in enumerate(steps)]
+    add = f"atomic.add(out[0], w{len(steps)})"
+    tail = f"  {add}\n" if everyone else f"  if thread.x == 0_u32 {{\n    {add}\n  }}\n"
+    return (f'kernel @r(x: f32* global const, out: f32* global, n: i32)\n'
+            f'    grid=("{blocks}", "1", "1") block=(32, 1, 1) shared_bytes=0 {{\n'
+            "  shared s: f32[32]\n"
+            "  let i: u32 = block.x * 32_u32 + thread.x\n"
+            "  let w0: f32 = 0.0\n"
+            "  if i < u32(n) {\n    w0 = x[i] * 2.0 - 3.0\n  }\n"
+            + "".join(f"  {line}\n" for line in body) + tail + "}\n")
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(old=st.integers(9, 70), blocks=st.sampled_from([8, 16, 32]),
+       steps=st.lists(st.sampled_from(LINEAR + NONLINEAR), min_size=1, max_size=3),
+       everyone=st.booleans(), short=st.integers(0, 40))
+def test_random_combines_are_rewritten_only_when_results_stay(old, blocks, steps, everyone,
+                                                              short):
+    """Random first phases and block combines: where the rule applies, the kernel computes
+    what it did (exactly: small integers, sums of them, halves); a combine with a step that
+    is not linear at or after the first step that exchanges values between threads is
+    refused (before it, a step is each thread's own work, summed per former block: fine)."""
+    import numpy as np
+
+    kernel = parse_kernel(_random_reduction(old, steps, everyone))
+    out = RULE.rewrite(kernel, "x", {"blocks": blocks}, RuleContext(sizes={}))
+    exchanges = [any(mark in step for mark in ("shuffle", "reduce.", "s[")) for step in steps]
+    first = exchanges.index(True) if True in exchanges else len(steps)
+    if any(step in NONLINEAR for step in steps[first:]):
+        assert isinstance(out, NotApplicable), steps
+        return
+    if isinstance(out, NotApplicable):
+        return  # a linear combine the analysis does not recognise: refused, still sound
+    n = old * 32 - short
+    rng = np.random.default_rng(old * 1000 + short)
+    args = {"x": rng.integers(-4, 5, size=old * 32).astype(np.float32),
+            "out": np.array([1.0], np.float32), "n": n}
+    assert same_outputs(kernel, out, args), steps
