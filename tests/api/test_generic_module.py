@@ -192,3 +192,31 @@ def test_choose_answers_without_arrays_and_refuses_what_does_not_fit():
     module = kir.load(DATA / "rmsnorm.cu").module_build(dtypes=("f32",)).load()
     assert module.choose({"rows": 2, "cols": 9}, {"x": "float32", "w": "float32"}) is not None
     assert module.choose({"rows": 2, "cols": 9}, {"x": "float16", "w": "float16"}) is None
+
+
+@needs_emulator
+def test_a_grid_stride_reduced_winner_in_the_module(monkeypatch):
+    """grid-stride-reduce's launch (``min(blocks, old grid)``) and its old grid computed at
+    run time work in the drop-in module at sizes other than the one it was rewritten at,
+    below and above the block count (CUDA and Metal modules on the emulator)."""
+    from kir.driver.load import load_kernel
+    from kir.rules import apply_trace, context_for, parse_step
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    loaded = load_kernel(examples / "reduce.cu", sizes={"n": 40000})  # 79 blocks
+    registry = load_registry(plugins=False)
+    steps = [parse_step("grid-stride-reduce{dim=x,blocks=16}", registry)]
+    winner = apply_trace(loaded.kernel, steps, registry, context_for(loaded)).kernel
+    assert winner.launch.grid[0].startswith("min(16, ")
+    for target in ("cuda", "metal"):
+        built = emulated_mlx.install(monkeypatch)
+        module = build_module(loaded, target=target, kernel=winner, steps=steps,
+                              registry=registry).load()
+        for n in (40000, 3000, 123457):  # 79, 6 and 242 former blocks
+            chosen = module.choose({"n": n}, {"in": "float32"}, [mx.ones((n,))])
+            assert chosen["label"].startswith("searched winner")  # not a fallback
+            x = np.random.default_rng(n).uniform(-1, 1, n).astype(np.float32)
+            total = np.array(module.reduce_sum(mx.array(x))).reshape(-1)[0]
+            assert abs(total - x.astype(np.float64).sum()) < 1e-3 * max(1.0, n ** 0.5), \
+                (target, n)
+        assert built and all(k.calls >= 1 for k in built)
