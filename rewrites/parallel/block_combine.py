@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from kir.analysis import declared_names
+from kir.analysis import buffers_written, declared_names
 from kir.ir import (
     Alloc,
     Assert,
@@ -80,7 +80,7 @@ def linear_combine(kernel: Kernel, combine: Iterable[Stmt], seeds: set[str],
     stmts = list(combine)
     shared = {a.name for a in kernel.body.walk() if isinstance(a, Alloc) and a.space == "shared"}
     local = {a.name for a in kernel.body.walk() if isinstance(a, Alloc) and a.space != "shared"}
-    written_globals = _written_globals(kernel)
+    written = buffers_written(kernel.body)
     linear_vars, linear_arrays = _propagate(stmts, set(seeds), shared)
     declared_here = declared_names(Block(tuple(stmts)))
     for name in sorted(linear_vars - seeds - declared_here):
@@ -92,7 +92,7 @@ def linear_combine(kernel: Kernel, combine: Iterable[Stmt], seeds: set[str],
                                            and not start.init.value):
             raise NotLinear(f"{name} starts at a value other than zero and then takes a "
                             "reduced value")
-    checker = _Checker(linear_vars, linear_arrays, shared, local, written_globals)
+    checker = _Checker(linear_vars, linear_arrays, shared, local, written)
     outputs: set[str] = set()
     for stmt in stmts:
         checker.stmt(stmt, outputs)
@@ -106,10 +106,6 @@ def linear_combine(kernel: Kernel, combine: Iterable[Stmt], seeds: set[str],
             raise NotLinear(f"an atomic {n.op} on {n.buffer} (only adds commute with the sum)")
     return Combine(frozenset(seeds), frozenset(linear_vars), frozenset(linear_arrays),
                    frozenset(outputs))
-
-
-def _written_globals(kernel: Kernel) -> set[str]:
-    return {n.buffer for n in kernel.body.walk() if isinstance(n, (Store, Atomic))}
 
 
 def _propagate(stmts: list[Stmt], linear: set[str], shared: set[str]
@@ -145,12 +141,12 @@ class _Checker:
     (conditions, indices, loop headers, other locals) is independent of the seeds."""
 
     def __init__(self, linear_vars: set[str], linear_arrays: set[str], shared: set[str],
-                 local: set[str], written_globals: set[str]) -> None:
+                 local: set[str], written: set[str]) -> None:
         self.linear_vars = linear_vars
         self.linear_arrays = linear_arrays
         self.shared = shared
         self.local = local
-        self.written_globals = written_globals
+        self.written = written
 
     # ----------------------------------------------------------------------- statements
 
@@ -226,7 +222,7 @@ class _Checker:
                     raise NotLinear(f"{what} reads {n.buffer}, which holds reduced values")
                 if n.buffer in self.shared or n.buffer in self.local:
                     raise NotLinear(f"{what} reads {n.buffer}, which the combine never fills")
-                if n.buffer in self.written_globals:
+                if n.buffer in self.written:
                     raise NotLinear(f"{what} reads {n.buffer}, which the kernel writes")
             if isinstance(n, Special) and n.kind in ("block", "grid_dim"):
                 raise NotLinear(f"{what} uses the block index or grid size")

@@ -148,7 +148,9 @@ class GridStrideReduce(BaseRule):
         zeros = [Declare(acc, seed.type, Const(0.0 if seed.type.is_float else 0, seed.type),
                          loc=seed.loc)
                  for seed in split.seeds for acc in (accumulators[seed.name],)]
-        combine = [_rename(s, accumulators) for s in split.combine]
+        combine = list(split.combine)
+        for seed, acc in accumulators.items():
+            combine = [analysis.rename_var(s, seed, acc) for s in combine]
         body = (*split.allocs, *split.invariant, *before.prelude, *zeros, loop, *combine)
         grid = (f"min({params.blocks}, {old})", *kernel.launch.grid[1:])
         return dataclasses.replace(
@@ -170,8 +172,7 @@ def _split(kernel: Kernel) -> _Split:
     produce, combine = rest[:cut], rest[cut:]
     if not produce or not combine:
         raise NotLinear("no per-thread phase before the block combines")
-    if any(isinstance(n, Special) and n.axis == "x" and n.kind in ("block", "grid_dim")
-           for s in combine for n in s.walk()):
+    if any(_block_or_grid_x(n) for s in combine for n in s.walk()):
         raise NotLinear("the block combine uses the block index or grid size")
     # Names the first phase gives a value after their declaration (assignments, loop
     # variables, atomic results): such a name may differ between former blocks.
@@ -190,9 +191,10 @@ def _split(kernel: Kernel) -> _Split:
             dependent.append(s)
     read_later = analysis.used_vars(Block(tuple(combine)))
     declared = {s.name: s for s in dependent if isinstance(s, Declare)}
+    computed = analysis.declared_names(Block(tuple(dependent)))
     seeds = []
     for name in sorted(read_later - invariant_names):
-        if name in analysis.declared_names(Block(tuple(dependent))):
+        if name in computed:
             seed = declared.get(name)
             if seed is None or not isinstance(seed.type, ScalarType) or seed.type == BOOL:
                 raise NotLinear(f"the block combine reads {name}, which the first phase "
@@ -212,6 +214,11 @@ def _combines(stmt: Stmt, shared: set[str]) -> bool:
                or (isinstance(n, Load) and n.buffer in shared) for n in stmt.walk())
 
 
+def _block_or_grid_x(n) -> bool:
+    """``block.x`` or ``grid_dim.x``: what differs between (or counts) the former blocks."""
+    return isinstance(n, Special) and n.axis == "x" and n.kind in ("block", "grid_dim")
+
+
 def _block_invariant(init: Expr | None, invariant: set[str], produced: set[str]) -> bool:
     """A declaration's value that is the same for every former block: no memory read, no
     block index or grid size, only kernel parameters and earlier such values (or no value:
@@ -221,21 +228,11 @@ def _block_invariant(init: Expr | None, invariant: set[str], produced: set[str])
     for n in init.walk():
         if isinstance(n, Load):
             return False
-        if isinstance(n, Special) and n.axis == "x" and n.kind in ("block", "grid_dim"):
+        if _block_or_grid_x(n):
             return False
         if isinstance(n, Var) and n.name in produced and n.name not in invariant:
             return False
     return True
-
-
-def _rename(stmt: Stmt, names: dict[str, str]) -> Stmt:
-    def swap(n):
-        if isinstance(n, Var) and n.name in names:
-            return Var(names[n.name], n.type)
-        if isinstance(n, Assign) and n.name in names:
-            return dataclasses.replace(n, name=names[n.name])
-        return None
-    return transform(stmt, swap)
 
 
 RULES = [GridStrideReduce()]
