@@ -18,6 +18,7 @@ from typing import Callable
 
 from kir.errors import KirError
 from kir.rules import apply_trace, parse_step
+from kir.search.genome import genome_text
 
 FINALISTS = 3  # candidates timed again: the winner and the next two
 
@@ -33,7 +34,7 @@ def retime_finalists(result, base, registry, ctx, evaluator,
     ranked = sorted((r for r in result.history if r.status == "ok" and r.time_ms is not None),
                     key=lambda r: r.time_ms)
     # The current best first (it may come from the tuning database, not this history).
-    finalists = [(result.best_ms, tuple(result.best_steps))]
+    finalists = [(result.best_ms, genome_text(result.best_steps))]
     seen = {result.best_kernel.fingerprint()}
     for record in ranked:
         if len(finalists) == count:
@@ -44,7 +45,7 @@ def retime_finalists(result, base, registry, ctx, evaluator,
     timed = []
     for searched_ms, genome in finalists:
         try:
-            steps = [s if not isinstance(s, str) else parse_step(s, registry) for s in genome]
+            steps = [parse_step(text, registry) for text in genome]
             replay = apply_trace(base, steps, registry, ctx)
         except KirError:
             continue
