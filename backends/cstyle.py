@@ -66,6 +66,9 @@ class Dialect:
     bare_special_floats: frozenset[str] = frozenset({"f32"})
     # (printer, matrix statement) -> lines; None where the target has no matrix fragments
     matrix: Callable[["Printer", ir.Stmt], list[str]] | None = None
+    # A line copying each scalar parameter into a local at the top of the body ("{type}",
+    # "{name}"), which ``scalar_param`` then reads; "" where parameters are read in place.
+    scalar_copy: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,9 @@ class Printer:
     names: dict[str, str] = field(default_factory=dict)   # kir name -> emitted name
     barrier_orders_device: bool = False
     helpers: set[str] = field(default_factory=set)
+    # fragment -> "a" / "b": operands of tf32 products, loaded in their own layouts
+    # (kir.backends.matrix_emit.tf32_operand_roles)
+    fragment_roles: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ names and types
 

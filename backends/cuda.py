@@ -10,7 +10,7 @@ blocks with ``shared_memory`` dynamic bytes.
 from __future__ import annotations
 
 from kir.backends.cstyle import BufferInfo, Dialect, Printer
-from kir.backends.matrix_emit import CUDA_HELPER, cuda_matrix
+from kir.backends.matrix_emit import CUDA_HELPER, CUDA_TF32_HELPER, cuda_matrix
 
 from kir import ir
 from kir.errors import UnsupportedError
@@ -88,7 +88,12 @@ CUDA = Dialect(
               "idx": "__shfl_sync(0xffffffffu, {value}, {lane}, {width})"},
     warp_reduces={"sum": "kir_warp_sum({value})", "max": "kir_warp_max({value})",
                   "min": "kir_warp_min({value})"},
-    scalar_param="{name}[0]",
+    # MLX passes scalars as device pointers (`const int32_t* n`) that nothing marks as
+    # unaliased, so a read of n[0] after any store is a fresh global load: in a loop that
+    # stores to shared memory each load then waits for the store before it (a tile-loading
+    # loop of a GEMM ran ~10x slower). Each scalar is read once, into a local.
+    scalar_param="kir_arg_{name}",
+    scalar_copy="const {type} kir_arg_{name} = {name}[0];",
     vector_pointer="*(({space}{type}*)({buffer} + {index}))",
     # MLX's header makes `inf` a macro; bit patterns need no header at all.
     infinity="__int_as_float(0x7f800000)",
@@ -164,8 +169,9 @@ unsigned int kir_xor(unsigned int v, unsigned int key) {
         for t in ("float", "int") for n in (2, 4) for op in "+-*/"),
 }
 
-# After "lane": the fragment helpers call kir_lane().
+# After "lane": the fragment helpers call kir_lane(); the TF32 ones use kir_frag8x8.
 HELPERS["matrix"] = CUDA_HELPER
+HELPERS["matrix_tf32"] = CUDA_TF32_HELPER
 
 def _input_space(shape: tuple[int, ...]) -> str:
     return "const "
@@ -177,7 +183,8 @@ CUDA_TARGET = Target(
     name="cuda", title="CUDA", group_word="block", max_threads=1024, max_shared_bytes=227 * 1024,
     max_static_shared_bytes=48 * 1024, warp_size=32, supports_f64=True, dynamic_shared=True,
     narrow_shuffles=True, input_space=_input_space, output_space="",
-    shared_space="", local_space="", typed_atomics=False, dialect=CUDA, helpers=HELPERS)
+    shared_space="", local_space="", typed_atomics=False, tf32_matrix=True, dialect=CUDA,
+    helpers=HELPERS)
 
 # What MLX puts before the header (mlx/backend/cuda/custom_kernel.cpp); for compiling the
 # full source outside MLX, STANDALONE_PRELUDE stands in for its utils.cuh include.

@@ -17,6 +17,7 @@ from kir.backends.emitted import Accumulation, Emitted, plan_inits
 from kir.backends.targets import target_named
 
 from kir import ir
+from kir.analysis.matrix_roles import tf32_operand_roles
 from kir.errors import KirError, LimitError, UnsupportedError
 from kir.ir.types import PointerType, ScalarType, VectorType
 from kir.spec.sizeexpr import eval_size_expr
@@ -121,10 +122,15 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
 
     printer = Printer(dialect, buffers,
                       scalar_params=frozenset(p.name for p in in_params if not p.is_buffer),
-                      names=names, barrier_orders_device=_reads_own_output(body, out_names))
+                      names=names, barrier_orders_device=_reads_own_output(body, out_names),
+                      fragment_roles=tf32_operand_roles(body) if target.tf32_matrix else {})
     if not target.narrow_shuffles:
         _check_full_width_shuffles(body, target)
     lines = printer.block(body, 1)
+    if dialect.scalar_copy:
+        lines = ["    " + dialect.scalar_copy.format(type=printer.type_name(p.type),
+                                                  name=printer.name(p.name))
+                 for p in in_params if not p.is_buffer] + lines
     source = "\n".join(lines)
     header = "\n\n".join(helpers[h] for h in helpers if h in printer.helpers)
 

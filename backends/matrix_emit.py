@@ -12,6 +12,16 @@ fragment of its own, laid out like an m8n8 ``mma.sync`` accumulator: 64 elements
 Loads and stores are direct per-lane accesses (no shuffles); the product gathers each row of
 ``a`` and column of ``b`` with ``__shfl_sync`` (3 shuffles and 2 FMAs per k step), so it is
 exact f32 arithmetic at a modest cost.
+
+A ``tf32`` product (``MatrixMultiplyAccumulate.precision``) runs on the tensor cores: one
+``mma.sync.aligned.m16n8k8`` with TF32 operands and f32 accumulation (PTX ISA, "Matrix
+Fragments for mma.m16n8k8", .tf32), its A rows 8-15 zero, so its C rows 0-7 are exactly the
+``kir_frag8x8`` layout. Its operands are loaded straight into the instruction's own layouts
+(lane ``4g + t`` holds A[g][t] and A[g][t+4], or B[t][g] and B[t+4][g]), rounded to TF32 on
+load as :func:`kir.interp.matrix.round_to_tf32` does; which fragments are A or B operands is
+found once per kernel (:func:`kir.analysis.matrix_roles.tf32_operand_roles`). Without ``__CUDA_ARCH__ >= 800`` (the CPU
+emulator, older GPUs) the same helpers compute the product with shuffles over the same
+rounded operands.
 """
 
 from __future__ import annotations
@@ -45,6 +55,10 @@ def _pointer(p: "Printer", buffer: str, index: ir.Expr, store: bool, loc) -> str
 def metal_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
     """Metal lines for one matrix statement."""
     p.helpers.add("simdgroup_matrix")
+    if isinstance(s, ir.MatrixMultiplyAccumulate) and s.precision != "f32":
+        raise UnsupportedError(f"Metal has no {s.precision} matrix product (SIMD-group "
+                               "matrices multiply in f32)", s.loc,
+                               hint="drop the tf32-matrix step for the Metal target")
     if isinstance(s, (ir.MatrixFill, ir.MatrixLoad)):
         _check_shape(s.type, s.loc, "Metal", ("f32", "f16"))
         elem = p.type_name(s.type.elem)
@@ -69,6 +83,11 @@ def metal_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
 def cuda_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
     """CUDA lines for one matrix statement (through the ``kir_frag`` helpers)."""
     p.helpers.update(("lane", "matrix"))
+    role = p.fragment_roles.get(s.name) if isinstance(s, (ir.MatrixFill, ir.MatrixLoad)) \
+        else None
+    if role is not None or (isinstance(s, ir.MatrixMultiplyAccumulate)
+                            and s.precision == "tf32"):
+        return _cuda_tf32(p, s, role)
     if isinstance(s, (ir.MatrixFill, ir.MatrixLoad)):
         _check_shape(s.type, s.loc, "CUDA", ("f32",))
         name = p.name(s.name)
@@ -83,6 +102,22 @@ def cuda_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
         ptr = _pointer(p, s.buffer, s.index, True, s.loc)
         return [f"kir_frag_store({ptr}, {p.expr(s.stride)}, {p.name(s.name)});"]
     raise UnsupportedError(f"CUDA backend cannot print {type(s).__name__}", ir.stmt_loc(s))
+
+
+def _cuda_tf32(p: "Printer", s: ir.Stmt, role: str | None) -> list[str]:
+    """A tf32 product, or the load or fill of one of its operands (``role`` "a" / "b")."""
+    p.helpers.add("matrix_tf32")
+    if isinstance(s, ir.MatrixMultiplyAccumulate):
+        return [f"kir_tf32_mma({p.name(s.acc)}, {p.name(s.a)}, {p.name(s.b)});"]
+    assert isinstance(s, (ir.MatrixFill, ir.MatrixLoad))
+    _check_shape(s.type, s.loc, "CUDA", ("f32",))
+    name = p.name(s.name)
+    if isinstance(s, ir.MatrixFill):
+        return [f"kir_tf32_frag {name} = kir_tf32_fill({p.expr(s.value)});"]
+    ptr = _pointer(p, s.buffer, s.index, False, s.loc)
+    transpose = "true" if s.transpose else "false"
+    return [f"kir_tf32_frag {name} = kir_tf32_load_{role}({ptr}, {p.expr(s.stride)}, "
+            f"{transpose});"]
 
 
 METAL_HELPER = "#include <metal_simdgroup_matrix>"
@@ -131,4 +166,72 @@ __device__ __forceinline__ void kir_frag_mma(kir_frag8x8& d, const kir_frag8x8& 
 }"""
 
 
-__all__ = ["metal_matrix", "cuda_matrix", "METAL_HELPER", "CUDA_HELPER"]
+CUDA_TF32_HELPER = r"""// TF32 operands of an m16n8k8 mma.sync whose A rows 8-15 are zero
+// (kir.backends.matrix_emit): lane 4g + t holds A[g][t] and A[g][t + 4], or B[t][g] and
+// B[t + 4][g], rounded to TF32; the accumulator is a kir_frag8x8 (the C rows 0-7).
+struct kir_tf32_frag { float v[2]; };
+__device__ __forceinline__ float kir_tf32_round(float x) {
+    // To nearest, ties away from zero (cvt.rna.tf32.f32); infinities and NaNs unchanged.
+    unsigned int u = __float_as_uint(x);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    return __uint_as_float(u);
+}
+__device__ __forceinline__ kir_tf32_frag kir_tf32_fill(float x) {
+    kir_tf32_frag f;
+    f.v[0] = f.v[1] = kir_tf32_round(x);
+    return f;
+}
+template <class T>
+__device__ __forceinline__ kir_tf32_frag kir_tf32_load_a(const T* p, int stride,
+                                                        bool transpose) {
+    unsigned int l = kir_lane();
+    int g = (int)(l >> 2), t = (int)(l & 3u);
+    kir_tf32_frag f;
+    f.v[0] = kir_tf32_round((float)(transpose ? p[t * stride + g] : p[g * stride + t]));
+    f.v[1] = kir_tf32_round((float)(transpose ? p[(t + 4) * stride + g]
+                                              : p[g * stride + t + 4]));
+    return f;
+}
+template <class T>
+__device__ __forceinline__ kir_tf32_frag kir_tf32_load_b(const T* p, int stride,
+                                                        bool transpose) {
+    unsigned int l = kir_lane();
+    int g = (int)(l >> 2), t = (int)(l & 3u);
+    kir_tf32_frag f;
+    f.v[0] = kir_tf32_round((float)(transpose ? p[g * stride + t] : p[t * stride + g]));
+    f.v[1] = kir_tf32_round((float)(transpose ? p[g * stride + t + 4]
+                                              : p[(t + 4) * stride + g]));
+    return f;
+}
+__device__ __forceinline__ void kir_tf32_mma(kir_frag8x8& d, const kir_tf32_frag& a,
+                                             const kir_tf32_frag& b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float c0 = d.v[0], c1 = d.v[1], c2 = 0.0f, c3 = 0.0f;
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+        : "r"(__float_as_uint(a.v[0])), "r"(0u), "r"(__float_as_uint(a.v[1])), "r"(0u),
+          "r"(__float_as_uint(b.v[0])), "r"(__float_as_uint(b.v[1])));
+    d.v[0] = c0;
+    d.v[1] = c1;
+#else
+    unsigned int l = kir_lane();
+    int g = (int)(l >> 2), t = (int)(l & 3u);
+    float d0 = d.v[0], d1 = d.v[1];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        // A[g][k] sits in lane 4g + k % 4, slot k / 4; B[k][c] in lane 4c + k % 4, slot k / 4.
+        float ak = __shfl_sync(0xffffffffu, a.v[k >> 2], (g << 2) | (k & 3));
+        float b0 = __shfl_sync(0xffffffffu, b.v[k >> 2], (t << 3) | (k & 3));
+        float b1 = __shfl_sync(0xffffffffu, b.v[k >> 2], (t << 3) | 4 | (k & 3));
+        d0 = fmaf(ak, b0, d0);
+        d1 = fmaf(ak, b1, d1);
+    }
+    d.v[0] = d0;
+    d.v[1] = d1;
+#endif
+}"""
+
+
+__all__ = ["metal_matrix", "cuda_matrix", "METAL_HELPER", "CUDA_HELPER", "CUDA_TF32_HELPER"]

@@ -8,8 +8,10 @@ as the built-ins are timed in benchmarks/user_search.py).
         --trace 'grid-stride-reduce{dim=x,blocks=64}' \\
         --trace 'grid-stride-reduce{dim=x,blocks=64};warp-reduce{at=0}'
 
-A trace is steps separated by ``;`` (an empty string: the unrewritten kernel). Prints one
-JSON line per trace and writes them to ``--out`` when given.
+A trace is steps separated by ``;`` (an empty string: the unrewritten kernel). ``--kir
+FILE.kir`` (repeatable) starts traces from a kernel in IR text instead (a dump, or one written
+by hand), with FILE's spec; each trace is then applied to each such kernel. Prints one JSON
+line per trace and writes them to ``--out`` when given.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec")
     parser.add_argument("--size", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--trace", action="append", default=[])
+    parser.add_argument("--kir", action="append", default=[],
+                        help="start from this IR text kernel (repeatable)")
     parser.add_argument("--builtin", help="the job's name in benchmarks/mlx_builtins.py")
     parser.add_argument("--target", default="cuda", choices=["cuda", "metal"])
     parser.add_argument("--out")
@@ -41,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from kir.driver.load import load_kernel, parse_size_overrides
     from kir.driver.registry import load_registry
     from kir.driver.runners import copy_inputs, reference_outputs
+    from kir.ir.parser import parse_kernel
     from kir.rules import apply_trace, context_for, parse_step
     from kir.spec.compare import compare_outputs
 
@@ -60,12 +65,14 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"trace": label, "median_ms": timing.median_ms, "min_ms": timing.min_ms,
                          "builtin": True})
             print(json.dumps(rows[-1]), flush=True)
-    for text in args.trace or [""]:
+    starts = [(None, loaded.kernel)] if not args.kir else [
+        (path, parse_kernel(Path(path).read_text(), path)) for path in args.kir]
+    for (start, base), text in ((s, t) for s in starts for t in args.trace or [""]):
         steps = [s.strip() for s in text.split(";") if s.strip()]
-        row: dict = {"trace": steps}
+        row: dict = {"trace": steps} if start is None else {"kir": start, "trace": steps}
         try:
             trace = [parse_step(s, registry) for s in steps]
-            applied = apply_trace(loaded.kernel, trace, registry, ctx, strict=True)
+            applied = apply_trace(base, trace, registry, ctx, strict=True)
             kernel = MLXKernel(emit(applied.kernel, bound, args.target))
             got = kernel(copy_inputs(inputs))
             check = compare_outputs(got, expected,

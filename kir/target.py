@@ -40,6 +40,9 @@ class Target:
     # per-thread arrays are refused. Without (CUDA), atomics act on plain memory.
     typed_atomics: bool
     typed_atomic_types: frozenset[str] = frozenset()
+    # Matrix products with TF32 operands and f32 accumulation (tensor cores); without, every
+    # matrix product is exact f32 (Metal's SIMD-group matrices).
+    tf32_matrix: bool = False
     dialect: Any = field(default=None, repr=False, compare=False)  # a cstyle.Dialect
     helpers: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 

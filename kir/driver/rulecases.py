@@ -19,7 +19,9 @@ next line, CHECK-NOT forbids its text between the previous match and the next on
 end). ``{{regex}}`` inside a pattern is a regular expression; the rest is literal.
 
 EQUIV runs the input and the result on the interpreter with the same random inputs (buffers
-of the given element counts, scalars of the given values) and compares every buffer.
+of the given element counts, scalars of the given values) and compares every buffer, within
+``rtol=1e-4 atol=1e-5`` unless the line gives its own (a rule that trades precision, such as
+``tf32-matrix``: ``# EQUIV: A[256] C[64] rtol=1e-2 atol=2e-2``).
 ``# SCALARS: n=60`` gives the rules the values a spec would bind to scalar arguments
 (:attr:`kir.rules.RuleContext.scalars`): specialize-param needs one, and dependence tests
 use them as facts.
@@ -235,6 +237,7 @@ def equivalent(before: Kernel, after: Kernel, spec: str, seeds: tuple[int, ...] 
     from kir.interp import run_kernel
 
     items = dict(_equiv_item(word) for word in spec.split())
+    rtol, atol = float(items.pop("rtol", 1e-4)), float(items.pop("atol", 1e-5))
     for seed in seeds:
         rng = np.random.default_rng(seed)
         args: dict = {}
@@ -253,7 +256,7 @@ def equivalent(before: Kernel, after: Kernel, spec: str, seeds: tuple[int, ...] 
         want = run_kernel(before, dict(args))
         got = run_kernel(after, dict(args))
         for name, array in want.items():
-            if not np.allclose(got[name], array, rtol=1e-4, atol=1e-5, equal_nan=True):
+            if not np.allclose(got[name], array, rtol=rtol, atol=atol, equal_nan=True):
                 return f"EQUIV: buffer {name!r} differs after the steps (seed {seed})"
     return ""
 

@@ -5,7 +5,8 @@ the warps of the chunk (every block's warps in order), kept in ``State.env`` und
 fragment's name. Each statement acts for the warps whose 32 lanes are all live; a warp that
 reaches one with only some lanes live is an error (the hardware needs all of them), as is an
 index or stride that differs between the lanes of a warp. Arithmetic is f32 (numpy matmul
-per warp), as Metal's simdgroup float8x8 computes it.
+per warp), as Metal's simdgroup float8x8 computes it; a ``tf32`` product first rounds its
+operands with :func:`round_to_tf32`, as the CUDA back end does before ``mma.sync``.
 """
 
 from __future__ import annotations
@@ -131,13 +132,26 @@ def _load(compiler: "StmtCompiler", s: ir.MatrixLoad) -> StmtFn:
     return run
 
 
+def round_to_tf32(values: np.ndarray) -> np.ndarray:
+    """f32 ``values`` rounded to TF32 (8 exponent bits, 10 explicit mantissa bits): to
+    nearest, ties away from zero, the low 13 bits cleared — PTX ``cvt.rna.tf32.f32``. Infinities
+    and NaNs pass unchanged; a value within half a TF32 step of the largest float rounds to
+    infinity, as the instruction does."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    return np.where(finite, rounded, bits).view(np.float32)
+
+
 def _mma(s: ir.MatrixMultiplyAccumulate) -> StmtFn:
+    operands = round_to_tf32 if s.precision == "tf32" else (lambda x: x)
+
     def run(st: State, mask: np.ndarray) -> None:
         active = _warps(st, mask, s.loc)
         if not active.any():
             return
         acc = st.env[s.acc].copy()
-        a, b = st.env[s.a][active], st.env[s.b][active]
+        a, b = operands(st.env[s.a][active]), operands(st.env[s.b][active])
         acc[active] = np.matmul(a, b, dtype=np.float32) + acc[active]
         st.env[s.acc] = acc
     return run

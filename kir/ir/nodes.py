@@ -428,11 +428,19 @@ class MatrixLoad(Stmt):
 @node
 class MatrixMultiplyAccumulate(Stmt):
     """``acc = a · b + acc`` on fragments (Metal ``simdgroup_multiply_accumulate``, CUDA
-    ``wmma::mma_sync``); ``acc`` must be a fragment declared earlier."""
+    ``wmma::mma_sync``); ``acc`` must be a fragment declared earlier.
+
+    ``precision`` is what the product may lose: ``"f32"`` (exact f32 products) or
+    ``"tf32"`` (every element of ``a`` and ``b`` first rounded to TF32 — 10 explicit mantissa
+    bits, to nearest, ties away from zero, as CUDA's ``cvt.rna.tf32.f32`` — then multiplied
+    exactly and accumulated in f32: NVIDIA tensor cores' f32 path). Only targets with
+    ``Target.tf32_matrix`` print a TF32 product; the interpreter rounds the same way, so
+    validation decides whether a spec's tolerance admits it."""
 
     acc: str
     a: str
     b: str
+    precision: str = "f32"
     loc: Loc | None = _loc()
 
 

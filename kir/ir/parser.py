@@ -352,8 +352,9 @@ class _Builder:
                           transposed is not None, loc=self._stmt_loc(meta))
 
     def on_matrix_mma(self, meta, kids):
-        _, acc, a, _, b = kids
+        _, acc, a, _, b, precision = kids
         return MatrixMultiplyAccumulate(_unescape(acc), _unescape(a), _unescape(b),
+                                        "f32" if precision is None else str(precision),
                                         loc=self._stmt_loc(meta))
 
     def on_matrix_store(self, meta, kids):

@@ -68,7 +68,7 @@ RESERVED = frozenset("""
     do if else barrier atomic dynamic return break continue true false as fast select shuffle reduce
     inf nan lane warp warp_size thread block_dim grid_dim bool i8 u8 i32 u32 i64 u64 f16 bf16 f32
     f64
-    matrix fill mload stride transposed mma mstore assert
+    matrix fill mload stride transposed mma tf32 mstore assert
 """.split())
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPED = re.compile(
@@ -330,8 +330,9 @@ def _lines(stmt: Stmt, env: Env, depth: int) -> list[tuple[int, str, object]]:
                            f"{format_name(s.buffer)}[{print_expr(s.index, env)}] stride "
                            f"{print_expr(s.stride, env)}{tail}", s.loc))
         elif isinstance(s, MatrixMultiplyAccumulate):
+            tail = f" {s.precision}" if s.precision != "f32" else ""
             out.append((d, f"mma {format_name(s.acc)} += {format_name(s.a)} * "
-                           f"{format_name(s.b)}", s.loc))
+                           f"{format_name(s.b)}{tail}", s.loc))
         elif isinstance(s, MatrixStore):
             out.append((d, f"mstore {format_name(s.buffer)}[{print_expr(s.index, env)}] stride "
                            f"{print_expr(s.stride, env)} = {format_name(s.name)}", s.loc))

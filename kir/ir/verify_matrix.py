@@ -27,6 +27,7 @@ from kir.ir.nodes import WARP
 from kir.ir.types import MatrixType, ScalarType, Type
 
 MATRIX_STMTS = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
+PRECISIONS = frozenset({"f32", "tf32"})  # MatrixMultiplyAccumulate.precision
 
 
 def _is_int(t: Type) -> bool:
@@ -61,6 +62,11 @@ def matrix_problem(stmt: Stmt, fragments: dict[str, Type], buffers: dict,
               and a.elem == b.elem == acc.elem)  # type: ignore[union-attr]
         if not ok:
             return f"matrix product {a} · {b} does not fit accumulator {acc}", None
+        if stmt.precision not in PRECISIONS:
+            return (f"unknown matrix product precision {stmt.precision!r}",
+                    f"one of {', '.join(sorted(PRECISIONS))}")
+        if stmt.precision == "tf32" and acc.elem.name != "f32":  # type: ignore[union-attr]
+            return f"a tf32 product needs f32 fragments, not {acc}", None
         return None
     if isinstance(stmt, MatrixStore):
         if stmt.name not in fragments:

@@ -205,7 +205,15 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         tiles, inner = mm
         # Matrix units for the inner product (simdgroup_matrix / mma); what else applies to
         # a tile loop must leave its fragments alone, so it is a recipe of its own.
-        out.append(("mma-matmul", [Want("mma-tile", any_site=True), *_finishing(kernel)]))
+        # At the tile as written and re-tiled to 32 (four times the warps per block), each
+        # also on TF32 tensor cores; where the target refuses tf32-matrix (Metal) a TF32
+        # recipe equals the one before it and is dropped as a duplicate.
+        retiled = [Want("retile", any_site=True, params={"value": 32})]
+        for name, first in (("mma-matmul", []), ("retiled-mma-matmul", retiled)):
+            mma = [*first, Want("mma-tile", any_site=True)]
+            out.append((name, [*mma, *_finishing(kernel)]))
+            out.append((f"{name}-tf32", [*mma, Want("tf32-matrix", ("all",)),
+                                         *_finishing(kernel)]))
         out.append(("tiled-matmul", [
             Want("cooperative-load", (tiles,)),
             Want("vectorize-access", (tiles,), {"width": 4}),

@@ -46,7 +46,7 @@ def test_cuda_uses_the_f32_fragment_helper() -> None:
     assert "struct kir_frag8x8" in e.header and "kir_lane()" in e.header
     assert e.header.index("unsigned int kir_lane()") < e.header.index("struct kir_frag8x8")
     lines = [line.strip() for line in e.source.splitlines()]
-    assert "kir_frag8x8 acc = kir_frag_fill(one[0]);" in lines
+    assert "kir_frag8x8 acc = kir_frag_fill(kir_arg_one);" in lines
     assert "kir_frag8x8 b = kir_frag_load(&Bs[0], 8, true);" in lines
     assert "kir_frag_mma(acc, a, b);" in lines
     assert "kir_frag_store(&C[(int)kir_warp() * 64], 8, acc);" in lines
