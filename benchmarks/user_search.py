@@ -53,6 +53,10 @@ CASES = {
     "dot-16M": ("tests/rules/data/dot_while_tree.cu", None, {"N": 1 << 24}, 60, "dot", 0.5),
     "row-sumsq-8x2M": ("tests/rules/data/sum_shfl_warps.cu", None,
                        {"rows": 8, "cols": 1 << 21}, 60, "row_sumsq", 0.5),
+    # A shared-memory GEMM written unlike examples/sgemm.cu (tests/rules/data): a #define'd
+    # tile, if/else tile loads, the k loop stepping by the tile, an alpha/beta epilogue.
+    "gemm-ab-2048": ("tests/rules/data/gemm_ab_ifelse.cu", None,
+                     {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
     "corpus-sgemm": ("tests/corpus/gemm_tutorial.cu", "tests/corpus/gemm_tutorial.naive.kir.toml",
                      {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
 }

@@ -142,7 +142,7 @@ class MmaTile(LoopRule):
 
     def plan_loop(self, kernel: Kernel, loop: For) -> InnerProduct | NotApplicable:
         site = loop.label
-        product = _product(loop)
+        product = inner_product(loop)
         if product is None:
             return NotApplicable(f"{site} is not `acc = acc + x[..] * y[..]` over f32")
         acc, loads = product
@@ -173,7 +173,7 @@ class MmaTile(LoopRule):
         return _rewrite(kernel, plan.loop, plan.acc, plan.operands, plan.top, plan.tile)
 
 
-def _product(loop: For) -> tuple[str, tuple[Load, Load]] | None:
+def inner_product(loop: For) -> tuple[str, tuple[Load, Load]] | None:
     """(acc, (load, load)) when the body is exactly ``acc = acc + l1 * l2`` in f32."""
     if len(loop.body.stmts) != 1 or not isinstance(loop.body.stmts[0], Assign):
         return None

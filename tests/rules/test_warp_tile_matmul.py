@@ -1,0 +1,184 @@
+"""warp-tile-matmul: the matmul example and a differently-written alpha/beta GEMM (a #define'd
+tile, if/else tile loads, the k loop stepping by the tile) rebuilt warp-tiled at every block
+tile, right at sizes other than the ones rewritten at (ragged, larger), on the interpreter and
+emitted for CUDA (also on TF32) and Metal on the CPU emulator; kernels that are not exactly a
+GEMM are refused, never rebuilt into one; the target's limits; the hints."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from loop_sizes import EXAMPLES
+
+from kir.backends import TARGETS
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
+from kir.driver.runners import check_on_target, copy_inputs, run_interp
+from kir.ir import For, MatrixMultiplyAccumulate
+from kir.ir.parser import parse_kernel
+from kir.rules import NotApplicable, RuleContext, apply_trace, context_for, parse_step
+from kir.rewrites.matmul.warp_tile_matmul import CONFIGS, RULES, parse_config
+from kir.search.hints import hints
+from kir.spec.compare import compare_outputs
+
+RULE = RULES[0]
+REGISTRY = load_registry(plugins=False)
+DATA = Path(__file__).parent / "data"
+KERNELS = [EXAMPLES / "sgemm.cu", DATA / "gemm_ab_ifelse.cu"]
+OTHER_SIZES = [{"M": 33, "N": 97, "K": 65}, {"M": 130, "N": 64, "K": 16}, {"M": 1, "N": 5, "K": 3}]
+
+
+def _rewritten(path: Path, steps: list[str], target: str = "cuda", sizes: dict | None = None):
+    loaded = load_kernel(path, sizes=sizes or {})
+    trace = [parse_step(s, REGISTRY) for s in steps]
+    ctx = context_for(loaded, TARGETS[target])
+    return loaded, apply_trace(loaded.kernel, trace, REGISTRY, ctx, strict=True).kernel
+
+
+def _agrees(path: Path, kernel, sizes: dict, runner=None) -> None:
+    """``kernel`` (rewritten at the spec's sizes) gives the reference's results at ``sizes``."""
+    sized = load_kernel(path, sizes=sizes)
+    bound = sized.bound
+    inputs = bound.make_inputs(2)
+    want = bound.reference(copy_inputs(inputs))
+    rewritten = dataclasses.replace(sized, kernel=kernel)
+    got = (runner or run_interp)(rewritten, copy_inputs(inputs))
+    result = compare_outputs(got, want, lambda o: bound.tolerance(bound.spec.args[o].dtype))
+    assert result.ok, (path.name, sizes, result.describe())
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_block_tile_is_right_at_other_sizes(path, config):
+    _, out = _rewritten(path, [f"warp-tile-matmul{{loop=L1,config={config}}}"])
+    cfg = parse_config(config)
+    assert out.launch.block == (cfg.threads, 1, 1) and not out.launch.specialized
+    products = [n for n in out.body.walk() if isinstance(n, MatrixMultiplyAccumulate)]
+    assert len(products) == cfg.frags_m * cfg.frags_n  # one per accumulator, per k step
+    for sizes in OTHER_SIZES:
+        _agrees(path, out, sizes)
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: p.stem)
+def test_emitted_for_both_targets_on_the_emulator(path):
+    """CUDA in f32 and on TF32 (the portable path of the helpers), Metal's SIMD-group
+    matrices, at a ragged size, through the C++ CPU emulator."""
+    from kir.backends.emulate import emulator_available
+    from kir.driver.runners import RUNNERS
+
+    if not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    step = "warp-tile-matmul{loop=L1,config=32x64x16/1x2}"
+    for target, steps in (("cuda", [step]), ("cuda", [step, "tf32-matrix{at=all}"]),
+                          ("metal", [step])):
+        _, out = _rewritten(path, steps, target)
+        _agrees(path, out, OTHER_SIZES[0], RUNNERS[f"emulate-{target}"])
+    sized = load_kernel(path)
+    assert check_on_target(dataclasses.replace(sized, kernel=out), "emulate-metal").result.ok
+
+
+def test_over_metal_threadgroup_memory_is_refused():
+    loaded = load_kernel(EXAMPLES / "sgemm.cu")
+    ctx = context_for(loaded, TARGETS["metal"])
+    result = RULE.rewrite(loaded.kernel, "L1", {"config": "128x128x32/2x4"}, ctx)
+    assert isinstance(result, NotApplicable) and "does not verify" in result.reason
+    assert not isinstance(RULE.rewrite(loaded.kernel, "L1", {"config": "128x128x32/2x4"},
+                                       context_for(loaded, TARGETS["cuda"])), NotApplicable)
+
+
+def test_hints_put_it_first_for_both_styles():
+    for path in KERNELS:
+        loaded = load_kernel(path)
+        found = hints(loaded.kernel, REGISTRY, context_for(loaded, TARGETS["cuda"]))
+        first = found[0]
+        assert first.name.startswith("warp-tiled-matmul") and first.steps[0].rule == RULE.name
+        assert any(h.name.endswith("-tf32") and [s.rule for s in h.steps] ==
+                   [RULE.name, "tf32-matrix"] for h in found)
+
+
+# ------------------------------------------------------------------------------ refusals
+
+CLASSIC = """
+kernel @mm(A: f32* global const, B: f32* global const, C: f32* global, M: i32, N: i32, K: i32)
+    grid=("ceil(N / 16)", "ceil(M / 16)", "1") block=(16, 16, 1) shared_bytes=0 {
+  shared As: f32[256]
+  shared Bs: f32[256]
+  let tx: i32 = i32(thread.x)
+  let ty: i32 = i32(thread.y)
+  let row: i32 = i32(block.y) * 16 + ty
+  let col: i32 = i32(block.x) * 16 + tx
+  let acc: f32 = ACC0
+  for L0 t: i32 = 0; t < TILES; t = t + 1 {
+    As[ty * 16 + tx] = select(row < M && t * 16 + tx < K, A[row * K + A_K], 0.0)
+    Bs[ty * 16 + tx] = B_STORE
+    barrier block
+    for L1 k: i32 = 0; k < 16; k = k + 1 {
+      acc = acc + As[ty * 16 + k] * Bs[k * 16 + tx]
+    }
+    barrier block
+  }
+  EPILOGUE
+}
+"""
+PARTS = {
+    "ACC0": "0.0",
+    "TILES": "(K + 16 - 1) / 16",
+    "A_K": "t * 16 + tx",
+    "B_STORE": "select(t * 16 + ty < K && col < N, B[(t * 16 + ty) * N + col], 0.0)",
+    "EPILOGUE": "if row < M && col < N {\n    C[row * N + col] = acc\n  }",
+}
+
+
+def _classic(**changes: str):
+    text = CLASSIC
+    for key, value in {**PARTS, **changes}.items():
+        text = text.replace(key, value)
+    return parse_kernel(text)
+
+
+def _apply(kernel):
+    ctx = RuleContext(target=TARGETS["cuda"], scalar_exprs={"M": "M", "N": "N", "K": "K"})
+    return RULE.rewrite(kernel, "L1", {"config": "64x64x16/2x2"}, ctx)
+
+
+def test_the_classic_form_is_rebuilt():
+    out = _apply(_classic())
+    assert not isinstance(out, NotApplicable), out
+    assert out.launch.grid == ("ceil(N / 64)", "ceil(M / 64)", "1")
+
+
+@pytest.mark.parametrize("change,reason", [
+    # An off-by-one in A's k index: a different computation, never rebuilt as a GEMM.
+    ({"A_K": "t * 16 + tx + 1"}, "not read row-major"),
+    # The tail tile dropped (K / 16 tiles): the original ignores the last K % 16 terms.
+    ({"TILES": "K / 16"}, "ceil(K / 16)"),
+    ({"ACC0": "1.0"}, "does not start at 0"),
+    # Unguarded loads (kernels that assume sizes are tile multiples): bounds unknown.
+    ({"B_STORE": "B[(t * 16 + ty) * N + col]"}, "more than load the two tiles"),
+    # A store without a guard would write rows past M in a taller block tile.
+    ({"EPILOGUE": "C[row * N + col] = acc"}, "exactly one `if"),
+    # The epilogue reads something else the original computed per thread.
+    ({"EPILOGUE": "if row < M && col < N {\n    C[row * N + col] = acc + f32(tx)\n  }"},
+     "reads 'tx'"),
+    # B's guard tests another bound than the store's: the two disagree on what N is.
+    ({"B_STORE": "select(t * 16 + ty < K && col < M, B[(t * 16 + ty) * N + col], 0.0)"},
+     "does not require row < M and col < M"),
+])
+def test_kernels_that_are_not_exactly_a_gemm_are_refused(change, reason):
+    result = _apply(_classic(**change))
+    assert isinstance(result, NotApplicable), change
+    assert reason in result.reason, result.reason
+
+
+def test_without_the_specs_size_expressions_it_is_refused():
+    result = RULE.rewrite(_classic(), "L1", {"config": "64x64x16/2x2"},
+                          RuleContext(target=TARGETS["cuda"]))
+    assert isinstance(result, NotApplicable) and "size expression" in result.reason
+
+
+def test_the_k_loop_of_the_result_runs_to_k():
+    out = _apply(_classic())
+    loops = [n for n in out.body.stmts if isinstance(n, For)]
+    assert loops[0].var == "wt_k0" and "K" in str(loops[0].cond)
