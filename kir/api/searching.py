@@ -104,8 +104,9 @@ def sizes_label(sizes: Mapping[str, int]) -> str:
 
 
 def time_unit(evaluator) -> str:
-    """What every time of this search is: measured or modelled, and at which sizes (the cost
-    model counts at the check sizes, a GPU times at the compiled ones)."""
+    """What every time of this search is: measured or modelled, and at which sizes (a GPU
+    times at the compiled sizes; the cost model prices there too when its counts at the check
+    sizes extrapolate, else at the check sizes)."""
     sizes = getattr(evaluator, "time_sizes", None)
     where = f" at {sizes_label(sizes)}" if sizes else ""
     return f" (modelled{where})" if evaluator.modelled else (f" (measured{where})" if where
@@ -236,9 +237,9 @@ class SearchSession:
         check_sizes, source = self.check_sizes_of(request)
         self.check_sizes = check_sizes
         if check_sizes:
-            where = "validated and modelled" if self.target == "model" \
-                else "validated on the interpreter"
-            note(f"candidates are {where} at {sizes_label(check_sizes)} ({source})")
+            # Where the cost model prices them the evaluator says below (model_note).
+            note(f"candidates are validated on the interpreter at {sizes_label(check_sizes)} "
+                 f"({source})")
         self.limit = parse_duration(request.time_limit) if request.time_limit else None
         # A time limit alone should run until the time is up, not stop at the default budget.
         budget = request.budget or (UNBOUNDED if self.limit else DEFAULT_BUDGET)
@@ -252,6 +253,8 @@ class SearchSession:
                 else default_db_path()
         if self.evaluator is None:
             self.evaluator = make_evaluator(loaded, self.target, check_sizes)
+        if getattr(self.evaluator, "model_note", ""):
+            note(self.evaluator.model_note)
         # Results depend on where candidates were validated, so the check sizes are part of
         # the tuning database key alongside the compiled sizes, and so is everything else a
         # verdict was judged by (spec, reference, rules).

@@ -15,10 +15,11 @@ out-of-bounds access), ``timeout`` (the interpreter's step limit, or the wall cl
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -65,6 +66,11 @@ class CheckContext:
     # Wall-clock seconds one candidate's runs may take together (the ``candidate_s`` limit):
     # past them it is "timeout", in a worker or in the search's own process alike.
     time_limit_s: float | None = None
+    # The cost model prices at ``model_sizes`` (the compiled sizes) when they differ from
+    # case 0's: ``counted`` are runs that each move one size away from case 0, counted but
+    # not compared, from which the counts are extrapolated (:func:`with_model_sizes`).
+    counted: tuple[Case, ...] = ()
+    model_sizes: Mapping[str, int] | None = None
 
 
 def scalars_used(kernel: Kernel) -> frozenset[str]:
@@ -190,7 +196,90 @@ def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
     notes = SPECIALIZED_NOTE if specialized else {}
     if ctx.profile is None:
         return Evaluation(Status.OK, 0.0, "", {"max_abs_err": worst, "cases": len(cases), **notes})
+    verdict, counters = at_model_sizes(kernel, ctx, cases[0], counters)
+    if verdict is not None:
+        return verdict
     return model_time(counters, ctx.profile, worst, len(cases), notes)
+
+
+def at_model_sizes(kernel: Kernel, ctx: CheckContext, base: Case,
+                   counters: Any) -> tuple[Evaluation | None, Any]:
+    """The counts at ``ctx.model_sizes``, extrapolated from the runs of ``ctx.counted`` (its
+    first is the base, each other moves one size; :func:`kir.cost.extrapolate.extrapolate`);
+    without them, ``counters`` (counted at case 0, ``base``) as they are. A rejection when a
+    counted run fails or the counts do not extrapolate."""
+    if not ctx.counted or ctx.model_sizes is None:
+        return None, counters
+    from kir.cost.extrapolate import extrapolate
+
+    runs = []
+    for case in ctx.counted:
+        verdict, _, counted = run_case(kernel, case, ctx.max_steps, True)
+        if verdict is not None:
+            return verdict, None
+        runs.append((case.sizes, counted))
+    try:
+        return None, extrapolate(runs[0], runs[1:], ctx.model_sizes, kernel)
+    except KirError as exc:
+        return Evaluation.rejected(Status.CRASH, f"its counts do not extrapolate to "
+                                   f"{sizes_label(dict(ctx.model_sizes))}: {exc.message}"), None
+
+
+def counted_sizes(spec: Any, check: Mapping[str, int], compiled: Mapping[str, int]
+                  ) -> tuple[list[dict[str, int]], str]:
+    """The size sets the cost model counts at to price a kernel at the ``compiled`` sizes when
+    candidates are validated at ``check`` sizes: first a base, each size that differs
+    halved from its compiled value while it stays even and no smaller than its check value
+    (so a 2048 stays a multiple of the tiles a kernel uses, where a derived check size such
+    as 96 would leave ragged blocks that skew the fit); then one set per such size, that
+    size doubled. ``([], why)`` when the counts cannot be carried there: a size differs that a
+    template instantiates (another kernel), or a set breaks the spec's ``require``."""
+    from kir.spec.sizeexpr import size_names
+
+    templated = set().union(*(size_names(str(e)) for e in spec.templates.values())) \
+        if spec.templates else set()
+    base, moving = dict(compiled), []
+    for name, value in compiled.items():
+        small = check.get(name, value)
+        if value == small:
+            continue
+        if name in templated:
+            return [], f"{name} is a template size: the compiled kernel is another one"
+        while value // 2 >= small and value % 2 == 0:
+            value //= 2
+        base[name] = value if value > small else small
+        moving.append(name)
+    sets = [base] + [{**base, name: base[name] * 2} for name in moving]
+    for sizes in sets:
+        broken = spec.broken_requirements(sizes)
+        if broken:
+            return [], f"{sizes_label(sizes)} breaks the spec's require {broken[0]!r}"
+    return sets, ""
+
+
+def with_model_sizes(ctx: CheckContext, loaded: Loaded, seed: int = DEFAULT_SEEDS[0]
+                     ) -> tuple[CheckContext, str]:
+    """``ctx`` set to price candidates at ``loaded``'s compiled sizes when its cases are at
+    other (check) sizes, and a note saying so, or why it cannot (then it prices at case 0's
+    sizes, as before). The counted runs' inputs are made once, here."""
+    if not ctx.cases or loaded.bound is None:
+        return ctx, ""
+    check, compiled = dict(ctx.cases[0].sizes), dict(loaded.bound.sizes)
+    if check == compiled:
+        return ctx, ""
+    spec = loaded.bound.spec
+    sets, why = counted_sizes(spec, check, compiled)
+    if why:
+        return ctx, (f"modelled at {sizes_label(check)}, not at the compiled sizes: {why}")
+    counted = []
+    for sizes in sets:
+        bound = spec.bind(sizes)
+        counted.append(Case(f"counted at {sizes_label(bound.sizes)}", dict(bound.sizes),
+                            bound.make_inputs(seed), {}, {}, True))
+    note = (f"modelled at the compiled sizes {sizes_label(compiled)}: counts at "
+            f"{sizes_label(sets[0])} and {len(sets) - 1} size(s) doubled, extrapolated "
+            "(kir.cost.extrapolate)")
+    return dataclasses.replace(ctx, counted=tuple(counted), model_sizes=compiled), note
 
 
 # The cost model counts on the interpreter at the check sizes, where a kernel specialized to

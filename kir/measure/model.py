@@ -1,5 +1,6 @@
 """The Apple-GPU cost model as an evaluator: validate on the interpreter, then count what the
-kernel does at the first case's sizes and return the model's time, always flagged modelled."""
+kernel does at the first case's sizes (carried to the compiled sizes when those differ) and
+return the model's time, always flagged modelled."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from kir.measure.cases import (
     SPECIALIZED_NOTE,
     CheckContext,
     Validating,
+    at_model_sizes,
     judged_cases,
     model_time,
     run_case,
+    with_model_sizes,
 )
 from kir.measure.device import describe_model
 from kir.search.evaluator import Evaluation, Status
@@ -43,8 +46,11 @@ class ModelEvaluator(Validating):
         self.descriptor = describe_model(self.profile.name)
         self.target = self.descriptor.target
         self.device = self.descriptor.device
-        # The model counts the first validation case: its sizes are what every time is for.
-        self.time_sizes = dict(self.context.cases[0].sizes) if self.context.cases else {}
+        # The model counts the first validation case and, when that is not at the compiled
+        # sizes, extrapolates the counts there: those sizes are what every time is for.
+        self.context, self.model_note = with_model_sizes(self.context, loaded, seeds[0])
+        self.time_sizes = dict(self.context.model_sizes or (
+            self.context.cases[0].sizes if self.context.cases else {}))
 
     def evaluate(self, kernel: Kernel) -> Evaluation:
         """Judge one candidate in this process."""
@@ -67,6 +73,8 @@ def model_validated(kernel: Kernel, ctx: CheckContext, validated: Evaluation,
     if not cases:
         return Evaluation.rejected(Status.NOT_APPLICABLE, NOT_MODELLABLE)
     verdict, _, counters = run_case(kernel, cases[0], ctx.max_steps, True)
+    if verdict is None:
+        verdict, counters = at_model_sizes(kernel, ctx, cases[0], counters)
     if verdict is not None:
         return verdict
     return model_time(counters, profile, float(validated.details.get("max_abs_err", 0.0)),

@@ -42,6 +42,7 @@ from kir.measure.cases import (
     build_cases,
     check_kernel,
     scalars_used,
+    with_model_sizes,
 )
 from kir.search.device import DeviceDescriptor
 from kir.search.evaluator import Evaluation, Status
@@ -154,6 +155,8 @@ def prepare(context: EvalContext) -> Prepared:
         target = "metal" if context.modelled else context.device.target
         check = CheckContext(cases, context.max_steps, None, notes, scalars_used(base), target,
                              loaded.bound)
+        if context.modelled:  # priced at the compiled sizes, as a local ModelEvaluator does
+            check, _ = with_model_sizes(check, loaded, context.seeds[0])
         if len(_PREPARED) >= _KEEP:
             _PREPARED.pop(next(iter(_PREPARED)))
         prepared = _PREPARED[context.digest] = Prepared(loaded, spec_path, check)

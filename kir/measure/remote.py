@@ -21,6 +21,7 @@ from typing import Iterator, Protocol, Sequence
 
 from kir.driver.load import Loaded
 from kir.ir import Kernel
+from kir.measure.cases import counted_sizes
 from kir.measure.portable import DeviceService, EvalContext, EvalJob, validate
 from kir.search.device import DeviceDescriptor
 from kir.search.evaluator import Evaluation, Status
@@ -62,10 +63,14 @@ class RemoteEvaluator:
         self.target = self.descriptor.target
         self.device = self.descriptor.device
         self.modelled = self.context.modelled
-        # The model counts the first case (at the check sizes), a GPU times at the compiled.
-        self.time_sizes = dict(loaded.bound.spec.bind({**loaded.bound.sizes,
-                                                       **check_sizes}).sizes) \
-            if self.modelled and check_sizes else dict(loaded.bound.sizes)
+        # A GPU times at the compiled sizes; the model counts the first case (at the check
+        # sizes) and prices at the compiled ones when its counts can be carried there.
+        self.time_sizes = dict(loaded.bound.sizes)
+        if self.modelled and check_sizes:
+            counted_at = dict(loaded.bound.spec.bind({**loaded.bound.sizes,
+                                                      **check_sizes}).sizes)
+            if counted_sizes(loaded.bound.spec, counted_at, loaded.bound.sizes)[1]:
+                self.time_sizes = counted_at
         self.give_up_factor = give_up_factor
         self.best_ms: float | None = None
         self.owns_executor = owns_executor

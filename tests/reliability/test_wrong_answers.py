@@ -222,17 +222,22 @@ def test_w2_search_of_a_kernel_failing_its_own_check_exits_1_and_writes_nothing(
 
 
 def test_w4_times_say_at_which_sizes_they_were_modelled(tmp_path, capsys):
+    """Validated at the check sizes, modelled at the compiled ones (counts extrapolated), and
+    every time says so."""
     code = main(["compile", str(EXAMPLES / "softmax.cu"), "--search", "--target", "model",
                  "--budget", "4", "--check-size", "rows=4", "--check-size", "cols=96",
                  "--db", str(tmp_path / "t.db"), "--out-dir", str(tmp_path / "out"), "-q"])
     assert code == 0
-    out = capsys.readouterr().out
-    assert "ms (modelled at rows=4, cols=96)" in out, out
+    captured = capsys.readouterr()
+    assert "ms (modelled at rows=64, cols=1000)" in captured.out, captured.out
+    assert "validated on the interpreter at rows=4, cols=96" in captured.err
+    assert "modelled at the compiled sizes rows=64, cols=1000: counts at rows=4, cols=125" \
+        in captured.err, captured.err
     trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
     assert trace["sizes"] == {"rows": 64, "cols": 1000}
-    assert trace["time_sizes"] == {"rows": 4, "cols": 96}
+    assert trace["time_sizes"] == {"rows": 64, "cols": 1000}
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "ms (modelled at rows=4, cols=96)" in report
+    assert "ms (modelled at rows=64, cols=1000)" in report
 
 
 def test_w10_budget_zero_is_refused(tmp_path, capsys):
