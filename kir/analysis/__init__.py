@@ -11,6 +11,8 @@ from kir.analysis.walk import (  # noqa: F401 - the package's public names
     buffers_read,
     buffers_written,
     canonical,
+    chain_operands,
+    conjuncts,
     constant_trip_count,
     declared_names,
     find_loop,
@@ -39,5 +41,5 @@ __all__ = [
     'buffers_written', 'has_matrix_stmts', 'substitute', 'rename_var', 'CanonicalLoop',
     'canonical', 'constant_trip_count', 'THREAD_VARYING', 'thread_dependent_vars',
     'is_thread_dependent', 'map_stmts', 'own_exprs', 'has_own_exit', 'single_defs',
-    'accumulation', 'sum_terms',
+    'accumulation', 'sum_terms', 'conjuncts', 'chain_operands',
 ]

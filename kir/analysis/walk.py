@@ -289,15 +289,25 @@ def accumulation(value: Expr, acc: Expr) -> tuple[str, Expr] | None:
     return None
 
 
-def sum_terms(expr: Expr) -> list[Expr]:
-    """The operands of a chain of ``+`` (``a + b + c`` → ``[a, b, c]``), left to right."""
+def chain_operands(expr: Expr, op: str) -> list[Expr]:
+    """The operands of a chain of ``op`` (``a + b + c`` → ``[a, b, c]``), left to right."""
     out: list[Expr] = []
     stack = [expr]
     while stack:
         e = stack.pop()
-        if isinstance(e, Binary) and e.op == "+":
+        if isinstance(e, Binary) and e.op == op:
             stack += [e.right, e.left]
         else:
             out.append(e)
     return out
+
+
+def sum_terms(expr: Expr) -> list[Expr]:
+    """The operands of a chain of ``+``, left to right."""
+    return chain_operands(expr, "+")
+
+
+def conjuncts(expr: Expr) -> list[Expr]:
+    """The conditions of a chain of ``&&`` (``a && b && c`` → ``[a, b, c]``)."""
+    return chain_operands(expr, "&&")
 

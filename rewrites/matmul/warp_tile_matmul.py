@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kir.analysis import rename_var, single_defs, substitute
+from kir.analysis import conjuncts, rename_var, single_defs, substitute
 from kir.analysis.affine import Poly, _add, _mul, special_atom, to_poly
 from kir.errors import KirError
 from kir.ir import (
@@ -31,7 +31,7 @@ from kir.ir import (
 )
 from kir.ir.parser import parse_kernel
 from kir.ir.printer import format_name, print_kernel
-from kir.ir.types import F32, I32
+from kir.ir.types import F32, I32, Type
 from kir.ir.verify import verify
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 from kir.rewrites.matmul.warp_tiles import PREFIX, Gemm, TileConfig, body_text, epilogue_names
@@ -61,8 +61,8 @@ class MatmulNest:
 
     gemm: Gemm | None = None
     epilogue: tuple[Stmt, ...] = ()
-    rows: frozenset[str] = frozenset()
-    cols: frozenset[str] = frozenset()
+    rows: tuple[tuple[str, Type], ...] = ()  # (local, its type)
+    cols: tuple[tuple[str, Type], ...] = ()
     acc: str = ""
     m_param: str = ""
     n_param: str = ""
@@ -133,7 +133,7 @@ class WarpTileMatmul(BaseRule):
                 return NotApplicable(f"no size expression for {param!r} to size the grid "
                                      "with (the spec binds it)")
             grid.append(f"ceil({expr if expr.isidentifier() else f'({expr})'} / {size})")
-        launch = Launch((*grid, "1"), (cfg.threads, 1, 1), kernel.launch.shared_bytes,
+        launch = Launch((*grid, "1"), (cfg.threads, 1, 1), 0,
                         specialized=kernel.launch.specialized)
         try:
             result = _build(kernel, nest, cfg, launch, match_loc(kernel, match.site))
@@ -224,16 +224,8 @@ def _bound_param(e: Expr) -> str | None:
 def _bounds(cond: Expr, poly, wanted: list[Poly]) -> list[str]:
     """The parameters P_i in ``cond == x_0 < P_0 && x_1 < P_1`` (either order) whose x_i
     have the polynomials ``wanted``; raises Refused otherwise."""
-    parts = []
-    stack = [cond]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Binary) and e.op == "&&":
-            stack += [e.right, e.left]
-        else:
-            parts.append(e)
     found: list[str | None] = [None] * len(wanted)
-    for part in parts:
+    for part in conjuncts(cond):
         bound = _bound_param(part)
         if bound is None:
             raise Refused("a bounds check is not `index < parameter`")
@@ -290,6 +282,10 @@ def _recognize(kernel: Kernel, loop: For) -> MatmulNest:
             loads["b"] = load.buffer
     if set(loads) != {"a", "b"} or loads["a"] == loads["b"]:
         raise Refused("the inner product is not As[ty][k] * Bs[k][tx] over T x T tiles")
+    shared = {a.name for a in stmts if isinstance(a, Alloc) and a.space == "shared"
+              and not a.dynamic and a.size >= tile * tile}
+    if not set(loads.values()) <= shared:
+        raise Refused("the tiles are not static shared arrays of T x T elements")
 
     # The tile loads: As[ty][tx] = A[row][k_a] and Bs[ty][tx] = B[k_b][col], guarded.
     staged: dict[str, tuple[str, Poly, list[str]]] = {}
@@ -366,7 +362,7 @@ def _check_tile_count(tiles: For, poly, defs, tile: int, k_param: str, by_tiles:
 
 
 def _epilogue_names(kernel: Kernel, epilogue, acc: str, poly, row: Poly, col: Poly,
-                    m_param: str, n_param: str) -> tuple[frozenset[str], frozenset[str]]:
+                    m_param: str, n_param: str) -> tuple[tuple, tuple]:
     """The locals the epilogue reads as the row and the column; checks its shape."""
     if not (len(epilogue) == 1 and isinstance(epilogue[0], If) and epilogue[0].orelse is None):
         raise Refused("after the k loop there must be exactly one `if (row < M && col < N)`")
@@ -375,7 +371,8 @@ def _epilogue_names(kernel: Kernel, epilogue, acc: str, poly, row: Poly, col: Po
     declared = {n.name for n in guard.walk() if isinstance(n, Declare)}
     if any(name.startswith(PREFIX) for name in declared):
         raise Refused(f"an epilogue local's name starts with {PREFIX!r}, which the rule uses")
-    rows, cols = set(), set()
+    rows: dict[str, Type] = {}
+    cols: dict[str, Type] = {}
     for n in guard.walk():
         if isinstance(n, (For, Barrier, Alloc)) or (isinstance(n, Load) and n.buffer in {
                 a.name for a in kernel.body.walk() if isinstance(a, Alloc)}):
@@ -383,29 +380,28 @@ def _epilogue_names(kernel: Kernel, epilogue, acc: str, poly, row: Poly, col: Po
         if isinstance(n, Var) and n.name not in declared | params | {acc}:
             p = poly(n)
             if p == row:
-                rows.add(n.name)
+                rows[n.name] = n.type
             elif p == col:
-                cols.add(n.name)
+                cols[n.name] = n.type
             else:
                 raise Refused(f"the epilogue reads {n.name!r}, which is not the row, the "
                               "column, the sum or a parameter")
-    parts, stack = [], [guard.cond]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Binary) and e.op == "&&":
-            stack += [e.right, e.left]
-        else:
-            parts.append(e)
     checks = {(tuple(sorted(poly(p.left).items())) if poly(p.left) else None,
-               _bound_param(p)) for p in parts if _bound_param(p) is not None}
+               _bound_param(p)) for p in conjuncts(guard.cond) if _bound_param(p) is not None}
     if (tuple(sorted(row.items())), m_param) not in checks or \
             (tuple(sorted(col.items())), n_param) not in checks:
         raise Refused(f"the epilogue's condition does not require row < {m_param} and "
                       f"col < {n_param}")
-    return frozenset(rows), frozenset(cols)
+    return tuple(rows.items()), tuple(cols.items())
 
 
 # ---------------------------------------------------------------------------- building
+
+
+def _typed(value: Expr, type_: Type) -> Expr:
+    """``value`` (an i32 index) as the original's row or column local was typed (C code
+    often declares them unsigned)."""
+    return value if type_ == I32 else Cast(value, type_)  # type: ignore[arg-type]
 
 
 def _build(kernel: Kernel, nest: MatmulNest, cfg: TileConfig, launch: Launch,
@@ -423,10 +419,10 @@ def _build(kernel: Kernel, nest: MatmulNest, cfg: TileConfig, launch: Launch,
         row, col, total = epilogue_names(i, j)
         out = []
         for s in nest.epilogue:
-            for name in nest.rows:
-                s = substitute(s, name, Var(row, I32))
-            for name in nest.cols:
-                s = substitute(s, name, Var(col, I32))
+            for name, type_ in nest.rows:
+                s = substitute(s, name, _typed(Var(row, I32), type_))
+            for name, type_ in nest.cols:
+                s = substitute(s, name, _typed(Var(col, I32), type_))
             s = substitute(s, nest.acc, Var(total, F32))
             for name in declared:
                 s = rename_var(s, name, f"{name}_{PREFIX}{i}_{j}")

@@ -231,8 +231,8 @@ def test_w4_times_say_at_which_sizes_they_were_modelled(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "ms (modelled at rows=64, cols=1000)" in captured.out, captured.out
     assert "validated on the interpreter at rows=4, cols=96" in captured.err
-    assert "modelled at the compiled sizes rows=64, cols=1000: counts at rows=4, cols=125" \
-        in captured.err, captured.err
+    assert "modelled at the compiled sizes rows=64, cols=1000: each candidate counted at " \
+        "sizes such as rows=4, cols=125" in captured.err, captured.err
     trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
     assert trace["sizes"] == {"rows": 64, "cols": 1000}
     assert trace["time_sizes"] == {"rows": 64, "cols": 1000}

@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
-from loop_sizes import EXAMPLES
+from loop_sizes import EXAMPLES, same_outputs
 
 from kir.backends import TARGETS
 from kir.driver.load import load_kernel
@@ -18,6 +19,7 @@ from kir.driver.registry import load_registry
 from kir.driver.runners import check_on_target, copy_inputs, run_interp
 from kir.ir import For, MatrixMultiplyAccumulate
 from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
 from kir.rules import NotApplicable, RuleContext, apply_trace, context_for, parse_step
 from kir.rewrites.matmul.warp_tile_matmul import CONFIGS, RULES, parse_config
 from kir.search.hints import hints
@@ -182,3 +184,26 @@ def test_the_k_loop_of_the_result_runs_to_k():
     out = _apply(_classic())
     loops = [n for n in out.body.stmts if isinstance(n, For)]
     assert loops[0].var == "wt_k0" and "K" in str(loops[0].cond)
+
+
+def test_an_unsigned_row_keeps_its_type_in_the_kept_epilogue():
+    """C code often declares the row unsigned: the epilogue reads it as it did (a cast of
+    the template's i32 row), and the result verifies and matches."""
+    text = CLASSIC
+    for key, value in PARTS.items():
+        text = text.replace(key, value)
+    text = (text.replace("let row: i32 = i32(block.y) * 16 + ty",
+                         "let row: u32 = block.y * 16_u32 + u32(ty)")
+            .replace("select(row < M &&", "select(row < u32(M) &&")
+            .replace("A[row * K +", "A[i32(row) * K +")
+            .replace("if row < M && col < N {\n    C[row * N + col] = acc",
+                     "if row < u32(M) && col < N {\n    C[i32(row) * N + col] = acc"))
+    kernel = parse_kernel(text)
+    out = _apply(kernel)
+    assert not isinstance(out, NotApplicable), out.reason
+    assert "u32(wt_row_0_0) < u32(M)" in print_kernel(out, locations=False)
+    sizes = {"M": 37, "N": 70, "K": 20}
+    args = {"A": np.random.default_rng(0).uniform(-1, 1, 37 * 20).astype(np.float32),
+            "B": np.random.default_rng(1).uniform(-1, 1, 20 * 70).astype(np.float32),
+            "C": np.zeros(37 * 70, np.float32), "M": 37, "N": 70, "K": 20}
+    assert same_outputs(kernel, out, args, sizes)

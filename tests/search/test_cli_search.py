@@ -338,8 +338,8 @@ def test_search_without_a_check_table_validates_at_derived_small_sizes(tmp_path,
     assert code == 0, out.err
     assert "at rows=64, cols=1000 (derived from the spec's defaults" in out.err
     # ... and the model prices them at the compiled sizes, from counts at a few small ones.
-    assert "modelled at the compiled sizes rows=8192, cols=8192: counts at rows=64, " \
-        "cols=1024 and 2 size(s) doubled" in out.err, out.err
+    assert "modelled at the compiled sizes rows=8192, cols=8192: each candidate counted " \
+        "at sizes such as rows=64, cols=1024 and 2 size(s) doubled" in out.err, out.err
     assert "(modelled at rows=8192, cols=8192)" in out.out
     assert time.monotonic() - started < 60
 

@@ -40,6 +40,18 @@ def test_counted_sizes_halve_the_compiled_sizes_down_to_the_check_sizes():
     assert sets[0]["M"] == 125 and sets[1]["M"] == 250 and len(sets) == 2
 
 
+def test_counted_sizes_grow_to_hold_a_candidates_whole_blocks():
+    loaded = load_kernel(SGEMM, sizes={"M": 2048, "N": 2048, "K": 2048})
+    kernel = apply_trace(loaded.kernel, [parse_step(s, REGISTRY) for s in COARSENED],
+                         REGISTRY, context_for(loaded)).kernel
+    check = {**CHECK, "TILE": 16}
+    plain, _ = counted_sizes(loaded.spec, check, loaded.bound.sizes)
+    grown, _ = counted_sizes(loaded.spec, check, loaded.bound.sizes, kernel)
+    assert (plain[0]["M"], plain[0]["N"]) == (64, 64)
+    assert (grown[0]["M"], grown[0]["N"]) == (256, 128)  # one block of 256 x 128
+    assert grown[0]["K"] == plain[0]["K"] == 32  # the grid does not depend on K
+
+
 def test_a_template_size_that_differs_is_not_extrapolated():
     spec = load_spec(EXAMPLES / "sgemm.kir.toml")
     sets, why = counted_sizes(spec, {"M": 64, "N": 48, "K": 32, "TILE": 16},
@@ -54,16 +66,24 @@ def _exact_ms(kernel, sizes: dict) -> float:
     return estimate(counters, "apple-m2").time_ms
 
 
-@pytest.mark.parametrize("steps", [[], ["warp-tile-matmul{loop=L1,config=64x64x16/2x2}"]],
-                         ids=["unrewritten", "warp-tiled"])
+COARSENED = ["warp-tile-matmul{loop=L1,config=128x128x16/2x4}",
+             "coarsen-threads{dim=y,factor=2}"]
+
+
+@pytest.mark.parametrize("steps", [[], ["warp-tile-matmul{loop=L1,config=64x64x16/2x2}"],
+                                   COARSENED], ids=["unrewritten", "warp-tiled", "coarsened"])
 def test_the_price_at_the_compiled_sizes_is_near_an_exact_count_there(steps):
-    compiled = {"M": 256, "N": 256, "K": 256}
+    """Exact counts at 512 x 512 x 256 (the interpreter still reaches them) against the
+    price from counts at smaller sizes. The coarsened kernel's blocks are 256 rows tall: its
+    counted sizes grow to hold whole blocks (at the check sizes' 64 rows the one block
+    would not grow with M, and the model saw a size-independent kernel)."""
+    compiled = {"M": 512, "N": 512, "K": 256}
     loaded = load_kernel(SGEMM, sizes=compiled)
     kernel = apply_trace(loaded.kernel, [parse_step(s, REGISTRY) for s in steps], REGISTRY,
                          context_for(loaded)).kernel
     with ModelEvaluator(loaded, check_sizes=CHECK, workers=1) as evaluator:
         assert evaluator.time_sizes == {**compiled, "TILE": 16}
-        assert "modelled at the compiled sizes M=256, N=256, K=256" in evaluator.model_note
+        assert "modelled at the compiled sizes M=512, N=512, K=256" in evaluator.model_note
         verdict = evaluator.evaluate(kernel)
     assert verdict.ok, verdict.reason
     exact = _exact_ms(kernel, compiled)
