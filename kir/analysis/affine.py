@@ -96,6 +96,16 @@ def _poly_node(node: Expr, results: dict, lookup) -> Poly | None:
     return None
 
 
+def poly_sum(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    """``a + sign * b``."""
+    return _add(a, b, sign)
+
+
+def poly_product(a: Poly, b: Poly) -> Poly | None:
+    """``a * b``, or None past :data:`MAX_TERMS` terms."""
+    return _mul(a, b)
+
+
 def substitute_values(poly: Poly, values: Mapping[str, int]) -> Poly:
     """Replace atoms with known integer values."""
     out: Poly = {}
