@@ -24,6 +24,7 @@ CONFIGS = ("64x64x16/2x2", "64x128x16/2x2", "128x128x16/2x4", "128x128x32/2x4",
 
 
 def parse_config(text: str) -> TileConfig:
+    """``"64x128x16/2x2"`` (block tile BM x BN x BK / warps along M x N) as a TileConfig."""
     tile, warps = text.split("/")
     bm, bn, bk = (int(v) for v in tile.split("x"))
     wm, wn = (int(v) for v in warps.split("x"))
