@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kir.analysis import conjuncts, single_defs
-from kir.analysis.affine import Poly, poly_product, poly_sum, special_atom, to_poly
+from kir.analysis.affine import (
+    Poly,
+    poly_product,
+    poly_sum,
+    special_atom,
+    substitute_values,
+    to_poly,
+)
 from kir.ir import (
     Alloc,
     Barrier,
@@ -62,9 +69,13 @@ class Refused(Exception):
 
 def _poly_of(kernel: Kernel):
     """index expression -> polynomial over hardware indices, loop variables and parameters,
-    with single-definition locals substituted."""
+    with single-definition locals substituted and the block's dimensions as the launch's
+    constants (``blockIdx.y * blockDim.y + threadIdx.y`` is the row as much as
+    ``blockIdx.y * TILE + threadIdx.y``)."""
     defs = single_defs(kernel)
     memo: dict[str, Poly | None] = {}
+    dims = {special_atom(Special("block_dim", axis)): int(size)
+            for axis, size in zip("xyz", kernel.launch.block)}
 
     def lookup(name: str) -> Poly | None:
         if name not in memo:
@@ -72,7 +83,11 @@ def _poly_of(kernel: Kernel):
             memo[name] = to_poly(defs[name], lookup) if name in defs else {(name,): 1}
         return memo[name]
 
-    return lambda e: to_poly(e, lookup)
+    def poly(e: Expr) -> Poly | None:
+        found = to_poly(e, lookup)
+        return None if found is None else substitute_values(found, dims)
+
+    return poly
 
 
 def _lin(*terms: tuple[int, str]) -> Poly:
@@ -287,6 +302,9 @@ def _epilogue_names(kernel: Kernel, epilogue, acc: str, poly, row: Poly, col: Po
         if isinstance(n, (For, Barrier, Alloc)) or (isinstance(n, Load) and n.buffer in {
                 a.name for a in kernel.body.walk() if isinstance(a, Alloc)}):
             raise Refused("the epilogue loops, synchronizes or reads shared memory")
+        if isinstance(n, Special):  # the template's threads are not the original's
+            raise Refused("the epilogue reads a hardware index itself; it may read the row "
+                          "and the column only through locals")
         if isinstance(n, Var) and n.name not in declared | params | {acc}:
             p = poly(n)
             if p == row:

@@ -164,6 +164,10 @@ def test_the_classic_form_is_rebuilt():
     # The epilogue reads something else the original computed per thread.
     ({"EPILOGUE": "if row < M && col < N {\n    C[row * N + col] = acc + f32(tx)\n  }"},
      "reads 'tx'"),
+    # The epilogue indexes with the hardware indices itself: the rebuilt kernel's threads
+    # are others, so it would store elsewhere.
+    ({"EPILOGUE": "if row < M && col < N {\n    C[(i32(block.y) * 16 + i32(thread.y)) * N + "
+                  "col] = acc\n  }"}, "hardware index"),
     # B's guard tests another bound than the store's: the two disagree on what N is.
     ({"B_STORE": "select(t * 16 + ty < K && col < M, B[(t * 16 + ty) * N + col], 0.0)"},
      "does not require row < M and col < M"),
@@ -207,3 +211,20 @@ def test_an_unsigned_row_keeps_its_type_in_the_kept_epilogue():
             "B": np.random.default_rng(1).uniform(-1, 1, 20 * 70).astype(np.float32),
             "C": np.zeros(37 * 70, np.float32), "M": 37, "N": 70, "K": 20}
     assert same_outputs(kernel, out, args, sizes)
+
+
+def test_block_dims_are_the_launchs_constants(tmp_path):
+    """``blockIdx.y * blockDim.y + threadIdx.y`` (the most common way to write the row) is
+    the row of a 32 x 32 block: the GEMM written that way is rebuilt and right."""
+    source = (DATA / "gemm_ab_ifelse.cu").read_text()
+    for axis in "yx":
+        old = f"blockIdx.{axis} * TILE + threadIdx.{axis}"
+        assert old in source
+        source = source.replace(old, f"blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis}")
+    (tmp_path / "gemm_bd.cu").write_text(source)
+    (tmp_path / "gemm_bd.kir.toml").write_text((DATA / "gemm_ab_ifelse.kir.toml").read_text())
+    (tmp_path / "gemm_refs.py").write_text((DATA / "gemm_refs.py").read_text())
+    path = tmp_path / "gemm_bd.cu"
+    _, out = _rewritten(path, ["warp-tile-matmul{loop=L1,config=64x64x16/2x2}"])
+    for sizes in OTHER_SIZES[:2]:
+        _agrees(path, out, sizes)
