@@ -89,9 +89,9 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
     """The kernel body's lines (IR text). Each fragment's copy-out loop ends with a stand-in
     statement (``wt_Ws[...] = wt_sum_i_j``) where the rule splices the original epilogue.
 
-    (Measured on the H200, 2048^3 TF32: prefetching the next tiles into registers while the
-    current ones are multiplied was slower at every tile size, 0.68-1.13 ms against
-    0.55-0.71 ms: the extra registers cost occupancy or spilled.)"""
+    (Measured on the H200, 2048^3 TF32, BENCHMARKS.md round 4: prefetching the next tiles
+    into registers while the current ones are multiplied was slower at four of five block
+    tiles and no faster at the fifth: the extra registers spill or cost occupancy.)"""
     sa, sb = cfg.bk + PAD_A, cfg.bn + PAD_B
     per_a, per_b = cfg.bm * cfg.bk // cfg.threads, cfg.bk * cfg.bn // cfg.threads
     wm, wn = cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n
