@@ -195,11 +195,25 @@ class TuningDB:
                                          isolation_level=None)
         except sqlite3.Error as exc:
             raise self._error(exc) from None
-        try:
-            self._open()
-        except sqlite3.Error as exc:
-            self._conn.close()
-            raise self._error(exc) from None
+        # Several processes opening a new database at once (a campaign's searches) race to
+        # switch it to WAL, which SQLite answers with "database is locked" at once instead of
+        # waiting for the busy timeout: try again until the timeout is spent.
+        deadline = time.monotonic() + timeout_s
+        pause = 0.02
+        while True:
+            try:
+                self._open()
+                break
+            except sqlite3.OperationalError as exc:
+                locked = "locked" in str(exc) or "busy" in str(exc)
+                if not locked or time.monotonic() + pause > deadline:
+                    self._conn.close()
+                    raise self._error(exc) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+            except sqlite3.Error as exc:
+                self._conn.close()
+                raise self._error(exc) from None
 
     # -------------------------------------------------------------------------- plumbing
 
