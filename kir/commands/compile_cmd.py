@@ -47,6 +47,9 @@ def register(sub) -> None:
                    help="validate candidates on the interpreter at these sizes instead of the "
                         "compiled ones (default: the spec's `check` table); repeatable")
     s.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache dir)")
+    s.add_argument("--no-db", action="store_true",
+                   help="search without a tuning database: judge every candidate afresh, "
+                        "store nothing")
     s.add_argument("--out-dir", metavar="DIR",
                    help="folder for the module, trace, IR and report (default kir-out/STEM/)")
     s.add_argument("--report", metavar="DIR", help="report folder (default: the output folder)")

@@ -75,8 +75,11 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     from kir.commands.progress import ProgressBar
     from kir.search.phases import time_line
 
+    if args.no_db and args.db:
+        raise KirError("--db and --no-db together", hint="give one of them")
     request = SearchRequest(args.target, args.budget, args.time, args.strategy, args.seed,
-                            check_sizes_for(args, loaded), args.db or None, tuple(args.rules),
+                            check_sizes_for(args, loaded),
+                            False if args.no_db else (args.db or None), tuple(args.rules),
                             getattr(args, "cluster", None),
                             getattr(args, "device_resource", None))
     if request.budget is not None and request.budget < 1:

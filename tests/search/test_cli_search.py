@@ -353,3 +353,18 @@ def test_derived_check_sizes_keep_structure_and_shrink_problem_sizes():
     assert check_sizes(sgemm, big) == {"M": 128, "N": 96, "K": 64, "TILE": 32}
     softmax = load_spec(EXAMPLES / "softmax.kir.toml")
     assert small_sizes(softmax, {"rows": 8192, "cols": 8192}) == {"rows": 512, "cols": 512}
+
+
+def test_no_db_searches_without_a_tuning_database(tmp_path, capsys, monkeypatch):
+    """`--no-db` judges every candidate afresh and stores nothing (before it, `--db false`
+    wrote a database file named `false`); with `--db` it is an error."""
+    monkeypatch.setenv("KIR_CACHE_DIR", str(tmp_path / "cache"))
+    command = ["compile", str(EXAMPLES / "softmax.cu"), "--search", "--target", "model",
+               "--budget", "3", "-q", "--out-dir", str(tmp_path / "out")]
+    assert main([*command, "--no-db"]) == 0
+    out = capsys.readouterr().out
+    assert "tuning database: none" in out and "(0 from the tuning database)" in out
+    assert not (tmp_path / "cache").exists()
+    assert main([*command, "--no-db", "--db", str(tmp_path / "t.db")]) == 2
+    assert "--db and --no-db together" in capsys.readouterr().err
+    assert not (tmp_path / "t.db").exists()
