@@ -72,3 +72,35 @@ def test_emulated_fragments_match_the_interpreter(target: str) -> None:
                                    for k, v in inputs.items()}, bound.sizes)["C"]
     got = EmulatedKernel(emit(kernel, bound, target))(inputs)["C"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+# TF32 products (kir.rewrites.tf32_matrix) through the helpers' portable path: A loaded
+# as written and B transposed, then A transposed and B a filled fragment; the emulated CUDA
+# rounds the operands as the interpreter does, so the two agree far below TF32's own error.
+TF32_NODES = [
+    ALL_NODES.replace("mma acc += a * b", "mma acc += a * b tf32"),
+    ALL_NODES.replace("stride N  ", "stride N transposed  ")
+    .replace("matrix b: f32m8x8 = mload Bs[0] stride 8 transposed", "matrix b: f32m8x8 = fill one")
+    .replace("mma acc += a * b", "mma acc += a * b tf32"),
+]
+
+
+@pytest.mark.skipif(not AVAILABLE, reason=f"CPU emulator unavailable: {REASON}")
+@pytest.mark.parametrize("text", TF32_NODES, ids=["a-b-transposed", "a-transposed-b-filled"])
+def test_emulated_tf32_fragments_match_the_interpreter(text: str) -> None:
+    from kir.backends.emulated_runner import EmulatedKernel
+
+    assert text.count(" tf32") == 1 and text != ALL_NODES
+    bound = _spec()
+    inputs = bound.make_inputs(3)
+    kernel = parse_kernel(text)
+    expected = run_kernel(kernel, {k: (v.copy() if isinstance(v, np.ndarray) else v)
+                                   for k, v in inputs.items()}, bound.sizes)["C"]
+    exact = run_kernel(parse_kernel(text.replace(" tf32", "")),
+                       {k: (v.copy() if isinstance(v, np.ndarray) else v)
+                        for k, v in inputs.items()}, bound.sizes)["C"]
+    emitted = emit(kernel, bound, "cuda")
+    assert "kir_tf32_mma(" in emitted.source
+    got = EmulatedKernel(emitted)(inputs)["C"]
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert np.abs(expected - exact).max() > 1e-5  # TF32 rounding is visible
