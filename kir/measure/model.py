@@ -15,13 +15,12 @@ from kir.measure.cases import (
     SPECIALIZED_NOTE,
     CheckContext,
     Validating,
-    at_model_sizes,
     judged_cases,
     model_time,
     run_case,
-    with_model_sizes,
 )
 from kir.measure.device import describe_model
+from kir.measure.model_sizes import at_model_sizes, with_model_sizes
 from kir.search.evaluator import Evaluation, Status
 
 

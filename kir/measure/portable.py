@@ -42,8 +42,8 @@ from kir.measure.cases import (
     build_cases,
     check_kernel,
     scalars_used,
-    with_model_sizes,
 )
+from kir.measure.model_sizes import with_model_sizes
 from kir.search.device import DeviceDescriptor
 from kir.search.evaluator import Evaluation, Status
 

@@ -21,7 +21,7 @@ from typing import Iterator, Protocol, Sequence
 
 from kir.driver.load import Loaded
 from kir.ir import Kernel
-from kir.measure.cases import counted_sizes
+from kir.measure.model_sizes import counted_sizes
 from kir.measure.portable import DeviceService, EvalContext, EvalJob, validate
 from kir.search.device import DeviceDescriptor
 from kir.search.evaluator import Evaluation, Status

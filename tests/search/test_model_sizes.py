@@ -13,7 +13,7 @@ from kir.cost import estimate
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.interp import Counters, run_kernel
-from kir.measure.cases import counted_sizes
+from kir.measure.model_sizes import counted_sizes
 from kir.measure.model import ModelEvaluator
 from kir.rules import apply_trace, context_for, parse_step
 from kir.spec import load_spec
