@@ -57,6 +57,11 @@ CASES = {
     # tile, if/else tile loads, the k loop stepping by the tile, an alpha/beta epilogue.
     "gemm-ab-2048": ("tests/rules/data/gemm_ab_ifelse.cu", None,
                      {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
+    # The GEMM tutorial's shared-memory kernel: no bounds checks, a 1-D block indexed as
+    # tid / 16 and tid % 16, offsets advanced in the k loop (warp-tile-matmul reads it).
+    "corpus-sgemm-shared": ("tests/corpus/gemm_tutorial.cu",
+                            "tests/corpus/gemm_tutorial.shared_mem_block.kir.toml",
+                            {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
     "corpus-sgemm": ("tests/corpus/gemm_tutorial.cu", "tests/corpus/gemm_tutorial.naive.kir.toml",
                      {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
 }

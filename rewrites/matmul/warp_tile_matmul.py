@@ -7,13 +7,27 @@ from dataclasses import dataclass
 
 from kir.analysis import rename_var, substitute
 from kir.errors import KirError
-from kir.ir import Block, Cast, Declare, Expr, For, Kernel, Launch, Stmt, Var, transform
+from kir.ir import (
+    Block,
+    Cast,
+    Declare,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Launch,
+    Select,
+    Stmt,
+    Var,
+    transform,
+)
 from kir.ir.parser import parse_kernel
 from kir.ir.printer import print_kernel
 from kir.ir.types import F32, I32, Type
 from kir.ir.verify import verify
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 from kir.rewrites.matmul.tiled_nest import MatmulNest, Refused, recognize
+from kir.rewrites.matmul.unguarded_nest import recognize_unguarded
 from kir.rewrites.matmul.warp_tiles import PREFIX, TileConfig, body_text, epilogue_names
 from kir.rewrites.mma_tile import inner_product
 
@@ -55,7 +69,15 @@ class WarpTileMatmul(BaseRule):
     tile loop covers ceil(K / T) tiles; the sum starts at 0; nothing else is stored before the
     epilogue; the epilogue is one ``if`` whose condition requires row < M and col < N and
     reads only the sum, row, col and parameters. Refused otherwise (transposed tiles,
-    unguarded loads, other strides), and when the result exceeds the target's limits.
+    other strides), and when the result exceeds the target's limits.
+
+    A GEMM tutorial's kernel that checks no bounds (right only at whole tiles) is read too
+    (:mod:`kir.rewrites.matmul.unguarded_nest`): a 1-D block of T·T threads indexed as
+    ``tid / T`` and ``tid % T``, rows from either block axis, operands walked by offsets the
+    k loop advances by a constant, one unchecked store ``C[row * ldc + col] = f(sum,
+    C[row * ldc + col])``. Its bounds come from its launch (a grid of ``M / T`` blocks covers
+    ``(M / T) * T`` rows) and guard the rebuilt kernel's loads and store, which changes
+    nothing where the original is defined.
     """
 
     name = "warp-tile-matmul"
@@ -70,12 +92,20 @@ class WarpTileMatmul(BaseRule):
         return [n.label for n in kernel.body.walk()
                 if isinstance(n, For) and inner_product(n) is not None]
 
-    def plan(self, kernel: Kernel, site: str) -> MatmulNest:
+    def plan_in(self, kernel: Kernel, site: str, ctx: RuleContext | None) -> MatmulNest:
+        """The guarded form first; failing that, a tutorial's unchecked one, whose bounds
+        come from the launch and the spec's size expressions (``ctx``)."""
         loop = next(n for n in kernel.body.walk() if isinstance(n, For) and n.label == site)
         try:
             return recognize(kernel, loop)
         except Refused as why:
-            return MatmulNest(refusal=str(why))
+            if ctx is None or not ctx.scalar_exprs or _guarded(kernel, loop):
+                return MatmulNest(refusal=str(why))
+            try:
+                return recognize_unguarded(kernel, loop, ctx.scalar_exprs)
+            except Refused as unchecked:
+                return MatmulNest(refusal=f"{why}; read as a kernel without bounds checks: "
+                                          f"{unchecked}")
 
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
@@ -99,6 +129,13 @@ class WarpTileMatmul(BaseRule):
         except KirError as err:
             return NotApplicable(f"the warp-tiled kernel does not verify: {err.message}")
         return result
+
+
+def _guarded(kernel: Kernel, loop: For) -> bool:
+    """Whether the nest holding ``loop`` checks bounds anywhere (its refusal as a guarded
+    nest is then the one to report)."""
+    holder = next(s for s in kernel.body.stmts if any(n is loop for n in s.walk()))
+    return any(isinstance(n, (Select, If)) for n in holder.walk())
 
 
 def match_loc(kernel: Kernel, site: str):

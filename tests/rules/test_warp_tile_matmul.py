@@ -228,3 +228,126 @@ def test_block_dims_are_the_launchs_constants(tmp_path):
     _, out = _rewritten(path, ["warp-tile-matmul{loop=L1,config=64x64x16/2x2}"])
     for sizes in OTHER_SIZES[:2]:
         _agrees(path, out, sizes)
+
+
+# ------------------------------------------------------------- kernels without bounds checks
+
+TUTORIAL = Path(__file__).resolve().parents[1] / "corpus" / "gemm_tutorial.cu"
+TUTORIAL_SPEC = TUTORIAL.with_name("gemm_tutorial.shared_mem_block.kir.toml")
+
+
+def _tutorial(sizes: dict | None = None):
+    return load_kernel(TUTORIAL, spec_path=TUTORIAL_SPEC, sizes=sizes or {})
+
+
+@pytest.mark.parametrize("config", ["64x64x16/2x2", "32x64x16/1x2", "128x128x32/2x4"])
+def test_the_gemm_tutorials_unchecked_kernel_is_rebuilt(config):
+    """A GEMM tutorial's shared-memory kernel (1-D block of 256 threads indexed as tid / 16 and
+    tid % 16, rows from blockIdx.x, operands walked by offsets advanced in the k loop, no
+    bounds checks, alpha/beta epilogue): rebuilt, right at other tile-multiple sizes, and
+    guarded by the rows and columns its grid covers."""
+    loaded = _tutorial()
+    ctx = context_for(loaded, TARGETS["cuda"])
+    out = RULE.rewrite(loaded.kernel, "L1", {"config": config}, ctx)
+    assert not isinstance(out, NotApplicable), out.reason
+    text = print_kernel(out, locations=False)
+    assert "< M / 16 * 16 && wt_col_0_0 < N / 16 * 16" in text
+    for sizes in ({"M": 64, "N": 32, "K": 48}, {"M": 128, "N": 96, "K": 16},
+                  {"M": 16, "N": 16, "K": 16}):
+        sized = _tutorial(sizes)
+        inputs = sized.bound.make_inputs(1)
+        want = sized.bound.reference(copy_inputs(inputs))
+        got = run_interp(dataclasses.replace(sized, kernel=out), copy_inputs(inputs))
+        check = compare_outputs(got, want, lambda o: sized.bound.tolerance(
+            sized.bound.spec.args[o].dtype))
+        assert check.ok, (sizes, check.describe())
+
+
+def test_the_tutorials_kernel_on_both_emulated_targets():
+    from kir.backends.emulate import emulator_available
+    from kir.driver.runners import RUNNERS
+
+    if not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    loaded = _tutorial()
+    for target in ("cuda", "metal"):
+        out = RULE.rewrite(loaded.kernel, "L1", {"config": "32x64x16/1x2"},
+                           context_for(loaded, TARGETS[target]))
+        sized = dataclasses.replace(loaded, kernel=out)
+        inputs = loaded.bound.make_inputs(2)
+        want = loaded.bound.reference(copy_inputs(inputs))
+        got = RUNNERS[f"emulate-{target}"](sized, copy_inputs(inputs))
+        assert compare_outputs(got, want, lambda o: loaded.bound.tolerance(
+            loaded.bound.spec.args[o].dtype)).ok, target
+
+
+UNCHECKED = """
+kernel @mm(M: i32, N: i32, K: i32, A: f32* global const, B: f32* global const, C: f32* global)
+    grid=("GRID_X", "M / 16", "1") block=(16, 16, 1) shared_bytes=0 {
+  shared As: f32[256]
+  shared Bs: f32[256]
+  let a_off: i32 = i32(block.y) * 16 * K
+  let b_off: i32 = i32(block.x) * 16
+  let acc: f32 = 0.0
+  for L0 t: i32 = 0; t < K; t = t + 16 {
+    As[i32(thread.y) * 16 + i32(thread.x)] = A[a_off + i32(thread.y) * K + A_COL]
+    Bs[i32(thread.y) * 16 + i32(thread.x)] = B[b_off + i32(thread.y) * N + i32(thread.x)]
+    barrier block
+    a_off = a_off + 16
+    b_off = b_off + B_STEP
+    for L1 k: i32 = 0; k < 16; k = k + 1 {
+      acc = acc + As[i32(thread.y) * 16 + k] * Bs[k * 16 + i32(thread.x)]
+    }
+    barrier block
+  }
+  EPILOGUE
+}
+"""
+UNCHECKED_PARTS = {
+    "GRID_X": "N / 16", "A_COL": "i32(thread.x)", "B_STEP": "16 * N",
+    "EPILOGUE": "C[(i32(block.y) * 16 + i32(thread.y)) * N + i32(block.x) * 16 + "
+                "i32(thread.x)] = acc",
+}
+
+
+def _unchecked(**changes: str):
+    text = UNCHECKED
+    for key, value in {**UNCHECKED_PARTS, **changes}.items():
+        text = text.replace(key, value)
+    return RULE.rewrite(parse_kernel(text), "L1", {"config": "64x64x16/2x2"},
+                        RuleContext(target=TARGETS["cuda"],
+                                    scalar_exprs={"M": "M", "N": "N", "K": "K"}))
+
+
+def test_an_unchecked_2d_kernel_is_rebuilt():
+    out = _unchecked()
+    assert not isinstance(out, NotApplicable), out.reason
+    sizes = {"M": 48, "N": 32, "K": 64}
+    rng = np.random.default_rng(0)
+    args = {"A": rng.uniform(-1, 1, 48 * 64).astype(np.float32),
+            "B": rng.uniform(-1, 1, 64 * 32).astype(np.float32),
+            "C": np.zeros(48 * 32, np.float32), "M": 48, "N": 32, "K": 64}
+    original = parse_kernel(UNCHECKED.replace("GRID_X", "N / 16").replace(
+        "A_COL", "i32(thread.x)").replace("B_STEP", "16 * N").replace(
+        "EPILOGUE", UNCHECKED_PARTS["EPILOGUE"]))
+    assert same_outputs(original, out, args, sizes)
+
+
+@pytest.mark.parametrize("change,reason", [
+    # Another computation than A.B: never rebuilt as one.
+    ({"A_COL": "i32(thread.x) + 1"}, "not loaded as A[row][k]"),
+    ({"B_STEP": "32 * N"}, "not loaded as A[row][k]"),
+    ({"B_STEP": "8 * N"}, "the loop's step does not divide"),
+    # A grid that does not say how many columns the kernel covers.
+    ({"GRID_X": "N / 8"}, "do not say how many rows or columns"),
+    # The epilogue reads the thread's indices itself.
+    ({"EPILOGUE": "C[(i32(block.y) * 16 + i32(thread.y)) * N + i32(block.x) * 16 + "
+                  "i32(thread.x)] = acc + f32(thread.x)"}, "besides the sum"),
+    # The store is not the thread's own element.
+    ({"EPILOGUE": "C[(i32(block.y) * 16 + i32(thread.y)) * N + i32(block.x) * 16] = acc"},
+     "row-major"),
+])
+def test_unchecked_kernels_that_are_not_exactly_a_gemm_are_refused(change, reason):
+    result = _unchecked(**change)
+    assert isinstance(result, NotApplicable), change
+    assert reason in result.reason, result.reason
