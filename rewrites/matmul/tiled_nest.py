@@ -196,21 +196,7 @@ def recognize(kernel: Kernel, loop: For) -> MatmulNest:
     row, col = _lin((tile, BY), (1, TY)), _lin((tile, BX), (1, TX))
     k_a, k_b = poly_sum(k_base, _lin((1, TX))), poly_sum(k_base, _lin((1, TY)))
 
-    # The operands of the inner product: As[ty][k] and Bs[k][tx].
-    k = loop.var
-    loads = {}
-    for load in (first, second):
-        p = poly(load.index)
-        if p == _lin((tile, TY), (1, k)):
-            loads["a"] = load.buffer
-        elif p == _lin((tile, k), (1, TX)):
-            loads["b"] = load.buffer
-    if set(loads) != {"a", "b"} or loads["a"] == loads["b"]:
-        raise Refused("the inner product is not As[ty][k] * Bs[k][tx] over T x T tiles")
-    shared = {a.name for a in stmts if isinstance(a, Alloc) and a.space == "shared"
-              and not a.dynamic and a.size >= tile * tile}
-    if not set(loads.values()) <= shared:
-        raise Refused("the tiles are not static shared arrays of T x T elements")
+    loads = tile_operands(kernel, (first, second), poly, loop.var, tile)
 
     # The tile loads: As[ty][tx] = A[row][k_a] and Bs[ty][tx] = B[k_b][col], guarded.
     staged: dict[str, tuple[str, Poly, list[str]]] = {}
@@ -264,6 +250,25 @@ def recognize(kernel: Kernel, loop: For) -> MatmulNest:
     gemm = Gemm(format_name(a_buf), format_name(b_buf), text(lda), text(ldb),
                 format_name(m_param), format_name(n_param), format_name(k_param))
     return MatmulNest(gemm, tuple(epilogue), rows, cols, acc, m_param, n_param)
+
+
+def tile_operands(kernel: Kernel, loads, poly, k: str, tile: int) -> dict[str, str]:
+    """{"a": As, "b": Bs} for the inner product's loads ``As[ty][k]`` and ``Bs[k][tx]``,
+    both static shared arrays of at least T x T elements; raises Refused otherwise."""
+    found: dict[str, str] = {}
+    for load in loads:
+        p = poly(load.index)
+        if p == _lin((tile, TY), (1, k)):
+            found["a"] = load.buffer
+        elif p == _lin((tile, k), (1, TX)):
+            found["b"] = load.buffer
+    if set(found) != {"a", "b"} or found["a"] == found["b"]:
+        raise Refused("the inner product is not As[ty][k] * Bs[k][tx] over T x T tiles")
+    shared = {a.name for a in kernel.body.stmts if isinstance(a, Alloc) and a.space == "shared"
+              and not a.dynamic and a.size >= tile * tile}
+    if not set(found.values()) <= shared:
+        raise Refused("the tiles are not static shared arrays of T x T elements")
+    return found
 
 
 def _check_tile_count(tiles: For, poly, defs, tile: int, k_param: str, by_tiles: bool) -> None:

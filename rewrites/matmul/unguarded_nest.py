@@ -58,6 +58,7 @@ from kir.rewrites.matmul.tiled_nest import (
     Refused,
     _lin,
     _split_stride,
+    tile_operands,
 )
 from kir.rewrites.matmul.warp_tiles import PREFIX, Gemm
 from kir.rewrites.mma_tile import inner_product
@@ -224,22 +225,9 @@ def recognize_unguarded(kernel: Kernel, loop: For,
         raise Refused(f"{tiles.label} does not step by 1 tile or by {tile}")
     values = _Values(view, holder, tiles, {(): 1} if by_tiles else {(): tile})
     k_base = _lin((tile, t)) if by_tiles else _lin((1, t))
-    k = inner.var
     products = inner_product(inner)
     assert products is not None
-    loads = {}
-    for load in products[1]:
-        p = values.in_loop(load.index)
-        if p == _lin((tile, TY), (1, k)):
-            loads["a"] = load.buffer
-        elif p == _lin((tile, k), (1, TX)):
-            loads["b"] = load.buffer
-    if set(loads) != {"a", "b"} or loads["a"] == loads["b"]:
-        raise Refused("the inner product is not As[ty][k] * Bs[k][tx] over T x T tiles")
-    shared = {a.name for a in stmts if isinstance(a, Alloc) and a.space == "shared"
-              and not a.dynamic and a.size >= tile * tile}
-    if not set(loads.values()) <= shared:
-        raise Refused("the tiles are not static shared arrays of T x T elements")
+    loads = tile_operands(view, products[1], values.in_loop, inner.var, tile)
 
     # Plain tile loads, before the loop advances its offsets.
     stores: dict[str, Load] = {}
