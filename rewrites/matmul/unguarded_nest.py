@@ -101,8 +101,8 @@ def _thread_view(kernel: Kernel, tile: int) -> Kernel:
 
 class _Values:
     """Polynomials of index expressions in a kernel whose top level reassigns offsets: the
-    values before the k-tile loop, inside it (an offset advanced by ``v = v + c`` once per
-    iteration is ``v0 + c * i``), and after it (offsets the loop advances are unknown)."""
+    values inside the k-tile loop (an offset advanced by ``v = v + c`` once per iteration is
+    ``v0 + c * i`` there) and after it (offsets the loop advances are unknown there)."""
 
     def __init__(self, kernel: Kernel, holder: int, tiles: For, tile_step: Poly) -> None:
         self.defs = single_defs(kernel)
@@ -114,7 +114,6 @@ class _Values:
             if isinstance(s, (Declare, Assign)):
                 value = s.init if isinstance(s, Declare) else s.value
                 env[s.name] = None if value is None else self._poly(value, env)
-        self.before = env
         self.inside = dict(env)
         self.advanced: dict[str, int] = {}  # name -> index of its advance in the loop body
         t = tiles.var
