@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kir import analysis
-from kir.analysis import accumulation, single_defs
+from kir.analysis import accumulation, single_defs, strip_casts
 from kir.analysis.parallel import is_thread_x, position_of
 from kir.ir import (
     Assign,
@@ -71,18 +71,12 @@ def butterfly(loop: For) -> tuple[str, str] | None:
 
     def is_shuffle(e: Expr) -> bool:
         return (isinstance(e, Shuffle) and e.mode in ("xor", "down") and e.width == 32
-                and e.value == v and _var(_strip(e.lane), loop.var))
+                and e.value == v and _var(strip_casts(e.lane), loop.var))
 
     op = _combine(stmt.value, v, is_shuffle)
     if op is None or not isinstance(stmt.value.type, ScalarType):
         return None
     return stmt.name, op
-
-
-def _strip(e: Expr) -> Expr:
-    while isinstance(e, Cast):
-        e = e.value
-    return e
 
 
 def tree(kernel: Kernel, loop: For) -> tuple[str, str, Expr] | None:
@@ -93,12 +87,12 @@ def tree(kernel: Kernel, loop: For) -> tuple[str, str, Expr] | None:
         return None
 
     def start_ok(e: Expr) -> bool:
-        e = _strip(e)
+        e = strip_casts(e)
         if isinstance(e, Const):
             return e.value == bx // 2
         return (isinstance(e, Binary) and e.op == "/" and isinstance(e.right, Const)
-                and e.right.value == 2 and isinstance(_strip(e.left), Special)
-                and _strip(e.left).kind == "block_dim" and _strip(e.left).axis == "x")
+                and e.right.value == 2 and isinstance(strip_casts(e.left), Special)
+                and strip_casts(e.left).kind == "block_dim" and strip_casts(e.left).axis == "x")
 
     if not _halving(loop, start_ok):
         return None
@@ -110,12 +104,12 @@ def tree(kernel: Kernel, loop: For) -> tuple[str, str, Expr] | None:
     defs = single_defs(kernel)
 
     def tid(e: Expr) -> bool:
-        e = _strip(e)
+        e = strip_casts(e)
         return is_thread_x(e) or (isinstance(e, Var) and e.name in defs
                                   and is_thread_x(defs[e.name]))
 
     if not (isinstance(cond, Binary) and cond.op == "<" and tid(cond.left)
-            and _var(_strip(cond.right), loop.var)):
+            and _var(strip_casts(cond.right), loop.var)):
         return None
     if not (isinstance(store, Store) and tid(store.index)
             and isinstance(store.value.type, ScalarType)):
@@ -125,7 +119,7 @@ def tree(kernel: Kernel, loop: For) -> tuple[str, str, Expr] | None:
     def other(e: Expr) -> bool:
         return (isinstance(e, Load) and e.buffer == store.buffer
                 and isinstance(e.index, Binary) and e.index.op == "+"
-                and e.index.left == store.index and _var(_strip(e.index.right), loop.var))
+                and e.index.left == store.index and _var(strip_casts(e.index.right), loop.var))
 
     op = _combine(store.value, own, other)
     return (store.buffer, op, store.index) if op else None
@@ -177,7 +171,7 @@ def _tree_plan(kernel: Kernel, loop: For, buf: str, op: str, tid: Expr) -> Tree:
     for s in after:
         for n in s.walk():
             if isinstance(n, Load) and n.buffer == buf and not (
-                    isinstance(_strip(n.index), Const) and _strip(n.index).value == 0):
+                    isinstance(strip_casts(n.index), Const) and strip_casts(n.index).value == 0):
                 return Tree(loop, buf, op, tid, None,
                             f"{buf!r} is read at an element other than 0 afterwards; its "
                             "partial sums would change")

@@ -29,6 +29,7 @@ from kir.analysis.walk import (  # noqa: F401 - the package's public names
     replace_loop,
     replace_stmt,
     single_defs,
+    strip_casts,
     substitute,
     sum_terms,
     thread_dependent_vars,
@@ -41,5 +42,5 @@ __all__ = [
     'buffers_written', 'has_matrix_stmts', 'substitute', 'rename_var', 'CanonicalLoop',
     'canonical', 'constant_trip_count', 'THREAD_VARYING', 'thread_dependent_vars',
     'is_thread_dependent', 'map_stmts', 'own_exprs', 'has_own_exit', 'single_defs',
-    'accumulation', 'sum_terms', 'conjuncts', 'chain_operands',
+    'accumulation', 'sum_terms', 'conjuncts', 'chain_operands', 'strip_casts',
 ]

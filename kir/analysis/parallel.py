@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
+from kir.analysis.walk import strip_casts
 from kir.ir import (
     Assign,
     Atomic,
@@ -77,15 +78,9 @@ def stmts_in_order(body: Block) -> Iterator[Stmt]:
 # ---------------------------------------------------------------------- lane uniformity
 
 
-def _strip_casts(e: Expr) -> Expr:
-    while isinstance(e, Cast):
-        e = e.value
-    return e
-
-
 def is_thread_x(e: Expr) -> bool:
     """``thread.x``, possibly under integer casts."""
-    e = _strip_casts(e)
+    e = strip_casts(e)
     return isinstance(e, Special) and e.kind == "thread" and e.axis == "x"
 
 

@@ -18,6 +18,7 @@ from kir.ir import (
     Binary,
     Block,
     Call,
+    Cast,
     Const,
     Declare,
     Expr,
@@ -287,6 +288,13 @@ def accumulation(value: Expr, acc: Expr) -> tuple[str, Expr] | None:
     if pair[1] == acc:
         return op, pair[0]
     return None
+
+
+def strip_casts(e: Expr) -> Expr:
+    """``e`` under every conversion wrapped around it (``i32(u32(x))`` -> ``x``)."""
+    while isinstance(e, Cast):
+        e = e.value
+    return e
 
 
 def chain_operands(expr: Expr, op: str) -> list[Expr]:

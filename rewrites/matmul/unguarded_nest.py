@@ -17,7 +17,7 @@ import dataclasses
 import re
 from typing import Mapping
 
-from kir.analysis import single_defs
+from kir.analysis import single_defs, strip_casts
 from kir.analysis.affine import (
     Poly,
     poly_product,
@@ -32,7 +32,6 @@ from kir.ir import (
     Barrier,
     Binary,
     Block,
-    Cast,
     Const,
     Declare,
     Expr,
@@ -66,12 +65,6 @@ from kir.rewrites.mma_tile import inner_product
 ROW, COL = f"{PREFIX}row", f"{PREFIX}col"  # the kept epilogue's row and column, renamed later
 
 
-def _strip(e: Expr) -> Expr:
-    while isinstance(e, Cast):
-        e = e.value
-    return e
-
-
 def _thread_view(kernel: Kernel, tile: int) -> Kernel:
     """A 1-D block of T·T threads read as T x T: ``thread.x / T`` as thread.y and
     ``thread.x % T`` as thread.x. Only for recognition (the kernel is rebuilt from a
@@ -83,7 +76,7 @@ def _thread_view(kernel: Kernel, tile: int) -> Kernel:
     def visit(n: Node) -> Node | None:
         nonlocal split
         if isinstance(n, Binary) and n.op in ("/", "%"):
-            left, right = _strip(n.left), _strip(n.right)
+            left, right = strip_casts(n.left), strip_casts(n.right)
             if (isinstance(left, Special) and (left.kind, left.axis) == ("thread", "x")
                     and isinstance(right, Const) and right.value == tile):
                 split += 1
@@ -134,10 +127,10 @@ class _Values:
 
     def _advance(self, s: Assign, env) -> Poly | None:
         v = s.value
-        if isinstance(_strip(v), Binary) and _strip(v).op == "+":
-            v = _strip(v)
+        if isinstance(strip_casts(v), Binary) and strip_casts(v).op == "+":
+            v = strip_casts(v)
             for mine, other in ((v.left, v.right), (v.right, v.left)):
-                if isinstance(_strip(mine), Var) and _strip(mine).name == s.name:
+                if isinstance(strip_casts(mine), Var) and strip_casts(mine).name == s.name:
                     step = self._poly(other, env)
                     if step is not None and not any(s.name in m for m in step):
                         return step
@@ -304,15 +297,15 @@ def _k_bound(tiles: For, values: _Values, t: str, tile: int, by_tiles: bool) -> 
     if not (isinstance(tiles.init, Const) and tiles.init.value == 0 and isinstance(cond, Binary)
             and cond.op == "<" and values.in_loop(cond.left) == {(t,): 1}):
         raise Refused(f"{tiles.label} does not count from 0 with `{t} < bound`")
-    bound = _strip(cond.right)
+    bound = strip_casts(cond.right)
     if isinstance(bound, Var) and bound.name in values.defs:
-        bound = _strip(values.defs[bound.name])
+        bound = strip_casts(values.defs[bound.name])
     if not by_tiles and isinstance(bound, Var):
         return Var(bound.name, I32)
     if by_tiles and isinstance(bound, Binary) and bound.op == "/" and isinstance(
-            _strip(bound.left), Var) and isinstance(_strip(bound.right), Const) \
-            and _strip(bound.right).value == tile:
-        k = Var(_strip(bound.left).name, I32)
+            strip_casts(bound.left), Var) and isinstance(strip_casts(bound.right), Const) \
+            and strip_casts(bound.right).value == tile:
+        k = Var(strip_casts(bound.left).name, I32)
         return Binary("*", Binary("/", k, Const(tile, I32), I32), Const(tile, I32), I32)
     raise Refused(f"{tiles.label} does not run to a k size (K stepping by {tile}, or K / "
                   f"{tile} tiles)")

@@ -6,12 +6,12 @@ import dataclasses
 from dataclasses import dataclass
 
 from kir import analysis
+from kir.analysis import strip_casts
 from kir.ir import (
     Alloc,
     Assign,
     Atomic,
     Binary,
-    Cast,
     Const,
     Declare,
     Expr,
@@ -66,20 +66,14 @@ def _kinds(e: Node, env: dict[str, set[str]]) -> set[str]:
     return kinds
 
 
-def _strip(e: Expr) -> Expr:
-    while isinstance(e, Cast):
-        e = e.value
-    return e
-
-
 def _strided_vars(kernel: Kernel, env: dict[str, set[str]]) -> set[str]:
     """Loop variables of block-stride loops: start from the thread index, step by a
     block_dim-derived amount (``for (i = tid; i < n; i += blockDim.x)``)."""
     out = set()
     for lp in analysis.loops(kernel):
-        u = _strip(lp.update)
-        if isinstance(u, Binary) and u.op == "+" and isinstance(_strip(u.left), Var) \
-                and _strip(u.left).name == lp.var and "dim" in _kinds(u.right, env) \
+        u = strip_casts(lp.update)
+        if isinstance(u, Binary) and u.op == "+" and isinstance(strip_casts(u.left), Var) \
+                and strip_casts(u.left).name == lp.var and "dim" in _kinds(u.right, env) \
                 and "block" not in _kinds(lp.init, env):
             out.add(lp.var)
     return out

@@ -20,12 +20,12 @@ from typing import Mapping
 from kir.rewrites.vectorize.vector_loop import base_of
 
 from kir import analysis
+from kir.analysis import strip_casts
 from kir.analysis.affine import Poly, to_poly
 from kir.analysis.parallel import Position, is_lane_varying, lane_varying_context, position_of
 from kir.ir import (
     Assign,
     Binary,
-    Cast,
     Const,
     Declare,
     Expr,
@@ -65,23 +65,17 @@ def index_base(kernel: Kernel, index: Expr, var: str) -> Poly | str:
     return f"the index is not base + {var}" if base is None else base
 
 
-def _strip(e: Expr) -> Expr:
-    while isinstance(e, Cast):
-        e = e.value
-    return e
-
-
 def _offsets(loop: For) -> list[int] | None:
     """The values the counter of ``for (o = c0; o CMP k; o = o OP k')`` takes (at most 64)."""
     o = Var(loop.var, loop.type)
     cond, update = loop.cond, loop.update
-    if not (isinstance(_strip(loop.init), Const) and isinstance(cond, Binary)
-            and cond.left == o and isinstance(_strip(cond.right), Const)
+    if not (isinstance(strip_casts(loop.init), Const) and isinstance(cond, Binary)
+            and cond.left == o and isinstance(strip_casts(cond.right), Const)
             and isinstance(update, Binary) and update.left == o
-            and isinstance(_strip(update.right), Const)):
+            and isinstance(strip_casts(update.right), Const)):
         return None
-    value, bound, k = _strip(loop.init).value, _strip(cond.right).value, \
-        _strip(update.right).value
+    value, bound, k = strip_casts(loop.init).value, strip_casts(cond.right).value, \
+        strip_casts(update.right).value
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (value, bound, k)):
         return None
     tests = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__,
@@ -116,7 +110,7 @@ def lane_combine(stmt: Stmt) -> tuple[str, str, str] | None:
     op, shuffle = found
     if not (isinstance(shuffle, Shuffle) and shuffle.value == v and shuffle.width == WARP
             and shuffle.mode in ("xor", "down")
-            and _strip(shuffle.lane) == Var(stmt.var, stmt.type)):
+            and strip_casts(shuffle.lane) == Var(stmt.var, stmt.type)):
         return None
     offsets = _offsets(stmt)
     halving, doubling = [16, 8, 4, 2, 1], [1, 2, 4, 8, 16]
@@ -138,7 +132,7 @@ def lane_uniform(kernel: Kernel, expr: Expr, at: Position, tainted: set[str],
 
     def proven(n: Node) -> Node | None:
         if isinstance(n, Shuffle) and n.mode == "idx" and n.width == WARP \
-                and isinstance(_strip(n.lane), Const):
+                and isinstance(strip_casts(n.lane), Const):
             return Const(0, I32)  # a broadcast from one lane
         if isinstance(n, Var) and n.name in tainted and depth < 16:
             if n.name in defs:

@@ -10,6 +10,7 @@ from kir.rewrites.vectorize.lanes import index_base, lane_combine, lane_uniform
 from kir.rewrites.vectorize.vector_loop import VectorLoopRule, is_multiple, spec_ints
 
 from kir import analysis
+from kir.analysis import strip_casts
 from kir.analysis.affine import Poly
 from kir.analysis.loop_edits import Namer, copy_body
 from kir.analysis.memory import inline_locals
@@ -20,7 +21,6 @@ from kir.ir import (
     Barrier,
     Binary,
     Block,
-    Cast,
     Component,
     Const,
     Declare,
@@ -114,15 +114,9 @@ class _Plan:
     assigned: frozenset[str]  # the names the kernel assigns
 
 
-def _strip(e: Expr) -> Expr:
-    while isinstance(e, Cast):
-        e = e.value
-    return e
-
-
 def _step(kernel: Kernel, e: Expr) -> int | None:
     """The loop step as a number: a constant, blockDim (concrete in the launch), warpSize."""
-    e = _strip(e)
+    e = strip_casts(e)
     if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
         return e.value
     if isinstance(e, Special) and e.kind == "block_dim":
@@ -135,7 +129,7 @@ def _step(kernel: Kernel, e: Expr) -> int | None:
 def _start_form(kernel: Kernel, start: Expr, step: int) -> bool | NotApplicable:
     """True when the start is the lane, False when it is thread.x: either way the lanes of
     a warp start at W + 0..31 with W a multiple of 32 in [0, S - 32]."""
-    e = _strip(inline_locals(start, analysis.single_defs(kernel)))
+    e = strip_casts(inline_locals(start, analysis.single_defs(kernel)))
     block = kernel.launch.block
     if block[0] % WARP:
         return NotApplicable("the block width is not a multiple of 32 (warps straddle rows)")
@@ -337,7 +331,7 @@ def _partial_reads(stmt: Stmt, state: dict[str, str]) -> str | None:
         n = stack.pop()
         if isinstance(n, Shuffle) and n.mode == "idx" and n.width == WARP \
                 and isinstance(n.value, Var) and state.get(n.value.name) == "lane0" \
-                and isinstance(_strip(n.lane), Const) and _strip(n.lane).value == 0:
+                and isinstance(strip_casts(n.lane), Const) and strip_casts(n.lane).value == 0:
             continue  # lane 0 holds the warp's total: a broadcast of it is combined
         if isinstance(n, Var) and n.name in state:
             return n.name
