@@ -9,6 +9,7 @@ indices, the loop variables and the parameters, with single-definition locals su
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from kir.analysis import conjuncts, single_defs
 from kir.analysis.affine import (
@@ -67,27 +68,40 @@ class Refused(Exception):
     """Why the nest does not have the shape the rule rebuilds."""
 
 
-def _poly_of(kernel: Kernel):
-    """index expression -> polynomial over hardware indices, loop variables and parameters,
+class IndexPolys:
+    """Index expression -> polynomial over hardware indices, loop variables and parameters,
     with single-definition locals substituted and the block's dimensions as the launch's
     constants (``blockIdx.y * blockDim.y + threadIdx.y`` is the row as much as
-    ``blockIdx.y * TILE + threadIdx.y``)."""
-    defs = single_defs(kernel)
-    memo: dict[str, Poly | None] = {}
-    dims = {special_atom(Special("block_dim", axis)): int(size)
-            for axis, size in zip("xyz", kernel.launch.block)}
+    ``blockIdx.y * TILE + threadIdx.y``). ``env`` gives some names values of their own (the
+    offsets a tutorial's kernel reassigns); without it, answers are remembered."""
 
-    def lookup(name: str) -> Poly | None:
-        if name not in memo:
-            memo[name] = None
-            memo[name] = to_poly(defs[name], lookup) if name in defs else {(name,): 1}
-        return memo[name]
+    def __init__(self, kernel: Kernel) -> None:
+        self.defs = single_defs(kernel)
+        self.dims = {special_atom(Special("block_dim", axis)): int(size)
+                     for axis, size in zip("xyz", kernel.launch.block)}
+        self._memo: dict[str, Poly | None] = {}
 
-    def poly(e: Expr) -> Poly | None:
+    def __call__(self, e: Expr, env: Mapping[str, Poly | None] | None = None) -> Poly | None:
+        memo: dict[str, Poly | None] = self._memo if env is None else {}
+        env = env or {}
+
+        def lookup(name: str) -> Poly | None:
+            if name in env:
+                return env[name]
+            if name not in memo:
+                memo[name] = None
+                memo[name] = to_poly(self.defs[name], lookup) if name in self.defs \
+                    else {(name,): 1}
+            return memo[name]
+
         found = to_poly(e, lookup)
-        return None if found is None else substitute_values(found, dims)
+        return None if found is None else substitute_values(found, self.dims)
 
-    return poly
+
+def stride_text(p: Poly) -> str:
+    """A stride (one parameter or a constant, as :func:`_split_stride` allows) as IR text."""
+    (mono, coef), = p.items()
+    return format_name(mono[0]) if mono else str(coef)
 
 
 def _lin(*terms: tuple[int, str]) -> Poly:
@@ -170,7 +184,7 @@ def recognize(kernel: Kernel, loop: For) -> MatmulNest:
     acc, (first, second) = product
     bx, by, bz = kernel.launch.block
     tile = bx
-    poly = _poly_of(kernel)
+    poly = IndexPolys(kernel)
     if not (bx == by and bz == 1 and len(kernel.launch.grid) >= 2):
         raise Refused(f"needs a square 2-D block, not {kernel.launch.block}")
     if not (isinstance(loop.init, Const) and loop.init.value == 0
@@ -243,11 +257,7 @@ def recognize(kernel: Kernel, loop: For) -> MatmulNest:
     epilogue = stmts[holder_index + 1:]
     rows, cols = _epilogue_names(kernel, epilogue, acc, poly, row, col, m_param, n_param)
 
-    def text(p: Poly) -> str:
-        (mono, coef), = p.items()
-        return format_name(mono[0]) if mono else str(coef)
-
-    gemm = Gemm(format_name(a_buf), format_name(b_buf), text(lda), text(ldb),
+    gemm = Gemm(format_name(a_buf), format_name(b_buf), stride_text(lda), stride_text(ldb),
                 format_name(m_param), format_name(n_param), format_name(k_param))
     return MatmulNest(gemm, tuple(epilogue), rows, cols, acc, m_param, n_param)
 

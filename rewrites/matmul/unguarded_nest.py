@@ -17,15 +17,8 @@ import dataclasses
 import re
 from typing import Mapping
 
-from kir.analysis import single_defs, strip_casts
-from kir.analysis.affine import (
-    Poly,
-    poly_product,
-    poly_sum,
-    special_atom,
-    substitute_values,
-    to_poly,
-)
+from kir.analysis import strip_casts
+from kir.analysis.affine import Poly, poly_product, poly_sum
 from kir.ir import (
     Alloc,
     Assign,
@@ -56,7 +49,9 @@ from kir.rewrites.matmul.tiled_nest import (
     MatmulNest,
     Refused,
     _lin,
+    IndexPolys,
     _split_stride,
+    stride_text,
     tile_operands,
 )
 from kir.rewrites.matmul.warp_tiles import PREFIX, Gemm
@@ -97,16 +92,14 @@ class _Values:
     values inside the k-tile loop (an offset advanced by ``v = v + c`` once per iteration is
     ``v0 + c * i`` there) and after it (offsets the loop advances are unknown there)."""
 
-    def __init__(self, kernel: Kernel, holder: int, tiles: For, tile_step: Poly) -> None:
-        self.defs = single_defs(kernel)
-        dims = {special_atom(Special("block_dim", a)): int(s)
-                for a, s in zip("xyz", kernel.launch.block)}
-        self.dims = dims
+    def __init__(self, polys: IndexPolys, kernel: Kernel, holder: int, tiles: For,
+                 tile_step: Poly) -> None:
+        self.polys = polys
         env: dict[str, Poly | None] = {}
         for s in kernel.body.stmts[:holder]:
             if isinstance(s, (Declare, Assign)):
                 value = s.init if isinstance(s, Declare) else s.value
-                env[s.name] = None if value is None else self._poly(value, env)
+                env[s.name] = None if value is None else self.polys(value, env)
         self.inside = dict(env)
         self.advanced: dict[str, int] = {}  # name -> index of its advance in the loop body
         t = tiles.var
@@ -131,33 +124,16 @@ class _Values:
             v = strip_casts(v)
             for mine, other in ((v.left, v.right), (v.right, v.left)):
                 if isinstance(strip_casts(mine), Var) and strip_casts(mine).name == s.name:
-                    step = self._poly(other, env)
+                    step = self.polys(other, env)
                     if step is not None and not any(s.name in m for m in step):
                         return step
         return None
 
-    def _poly(self, e: Expr, env: Mapping[str, Poly | None]) -> Poly | None:
-        memo: dict[str, Poly | None] = {}
-
-        def lookup(name: str) -> Poly | None:
-            if name in env:
-                return env[name]
-            if name not in memo:
-                memo[name] = None
-                memo[name] = to_poly(self.defs[name], lookup) if name in self.defs \
-                    else {(name,): 1}
-            return memo[name]
-
-        found = to_poly(e, lookup)
-        if found is None:
-            return None
-        return substitute_values(found, self.dims)
-
     def in_loop(self, e: Expr) -> Poly | None:
-        return self._poly(e, self.inside)
+        return self.polys(e, self.inside)
 
     def after_loop(self, e: Expr) -> Poly | None:
-        return self._poly(e, self.after)
+        return self.polys(e, self.after)
 
 
 def _divide(p: Poly, step: Poly) -> Poly | None:
@@ -210,12 +186,12 @@ def recognize_unguarded(kernel: Kernel, loop: For,
     if inner is None:
         raise Refused("the inner product is not directly inside a top-level k-tile loop")
     t = tiles.var
-    plain = _Values(view, holder, tiles, {(): 1})
-    step = plain.in_loop(tiles.update)
+    polys = IndexPolys(view)
+    step = polys(tiles.update)  # the loop variable is no offset the loop body advances
     by_tiles = step == _lin((1, t), (1, ""))
     if not (by_tiles or step == _lin((1, t), (tile, ""))):
         raise Refused(f"{tiles.label} does not step by 1 tile or by {tile}")
-    values = _Values(view, holder, tiles, {(): 1} if by_tiles else {(): tile})
+    values = _Values(polys, view, holder, tiles, {(): 1} if by_tiles else {(): tile})
     k_base = _lin((tile, t)) if by_tiles else _lin((1, t))
     products = inner_product(inner)
     assert products is not None
@@ -269,12 +245,8 @@ def recognize_unguarded(kernel: Kernel, loop: For,
         raise Refused("the kernel does more before its k-tile loop than set up indices")
     epilogue = _epilogue(kernel, stmts[holder + 1:], acc, values, row, col, m_bound, n_bound)
 
-    def text(p: Poly) -> str:
-        (mono, coef), = p.items()
-        return format_name(mono[0]) if mono else str(coef)
-
     gemm = Gemm(format_name(stores[loads["a"]].buffer), format_name(stores[loads["b"]].buffer),
-                text(lda), text(ldb), print_expr(m_bound), print_expr(n_bound),
+                stride_text(lda), stride_text(ldb), print_expr(m_bound), print_expr(n_bound),
                 print_expr(k_bound))
     return MatmulNest(gemm, (epilogue,), ((ROW, I32),), ((COL, I32),), acc,
                       _param_of(m_bound), _param_of(n_bound))
@@ -298,8 +270,8 @@ def _k_bound(tiles: For, values: _Values, t: str, tile: int, by_tiles: bool) -> 
             and cond.op == "<" and values.in_loop(cond.left) == {(t,): 1}):
         raise Refused(f"{tiles.label} does not count from 0 with `{t} < bound`")
     bound = strip_casts(cond.right)
-    if isinstance(bound, Var) and bound.name in values.defs:
-        bound = strip_casts(values.defs[bound.name])
+    if isinstance(bound, Var) and bound.name in values.polys.defs:
+        bound = strip_casts(values.polys.defs[bound.name])
     if not by_tiles and isinstance(bound, Var):
         return Var(bound.name, I32)
     if by_tiles and isinstance(bound, Binary) and bound.op == "/" and isinstance(
