@@ -182,7 +182,8 @@ def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
         return Evaluation.rejected(Status.NOT_APPLICABLE, NOT_MODELLABLE)
     deadline = None if ctx.time_limit_s is None else time.process_time() + ctx.time_limit_s
     for i, case in enumerate(cases):
-        count = ctx.profile is not None and i == 0
+        # Case 0's counts are the model's unless it prices at other sizes (model_counts).
+        count = ctx.profile is not None and i == 0 and ctx.model_sizes is None
         left = None if deadline is None else max(deadline - time.process_time(), 0.001)
         verdict, outputs, counted = run_case(kernel, case, ctx.max_steps, count, left)
         if verdict is not None:
@@ -195,9 +196,9 @@ def check_kernel(kernel: Kernel, ctx: CheckContext) -> Evaluation:
     notes = SPECIALIZED_NOTE if specialized else {}
     if ctx.profile is None:
         return Evaluation(Status.OK, 0.0, "", {"max_abs_err": worst, "cases": len(cases), **notes})
-    from kir.measure.model_sizes import at_model_sizes
+    from kir.measure.model_sizes import model_counts
 
-    verdict, counters = at_model_sizes(kernel, ctx, cases[0], counters)
+    verdict, counters = model_counts(kernel, ctx, cases[0], counters)
     if verdict is not None:
         return verdict
     return model_time(counters, ctx.profile, worst, len(cases), notes)

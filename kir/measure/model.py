@@ -17,10 +17,9 @@ from kir.measure.cases import (
     Validating,
     judged_cases,
     model_time,
-    run_case,
 )
 from kir.measure.device import describe_model
-from kir.measure.model_sizes import at_model_sizes, with_model_sizes
+from kir.measure.model_sizes import model_counts, with_model_sizes
 from kir.search.evaluator import Evaluation, Status
 
 
@@ -63,17 +62,16 @@ class ModelEvaluator(Validating):
 def model_validated(kernel: Kernel, ctx: CheckContext, validated: Evaluation,
                     profile: str) -> Evaluation:
     """The verdict :func:`~kir.measure.cases.check_kernel` gives ``kernel`` with ``profile``,
-    from its verdict without one (``validated``, e.g. from a CPU task elsewhere): the first
-    case is run again with counters and the model prices the counts. This is what a modelled
+    from its verdict without one (``validated``, e.g. from a CPU task elsewhere): the kernel is
+    run again with counters (:func:`~kir.measure.model_sizes.model_counts`) and the model
+    prices the counts. This is what a modelled
     device does with a candidate validated elsewhere (:mod:`kir.measure.portable`)."""
     if not validated.ok:
         return validated
     cases, specialized = judged_cases(kernel, ctx)
     if not cases:
         return Evaluation.rejected(Status.NOT_APPLICABLE, NOT_MODELLABLE)
-    verdict, _, counters = run_case(kernel, cases[0], ctx.max_steps, True)
-    if verdict is None:
-        verdict, counters = at_model_sizes(kernel, ctx, cases[0], counters)
+    verdict, counters = model_counts(kernel, ctx, cases[0])
     if verdict is not None:
         return verdict
     return model_time(counters, profile, float(validated.details.get("max_abs_err", 0.0)),

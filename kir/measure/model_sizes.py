@@ -5,8 +5,8 @@ candidates are validated at small check sizes. Priced there, a structure that pa
 large sizes (a warp-tiled matmul, a bounded grid) looks no better or worse than the input. So
 each candidate is counted at a few size sets (a base and one set per moved size, doubled) and
 the counts are extrapolated to the compiled sizes (:func:`kir.cost.extrapolate.extrapolate`).
-:func:`with_model_sizes` sets an evaluator's context up for it; :func:`at_model_sizes` is what
-:func:`kir.measure.cases.check_kernel` calls per candidate.
+:func:`with_model_sizes` sets an evaluator's context up for it; :func:`model_counts` is what
+the checks call per candidate.
 """
 
 from __future__ import annotations
@@ -21,14 +21,18 @@ from kir.measure.cases import DEFAULT_SEEDS, Case, CheckContext, run_case, sizes
 from kir.search.evaluator import Evaluation, Status
 
 
-def at_model_sizes(kernel: Kernel, ctx: CheckContext, base: Case,
-                   counters: Any) -> tuple[Evaluation | None, Any]:
-    """The counts at ``ctx.model_sizes``, extrapolated (:func:`kir.cost.extrapolate.
-    extrapolate`) from runs at the size sets :func:`counted_sizes` picks for ``kernel``;
-    without model sizes, ``counters`` (counted at case 0, ``base``) as they are. A rejection
-    when a counted run fails or the counts do not extrapolate."""
-    if ctx.model_sizes is None or ctx.bound is None:
-        return None, counters
+def model_counts(kernel: Kernel, ctx: CheckContext, base: Case,
+                 counters: Any = None) -> tuple[Evaluation | None, Any]:
+    """The counts the model prices ``kernel`` by: extrapolated to ``ctx.model_sizes``
+    (:func:`kir.cost.extrapolate.extrapolate`) from runs at the size sets
+    :func:`counted_sizes` picks for it; without model sizes, case 0's (``base``): the
+    ``counters`` its caller counted while validating, else counted here. A rejection when a
+    run fails or the counts do not extrapolate."""
+    if ctx.model_sizes is None:
+        if counters is not None:
+            return None, counters
+        verdict, _, counters = run_case(kernel, base, ctx.max_steps, True)
+        return verdict, counters
     from kir.cost.extrapolate import extrapolate
 
     spec = ctx.bound.spec
@@ -103,7 +107,7 @@ def counted_sizes(spec: Any, check: Mapping[str, int], compiled: Mapping[str, in
             return [], f"{name} is a template size: the compiled kernel is another one"
         while value // 2 >= small and value % 2 == 0:
             value //= 2
-        base[name] = value if value > small else small
+        base[name] = max(value, small)
         moving.append(name)
     if kernel is not None:
         for name in moving:
