@@ -66,6 +66,10 @@ class Dialect:
     bare_special_floats: frozenset[str] = frozenset({"f32"})
     # (printer, matrix statement) -> lines; None where the target has no matrix fragments
     matrix: Callable[["Printer", ir.Stmt], list[str]] | None = None
+    # (printer, consecutive matrix products) -> lines, where the target issues several
+    # products as one instruction; None prints each through ``matrix``
+    matrix_products: Callable[["Printer", list[ir.MatrixMultiplyAccumulate]], list[str]] \
+        | None = None
     # A line copying each scalar parameter into a local at the top of the body ("{type}",
     # "{name}"), which ``scalar_param`` then reads; "" where parameters are read in place.
     scalar_copy: str = ""
@@ -342,8 +346,17 @@ class Printer:
         if indent > MAX_NESTING:
             raise KirError(f"statements nested more than {MAX_NESTING} deep")
         out: list[str] = []
-        for s in b.stmts:
-            out.extend(self.stmt(s, indent))
+        products = self.dialect.matrix_products
+        run: list[ir.MatrixMultiplyAccumulate] = []
+        for s in [*b.stmts, None]:
+            if products is not None and isinstance(s, ir.MatrixMultiplyAccumulate):
+                run.append(s)
+                continue
+            if run:
+                out.extend("    " * indent + line for line in products(self, run))
+                run = []
+            if s is not None:
+                out.extend(self.stmt(s, indent))
         return out
 
     def stmt(self, s: ir.Stmt, indent: int) -> list[str]:

@@ -10,7 +10,7 @@ blocks with ``shared_memory`` dynamic bytes.
 from __future__ import annotations
 
 from kir.backends.cstyle import BufferInfo, Dialect, Printer
-from kir.backends.matrix_emit import CUDA_HELPER, CUDA_TF32_HELPER, cuda_matrix
+from kir.backends.matrix_emit import CUDA_HELPER, CUDA_TF32_HELPER, cuda_matrix, cuda_products
 
 from kir import ir
 from kir.errors import UnsupportedError
@@ -112,6 +112,7 @@ CUDA = Dialect(
     int_suffixes={"u32": "u", "i64": "ll", "u64": "ull"},
     bare_special_floats=frozenset({"f32", "f64"}),
     matrix=cuda_matrix,
+    matrix_products=cuda_products,
 )
 
 HELPERS = {

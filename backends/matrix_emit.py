@@ -21,7 +21,11 @@ Fragments for mma.m16n8k8", .tf32), its A rows 8-15 zero, so its C rows 0-7 are 
 load as :func:`kir.interp.matrix.round_to_tf32` does; which fragments are A or B operands is
 found once per kernel (:func:`kir.analysis.matrix_roles.tf32_operand_roles`). Without ``__CUDA_ARCH__ >= 800`` (the CPU
 emulator, older GPUs) the same helpers compute the product with shuffles over the same
-rounded operands.
+rounded operands. Consecutive tf32 products that share a B operand are issued two to an
+instruction (:func:`cuda_products`): the second fills the A rows 8-15 the lone product leaves
+zero. Measured on the H200 (``benchmarks/matmul_probe.py``, BENCHMARKS.md round 5) this, with
+the tile copy's 16-byte loads, is what brought the warp-tiled GEMM from ~200 registers a thread
+to ~170 and most of its speed-up.
 """
 
 from __future__ import annotations
@@ -104,6 +108,44 @@ def cuda_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
     raise UnsupportedError(f"CUDA backend cannot print {type(s).__name__}", ir.stmt_loc(s))
 
 
+def cuda_products(p: "Printer", run: list[ir.MatrixMultiplyAccumulate]) -> list[str]:
+    """CUDA lines for consecutive matrix products: tf32 products that share their B operand
+    go out in pairs as one m16n8k8 (``kir_tf32_mma2``), which halves the tensor-core
+    instructions and the zero registers a lone 8x8 product pads its A operand with.
+
+    Pairing moves a product past others; that is sound only among products into distinct
+    accumulators (a tf32 operand is never an accumulator: ``tf32_operand_roles``), so the run
+    is cut where an accumulator repeats and each piece keeps every accumulator's own order."""
+    out: list[str] = []
+    piece: list[ir.MatrixMultiplyAccumulate] = []
+    for s in run:
+        if s.precision != "tf32" or any(s.acc == q.acc for q in piece):
+            out += _paired(p, piece)
+            piece = []
+        if s.precision == "tf32":
+            piece.append(s)
+        else:
+            out += cuda_matrix(p, s)
+    return out + _paired(p, piece)
+
+
+def _paired(p: "Printer", piece: list[ir.MatrixMultiplyAccumulate]) -> list[str]:
+    """Lines for tf32 products into distinct accumulators, paired by B operand (in the
+    order each B first appears)."""
+    by_b: dict[str, list[ir.MatrixMultiplyAccumulate]] = {}
+    for s in piece:
+        by_b.setdefault(s.b, []).append(s)
+    out: list[str] = []
+    for group in by_b.values():
+        for first, second in zip(group[::2], group[1::2]):
+            p.helpers.update(("lane", "matrix", "matrix_tf32"))
+            out.append(f"kir_tf32_mma2({p.name(first.acc)}, {p.name(second.acc)}, "
+                       f"{p.name(first.a)}, {p.name(second.a)}, {p.name(first.b)});")
+        if len(group) % 2:
+            out += cuda_matrix(p, group[-1])
+    return out
+
+
 def _cuda_tf32(p: "Printer", s: ir.Stmt, role: str | None) -> list[str]:
     """A tf32 product, or the load or fill of one of its operands (``role`` "a" / "b")."""
     p.helpers.add("matrix_tf32")
@@ -171,9 +213,14 @@ CUDA_TF32_HELPER = r"""// TF32 operands of an m16n8k8 mma.sync whose A rows 8-15
 // B[t + 4][g], rounded to TF32; the accumulator is a kir_frag8x8 (the C rows 0-7).
 struct kir_tf32_frag { float v[2]; };
 __device__ __forceinline__ float kir_tf32_round(float x) {
-    // To nearest, ties away from zero (cvt.rna.tf32.f32); infinities and NaNs unchanged.
+    // To nearest, ties away from zero; infinities and NaNs unchanged.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned int u;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+#else
     unsigned int u = __float_as_uint(x);
     if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+#endif
     return __uint_as_float(u);
 }
 __device__ __forceinline__ kir_tf32_frag kir_tf32_fill(float x) {
@@ -231,7 +278,26 @@ __device__ __forceinline__ void kir_tf32_mma(kir_frag8x8& d, const kir_tf32_frag
     d.v[0] = d0;
     d.v[1] = d1;
 #endif
+}
+// Two products that share their B operand, d0 += a0 * b and d1 += a1 * b, as one m16n8k8:
+// a0 fills the instruction's A rows 0-7 and a1 its rows 8-15 (rows are independent, so each
+// result is the single product's).
+__device__ __forceinline__ void kir_tf32_mma2(kir_frag8x8& d0, kir_frag8x8& d1,
+                                              const kir_tf32_frag& a0, const kir_tf32_frag& a1,
+                                              const kir_tf32_frag& b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d0.v[0]), "+f"(d0.v[1]), "+f"(d1.v[0]), "+f"(d1.v[1])
+        : "r"(__float_as_uint(a0.v[0])), "r"(__float_as_uint(a1.v[0])),
+          "r"(__float_as_uint(a0.v[1])), "r"(__float_as_uint(a1.v[1])),
+          "r"(__float_as_uint(b.v[0])), "r"(__float_as_uint(b.v[1])));
+#else
+    kir_tf32_mma(d0, a0, b);
+    kir_tf32_mma(d1, a1, b);
+#endif
 }"""
 
 
-__all__ = ["metal_matrix", "cuda_matrix", "METAL_HELPER", "CUDA_HELPER", "CUDA_TF32_HELPER"]
+__all__ = ["metal_matrix", "cuda_matrix", "cuda_products", "METAL_HELPER", "CUDA_HELPER", "CUDA_TF32_HELPER"]

@@ -33,7 +33,7 @@ from kir.rewrites.mma_tile import inner_product
 
 # Block tile / warps, the search's gene: MLX's steel GEMMs use 32-64 x 32-64 tiles with 2 x 2
 # SIMD groups on Apple GPUs; CUDA GEMMs 64-128 x 64-128 with 4-8 warps (CUTLASS defaults).
-CONFIGS = ("64x64x16/2x2", "64x128x16/2x2", "128x128x16/2x4", "128x128x32/2x4",
+CONFIGS = ("64x64x16/2x2", "64x128x16/2x2", "128x128x16/2x4", "128x128x32/2x4", "128x128x16/2x2",
            "128x64x16/2x2", "64x64x32/2x2", "32x64x16/1x2")
 
 

@@ -104,3 +104,62 @@ def test_emulated_tf32_fragments_match_the_interpreter(text: str) -> None:
     got = EmulatedKernel(emitted)(inputs)["C"]
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
     assert np.abs(expected - exact).max() > 1e-5  # TF32 rounding is visible
+
+
+# Five tf32 products in one run: the first three go into distinct accumulators (two share B
+# and become one m16n8k8), the fourth repeats acc0, so the run is cut there and acc0 keeps
+# its order of additions.
+PAIRED = """\
+kernel @k(A: f32* global const, B: f32* global const, C: f32* global, N: i32, one: f32)
+    grid=("1", "1", "1") block=(32, 1, 1) shared_bytes=0 {
+  shared Bs: f32[64]
+  Bs[i32(thread.x)] = B[i32(thread.x)]
+  Bs[i32(thread.x) + 32] = B[i32(thread.x) + 32]
+  barrier block
+  matrix acc0: f32m8x8 = fill one
+  matrix acc1: f32m8x8 = fill 0.0
+  matrix acc2: f32m8x8 = fill 0.0
+  matrix a0: f32m8x8 = mload A[0] stride N
+  matrix a1: f32m8x8 = mload A[8] stride N
+  matrix b: f32m8x8 = mload Bs[0] stride 8
+  matrix b2: f32m8x8 = mload Bs[0] stride 8 transposed
+  mma acc0 += a0 * b tf32
+  mma acc1 += a1 * b2 tf32
+  mma acc2 += a1 * b tf32
+  mma acc0 += a1 * b2 tf32
+  mma acc1 += a0 * b tf32
+  mstore C[0] stride 8 = acc0
+  mstore C[64] stride 8 = acc1
+  mstore C[128] stride 8 = acc2
+}
+"""
+
+
+def _paired_spec():
+    args = {"A": ArgSpec("A", "f32", ("R", "W")), "B": ArgSpec("B", "f32", ("Q",)),
+            "C": ArgSpec("C", "f32", ("P",), role="out", init=0.0),
+            "N": ArgSpec("N", "i32", (), value="W"), "one": ArgSpec("one", "f32", (), value="1")}
+    return make_spec(args, {"R": 8, "W": 16, "Q": 64, "P": 192}, grid=("1", "1", "1"),
+                     block=("32", "1", "1")).bind()
+
+
+def test_tf32_products_sharing_b_are_paired_within_distinct_accumulators() -> None:
+    lines = [line.strip() for line in emit(parse_kernel(PAIRED), _paired_spec(), "cuda")
+             .source.splitlines() if "_mma" in line]
+    assert lines == ["kir_tf32_mma2(acc0, acc2, a0, a1, b);",
+                     "kir_tf32_mma(acc1, a1, b2);",
+                     "kir_tf32_mma(acc0, a1, b2);",
+                     "kir_tf32_mma(acc1, a0, b);"]
+
+
+@pytest.mark.skipif(not AVAILABLE, reason=f"CPU emulator unavailable: {REASON}")
+def test_emulated_paired_tf32_products_match_the_interpreter() -> None:
+    from kir.backends.emulated_runner import EmulatedKernel
+
+    bound = _paired_spec()
+    inputs = bound.make_inputs(4)
+    kernel = parse_kernel(PAIRED)
+    expected = run_kernel(kernel, {k: (v.copy() if isinstance(v, np.ndarray) else v)
+                                   for k, v in inputs.items()}, bound.sizes)["C"]
+    got = EmulatedKernel(emit(kernel, bound, "cuda"))(inputs)["C"]
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)

@@ -147,8 +147,10 @@ def test_emitted_cuda_compiles_to_a_tensor_core_mma_for_sm90(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr + "\n" + source.read_text()
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx.read_text()
+    assert "cvt.rna.tf32.f32" in ptx.read_text()  # the rounding is one instruction there
 
 
+@pytest.mark.cuda
 def test_on_the_gpu_matches_the_reference():
     """On an NVIDIA GPU (the asm path), at the default and a larger size."""
     from kir.backends.mlx_runner import MLXKernel, available_targets

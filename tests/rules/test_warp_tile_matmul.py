@@ -7,13 +7,16 @@ GEMM are refused, never rebuilt into one; the target's limits; the hints."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from loop_sizes import EXAMPLES, same_outputs
 
-from kir.backends import TARGETS
+from kir.backends import TARGETS, emit
+from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.runners import check_on_target, copy_inputs, run_interp
@@ -29,7 +32,10 @@ RULE = RULES[0]
 REGISTRY = load_registry(plugins=False)
 DATA = Path(__file__).parent / "data"
 KERNELS = [EXAMPLES / "sgemm.cu", DATA / "gemm_ab_ifelse.cu"]
-OTHER_SIZES = [{"M": 33, "N": 97, "K": 65}, {"M": 130, "N": 64, "K": 16}, {"M": 1, "N": 5, "K": 3}]
+# Ragged, larger, tiny; and one where every block tile has whole tiles (taken by the 16-byte
+# copy) beside edge tiles (the scalar copy) in both M/N and K.
+OTHER_SIZES = [{"M": 33, "N": 97, "K": 65}, {"M": 130, "N": 64, "K": 16}, {"M": 1, "N": 5, "K": 3},
+               {"M": 136, "N": 264, "K": 40}]
 
 
 def _rewritten(path: Path, steps: list[str], target: str = "cuda", sizes: dict | None = None):
@@ -76,9 +82,63 @@ def test_emitted_for_both_targets_on_the_emulator(path):
     for target, steps in (("cuda", [step]), ("cuda", [step, "tf32-matrix{at=all}"]),
                           ("metal", [step])):
         _, out = _rewritten(path, steps, target)
-        _agrees(path, out, OTHER_SIZES[0], RUNNERS[f"emulate-{target}"])
+        for sizes in (OTHER_SIZES[0], {"M": 64, "N": 128, "K": 48}):  # ragged; whole tiles
+            _agrees(path, out, sizes, RUNNERS[f"emulate-{target}"])
     sized = load_kernel(path)
     assert check_on_target(dataclasses.replace(sized, kernel=out), "emulate-metal").result.ok
+
+
+def test_whole_tiles_are_copied_with_16_byte_loads_on_both_targets():
+    for target, spelling in (("cuda", "(const float4*)"), ("metal", "(const device float4*)")):
+        loaded, out = _rewritten(EXAMPLES / "sgemm.cu",
+                                 ["warp-tile-matmul{loop=L1,config=64x64x16/2x2}"], target)
+        source = emit(out, loaded.bound, target).source
+        assert source.count(spelling) == 2, target  # one load of A, one of B
+        assert "K % 4 == 0" in source.replace("kir_arg_K", "K")  # the stride condition
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_paired_tensor_core_products_compile_for_sm90(tmp_path):
+    """Every product of the 64x64 tile (4x4 accumulators a warp) pairs with the one below it:
+    half as many m16n8k8 instructions as products."""
+    loaded, out = _rewritten(EXAMPLES / "sgemm.cu",
+                             ["warp-tile-matmul{loop=L1,config=64x64x16/2x2}",
+                              "tf32-matrix{at=all}"])
+    e = emit(out, loaded.bound, "cuda")
+    assert e.source.count("kir_tf32_mma2(") == 8 and "kir_tf32_mma(" not in e.source
+    inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
+    source = tmp_path / "wt.cu"
+    source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n" + cuda_signature(
+        e.name, inputs, list(zip(e.output_names, e.output_dtypes)), e.source, "", prelude=""))
+    ptx = tmp_path / "wt.ptx"
+    result = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(source), "-o", str(ptx)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    # Two k steps of 8 in a 16-deep tile, unrolled, 8 paired instructions each.
+    assert ptx.read_text().count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", ["64x64x16/2x2", "128x128x16/2x2"])
+def test_on_the_gpu_matches_the_reference(config):
+    """The asm path (paired mma.sync, cvt.rna) and the 16-byte copy on an NVIDIA GPU, at a
+    size with whole and edge tiles and at one of whole tiles only."""
+    from kir.backends.mlx_runner import MLXKernel, available_targets
+
+    if "cuda" not in available_targets():
+        pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
+    steps = [f"warp-tile-matmul{{loop=L1,config={config}}}", "tf32-matrix{at=all}"]
+    for sizes in ({"M": 136, "N": 264, "K": 40}, {"M": 256, "N": 256, "K": 512}):
+        loaded, out = _rewritten(EXAMPLES / "sgemm.cu", steps, sizes=sizes)
+        inputs = loaded.bound.make_inputs(5)
+        want = loaded.bound.reference(copy_inputs(inputs))
+        interp = run_interp(dataclasses.replace(loaded, kernel=out), copy_inputs(inputs))
+        got = MLXKernel(emit(out, loaded.bound, "cuda"))(copy_inputs(inputs))
+        assert compare_outputs(got, want, lambda o: loaded.bound.tolerance(
+            loaded.bound.spec.args[o].dtype)).ok, sizes
+        # Same rounded operands as the interpreter: only the order of the sums differs.
+        assert np.abs(got["C"] - interp["C"]).max() < 1e-3 * np.abs(want["C"]).max() / 64
 
 
 def test_over_metal_threadgroup_memory_is_refused():
