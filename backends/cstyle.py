@@ -19,6 +19,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from kir import ir
+from kir.analysis.matrix_roles import OperandRole
 from kir.errors import KirError, UnsupportedError
 from kir.ir.types import F16, ScalarType, VectorType
 
@@ -97,9 +98,9 @@ class Printer:
     names: dict[str, str] = field(default_factory=dict)   # kir name -> emitted name
     barrier_orders_device: bool = False
     helpers: set[str] = field(default_factory=set)
-    # fragment -> "a" / "b": operands of tf32 products, loaded in their own layouts
-    # (kir.backends.matrix_emit.tf32_operand_roles)
-    fragment_roles: dict[str, str] = field(default_factory=dict)
+    # fragment -> its role as an operand of TF32 products, loaded in that role's layout
+    # (kir.analysis.matrix_roles.tf32_operand_roles)
+    fragment_roles: dict[str, OperandRole] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ names and types
 

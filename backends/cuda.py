@@ -10,7 +10,8 @@ blocks with ``shared_memory`` dynamic bytes.
 from __future__ import annotations
 
 from kir.backends.cstyle import BufferInfo, Dialect, Printer
-from kir.backends.matrix_emit import CUDA_HELPER, CUDA_TF32_HELPER, cuda_matrix, cuda_products
+from kir.backends.matrix_emit import (CUDA_HELPER, CUDA_TF32_HELPER, CUDA_TF32X3_HELPER,
+                                      cuda_matrix, cuda_products)
 
 from kir import ir
 from kir.errors import UnsupportedError
@@ -173,6 +174,7 @@ unsigned int kir_xor(unsigned int v, unsigned int key) {
 # After "lane": the fragment helpers call kir_lane(); the TF32 ones use kir_frag8x8.
 HELPERS["matrix"] = CUDA_HELPER
 HELPERS["matrix_tf32"] = CUDA_TF32_HELPER
+HELPERS["matrix_tf32x3"] = CUDA_TF32X3_HELPER
 
 def _input_space(shape: tuple[int, ...]) -> str:
     return "const "

@@ -33,7 +33,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kir import ir
+from kir.analysis.matrix_roles import OperandRole
 from kir.errors import UnsupportedError
+from kir.ir.nodes import TF32_PRECISIONS
 from kir.ir.types import MatrixType
 
 if TYPE_CHECKING:
@@ -90,7 +92,7 @@ def cuda_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
     role = p.fragment_roles.get(s.name) if isinstance(s, (ir.MatrixFill, ir.MatrixLoad)) \
         else None
     if role is not None or (isinstance(s, ir.MatrixMultiplyAccumulate)
-                            and s.precision == "tf32"):
+                            and s.precision in TF32_PRECISIONS):
         return _cuda_tf32(p, s, role)
     if isinstance(s, (ir.MatrixFill, ir.MatrixLoad)):
         _check_shape(s.type, s.loc, "CUDA", ("f32",))
@@ -119,10 +121,10 @@ def cuda_products(p: "Printer", run: list[ir.MatrixMultiplyAccumulate]) -> list[
     out: list[str] = []
     piece: list[ir.MatrixMultiplyAccumulate] = []
     for s in run:
-        if s.precision != "tf32" or any(s.acc == q.acc for q in piece):
+        if s.precision not in TF32_PRECISIONS or any(s.acc == q.acc for q in piece):
             out += _paired(p, piece)
             piece = []
-        if s.precision == "tf32":
+        if s.precision in TF32_PRECISIONS:
             piece.append(s)
         else:
             out += cuda_matrix(p, s)
@@ -130,36 +132,47 @@ def cuda_products(p: "Printer", run: list[ir.MatrixMultiplyAccumulate]) -> list[
 
 
 def _paired(p: "Printer", piece: list[ir.MatrixMultiplyAccumulate]) -> list[str]:
-    """Lines for tf32 products into distinct accumulators, paired by B operand (in the
-    order each B first appears)."""
+    """Lines for TF32 products into distinct accumulators, paired by B operand (in the
+    order each B first appears; a B operand has one precision, so a pair has one too)."""
     by_b: dict[str, list[ir.MatrixMultiplyAccumulate]] = {}
     for s in piece:
         by_b.setdefault(s.b, []).append(s)
     out: list[str] = []
     for group in by_b.values():
         for first, second in zip(group[::2], group[1::2]):
-            p.helpers.update(("lane", "matrix", "matrix_tf32"))
-            out.append(f"kir_tf32_mma2({p.name(first.acc)}, {p.name(second.acc)}, "
+            p.helpers.update(_helpers(first.precision))
+            out.append(f"{_prefix(first.precision)}_mma2({p.name(first.acc)}, "
+                       f"{p.name(second.acc)}, "
                        f"{p.name(first.a)}, {p.name(second.a)}, {p.name(first.b)});")
         if len(group) % 2:
             out += cuda_matrix(p, group[-1])
     return out
 
 
-def _cuda_tf32(p: "Printer", s: ir.Stmt, role: str | None) -> list[str]:
-    """A tf32 product, or the load or fill of one of its operands (``role`` "a" / "b")."""
-    p.helpers.add("matrix_tf32")
+def _prefix(precision: str) -> str:
+    return "kir_tf32x3" if precision == "tf32x3" else "kir_tf32"
+
+
+def _helpers(precision: str) -> tuple[str, ...]:
+    return ("lane", "matrix", "matrix_tf32") + (("matrix_tf32x3",) if precision == "tf32x3"
+                                               else ())
+
+
+def _cuda_tf32(p: "Printer", s: ir.Stmt, role: OperandRole | None) -> list[str]:
+    """A TF32 product, or the load or fill of one of its operands."""
     if isinstance(s, ir.MatrixMultiplyAccumulate):
-        return [f"kir_tf32_mma({p.name(s.acc)}, {p.name(s.a)}, {p.name(s.b)});"]
-    assert isinstance(s, (ir.MatrixFill, ir.MatrixLoad))
+        p.helpers.update(_helpers(s.precision))
+        return [f"{_prefix(s.precision)}_mma({p.name(s.acc)}, {p.name(s.a)}, {p.name(s.b)});"]
+    assert isinstance(s, (ir.MatrixFill, ir.MatrixLoad)) and role is not None
+    p.helpers.update(_helpers(role.precision))
     _check_shape(s.type, s.loc, "CUDA", ("f32",))
-    name = p.name(s.name)
+    name, prefix = p.name(s.name), _prefix(role.precision)
     if isinstance(s, ir.MatrixFill):
-        return [f"kir_tf32_frag {name} = kir_tf32_fill({p.expr(s.value)});"]
+        return [f"{prefix}_frag {name} = {prefix}_fill({p.expr(s.value)});"]
     ptr = _pointer(p, s.buffer, s.index, False, s.loc)
     transpose = "true" if s.transpose else "false"
-    return [f"kir_tf32_frag {name} = kir_tf32_load_{role}({ptr}, {p.expr(s.stride)}, "
-            f"{transpose});"]
+    return [f"{prefix}_frag {name} = {prefix}_load_{role.operand}({ptr}, "
+            f"{p.expr(s.stride)}, {transpose});"]
 
 
 METAL_HELPER = "#include <metal_simdgroup_matrix>"
@@ -229,26 +242,37 @@ __device__ __forceinline__ kir_tf32_frag kir_tf32_fill(float x) {
     return f;
 }
 template <class T>
-__device__ __forceinline__ kir_tf32_frag kir_tf32_load_a(const T* p, int stride,
-                                                        bool transpose) {
+__device__ __forceinline__ kir_tf32_frag kir_tf32_raw_a(const T* p, int stride, bool transpose) {
     unsigned int l = kir_lane();
     int g = (int)(l >> 2), t = (int)(l & 3u);
     kir_tf32_frag f;
-    f.v[0] = kir_tf32_round((float)(transpose ? p[t * stride + g] : p[g * stride + t]));
-    f.v[1] = kir_tf32_round((float)(transpose ? p[(t + 4) * stride + g]
-                                              : p[g * stride + t + 4]));
+    f.v[0] = (float)(transpose ? p[t * stride + g] : p[g * stride + t]);
+    f.v[1] = (float)(transpose ? p[(t + 4) * stride + g] : p[g * stride + t + 4]);
     return f;
+}
+template <class T>
+__device__ __forceinline__ kir_tf32_frag kir_tf32_raw_b(const T* p, int stride, bool transpose) {
+    unsigned int l = kir_lane();
+    int g = (int)(l >> 2), t = (int)(l & 3u);
+    kir_tf32_frag f;
+    f.v[0] = (float)(transpose ? p[g * stride + t] : p[t * stride + g]);
+    f.v[1] = (float)(transpose ? p[g * stride + t + 4] : p[(t + 4) * stride + g]);
+    return f;
+}
+__device__ __forceinline__ kir_tf32_frag kir_tf32_rounded(kir_tf32_frag f) {
+    f.v[0] = kir_tf32_round(f.v[0]);
+    f.v[1] = kir_tf32_round(f.v[1]);
+    return f;
+}
+template <class T>
+__device__ __forceinline__ kir_tf32_frag kir_tf32_load_a(const T* p, int stride,
+                                                        bool transpose) {
+    return kir_tf32_rounded(kir_tf32_raw_a(p, stride, transpose));
 }
 template <class T>
 __device__ __forceinline__ kir_tf32_frag kir_tf32_load_b(const T* p, int stride,
                                                         bool transpose) {
-    unsigned int l = kir_lane();
-    int g = (int)(l >> 2), t = (int)(l & 3u);
-    kir_tf32_frag f;
-    f.v[0] = kir_tf32_round((float)(transpose ? p[g * stride + t] : p[t * stride + g]));
-    f.v[1] = kir_tf32_round((float)(transpose ? p[g * stride + t + 4]
-                                              : p[(t + 4) * stride + g]));
-    return f;
+    return kir_tf32_rounded(kir_tf32_raw_b(p, stride, transpose));
 }
 __device__ __forceinline__ void kir_tf32_mma(kir_frag8x8& d, const kir_tf32_frag& a,
                                              const kir_tf32_frag& b) {
@@ -300,4 +324,50 @@ __device__ __forceinline__ void kir_tf32_mma2(kir_frag8x8& d0, kir_frag8x8& d1,
 }"""
 
 
-__all__ = ["metal_matrix", "cuda_matrix", "cuda_products", "METAL_HELPER", "CUDA_HELPER", "CUDA_TF32_HELPER"]
+CUDA_TF32X3_HELPER = r"""// tf32x3 operands (kir.backends.matrix_emit): each f32 value split into its TF32 rounding
+// and the TF32-rounded rest (exact in f32), in the kir_tf32_frag operand layouts; a product is
+// three TF32 products, small parts first, accumulated in f32.
+struct kir_tf32x3_frag { kir_tf32_frag big, small; };
+__device__ __forceinline__ kir_tf32x3_frag kir_tf32x3_split(kir_tf32_frag raw) {
+    kir_tf32x3_frag f;
+    f.big = kir_tf32_rounded(raw);
+    for (int i = 0; i < 2; ++i) {
+        // The rest is exact in f32; none where big is infinite or NaN (inf - inf is NaN).
+        bool finite = (__float_as_uint(f.big.v[i]) & 0x7f800000u) != 0x7f800000u;
+        raw.v[i] = finite ? raw.v[i] - f.big.v[i] : 0.0f;
+    }
+    f.small = kir_tf32_rounded(raw);
+    return f;
+}
+__device__ __forceinline__ kir_tf32x3_frag kir_tf32x3_fill(float x) {
+    kir_tf32_frag raw;
+    raw.v[0] = raw.v[1] = x;
+    return kir_tf32x3_split(raw);
+}
+template <class T>
+__device__ __forceinline__ kir_tf32x3_frag kir_tf32x3_load_a(const T* p, int stride,
+                                                            bool transpose) {
+    return kir_tf32x3_split(kir_tf32_raw_a(p, stride, transpose));
+}
+template <class T>
+__device__ __forceinline__ kir_tf32x3_frag kir_tf32x3_load_b(const T* p, int stride,
+                                                            bool transpose) {
+    return kir_tf32x3_split(kir_tf32_raw_b(p, stride, transpose));
+}
+__device__ __forceinline__ void kir_tf32x3_mma(kir_frag8x8& d, const kir_tf32x3_frag& a,
+                                               const kir_tf32x3_frag& b) {
+    kir_tf32_mma(d, a.small, b.big);
+    kir_tf32_mma(d, a.big, b.small);
+    kir_tf32_mma(d, a.big, b.big);
+}
+__device__ __forceinline__ void kir_tf32x3_mma2(kir_frag8x8& d0, kir_frag8x8& d1,
+                                                const kir_tf32x3_frag& a0,
+                                                const kir_tf32x3_frag& a1,
+                                                const kir_tf32x3_frag& b) {
+    kir_tf32_mma2(d0, d1, a0.small, a1.small, b.big);
+    kir_tf32_mma2(d0, d1, a0.big, a1.big, b.small);
+    kir_tf32_mma2(d0, d1, a0.big, a1.big, b.big);
+}"""
+
+
+__all__ = ["metal_matrix", "cuda_matrix", "cuda_products", "METAL_HELPER", "CUDA_HELPER", "CUDA_TF32_HELPER", "CUDA_TF32X3_HELPER"]

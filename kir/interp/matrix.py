@@ -6,7 +6,8 @@ fragment's name. Each statement acts for the warps whose 32 lanes are all live; 
 reaches one with only some lanes live is an error (the hardware needs all of them), as is an
 index or stride that differs between the lanes of a warp. Arithmetic is f32 (numpy matmul
 per warp), as Metal's simdgroup float8x8 computes it; a ``tf32`` product first rounds its
-operands with :func:`round_to_tf32`, as the CUDA back end does before ``mma.sync``.
+operands with :func:`round_to_tf32`, as the CUDA back end does before ``mma.sync``, and a
+``tf32x3`` product adds the three products of the operands' split parts (:func:`split_tf32`).
 """
 
 from __future__ import annotations
@@ -143,16 +144,35 @@ def round_to_tf32(values: np.ndarray) -> np.ndarray:
     return np.where(finite, rounded, bits).view(np.float32)
 
 
+def split_tf32(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """f32 ``values`` as ``(big, small)``: ``big`` rounded to TF32 and ``small`` the rest
+    (exact in f32) rounded to TF32 too — the operands of a ``tf32x3`` product. Where ``big``
+    is not finite ``small`` is 0, so infinities multiply as infinities, not NaN."""
+    big = round_to_tf32(values)
+    finite = np.isfinite(big)
+    rest = np.where(finite, np.asarray(values, dtype=np.float32), 0) - np.where(finite, big, 0)
+    return big, round_to_tf32(rest.astype(np.float32))
+
+
 def _mma(s: ir.MatrixMultiplyAccumulate) -> StmtFn:
-    operands = round_to_tf32 if s.precision == "tf32" else (lambda x: x)
+    def products(a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The operand pairs the product adds, in order."""
+        if s.precision == "tf32":
+            return [(round_to_tf32(a), round_to_tf32(b))]
+        if s.precision == "tf32x3":
+            (big_a, small_a), (big_b, small_b) = split_tf32(a), split_tf32(b)
+            return [(small_a, big_b), (big_a, small_b), (big_a, big_b)]
+        return [(a, b)]
 
     def run(st: State, mask: np.ndarray) -> None:
         active = _warps(st, mask, s.loc)
         if not active.any():
             return
         acc = st.env[s.acc].copy()
-        a, b = operands(st.env[s.a][active]), operands(st.env[s.b][active])
-        acc[active] = np.matmul(a, b, dtype=np.float32) + acc[active]
+        total = acc[active]
+        for a, b in products(st.env[s.a][active], st.env[s.b][active]):
+            total = np.matmul(a, b, dtype=np.float32) + total
+        acc[active] = total
         st.env[s.acc] = acc
     return run
 

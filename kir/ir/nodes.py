@@ -425,6 +425,10 @@ class MatrixLoad(Stmt):
     loc: Loc | None = _loc()
 
 
+# The precisions of matrix products that run on TF32 tensor cores (MatrixMultiplyAccumulate).
+TF32_PRECISIONS = frozenset({"tf32", "tf32x3"})
+
+
 @node
 class MatrixMultiplyAccumulate(Stmt):
     """``acc = a · b + acc`` on fragments (Metal ``simdgroup_multiply_accumulate``, CUDA
@@ -435,7 +439,11 @@ class MatrixMultiplyAccumulate(Stmt):
     bits, to nearest, ties away from zero, as CUDA's ``cvt.rna.tf32.f32`` — then multiplied
     exactly and accumulated in f32: NVIDIA tensor cores' f32 path). Only targets with
     ``Target.tf32_matrix`` print a TF32 product; the interpreter rounds the same way, so
-    validation decides whether a spec's tolerance admits it."""
+    validation decides whether a spec's tolerance admits it. ``"tf32x3"`` keeps f32's
+    accuracy on the same tensor cores (CUTLASS's "3xTF32"): each operand is split into a TF32
+    part and a TF32 remainder, ``x = big + small``, and the product is
+    ``small_a·big_b + big_a·small_b + big_a·big_b`` accumulated in f32 in that order (the
+    ``small·small`` term, ~2^-22 relative, dropped)."""
 
     acc: str
     a: str

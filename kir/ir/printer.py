@@ -68,7 +68,7 @@ RESERVED = frozenset("""
     do if else barrier atomic dynamic return break continue true false as fast select shuffle reduce
     inf nan lane warp warp_size thread block_dim grid_dim bool i8 u8 i32 u32 i64 u64 f16 bf16 f32
     f64
-    matrix fill mload stride transposed mma tf32 mstore assert
+    matrix fill mload stride transposed mma tf32 tf32x3 mstore assert
 """.split())
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPED = re.compile(

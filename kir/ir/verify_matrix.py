@@ -23,11 +23,11 @@ from kir.ir.nodes import (
     Stmt,
     Var,
 )
-from kir.ir.nodes import WARP
+from kir.ir.nodes import TF32_PRECISIONS, WARP
 from kir.ir.types import MatrixType, ScalarType, Type
 
 MATRIX_STMTS = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
-PRECISIONS = frozenset({"f32", "tf32"})  # MatrixMultiplyAccumulate.precision
+PRECISIONS = frozenset({"f32"}) | TF32_PRECISIONS  # MatrixMultiplyAccumulate.precision
 
 
 def _is_int(t: Type) -> bool:
@@ -65,8 +65,8 @@ def matrix_problem(stmt: Stmt, fragments: dict[str, Type], buffers: dict,
         if stmt.precision not in PRECISIONS:
             return (f"unknown matrix product precision {stmt.precision!r}",
                     f"one of {', '.join(sorted(PRECISIONS))}")
-        if stmt.precision == "tf32" and acc.elem.name != "f32":  # type: ignore[union-attr]
-            return f"a tf32 product needs f32 fragments, not {acc}", None
+        if stmt.precision in TF32_PRECISIONS and acc.elem.name != "f32":  # type: ignore
+            return f"a {stmt.precision} product needs f32 fragments, not {acc}", None
         return None
     if isinstance(stmt, MatrixStore):
         if stmt.name not in fragments:

@@ -206,13 +206,15 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         # Matrix units for the inner product (simdgroup_matrix / mma); what else applies to
         # a tile loop must leave its fragments alone, so it is a recipe of its own.
         # The warp-tiled rebuild (each warp a patch of 8x8 fragments, MLX steel's and
-        # CUTLASS's structure) at three block tiles, in f32 and on TF32 tensor cores where
-        # the target has them; the search mutates the tile gene from there.
-        for config in ("64x128x16/2x2", "64x64x16/2x2", "128x128x32/2x4"):
+        # CUTLASS's structure) at four block tiles, in f32 and on TF32 tensor cores where
+        # the target has them, at TF32's precision and split in three at f32's (the spec's
+        # tolerance takes one or the other); the search mutates the tile gene from there.
+        for config in ("128x128x16/2x2", "64x128x16/2x2", "64x64x16/2x2", "128x128x32/2x4"):
             warp_tiles = Want("warp-tile-matmul", any_site=True, params={"config": config})
             out.append((f"warp-tiled-matmul-{config}", [warp_tiles, *_finishing(kernel)]))
-            out.append((f"warp-tiled-matmul-{config}-tf32", [
-                warp_tiles, Want("tf32-matrix", ("all",)), *_finishing(kernel)]))
+            for rule in ("tf32-matrix", "tf32x3-matrix"):
+                out.append((f"warp-tiled-matmul-{config}-{rule.split('-')[0]}", [
+                    warp_tiles, Want(rule, ("all",)), *_finishing(kernel)]))
         # At the tile as written and re-tiled to 32 (four times the warps per block), each
         # also on TF32 tensor cores; where the target refuses tf32-matrix (Metal) a TF32
         # recipe equals the one before it and is dropped as a duplicate.

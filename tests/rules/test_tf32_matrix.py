@@ -197,4 +197,4 @@ kernel @square(A: f32* global const, C: f32* global) grid=("1", "1", "1") block=
 def test_refused_when_one_fragment_is_both_operands():
     kernel = parse_kernel(SHARED_OPERAND)
     result = RULE.rewrite(kernel, "all", {}, RuleContext(target=TARGETS["cuda"]))
-    assert isinstance(result, NotApplicable) and "both operands" in result.reason
+    assert isinstance(result, NotApplicable) and "two roles" in result.reason
