@@ -230,6 +230,7 @@ __device__ __forceinline__ float kir_tf32_round(float x) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     unsigned int u;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+    u &= 0xffffe000u;  // PTX leaves the low 13 bits to the implementation; tf32x3 needs zeros
 #else
     unsigned int u = __float_as_uint(x);
     if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
