@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
 import sys
-import time
 
 HELPERS = r"""
 __device__ __forceinline__ float probe_tf32(float x) {
@@ -52,7 +50,7 @@ def source(bm: int, bn: int, bk: int, wm_: int, wn_: int, pair: bool, vec: bool,
     stages = 2 if db else 1
     rnd = "probe_tf32" if round_ else ""
     load_rnd = "" if round_ else "probe_tf32"
-    out = [f"const int M_ = M[0], N_ = N[0], K_ = K[0];",
+    out = ["const int M_ = M[0], N_ = N[0], K_ = K[0];",
            f"__shared__ float As[{stages}][{bm * sa}];",
            f"__shared__ float Bs[{stages}][{bk * sb}];",
            "int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;",
@@ -141,18 +139,6 @@ TILES = [(64, 128, 16, 2, 2), (128, 128, 16, 2, 2), (128, 128, 32, 2, 4), (64, 1
          (128, 64, 16, 2, 2), (128, 128, 16, 4, 2), (128, 128, 32, 4, 2)]
 
 
-def median_ms(fn, runs: int = 20, warm: int = 5) -> float:
-    import mlx.core as mx
-    for _ in range(warm):
-        mx.eval(fn())
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        mx.eval(fn())
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=2048)
@@ -162,12 +148,14 @@ def main(argv=None) -> int:
         print(HELPERS + source(*TILES[0], *VARIANTS["pair+vec+round+db"]))
         return 0
     import mlx.core as mx
+    from mlx_timing import median_ms  # beside this script
+
     n = args.size
     a = mx.random.normal((n, n)).astype(mx.float32)
     b = mx.random.normal((n, n)).astype(mx.float32)
     ref = a @ b
     mx.eval(ref)
-    base = median_ms(lambda: a @ b)
+    base, _ = median_ms(lambda: a @ b)
     print(f"a @ b: {base:.4f} ms  (n={n})", flush=True)
     scalars = [mx.array(n, dtype=mx.int32)] * 3
     for tile, (name, knobs) in itertools.product(TILES, VARIANTS.items()):
@@ -185,7 +173,7 @@ def main(argv=None) -> int:
                         output_dtypes=[mx.float32])[0]
         try:
             err = float(mx.max(mx.abs(call() - ref)))
-            ms = median_ms(call)
+            ms, _ = median_ms(call)
         except Exception as exc:  # noqa: BLE001 - a probe reports and goes on
             print(f"{bm}x{bn}x{bk}/{wm_}x{wn_} {name}: failed: {exc}", flush=True)
             continue

@@ -10,10 +10,9 @@ block partials stored only (no final sum: the floor). ``mx.sum`` is timed in the
 
 from __future__ import annotations
 
-import statistics
-import time
 
 import numpy as np
+from mlx_timing import median_ms
 
 N = 1 << 24
 THREADS = 1024
@@ -79,20 +78,6 @@ _SECOND = """
         out[0] = t;
     }
 """
-
-
-def median_ms(fn, warmup: int = 5, repeat: int = 20) -> tuple[float, object]:
-    import mlx.core as mx
-
-    times = []
-    out = None
-    for i in range(warmup + repeat):
-        start = time.perf_counter()
-        out = fn()
-        mx.eval(out)
-        if i >= warmup:
-            times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times), out
 
 
 def main() -> None:

@@ -46,12 +46,28 @@ def wheel(tmp_path_factory) -> Path:
     return next(out.glob("kir_compiler-*.whl"))
 
 
+def test_every_python_package_folder_is_listed_for_the_wheel():
+    """pyproject lists kir's packages by hand (its folders map onto ``kir.*``): a package
+    folder left out installs without its modules, and its rules vanish from a wheel install
+    without an error (``kir.rewrites.matmul`` was, for a round)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for package, folder in config["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            if "__pycache__" in parts or any(p.startswith(".") for p in parts):
+                continue
+            assert ".".join((package, *parts)) in config["packages"], init
+
+
 def test_wheel_contents_and_metadata(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("kir/__init__.py", "kir/api/kernel.py", "kir/grammar/cuda.lark",
                    "kir/rewrites/algebra.rules", "kir/backends/emulate/kir_emu_metal.h",
                    "kir/examples/softmax.cu", "kir/examples/softmax.kir.toml",
-                   "kir/examples/refs.py", "kir/examples/traces/flash_attn.fa2.json"):
+                   "kir/examples/refs.py", "kir/examples/traces/flash_attn.fa2.json",
+                   "kir/rewrites/matmul/warp_tile_matmul.py"):
         assert needed in names, needed
     dist = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     assert f"{dist}/licenses/LICENSE" in names
