@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 from kir.analysis import rename_var, substitute
@@ -28,7 +29,8 @@ from kir.ir.verify import verify
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 from kir.rewrites.matmul.tiled_nest import MatmulNest, Refused, recognize
 from kir.rewrites.matmul.unguarded_nest import recognize_unguarded
-from kir.rewrites.matmul.warp_tiles import PREFIX, TileConfig, body_text, epilogue_names
+from kir.rewrites.matmul.warp_tiles import (PREFIX, Gemm, TileConfig, body_text,
+                                            epilogue_names)
 from kir.rewrites.mma_tile import inner_product
 
 # Block tile / warps, the search's gene: MLX's steel GEMMs use 32-64 x 32-64 tiles with 2 x 2
@@ -152,6 +154,18 @@ def _typed(value: Expr, type_: Type) -> Expr:
     return value if type_ == I32 else Cast(value, type_)  # type: ignore[arg-type]
 
 
+def _i32_sizes(kernel: Kernel, gemm: Gemm) -> Gemm:
+    """``gemm`` with each size and stride that reads a scalar parameter of another type
+    (``unsigned int M``) cast to i32, the template's index type."""
+    other = {p.name for p in kernel.params if not p.is_buffer and p.type != I32}
+
+    def as_i32(text: str) -> str:
+        names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        return f"i32({text})" if names & other else text
+    return dataclasses.replace(gemm, **{field: as_i32(getattr(gemm, field))
+                                        for field in ("lda", "ldb", "m", "n", "k")})
+
+
 def _build(kernel: Kernel, nest: MatmulNest, cfg: TileConfig, launch: Launch,
            loc) -> Kernel:
     """The template's kernel with the original's parameters, ``launch``, and its epilogue
@@ -159,7 +173,8 @@ def _build(kernel: Kernel, nest: MatmulNest, cfg: TileConfig, launch: Launch,
     assert nest.gemm is not None
     shell = dataclasses.replace(kernel, body=Block(()), launch=launch)
     head = print_kernel(shell, locations=False).rstrip().rsplit("}", 1)[0]
-    text = head + "\n".join("  " + line for line in body_text(cfg, nest.gemm)) + "\n}\n"
+    gemm = _i32_sizes(kernel, nest.gemm)
+    text = head + "\n".join("  " + line for line in body_text(cfg, gemm)) + "\n}\n"
     built = parse_kernel(text, f"<{WarpTileMatmul.name}>")
     declared = {n.name for s in nest.epilogue for n in s.walk() if isinstance(n, Declare)}
 

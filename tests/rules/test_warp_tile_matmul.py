@@ -273,6 +273,26 @@ def test_an_unsigned_row_keeps_its_type_in_the_kept_epilogue():
     assert same_outputs(kernel, out, args, sizes)
 
 
+def test_unsigned_size_parameters_are_rebuilt(tmp_path):
+    """``unsigned int M, N, K`` (and unsigned rows, columns and k): the template's i32
+    indices meet the sizes through casts; rebuilt and right with whole and edge tiles."""
+    source = (DATA / "gemm_ab_ifelse.cu").read_text()
+    for old, new in (("int M, int N, int K", "unsigned int M, unsigned int N, unsigned int K"),
+                     ("const int r", "const unsigned int r"), ("const int c", "const unsigned int c"),
+                     ("for (int k0", "for (unsigned int k0")):
+        assert old in source
+        source = source.replace(old, new)
+    (tmp_path / "gemm_u.cu").write_text(source)
+    spec = (DATA / "gemm_ab_ifelse.kir.toml").read_text().replace('dtype = "i32"', 'dtype = "u32"')
+    (tmp_path / "gemm_u.kir.toml").write_text(spec)
+    (tmp_path / "gemm_refs.py").write_text((DATA / "gemm_refs.py").read_text())
+    path = tmp_path / "gemm_u.cu"
+    _, out = _rewritten(path, ["warp-tile-matmul{loop=L1,config=64x64x16/2x2}"])
+    assert "i32(K) % 4 == 0" in print_kernel(out)
+    for sizes in (OTHER_SIZES[0], OTHER_SIZES[3]):
+        _agrees(path, out, sizes)
+
+
 def test_block_dims_are_the_launchs_constants(tmp_path):
     """``blockIdx.y * blockDim.y + threadIdx.y`` (the most common way to write the row) is
     the row of a 32 x 32 block: the GEMM written that way is rebuilt and right."""
