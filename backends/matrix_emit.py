@@ -64,7 +64,7 @@ def metal_matrix(p: "Printer", s: ir.Stmt) -> list[str]:
     if isinstance(s, ir.MatrixMultiplyAccumulate) and s.precision != "f32":
         raise UnsupportedError(f"Metal has no {s.precision} matrix product (SIMD-group "
                                "matrices multiply in f32)", s.loc,
-                               hint="drop the tf32-matrix step for the Metal target")
+                               hint=f"drop the {s.precision}-matrix step for the Metal target")
     if isinstance(s, (ir.MatrixFill, ir.MatrixLoad)):
         _check_shape(s.type, s.loc, "Metal", ("f32", "f16"))
         elem = p.type_name(s.type.elem)
