@@ -1,5 +1,5 @@
 """What ``warp-tile-matmul`` proves of a kernel: that a shared-memory tiled nest computes
-C = A·B, and the pieces of it the warp-tiled template needs (operands, strides, bounds, the
+C = A·B (B stored K x N, or N x K as a linear layer's weight is: C = A·Wᵀ), and the pieces of it the warp-tiled template needs (operands, strides, bounds, the
 epilogue and the locals it reads as the row and the column).
 
 Index expressions are compared as polynomials (:mod:`kir.analysis.affine`) over the hardware
@@ -210,9 +210,13 @@ def recognize(kernel: Kernel, loop: For) -> MatmulNest:
     row, col = _lin((tile, BY), (1, TY)), _lin((tile, BX), (1, TX))
     k_a, k_b = poly_sum(k_base, _lin((1, TX))), poly_sum(k_base, _lin((1, TY)))
 
-    loads = tile_operands(kernel, (first, second), poly, loop.var, tile)
+    loads = tile_operands(kernel, (first, second), poly, loop.var, tile, transposed_b=True)
+    transposed = "bt" in loads
+    loads = {"a": loads["a"], "b": loads["bt" if transposed else "b"]}
+    n_row = _lin((tile, BX), (1, TY))  # B's row staged by thread.y when B is stored N x K
 
-    # The tile loads: As[ty][tx] = A[row][k_a] and Bs[ty][tx] = B[k_b][col], guarded.
+    # The tile loads: As[ty][tx] = A[row][k_a] and Bs[ty][tx] = B[k_b][col] (or, B stored
+    # N x K, B[n_row][k_a]: the inner product then reads Bs[tx][k]), guarded.
     staged: dict[str, tuple[str, Poly, list[str]]] = {}
     for s in tiles.body.stmts:
         if s is loop or isinstance(s, (Barrier, Declare)):
@@ -232,6 +236,9 @@ def recognize(kernel: Kernel, loop: For) -> MatmulNest:
         if buffer == loads["a"]:
             stride = _split_stride(index, k_a, row)
             bounds = _bounds(cond, poly, [row, k_a])
+        elif transposed:
+            stride = _split_stride(index, k_a, n_row)
+            bounds = _bounds(cond, poly, [k_a, n_row])
         else:
             stride = _split_stride(index, col, k_b)
             bounds = _bounds(cond, poly, [k_b, col])
@@ -258,22 +265,27 @@ def recognize(kernel: Kernel, loop: For) -> MatmulNest:
     rows, cols = _epilogue_names(kernel, epilogue, acc, poly, row, col, m_param, n_param)
 
     gemm = Gemm(format_name(a_buf), format_name(b_buf), stride_text(lda), stride_text(ldb),
-                format_name(m_param), format_name(n_param), format_name(k_param))
+                format_name(m_param), format_name(n_param), format_name(k_param), transposed)
     return MatmulNest(gemm, tuple(epilogue), rows, cols, acc, m_param, n_param)
 
 
-def tile_operands(kernel: Kernel, loads, poly, k: str, tile: int) -> dict[str, str]:
-    """{"a": As, "b": Bs} for the inner product's loads ``As[ty][k]`` and ``Bs[k][tx]``,
-    both static shared arrays of at least T x T elements; raises Refused otherwise."""
+def tile_operands(kernel: Kernel, loads, poly, k: str, tile: int,
+                  transposed_b: bool = False) -> dict[str, str]:
+    """{"a": As, "b": Bs} for the inner product's loads ``As[ty][k]`` and ``Bs[k][tx]`` —
+    or, with ``transposed_b``, ``Bs[tx][k]`` (key "bt": a tile of Bᵀ's rows) — both static
+    shared arrays of at least T x T elements; raises Refused otherwise."""
     found: dict[str, str] = {}
     for load in loads:
         p = poly(load.index)
-        if p == _lin((tile, TY), (1, k)):
+        if p == _lin((tile, TY), (1, k)) and "a" not in found:
             found["a"] = load.buffer
         elif p == _lin((tile, k), (1, TX)):
             found["b"] = load.buffer
-    if set(found) != {"a", "b"} or found["a"] == found["b"]:
-        raise Refused("the inner product is not As[ty][k] * Bs[k][tx] over T x T tiles")
+        elif transposed_b and p == _lin((tile, TX), (1, k)):
+            found["bt"] = load.buffer
+    if len(found) != 2 or "a" not in found or len(set(found.values())) != 2:
+        raise Refused("the inner product is not As[ty][k] * Bs[k][tx] (or Bs[tx][k]) over "
+                      "T x T tiles")
     shared = {a.name for a in kernel.body.stmts if isinstance(a, Alloc) and a.space == "shared"
               and not a.dynamic and a.size >= tile * tile}
     if not set(found.values()) <= shared:

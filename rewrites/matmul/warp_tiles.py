@@ -78,8 +78,8 @@ class TileConfig:
 @dataclass(frozen=True)
 class Gemm:
     """What the template needs from the original kernel, each as IR text over its
-    parameters: the operand buffers, their row strides, the bounds, and the names the kept
-    epilogue uses for the output row, column and the accumulated sum."""
+    parameters: the operand buffers, their row strides, the bounds, and whether B is stored
+    transposed."""
 
     a: str
     b: str
@@ -88,6 +88,7 @@ class Gemm:
     m: str
     n: str
     k: str
+    b_transposed: bool = False  # B stored N x K (row n at b[n * ldb]): C = A·Bᵀ
 
 
 PREFIX = "wt_"  # every name the template declares starts so; the rule checks none is taken
@@ -106,6 +107,8 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
     into registers while the current ones are multiplied was slower at four of five block
     tiles and no faster at the fifth: the extra registers spill or cost occupancy.)"""
     sa, sb = cfg.bk + PAD_A, cfg.bn + PAD_B
+    if g.b_transposed:  # B's tile kept as its rows (n) of k, like A's; fragments read across
+        sb = cfg.bk + PAD_A
     per_a, per_b = cfg.bm * cfg.bk // cfg.threads, cfg.bk * cfg.bn // cfg.threads
     wm, wn = cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n
     labels = iter(range(1_000))
@@ -117,7 +120,7 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
 
     lines = [
         f"shared wt_As: f32[{cfg.bm * sa}]",
-        f"shared wt_Bs: f32[{cfg.bk * sb}]",
+        f"shared wt_Bs: f32[{cfg.bn * sb if g.b_transposed else cfg.bk * sb}]",
         f"shared wt_Ws: f32[{cfg.warps_m * cfg.warps_n * 64}]",
         "let wt_tid: i32 = i32(thread.x)",
         "let wt_warp: i32 = wt_tid / 32",
@@ -139,11 +142,14 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
             f"wt_ea % {cfg.bk}] as f32x4",
             *(f"wt_As[wt_ea / {cfg.bk} * {sa} + wt_ea % {cfg.bk} + {c}] = wt_av.{'xyzw'[c]}"
               for c in range(4))])]
+        # (B's rows of k when it is stored transposed: then n0 + row, k0 + column)
+        b_row, b_col, b_width = (("wt_n0", "wt_k0", cfg.bk) if g.b_transposed
+                                 else ("wt_k0", "wt_n0", cfg.bn))
         lines += ["  " + line for line in each("wt_vb", per_b // 4, [
             f"let wt_eb: i32 = (wt_tid + wt_vb * {cfg.threads}) * 4",
-            f"let wt_bv: f32x4 = {g.b}[(wt_k0 + wt_eb / {cfg.bn}) * {g.ldb} + wt_n0 + "
-            f"wt_eb % {cfg.bn}] as f32x4",
-            *(f"wt_Bs[wt_eb / {cfg.bn} * {sb} + wt_eb % {cfg.bn} + {c}] = wt_bv.{'xyzw'[c]}"
+            f"let wt_bv: f32x4 = {g.b}[({b_row} + wt_eb / {b_width}) * {g.ldb} + {b_col} + "
+            f"wt_eb % {b_width}] as f32x4",
+            *(f"wt_Bs[wt_eb / {b_width} * {sb} + wt_eb % {b_width} + {c}] = wt_bv.{'xyzw'[c]}"
               for c in range(4))])]
         lines.append("  } else {")
     scalar_start = len(lines)
@@ -152,11 +158,18 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
         f"let wt_ca: i32 = (wt_tid + wt_ia * {cfg.threads}) % {cfg.bk}",
         f"wt_As[wt_ra * {sa} + wt_ca] = select(wt_m0 + wt_ra < {g.m} && wt_k0 + wt_ca < {g.k}, "
         f"{g.a}[(wt_m0 + wt_ra) * {g.lda} + wt_k0 + wt_ca], 0.0)"])
-    lines += each("wt_ib", per_b, [
-        f"let wt_rb: i32 = (wt_tid + wt_ib * {cfg.threads}) / {cfg.bn}",
-        f"let wt_cb: i32 = (wt_tid + wt_ib * {cfg.threads}) % {cfg.bn}",
-        f"wt_Bs[wt_rb * {sb} + wt_cb] = select(wt_k0 + wt_rb < {g.k} && wt_n0 + wt_cb < {g.n}, "
-        f"{g.b}[(wt_k0 + wt_rb) * {g.ldb} + wt_n0 + wt_cb], 0.0)"])
+    if g.b_transposed:
+        lines += each("wt_ib", per_b, [
+            f"let wt_rb: i32 = (wt_tid + wt_ib * {cfg.threads}) / {cfg.bk}",
+            f"let wt_cb: i32 = (wt_tid + wt_ib * {cfg.threads}) % {cfg.bk}",
+            f"wt_Bs[wt_rb * {sb} + wt_cb] = select(wt_n0 + wt_rb < {g.n} && "
+            f"wt_k0 + wt_cb < {g.k}, {g.b}[(wt_n0 + wt_rb) * {g.ldb} + wt_k0 + wt_cb], 0.0)"])
+    else:
+        lines += each("wt_ib", per_b, [
+            f"let wt_rb: i32 = (wt_tid + wt_ib * {cfg.threads}) / {cfg.bn}",
+            f"let wt_cb: i32 = (wt_tid + wt_ib * {cfg.threads}) % {cfg.bn}",
+            f"wt_Bs[wt_rb * {sb} + wt_cb] = select(wt_k0 + wt_rb < {g.k} && "
+            f"wt_n0 + wt_cb < {g.n}, {g.b}[(wt_k0 + wt_rb) * {g.ldb} + wt_n0 + wt_cb], 0.0)"])
     if vector:
         lines[scalar_start:] = ["  " + line for line in lines[scalar_start:]] + ["  }"]
     lines.append("  barrier block")
@@ -164,8 +177,12 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
                  "wt_kk = wt_kk + 8 {")
     lines += [f"    matrix wt_a_{i}: f32m8x8 = mload wt_As[(wt_wm + {i * FRAG}) * {sa} + wt_kk] "
               f"stride {sa}" for i in range(cfg.frags_m)]
-    lines += [f"    matrix wt_b_{j}: f32m8x8 = mload wt_Bs[wt_kk * {sb} + wt_wn + {j * FRAG}] "
-              f"stride {sb}" for j in range(cfg.frags_n)]
+    if g.b_transposed:  # fragment element (k, n) at wt_Bs[(n0 + n) * sb + k]
+        lines += [f"    matrix wt_b_{j}: f32m8x8 = mload wt_Bs[(wt_wn + {j * FRAG}) * {sb} + "
+                  f"wt_kk] stride {sb} transposed" for j in range(cfg.frags_n)]
+    else:
+        lines += [f"    matrix wt_b_{j}: f32m8x8 = mload wt_Bs[wt_kk * {sb} + wt_wn + "
+                  f"{j * FRAG}] stride {sb}" for j in range(cfg.frags_n)]
     lines += [f"    mma wt_acc_{i}_{j} += wt_a_{i} * wt_b_{j}" for i, j in accs]
     lines += ["  }", "  barrier block", "}"]
     for i, j in accs:

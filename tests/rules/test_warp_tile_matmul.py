@@ -160,6 +160,56 @@ def test_hints_put_it_first_for_both_styles():
                    [RULE.name, "tf32-matrix"] for h in found)
 
 
+# ----------------------------------------------------- B stored transposed: a linear layer
+
+LINEAR = DATA / "linear_nt.cu"  # out = inp @ weight^T + bias, weight [OC][C]
+LINEAR_SIZES = [{"BT": 33, "C": 65, "OC": 97}, {"BT": 136, "C": 40, "OC": 264},
+                {"BT": 1, "C": 3, "OC": 5}]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_a_linear_layers_transposed_weight_is_rebuilt_at_every_tile(config):
+    """The weight tile is staged as the weight's rows (``tile_w[ty][tx] = weight[n][k]``) and
+    read across (``tile_w[tx][k]``): rebuilt with B's tile kept by rows and its fragments
+    loaded transposed; right at ragged, whole-tile and tiny sizes."""
+    _, out = _rewritten(LINEAR, [f"warp-tile-matmul{{loop=L1,config={config}}}"])
+    assert "transposed" in print_kernel(out)
+    for sizes in LINEAR_SIZES:
+        _agrees(LINEAR, out, sizes)
+
+
+def test_a_linear_layer_on_both_emulated_targets_and_its_hints():
+    from kir.backends.emulate import emulator_available
+    from kir.driver.runners import RUNNERS
+
+    loaded = load_kernel(LINEAR)
+    found = hints(loaded.kernel, REGISTRY, context_for(loaded, TARGETS["cuda"]))
+    assert found[0].name.startswith("warp-tiled-matmul")
+    if not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    step = "warp-tile-matmul{loop=L1,config=32x64x16/1x2}"
+    for target, steps in (("cuda", [step]), ("cuda", [step, "tf32x3-matrix{at=all}"]),
+                          ("metal", [step])):
+        _, out = _rewritten(LINEAR, steps, target)
+        for sizes in LINEAR_SIZES[:2]:
+            _agrees(LINEAR, out, sizes, RUNNERS[f"emulate-{target}"])
+
+
+def test_a_transposed_weight_read_the_other_way_is_refused(tmp_path):
+    """Staged by rows but read as ``tile_w[k][tx]`` (columns it does not hold): not C = A·Bᵀ
+    (nor A·B), so not rebuilt, though the original runs."""
+    source = LINEAR.read_text()
+    assert "tile_w[threadIdx.x][k]" in source
+    (tmp_path / "lin.cu").write_text(source.replace("tile_w[threadIdx.x][k]",
+                                                    "tile_w[k][threadIdx.x]"))
+    (tmp_path / "lin.kir.toml").write_text((DATA / "linear_nt.kir.toml").read_text())
+    (tmp_path / "gemm_refs.py").write_text((DATA / "gemm_refs.py").read_text())
+    loaded = load_kernel(tmp_path / "lin.cu")
+    result = RULE.rewrite(loaded.kernel, "L1", {"config": "64x64x16/2x2"},
+                          context_for(loaded, TARGETS["cuda"]))
+    assert isinstance(result, NotApplicable) and "not" in result.reason
+
+
 # ------------------------------------------------------------------------------ refusals
 
 CLASSIC = """

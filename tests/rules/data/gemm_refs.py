@@ -1,4 +1,4 @@
-"""Reference for tests/rules/data/gemm_ab_ifelse.cu (float64, cast back to f32)."""
+"""References for the GEMMs in tests/rules/data (float64, cast back to f32)."""
 
 import numpy as np
 
@@ -6,3 +6,9 @@ import numpy as np
 def gemm_ab(args, sizes):
     a, b, c = (args[n].astype(np.float64) for n in ("A", "B", "C"))
     return {"C": (args["alpha"] * (a @ b) + args["beta"] * c).astype(np.float32)}
+
+
+def linear(args, sizes):
+    """tests/rules/data/linear_nt.cu: out = inp @ weight^T + bias."""
+    x, w, b = (args[n].astype(np.float64) for n in ("inp", "weight", "bias"))
+    return {"out": (x @ w.T + b).astype(np.float32)}
