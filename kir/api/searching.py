@@ -19,6 +19,7 @@ from kir import limits
 from kir.driver.load import Loaded
 from kir.errors import KirError
 from kir.api.finalists import retime_finalists
+from kir.api.precision_note import precision_refusals
 from kir.rules import apply_trace, context_for
 
 DEFAULT_BUDGET = 40
@@ -305,6 +306,8 @@ class SearchSession:
                             [h.steps for h in self.hints], progress=progress, key=self.key)
             for paragraph in registry.failures.summary():  # the search went on without them
                 self.note(paragraph)
+            for line in precision_refusals(result.history):
+                self.note(line)
             if db is not None and db.damaged:
                 self.note(f"tuning database {self.db_path}: {db.damaged} damaged row(s) "
                           "answered nothing; those candidates were judged again")
