@@ -99,6 +99,23 @@ def matmul_nest(kernel: Kernel) -> tuple[str, str] | None:
     return None
 
 
+def direct_matmul(kernel: Kernel) -> str | None:
+    """A loop multiply-accumulating loads of two different buffers, in a kernel that stages
+    nothing in arrays: a dot product per thread, the one-element-per-thread GEMM's shape."""
+    from kir.ir import Alloc, Load
+
+    if any(isinstance(n, Alloc) for n in kernel.body.walk()):
+        return None
+    for loop in _loops(kernel.body):
+        for s in loop.body.stmts:
+            if _is_mac(s):
+                term = s.value.right if isinstance(s.value.left, Var) else s.value.left
+                loads = [n for n in (term.left, term.right) if isinstance(n, Load)]
+                if len(loads) == 2 and loads[0].buffer != loads[1].buffer:
+                    return loop.label
+    return None
+
+
 def shuffle_reduction(kernel: Kernel) -> bool:
     """Warp shuffles (a loop of them, or an unrolled butterfly), or a shared-memory tree whose
     stride halves each step: a hand-written reduction a warp reduction can replace."""
@@ -172,6 +189,21 @@ def _warp_rows() -> list[Want]:
             Want("split-reduction", any_site=True, repeat=8)]
 
 
+def _warp_tiled(kernel: Kernel) -> list[tuple[str, list[Want]]]:
+    """The warp-tiled rebuild (each warp a patch of 8x8 fragments, MLX steel's and CUTLASS's
+    structure) at four block tiles, in f32 and on TF32 tensor cores where the target has
+    them, at TF32's precision and split in three at f32's (the spec's tolerance takes one or
+    the other); the search mutates the tile gene from there."""
+    out = []
+    for config in ("128x128x16/2x2", "64x128x16/2x2", "64x64x16/2x2", "128x128x32/2x4"):
+        warp_tiles = Want("warp-tile-matmul", any_site=True, params={"config": config})
+        out.append((f"warp-tiled-matmul-{config}", [warp_tiles, *_finishing(kernel)]))
+        for rule in ("tf32-matrix", "tf32x3-matrix"):
+            out.append((f"warp-tiled-matmul-{config}-{rule.split('-')[0]}", [
+                warp_tiles, Want(rule, ("all",)), *_finishing(kernel)]))
+    return out
+
+
 def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
     """Named recipes of known CUDA practice that fit ``kernel``'s shape (most specific
     first), ending with the finishing touches alone."""
@@ -201,20 +233,13 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         out.append(("flash-attention-2-warps", [*registers[:-len(_finishing(kernel))],
                                                 *_warp_rows(), *_finishing(kernel)]))
     mm = None if nest else matmul_nest(kernel)  # attention holds matmuls; FA2 covers them
+    if not nest and not mm and direct_matmul(kernel):
+        out += _warp_tiled(kernel)  # one element of C per thread: only the rebuild fits
     if mm:
         tiles, inner = mm
         # Matrix units for the inner product (simdgroup_matrix / mma); what else applies to
         # a tile loop must leave its fragments alone, so it is a recipe of its own.
-        # The warp-tiled rebuild (each warp a patch of 8x8 fragments, MLX steel's and
-        # CUTLASS's structure) at four block tiles, in f32 and on TF32 tensor cores where
-        # the target has them, at TF32's precision and split in three at f32's (the spec's
-        # tolerance takes one or the other); the search mutates the tile gene from there.
-        for config in ("128x128x16/2x2", "64x128x16/2x2", "64x64x16/2x2", "128x128x32/2x4"):
-            warp_tiles = Want("warp-tile-matmul", any_site=True, params={"config": config})
-            out.append((f"warp-tiled-matmul-{config}", [warp_tiles, *_finishing(kernel)]))
-            for rule in ("tf32-matrix", "tf32x3-matrix"):
-                out.append((f"warp-tiled-matmul-{config}-{rule.split('-')[0]}", [
-                    warp_tiles, Want(rule, ("all",)), *_finishing(kernel)]))
+        out += _warp_tiled(kernel)
         # At the tile as written and re-tiled to 32 (four times the warps per block), each
         # also on TF32 tensor cores; where the target refuses tf32-matrix (Metal) a TF32
         # recipe equals the one before it and is dropped as a duplicate.

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from kir.analysis import rename_var, substitute
 from kir.errors import KirError
 from kir.ir import (
+    Alloc,
     Block,
     Cast,
     Declare,
@@ -27,6 +28,7 @@ from kir.ir.printer import print_kernel
 from kir.ir.types import F32, I32, Type
 from kir.ir.verify import verify
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
+from kir.rewrites.matmul.direct_nest import recognize_direct
 from kir.rewrites.matmul.tiled_nest import MatmulNest, Refused, recognize
 from kir.rewrites.matmul.unguarded_nest import recognize_unguarded
 from kir.rewrites.matmul.warp_tiles import (PREFIX, Gemm, TileConfig, body_text,
@@ -95,9 +97,15 @@ class WarpTileMatmul(BaseRule):
                 if isinstance(n, For) and inner_product(n) is not None]
 
     def plan_in(self, kernel: Kernel, site: str, ctx: RuleContext | None) -> MatmulNest:
-        """The guarded form first; failing that, a tutorial's unchecked one, whose bounds
-        come from the launch and the spec's size expressions (``ctx``)."""
+        """The guarded form first; a kernel without shared tiles as one element per thread;
+        failing those, a tutorial's unchecked one, whose bounds come from the launch and the
+        spec's size expressions (``ctx``)."""
         loop = next(n for n in kernel.body.walk() if isinstance(n, For) and n.label == site)
+        if not any(isinstance(n, Alloc) for n in kernel.body.walk()):
+            try:
+                return recognize_direct(kernel, loop)
+            except Refused as why:
+                return MatmulNest(refusal=f"read as one element per thread: {why}")
         try:
             return recognize(kernel, loop)
         except Refused as why:

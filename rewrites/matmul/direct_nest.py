@@ -1,0 +1,154 @@
+"""What ``warp-tile-matmul`` proves of a GEMM with no tiles at all: each thread of a 2-D grid
+owns one element of C and sums its dot product straight from global memory — the first kernel
+of every SGEMM tutorial, and a linear layer as training code first writes it::
+
+    row = blockIdx.y * blockDim.y + threadIdx.y;      (either axis for either index)
+    col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        float acc = 0;
+        for (k = 0; k < K; k++) acc += A[row * lda + k] * B[k * ldb + col];   (or B[col * ldb + k])
+        <epilogue: reads acc, row, col, parameters, buffers>
+    }
+
+Proved as polynomials of the hardware indices (:class:`tiled_nest.IndexPolys`): the two loads
+are A at ``row * lda + k`` and B at ``k * ldb + col`` (B stored K x N) or ``col * ldb + k`` (B
+stored N x K: C = A·Bᵀ), strides parameters or constants; the row and the column are the
+standard map of two different grid axes; the guard requires both bounds and nothing else;
+the sum starts at 0; nothing but index locals comes before the loop, and what follows it in
+the guard is the epilogue, kept as written. The template then gives the threads that
+computed one element each a warp-tiled block tile.
+"""
+
+from __future__ import annotations
+
+from kir.analysis import conjuncts
+from kir.analysis.affine import Poly, poly_product, poly_sum, special_atom
+from kir.ir import Alloc, Block, Const, Declare, For, If, Kernel, Load, Special
+from kir.ir.printer import format_name
+from kir.ir.types import F32
+from kir.rewrites.matmul.tiled_nest import (
+    IndexPolys,
+    MatmulNest,
+    Refused,
+    _bound_param,
+    _epilogue_names,
+    stride_text,
+)
+from kir.rewrites.matmul.warp_tiles import PREFIX, Gemm
+from kir.rewrites.mma_tile import inner_product
+
+
+def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
+    """The one-element-per-thread matmul whose dot-product loop is ``loop``; raises
+    :class:`Refused`."""
+    product = inner_product(loop)
+    assert product is not None
+    acc, loads = product
+    if any(isinstance(n, Alloc) for n in kernel.body.walk()):
+        raise Refused("the kernel stages data in arrays (not a one-element-per-thread nest)")
+    if any(p.name.startswith(PREFIX) for p in kernel.params):
+        raise Refused(f"a parameter name starts with {PREFIX!r}, which the rule's names use")
+    poly = IndexPolys(kernel)
+    k = loop.var
+    k_param = _bound_param(loop.cond)
+    if not (isinstance(loop.init, Const) and loop.init.value == 0 and k_param is not None
+            and poly(loop.cond.left) == {(k,): 1}  # type: ignore[union-attr]
+            and poly(loop.update) == {(k,): 1, (): 1}):
+        raise Refused(f"{loop.label} does not count k = 0, 1, ... up to a size parameter")
+
+    guard, epilogue = _guard_and_epilogue(kernel, loop, acc)
+    bounds = [(poly(part.left), _bound_param(part))  # type: ignore[union-attr]
+              for part in conjuncts(guard.cond)]
+    if len(bounds) != 2 or any(p is None or b is None for p, b in bounds):
+        raise Refused("the guard is not `row < M && col < N`")
+    for (row, m_param), (col, n_param) in (bounds, bounds[::-1]):
+        found = _operands(kernel, loads, poly, k, row, col)  # type: ignore[arg-type]
+        if found is not None:
+            break
+    else:
+        raise Refused("the loads are not A[row * lda + k] and B[k * ldb + col] (or "
+                      "B[col * ldb + k])")
+    if not (_thread_map(kernel, row) and _thread_map(kernel, col)) or \
+            _axis(row) == _axis(col):  # type: ignore[arg-type]
+        raise Refused("the row and the column are not block * blockDim + thread on two "
+                      "different grid axes")
+    (a_buf, lda), (b_buf, ldb), transposed = found
+    kept = If(guard.cond, Block(tuple(epilogue)), None, loc=guard.loc)
+    rows, cols = _epilogue_names(kernel, [kept], acc, poly, row, col,  # type: ignore[arg-type]
+                                 m_param, n_param)  # type: ignore[arg-type]
+    gemm = Gemm(format_name(a_buf), format_name(b_buf), stride_text(lda), stride_text(ldb),
+                format_name(m_param), format_name(n_param),  # type: ignore[arg-type]
+                format_name(k_param), transposed)
+    return MatmulNest(gemm, (kept,), rows, cols, acc, m_param, n_param)  # type: ignore[arg-type]
+
+
+def _guard_and_epilogue(kernel: Kernel, loop: For, acc: str) -> tuple[If, list]:
+    """The guard ``if`` (the kernel's last statement, holding ``loop`` directly) and the
+    statements after the loop in it; checks that only index locals and ``acc = 0`` precede."""
+    stmts = kernel.body.stmts
+    guard = stmts[-1] if stmts else None
+    if not (isinstance(guard, If) and guard.orelse is None and loop in guard.then.stmts):
+        raise Refused("the dot-product loop is not directly inside one final `if` guard")
+    inner = guard.then.stmts
+    before = [*stmts[:-1], *inner[:inner.index(loop)]]
+    zeroed = False
+    for s in before:
+        if not isinstance(s, Declare) or any(isinstance(n, Load) for n in s.walk()):
+            raise Refused("the kernel does more before its dot product than set up indices")
+        if s.name == acc:
+            zeroed = isinstance(s.init, Const) and s.init.value == 0
+            if not zeroed:
+                raise Refused(f"{acc!r} does not start at 0")
+    if not zeroed:
+        raise Refused(f"{acc!r} is not declared as 0 before the dot product")
+    return guard, inner[inner.index(loop) + 1:]
+
+
+def _operands(kernel: Kernel, loads, poly, k: str, row: Poly, col: Poly):
+    """((A, lda), (B, ldb), B transposed) when one load is A[row * lda + k] and the other
+    B[k * ldb + col] or B[col * ldb + k] (f32 buffers, strides parameters or constants)."""
+    for a, b in (loads, loads[::-1]):
+        pa, pb = poly(a.index), poly(b.index)
+        if pa is None or pb is None or a.type != F32 or b.type != F32 or a.buffer == b.buffer:
+            continue
+        lda = _stride(kernel, pa, {(k,): 1}, row)
+        if lda is None:
+            continue
+        ldb = _stride(kernel, pb, col, {(k,): 1})
+        if ldb is not None:
+            return (a.buffer, lda), (b.buffer, ldb), False
+        ldb = _stride(kernel, pb, {(k,): 1}, col)
+        if ldb is not None:
+            return (a.buffer, lda), (b.buffer, ldb), True
+    return None
+
+
+def _stride(kernel: Kernel, index: Poly, unit: Poly, strided: Poly) -> Poly | None:
+    """s (one scalar parameter or a constant) with ``index == s * strided + unit``, else None."""
+    rest = poly_sum(index, unit, -1)
+    for p in kernel.params:
+        if not p.is_buffer and p.type.is_int and poly_product({(p.name,): 1}, strided) == rest:
+            return {(p.name,): 1}
+    mono, coef = next(iter(strided.items()))
+    if rest.get(mono, 0) % coef == 0:
+        scale = {(): rest.get(mono, 0) // coef}
+        if scale[()] and poly_product(scale, strided) == rest:
+            return scale
+    return None
+
+
+def _thread_map(kernel: Kernel, p: Poly) -> bool:
+    """``p`` is block.a * blockDim.a + thread.a for one axis a (blockDim as the launch's)."""
+    axis = _axis(p)
+    if axis is None:
+        return False
+    size = int(kernel.launch.block["xyz".index(axis)])
+    return p == {(special_atom(Special("block", axis)),): size,
+                 (special_atom(Special("thread", axis)),): 1}
+
+
+def _axis(p: Poly) -> str | None:
+    for axis in "xyz":
+        if (special_atom(Special("thread", axis)),) in p:
+            return axis
+    return None

@@ -1,0 +1,107 @@
+"""warp-tile-matmul on GEMMs with no tiles (one element of C per thread, the dot product
+straight from global memory): the GEMM tutorial's naive kernel (rows along x, alpha/beta
+epilogue) and a linear layer's (weight stored transposed, bias epilogue) rebuilt at every
+block tile, right at ragged, whole-tile and tiny sizes on the interpreter, on both emulated
+targets; the hints; and kernels that are not exactly a GEMM refused."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from kir.backends import TARGETS
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
+from kir.driver.runners import copy_inputs, run_interp
+from kir.rewrites.matmul.warp_tile_matmul import CONFIGS, RULES
+from kir.rules import NotApplicable, apply_trace, context_for, parse_step
+from kir.search.hints import hints
+from kir.spec.compare import compare_outputs
+
+RULE = RULES[0]
+REGISTRY = load_registry(plugins=False)
+ROOT = Path(__file__).parents[1]
+TUTORIAL = (ROOT / "corpus" / "gemm_tutorial.cu", ROOT / "corpus" / "gemm_tutorial.naive.kir.toml",
+            "M", "N", "K")
+LINEAR = (ROOT / "rules" / "data" / "linear_naive.cu", None, "BT", "OC", "C")
+KERNELS = [TUTORIAL, LINEAR]
+
+
+def _sizes(kernel, m: int, n: int, k: int) -> dict[str, int]:
+    return dict(zip(kernel[2:], (m, n, k)))
+
+
+def _load(kernel, sizes: dict | None = None):
+    path, spec, *_ = kernel
+    return load_kernel(path, spec_path=spec, sizes=sizes or {}) if spec else \
+        load_kernel(path, sizes=sizes or {})
+
+
+def _rewritten(kernel, steps: list[str], target: str = "cuda"):
+    loaded = _load(kernel)
+    trace = [parse_step(s, REGISTRY) for s in steps]
+    return apply_trace(loaded.kernel, trace, REGISTRY, context_for(loaded, TARGETS[target]),
+                       strict=True).kernel
+
+
+def _agrees(kernel, out, sizes: dict, runner=None) -> None:
+    sized = _load(kernel, sizes)
+    inputs = sized.bound.make_inputs(2)
+    want = sized.bound.reference(copy_inputs(inputs))
+    got = (runner or run_interp)(dataclasses.replace(sized, kernel=out), copy_inputs(inputs))
+    result = compare_outputs(got, want, lambda o: sized.bound.tolerance(
+        sized.bound.spec.args[o].dtype))
+    assert result.ok, (kernel[0].name, sizes, result.describe())
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=["tutorial-naive", "linear-naive"])
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_block_tile_is_right_at_other_sizes(kernel, config):
+    out = _rewritten(kernel, [f"warp-tile-matmul{{loop=L0,config={config}}}"])
+    for m, n, k in ((33, 97, 65), (136, 264, 40), (1, 5, 3)):
+        _agrees(kernel, out, _sizes(kernel, m, n, k))
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=["tutorial-naive", "linear-naive"])
+def test_both_emulated_targets_and_the_hints(kernel):
+    from kir.backends.emulate import emulator_available
+    from kir.driver.runners import RUNNERS
+
+    loaded = _load(kernel)
+    found = hints(loaded.kernel, REGISTRY, context_for(loaded, TARGETS["cuda"]))
+    assert found[0].name.startswith("warp-tiled-matmul") and found[0].steps[0].rule == RULE.name
+    if not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    step = "warp-tile-matmul{loop=L0,config=32x64x16/1x2}"
+    for target, steps in (("cuda", [step]), ("cuda", [step, "tf32x3-matrix{at=all}"]),
+                          ("metal", [step])):
+        out = _rewritten(kernel, steps, target)
+        for m, n, k in ((33, 97, 65), (64, 128, 48)):
+            _agrees(kernel, out, _sizes(kernel, m, n, k), RUNNERS[f"emulate-{target}"])
+
+
+NOT_A_GEMM = [
+    ("for (int c = 0; c < C; c++)", "for (int c = 0; c < C - 1; c++)", "does not count"),
+    ("float val = 0.0f;", "float val = 1.0f;", "does not start at 0"),
+    ("inp[bt * C + c]", "inp[bt * C + c + 1]", "the loads are not"),
+    ("weight[oc * C + c]", "weight[oc * C + 2 * c]", "the loads are not"),
+    ("if (bt < BT && oc < OC)", "if (bt < BT)", "the guard is not"),
+    ("int bt = blockIdx.y * blockDim.y + threadIdx.y;",
+     "int bt = blockIdx.x * blockDim.y + threadIdx.y;", "not block * blockDim + thread"),
+]
+
+
+@pytest.mark.parametrize("old,new,reason", NOT_A_GEMM, ids=[r for _, _, r in NOT_A_GEMM])
+def test_kernels_that_are_not_exactly_a_gemm_are_refused(tmp_path, old, new, reason):
+    path, _, *_ = LINEAR
+    source = path.read_text()
+    assert old in source
+    (tmp_path / "lin.cu").write_text(source.replace(old, new))
+    (tmp_path / "lin.kir.toml").write_text(path.with_suffix(".kir.toml").read_text())
+    (tmp_path / "gemm_refs.py").write_text((path.parent / "gemm_refs.py").read_text())
+    loaded = load_kernel(tmp_path / "lin.cu")
+    result = RULE.rewrite(loaded.kernel, "L0", {"config": "64x64x16/2x2"},
+                          context_for(loaded, TARGETS["cuda"]))
+    assert isinstance(result, NotApplicable) and reason in result.reason, result
