@@ -21,11 +21,24 @@ computed one element each a warp-tiled block tile.
 
 from __future__ import annotations
 
-from kir.analysis import conjuncts
+from kir.analysis import chain_operands, conjuncts
 from kir.analysis.affine import Poly, poly_product, poly_sum, special_atom
-from kir.ir import Alloc, Block, Const, Declare, For, If, Kernel, Load, Special
+from kir.ir import (
+    Alloc,
+    Binary,
+    Block,
+    Const,
+    Declare,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Load,
+    Return,
+    Special,
+)
 from kir.ir.printer import format_name
-from kir.ir.types import F32
+from kir.ir.types import BOOL, F32
 from kir.rewrites.matmul.tiled_nest import (
     IndexPolys,
     MatmulNest,
@@ -83,12 +96,20 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
 
 
 def _guard_and_epilogue(kernel: Kernel, loop: For, acc: str) -> tuple[If, list]:
-    """The guard ``if`` (the kernel's last statement, holding ``loop`` directly) and the
-    statements after the loop in it; checks that only index locals and ``acc = 0`` precede."""
+    """The guard ``if`` (the kernel's last statement, holding ``loop`` directly; or an early
+    ``if (row >= M || col >= N) return;``, turned into that) and the statements after the
+    loop in it; checks that only index locals and ``acc = 0`` precede."""
     stmts = kernel.body.stmts
+    exit_at = next((i for i, s in enumerate(stmts) if _early_exit(s) is not None), None)
+    if exit_at is not None and loop in stmts:
+        cond = _early_exit(stmts[exit_at])
+        guard = If(cond, Block(tuple(stmts[exit_at + 1:])), None,  # type: ignore[arg-type]
+                   loc=stmts[exit_at].loc)
+        stmts = (*stmts[:exit_at], guard)
     guard = stmts[-1] if stmts else None
     if not (isinstance(guard, If) and guard.orelse is None and loop in guard.then.stmts):
-        raise Refused("the dot-product loop is not directly inside one final `if` guard")
+        raise Refused("the dot-product loop is not directly inside one final `if` guard "
+                      "(or after one early `if (row >= M || col >= N) return;`)")
     inner = guard.then.stmts
     before = [*stmts[:-1], *inner[:inner.index(loop)]]
     zeroed = False
@@ -102,6 +123,22 @@ def _guard_and_epilogue(kernel: Kernel, loop: For, acc: str) -> tuple[If, list]:
     if not zeroed:
         raise Refused(f"{acc!r} is not declared as 0 before the dot product")
     return guard, inner[inner.index(loop) + 1:]
+
+
+def _early_exit(s) -> Expr | None:
+    """For ``if (x >= P || y >= Q) return;`` the condition the rest runs under,
+    ``x < P && y < Q``; else None."""
+    if not (isinstance(s, If) and s.orelse is None and len(s.then.stmts) == 1
+            and isinstance(s.then.stmts[0], Return)):
+        return None
+    parts = chain_operands(s.cond, "||")
+    if not all(isinstance(p, Binary) and p.op == ">=" for p in parts):
+        return None
+    kept = [Binary("<", p.left, p.right, BOOL) for p in parts]  # type: ignore[union-attr]
+    out = kept[0]
+    for part in kept[1:]:
+        out = Binary("&&", out, part, BOOL)
+    return out
 
 
 def _operands(kernel: Kernel, loads, poly, k: str, row: Poly, col: Poly):

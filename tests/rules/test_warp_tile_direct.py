@@ -105,3 +105,37 @@ def test_kernels_that_are_not_exactly_a_gemm_are_refused(tmp_path, old, new, rea
     result = RULE.rewrite(loaded.kernel, "L0", {"config": "64x64x16/2x2"},
                           context_for(loaded, TARGETS["cuda"]))
     assert isinstance(result, NotApplicable) and reason in result.reason, result
+
+
+EARLY_EXIT = """
+// The same layer written with an early exit and the row along x (training-code style).
+__global__ void linear_forward_naive(float* out, const float* inp, const float* weight,
+                                     const float* bias, int BT, int C, int OC) {
+    const int bt = blockIdx.x * blockDim.x + threadIdx.x;
+    const int oc = blockIdx.y * blockDim.y + threadIdx.y;
+    if (bt >= BT || oc >= OC) return;
+    float val = 0.0f;
+    for (int c = 0; c < C; ++c) val += inp[bt * C + c] * weight[oc * C + c];
+    out[bt * OC + oc] = val + bias[oc];
+}
+"""
+
+
+def test_an_early_exit_guard_is_read_as_the_guard(tmp_path):
+    path, _, *_ = LINEAR
+    (tmp_path / "lin.cu").write_text(EARLY_EXIT)
+    spec = path.with_suffix(".kir.toml").read_text().replace(
+        'grid = ["ceil(OC / 32)", "ceil(BT / 8)"], block = [32, 8]',
+        'grid = ["ceil(BT / 8)", "ceil(OC / 8)"], block = [8, 8]')
+    (tmp_path / "lin.kir.toml").write_text(spec)
+    (tmp_path / "gemm_refs.py").write_text((path.parent / "gemm_refs.py").read_text())
+    early = (tmp_path / "lin.cu", None, "BT", "OC", "C")
+    out = _rewritten(early, ["warp-tile-matmul{loop=L0,config=64x64x16/2x2}"])
+    for m, n, k in ((33, 97, 65), (136, 264, 40)):
+        _agrees(early, out, _sizes(early, m, n, k))
+    # Exiting on one bound only leaves the other unchecked: not this shape.
+    (tmp_path / "lin.cu").write_text(EARLY_EXIT.replace("bt >= BT || oc >= OC", "bt >= BT"))
+    loaded = load_kernel(tmp_path / "lin.cu")
+    result = RULE.rewrite(loaded.kernel, "L0", {"config": "64x64x16/2x2"},
+                          context_for(loaded, TARGETS["cuda"]))
+    assert isinstance(result, NotApplicable) and "guard" in result.reason
