@@ -21,6 +21,8 @@ computed one element each a warp-tiled block tile.
 
 from __future__ import annotations
 
+import math
+
 from kir.analysis import chain_operands, conjuncts
 from kir.analysis.affine import Poly, poly_product, poly_sum, special_atom
 from kir.ir import (
@@ -47,6 +49,7 @@ from kir.rewrites.matmul.tiled_nest import (
     _epilogue_names,
     stride_text,
 )
+from kir.rewrites.matmul.unguarded_nest import _thread_view
 from kir.rewrites.matmul.warp_tiles import PREFIX, Gemm
 from kir.rewrites.mma_tile import inner_product
 
@@ -61,6 +64,8 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
         raise Refused("the kernel stages data in arrays (not a one-element-per-thread nest)")
     if any(p.name.startswith(PREFIX) for p in kernel.params):
         raise Refused(f"a parameter name starts with {PREFIX!r}, which the rule's names use")
+    kernel, extents = _thread_grid(kernel)
+    loop = next(n for n in kernel.body.walk() if isinstance(n, For) and n.label == loop.label)
     poly = IndexPolys(kernel)
     k = loop.var
     k_param = _bound_param(loop.cond)
@@ -81,8 +86,8 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
     else:
         raise Refused("the loads are not A[row * lda + k] and B[k * ldb + col] (or "
                       "B[col * ldb + k])")
-    if not (_thread_map(kernel, row) and _thread_map(kernel, col)) or \
-            _axis(row) == _axis(col):  # type: ignore[arg-type]
+    maps = [_thread_map(p, extents) for p in (row, col)]  # type: ignore[arg-type]
+    if None in maps or maps[0][0] == maps[1][0] or maps[0][1] == maps[1][1]:  # type: ignore
         raise Refused("the row and the column are not block * blockDim + thread on two "
                       "different grid axes")
     (a_buf, lda), (b_buf, ldb), transposed = found
@@ -174,18 +179,26 @@ def _stride(kernel: Kernel, index: Poly, unit: Poly, strided: Poly) -> Poly | No
     return None
 
 
-def _thread_map(kernel: Kernel, p: Poly) -> bool:
-    """``p`` is block.a * blockDim.a + thread.a for one axis a (blockDim as the launch's)."""
-    axis = _axis(p)
-    if axis is None:
-        return False
-    size = int(kernel.launch.block["xyz".index(axis)])
-    return p == {(special_atom(Special("block", axis)),): size,
-                 (special_atom(Special("thread", axis)),): 1}
+def _thread_grid(kernel: Kernel) -> tuple[Kernel, tuple[int, int, int]]:
+    """The kernel with a 1-D block of T·T threads indexed as ``x / T`` and ``x % T`` read as
+    a T x T block (the tutorials' coalesced form; :func:`unguarded_nest._thread_view`), and
+    the extent of each thread axis."""
+    bx, by, bz = (int(v) for v in kernel.launch.block)
+    side = math.isqrt(bx)
+    if by == bz == 1 and side > 1 and side * side == bx:
+        try:
+            return _thread_view(kernel, side), (side, side, 1)
+        except Refused:
+            pass
+    return kernel, (bx, by, bz)
 
 
-def _axis(p: Poly) -> str | None:
-    for axis in "xyz":
-        if (special_atom(Special("thread", axis)),) in p:
-            return axis
+def _thread_map(p: Poly, extents: tuple[int, int, int]) -> tuple[str, str] | None:
+    """(block axis, thread axis) when ``p`` is block.a * E + thread.b, E the extent of
+    thread.b: each block a run of E consecutive indices, each thread one of them."""
+    for a in "xyz":
+        for b in "xyz":
+            if p == {(special_atom(Special("block", a)),): extents["xyz".index(b)],
+                     (special_atom(Special("thread", b)),): 1}:
+                return a, b
     return None

@@ -1,6 +1,6 @@
 """warp-tile-matmul on GEMMs with no tiles (one element of C per thread, the dot product
 straight from global memory): the GEMM tutorial's naive kernel (rows along x, alpha/beta
-epilogue) and a linear layer's (weight stored transposed, bias epilogue) rebuilt at every
+epilogue) and its coalesced one (a 1-D block indexed x / 16, x % 16), a linear layer's (weight stored transposed, bias epilogue) rebuilt at every
 block tile, right at ragged, whole-tile and tiny sizes on the interpreter, on both emulated
 targets; the hints; and kernels that are not exactly a GEMM refused."""
 
@@ -25,8 +25,12 @@ REGISTRY = load_registry(plugins=False)
 ROOT = Path(__file__).parents[1]
 TUTORIAL = (ROOT / "corpus" / "gemm_tutorial.cu", ROOT / "corpus" / "gemm_tutorial.naive.kir.toml",
             "M", "N", "K")
+# The tutorial's second kernel: a 1-D block of 16·16 threads, row = threadIdx.x / 16.
+COALESCED = (ROOT / "corpus" / "gemm_tutorial.cu",
+             ROOT / "corpus" / "gemm_tutorial.coalesce.kir.toml", "M", "N", "K")
 LINEAR = (ROOT / "rules" / "data" / "linear_naive.cu", None, "BT", "OC", "C")
-KERNELS = [TUTORIAL, LINEAR]
+KERNELS = [TUTORIAL, COALESCED, LINEAR]
+IDS = ["tutorial-naive", "tutorial-coalesced", "linear-naive"]
 
 
 def _sizes(kernel, m: int, n: int, k: int) -> dict[str, int]:
@@ -56,7 +60,7 @@ def _agrees(kernel, out, sizes: dict, runner=None) -> None:
     assert result.ok, (kernel[0].name, sizes, result.describe())
 
 
-@pytest.mark.parametrize("kernel", KERNELS, ids=["tutorial-naive", "linear-naive"])
+@pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
 @pytest.mark.parametrize("config", CONFIGS)
 def test_every_block_tile_is_right_at_other_sizes(kernel, config):
     out = _rewritten(kernel, [f"warp-tile-matmul{{loop=L0,config={config}}}"])
@@ -64,7 +68,7 @@ def test_every_block_tile_is_right_at_other_sizes(kernel, config):
         _agrees(kernel, out, _sizes(kernel, m, n, k))
 
 
-@pytest.mark.parametrize("kernel", KERNELS, ids=["tutorial-naive", "linear-naive"])
+@pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
 def test_both_emulated_targets_and_the_hints(kernel):
     from kir.backends.emulate import emulator_available
     from kir.driver.runners import RUNNERS
@@ -139,3 +143,17 @@ def test_an_early_exit_guard_is_read_as_the_guard(tmp_path):
     result = RULE.rewrite(loaded.kernel, "L0", {"config": "64x64x16/2x2"},
                           context_for(loaded, TARGETS["cuda"]))
     assert isinstance(result, NotApplicable) and "guard" in result.reason
+
+
+def test_a_1d_block_mapping_two_outputs_to_one_thread_index_is_refused(tmp_path):
+    """Row and column both from ``threadIdx.x / 16``: threads would share elements."""
+    path, spec, *_ = COALESCED
+    source = path.read_text()
+    old = "const int cCol = blockIdx.y * BLOCKSIZE + (threadIdx.x % BLOCKSIZE);"
+    assert old in source
+    (tmp_path / "g.cu").write_text(source.replace(old, old.replace("%", "/")))
+    (tmp_path / "refs.py").write_text((path.parent / "refs.py").read_text())
+    loaded = load_kernel(tmp_path / "g.cu", spec_path=spec)
+    result = RULE.rewrite(loaded.kernel, "L0", {"config": "64x64x16/2x2"},
+                          context_for(loaded, TARGETS["cuda"]))
+    assert isinstance(result, NotApplicable) and "grid axes" in result.reason, result
