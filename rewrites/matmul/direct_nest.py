@@ -38,7 +38,9 @@ from kir.ir import (
     Load,
     Return,
     Special,
+    Var,
 )
+from kir.ir.edit import substitute
 from kir.ir.printer import format_name
 from kir.ir.types import BOOL, F32
 from kir.rewrites.matmul.tiled_nest import (
@@ -74,7 +76,10 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
             and poly(loop.update) == {(k,): 1, (): 1}):
         raise Refused(f"{loop.label} does not count k = 0, 1, ... up to a size parameter")
 
-    guard, epilogue = _guard_and_epilogue(kernel, loop, acc)
+    guard, epilogue, start = _guard_and_epilogue(kernel, loop, acc)
+    if start is not None:  # acc = X + sum: the epilogue reads X + the template's sum
+        epilogue = [substitute(s, acc, Binary("+", start, Var(acc, F32), F32))
+                    for s in epilogue]
     bounds = [(poly(part.left), _bound_param(part))  # type: ignore[union-attr]
               for part in conjuncts(guard.cond)]
     if len(bounds) != 2 or any(p is None or b is None for p, b in bounds):
@@ -100,10 +105,12 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
     return MatmulNest(gemm, (kept,), rows, cols, acc, m_param, n_param)  # type: ignore[arg-type]
 
 
-def _guard_and_epilogue(kernel: Kernel, loop: For, acc: str) -> tuple[If, list]:
+def _guard_and_epilogue(kernel: Kernel, loop: For,
+                        acc: str) -> tuple[If, list, Expr | None]:
     """The guard ``if`` (the kernel's last statement, holding ``loop`` directly; or an early
-    ``if (row >= M || col >= N) return;``, turned into that) and the statements after the
-    loop in it; checks that only index locals and ``acc = 0`` precede."""
+    ``if (row >= M || col >= N) return;``, turned into that), the statements after the loop
+    in it, and what ``acc`` starts at when not 0 (a bias: ``float val = bias[oc];``, read by
+    the epilogue instead); checks that only index locals and ``acc``'s start precede."""
     stmts = kernel.body.stmts
     exit_at = next((i for i, s in enumerate(stmts) if _early_exit(s) is not None), None)
     if exit_at is not None and loop in stmts:
@@ -117,17 +124,21 @@ def _guard_and_epilogue(kernel: Kernel, loop: For, acc: str) -> tuple[If, list]:
                       "(or after one early `if (row >= M || col >= N) return;`)")
     inner = guard.then.stmts
     before = [*stmts[:-1], *inner[:inner.index(loop)]]
-    zeroed = False
+    start: Expr | None = None
+    declared = False
     for s in before:
+        if isinstance(s, Declare) and s.name == acc and s.init is not None:
+            declared = True
+            zero = isinstance(s.init, Const) and s.init.value == 0
+            start = None if zero else s.init
+            continue
         if not isinstance(s, Declare) or any(isinstance(n, Load) for n in s.walk()):
             raise Refused("the kernel does more before its dot product than set up indices")
-        if s.name == acc:
-            zeroed = isinstance(s.init, Const) and s.init.value == 0
-            if not zeroed:
-                raise Refused(f"{acc!r} does not start at 0")
-    if not zeroed:
-        raise Refused(f"{acc!r} is not declared as 0 before the dot product")
-    return guard, inner[inner.index(loop) + 1:]
+    if not declared:
+        raise Refused(f"{acc!r} is not declared with its start before the dot product")
+    if start is not None and any(isinstance(n, Var) and n.name == acc for n in start.walk()):
+        raise Refused(f"{acc!r} starts from itself")
+    return guard, inner[inner.index(loop) + 1:], start
 
 
 def _early_exit(s) -> Expr | None:

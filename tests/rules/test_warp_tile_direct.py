@@ -1,6 +1,7 @@
 """warp-tile-matmul on GEMMs with no tiles (one element of C per thread, the dot product
 straight from global memory): the GEMM tutorial's naive kernel (rows along x, alpha/beta
-epilogue) and its coalesced one (a 1-D block indexed x / 16, x % 16), a linear layer's (weight stored transposed, bias epilogue) rebuilt at every
+epilogue) and its coalesced one (a 1-D block indexed x / 16, x % 16), a dense layer whose sum
+starts from its bias, a linear layer's (weight stored transposed, bias epilogue) rebuilt at every
 block tile, right at ragged, whole-tile and tiny sizes on the interpreter, on both emulated
 targets; the hints; and kernels that are not exactly a GEMM refused."""
 
@@ -29,8 +30,10 @@ TUTORIAL = (ROOT / "corpus" / "gemm_tutorial.cu", ROOT / "corpus" / "gemm_tutori
 COALESCED = (ROOT / "corpus" / "gemm_tutorial.cu",
              ROOT / "corpus" / "gemm_tutorial.coalesce.kir.toml", "M", "N", "K")
 LINEAR = (ROOT / "rules" / "data" / "linear_naive.cu", None, "BT", "OC", "C")
-KERNELS = [TUTORIAL, COALESCED, LINEAR]
-IDS = ["tutorial-naive", "tutorial-coalesced", "linear-naive"]
+# Row pointers, `b ? b[o] : 0`, and the sum started from the bias.
+DENSE = (ROOT / "rules" / "data" / "dense_bias_first.cu", None, "R", "O", "I")
+KERNELS = [TUTORIAL, COALESCED, LINEAR, DENSE]
+IDS = ["tutorial-naive", "tutorial-coalesced", "linear-naive", "dense-bias-first"]
 
 
 def _sizes(kernel, m: int, n: int, k: int) -> dict[str, int]:
@@ -88,7 +91,7 @@ def test_both_emulated_targets_and_the_hints(kernel):
 
 NOT_A_GEMM = [
     ("for (int c = 0; c < C; c++)", "for (int c = 0; c < C - 1; c++)", "does not count"),
-    ("float val = 0.0f;", "float val = 1.0f;", "does not start at 0"),
+    ("float val = 0.0f;", "float val = 0.0f; val = val + 1.0f;", "more before its dot product"),
     ("inp[bt * C + c]", "inp[bt * C + c + 1]", "the loads are not"),
     ("weight[oc * C + c]", "weight[oc * C + 2 * c]", "the loads are not"),
     ("if (bt < BT && oc < OC)", "if (bt < BT)", "the guard is not"),

@@ -12,3 +12,9 @@ def linear(args, sizes):
     """tests/rules/data/linear_nt.cu: out = inp @ weight^T + bias."""
     x, w, b = (args[n].astype(np.float64) for n in ("inp", "weight", "bias"))
     return {"out": (x @ w.T + b).astype(np.float32)}
+
+
+def dense(args, sizes):
+    """tests/rules/data/dense_bias_first.cu: y = x @ w^T + b."""
+    x, w, b = (args[n].astype(np.float64) for n in ("x", "w", "b"))
+    return {"y": (x @ w.T + b).astype(np.float32)}
