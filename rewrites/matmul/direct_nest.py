@@ -11,8 +11,9 @@ of every SGEMM tutorial, and a linear layer as training code first writes it::
     }
 
 Proved as polynomials of the hardware indices (:class:`tiled_nest.IndexPolys`): the two loads
-are A at ``row * lda + k`` and B at ``k * ldb + col`` (B stored K x N) or ``col * ldb + k`` (B
-stored N x K: C = A·Bᵀ), strides parameters or constants; the row and the column are the
+are A at ``row * lda + k`` (or ``k * lda + row``: A stored K x M, as column-major code keeps
+it) and B at ``k * ldb + col`` (B stored K x N) or ``col * ldb + k`` (B stored N x K: C =
+A·Bᵀ), strides parameters or constants; the row and the column are the
 standard map of two different grid axes; the guard requires both bounds and nothing else;
 the sum starts at 0; nothing but index locals comes before the loop, and what follows it in
 the guard is the epilogue, kept as written. The template then gives the threads that
@@ -89,19 +90,19 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
         if found is not None:
             break
     else:
-        raise Refused("the loads are not A[row * lda + k] and B[k * ldb + col] (or "
-                      "B[col * ldb + k])")
+        raise Refused("the loads are not A[row * lda + k] (or A[k * lda + row]) and "
+                      "B[k * ldb + col] (or B[col * ldb + k])")
     maps = [_thread_map(p, extents) for p in (row, col)]  # type: ignore[arg-type]
     if None in maps or maps[0][0] == maps[1][0] or maps[0][1] == maps[1][1]:  # type: ignore
         raise Refused("the row and the column are not block * blockDim + thread on two "
                       "different grid axes")
-    (a_buf, lda), (b_buf, ldb), transposed = found
+    (a_buf, lda), (b_buf, ldb), a_transposed, b_transposed = found
     kept = If(guard.cond, Block(tuple(epilogue)), None, loc=guard.loc)
     rows, cols = _epilogue_names(kernel, [kept], acc, poly, row, col,  # type: ignore[arg-type]
                                  m_param, n_param)  # type: ignore[arg-type]
     gemm = Gemm(format_name(a_buf), format_name(b_buf), stride_text(lda), stride_text(ldb),
                 format_name(m_param), format_name(n_param),  # type: ignore[arg-type]
-                format_name(k_param), transposed)
+                format_name(k_param), b_transposed, a_transposed)
     return MatmulNest(gemm, (kept,), rows, cols, acc, m_param, n_param)  # type: ignore[arg-type]
 
 
@@ -158,21 +159,20 @@ def _early_exit(s) -> Expr | None:
 
 
 def _operands(kernel: Kernel, loads, poly, k: str, row: Poly, col: Poly):
-    """((A, lda), (B, ldb), B transposed) when one load is A[row * lda + k] and the other
-    B[k * ldb + col] or B[col * ldb + k] (f32 buffers, strides parameters or constants)."""
+    """((A, lda), (B, ldb), A transposed, B transposed) when one load is A[row * lda + k]
+    (or A[k * lda + row]: A stored K x M, column-major) and the other B[k * ldb + col] (or
+    B[col * ldb + k]); f32 buffers, strides parameters or constants."""
+    kk = {(k,): 1}
     for a, b in (loads, loads[::-1]):
         pa, pb = poly(a.index), poly(b.index)
         if pa is None or pb is None or a.type != F32 or b.type != F32 or a.buffer == b.buffer:
             continue
-        lda = _stride(kernel, pa, {(k,): 1}, row)
-        if lda is None:
-            continue
-        ldb = _stride(kernel, pb, col, {(k,): 1})
-        if ldb is not None:
-            return (a.buffer, lda), (b.buffer, ldb), False
-        ldb = _stride(kernel, pb, {(k,): 1}, col)
-        if ldb is not None:
-            return (a.buffer, lda), (b.buffer, ldb), True
+        for a_transposed, lda in ((False, _stride(kernel, pa, kk, row)),
+                                  (True, _stride(kernel, pa, row, kk))):
+            for b_transposed, ldb in ((False, _stride(kernel, pb, col, kk)),
+                                      (True, _stride(kernel, pb, kk, col))):
+                if lda is not None and ldb is not None:
+                    return (a.buffer, lda), (b.buffer, ldb), a_transposed, b_transposed
     return None
 
 

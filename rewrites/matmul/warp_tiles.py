@@ -67,10 +67,6 @@ class TileConfig:
                 and (self.bm * self.bk) % (4 * self.threads) == 0
                 and (self.bk * self.bn) % (4 * self.threads) == 0)
 
-    def shared_bytes(self) -> int:
-        warps = self.warps_m * self.warps_n
-        return 4 * (self.bm * (self.bk + PAD_A) + self.bk * (self.bn + PAD_B) + warps * 64)
-
     def __str__(self) -> str:
         return f"{self.bm}x{self.bn}x{self.bk}, {self.warps_m}x{self.warps_n} warps"
 
@@ -89,6 +85,42 @@ class Gemm:
     n: str
     k: str
     b_transposed: bool = False  # B stored N x K (row n at b[n * ldb]): C = A·Bᵀ
+    a_transposed: bool = False  # A stored K x M (row k at a[k * lda]): C = Aᵀ·B
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """One operand's tile in shared memory: ``rows`` x ``cols`` elements copied from
+    ``buf[(row0 + r) * ld + col0 + c]`` (zero past ``row_bound`` / ``col_bound``) and kept
+    row by row with a pitch of ``cols + pad``. ``letter`` names its copy's locals."""
+
+    letter: str
+    shared: str
+    buf: str
+    ld: str
+    row0: str
+    rows: int
+    row_bound: str
+    col0: str
+    cols: int
+    col_bound: str
+    pad: int
+
+    @property
+    def pitch(self) -> int:
+        return self.cols + self.pad
+
+
+def _tiles(cfg: "TileConfig", g: Gemm) -> tuple[_Tile, _Tile]:
+    """A's and B's tiles, each kept as the operand is stored in memory (rows of k for A·B's
+    B, rows of m or n where k runs along the stored rows), so every copy reads whole rows."""
+    m = ("wt_m0", cfg.bm, g.m)
+    n = ("wt_n0", cfg.bn, g.n)
+    k = ("wt_k0", cfg.bk, g.k)
+    a = (*k, *m, PAD_B) if g.a_transposed else (*m, *k, PAD_A)
+    b = (*n, *k, PAD_A) if g.b_transposed else (*k, *n, PAD_B)
+    return (_Tile("a", "wt_As", g.a, g.lda, *a),  # type: ignore[arg-type]
+            _Tile("b", "wt_Bs", g.b, g.ldb, *b))  # type: ignore[arg-type]
 
 
 PREFIX = "wt_"  # every name the template declares starts so; the rule checks none is taken
@@ -106,10 +138,7 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
     (Measured on the H200, 2048^3 TF32, BENCHMARKS.md round 4: prefetching the next tiles
     into registers while the current ones are multiplied was slower at four of five block
     tiles and no faster at the fifth: the extra registers spill or cost occupancy.)"""
-    sa, sb = cfg.bk + PAD_A, cfg.bn + PAD_B
-    if g.b_transposed:  # B's tile kept as its rows (n) of k, like A's; fragments read across
-        sb = cfg.bk + PAD_A
-    per_a, per_b = cfg.bm * cfg.bk // cfg.threads, cfg.bk * cfg.bn // cfg.threads
+    tile_a, tile_b = _tiles(cfg, g)
     wm, wn = cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n
     labels = iter(range(1_000))
 
@@ -118,9 +147,29 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
         return ([f"  for L{next(labels)} [pragma_unroll] {var}: i32 = 0; {var} < {count}; "
                  f"{var} = {var} + 1 {{"] + [f"    {line}" for line in body] + ["  }"])
 
+    def vector_copy(t: _Tile) -> list[str]:
+        x = t.letter
+        e, v = f"wt_e{x}", f"wt_{x}v"
+        return ["  " + line for line in each(f"wt_v{x}", t.rows * t.cols // cfg.threads // 4, [
+            f"let {e}: i32 = (wt_tid + wt_v{x} * {cfg.threads}) * 4",
+            f"let {v}: f32x4 = {t.buf}[({t.row0} + {e} / {t.cols}) * {t.ld} + {t.col0} + "
+            f"{e} % {t.cols}] as f32x4",
+            *(f"{t.shared}[{e} / {t.cols} * {t.pitch} + {e} % {t.cols} + {c}] = "
+              f"{v}.{'xyzw'[c]}" for c in range(4))])]
+
+    def scalar_copy(t: _Tile) -> list[str]:
+        x = t.letter
+        r, c = f"wt_r{x}", f"wt_c{x}"
+        return each(f"wt_i{x}", t.rows * t.cols // cfg.threads, [
+            f"let {r}: i32 = (wt_tid + wt_i{x} * {cfg.threads}) / {t.cols}",
+            f"let {c}: i32 = (wt_tid + wt_i{x} * {cfg.threads}) % {t.cols}",
+            f"{t.shared}[{r} * {t.pitch} + {c}] = select({t.row0} + {r} < {t.row_bound} && "
+            f"{t.col0} + {c} < {t.col_bound}, {t.buf}[({t.row0} + {r}) * {t.ld} + {t.col0} + "
+            f"{c}], 0.0)"])
+
     lines = [
-        f"shared wt_As: f32[{cfg.bm * sa}]",
-        f"shared wt_Bs: f32[{cfg.bn * sb if g.b_transposed else cfg.bk * sb}]",
+        f"shared wt_As: f32[{tile_a.rows * tile_a.pitch}]",
+        f"shared wt_Bs: f32[{tile_b.rows * tile_b.pitch}]",
         f"shared wt_Ws: f32[{cfg.warps_m * cfg.warps_n * 64}]",
         "let wt_tid: i32 = i32(thread.x)",
         "let wt_warp: i32 = wt_tid / 32",
@@ -136,53 +185,23 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
     if vector:
         lines += [f"  if wt_m0 + {cfg.bm} <= {g.m} && wt_n0 + {cfg.bn} <= {g.n} && "
                   f"wt_k0 + {cfg.bk} <= {g.k} && ({g.lda}) % 4 == 0 && ({g.ldb}) % 4 == 0 {{"]
-        lines += ["  " + line for line in each("wt_va", per_a // 4, [
-            f"let wt_ea: i32 = (wt_tid + wt_va * {cfg.threads}) * 4",
-            f"let wt_av: f32x4 = {g.a}[(wt_m0 + wt_ea / {cfg.bk}) * {g.lda} + wt_k0 + "
-            f"wt_ea % {cfg.bk}] as f32x4",
-            *(f"wt_As[wt_ea / {cfg.bk} * {sa} + wt_ea % {cfg.bk} + {c}] = wt_av.{'xyzw'[c]}"
-              for c in range(4))])]
-        # (B's rows of k when it is stored transposed: then n0 + row, k0 + column)
-        b_row, b_col, b_width = (("wt_n0", "wt_k0", cfg.bk) if g.b_transposed
-                                 else ("wt_k0", "wt_n0", cfg.bn))
-        lines += ["  " + line for line in each("wt_vb", per_b // 4, [
-            f"let wt_eb: i32 = (wt_tid + wt_vb * {cfg.threads}) * 4",
-            f"let wt_bv: f32x4 = {g.b}[({b_row} + wt_eb / {b_width}) * {g.ldb} + {b_col} + "
-            f"wt_eb % {b_width}] as f32x4",
-            *(f"wt_Bs[wt_eb / {b_width} * {sb} + wt_eb % {b_width} + {c}] = wt_bv.{'xyzw'[c]}"
-              for c in range(4))])]
-        lines.append("  } else {")
-    scalar_start = len(lines)
-    lines += each("wt_ia", per_a, [
-        f"let wt_ra: i32 = (wt_tid + wt_ia * {cfg.threads}) / {cfg.bk}",
-        f"let wt_ca: i32 = (wt_tid + wt_ia * {cfg.threads}) % {cfg.bk}",
-        f"wt_As[wt_ra * {sa} + wt_ca] = select(wt_m0 + wt_ra < {g.m} && wt_k0 + wt_ca < {g.k}, "
-        f"{g.a}[(wt_m0 + wt_ra) * {g.lda} + wt_k0 + wt_ca], 0.0)"])
-    if g.b_transposed:
-        lines += each("wt_ib", per_b, [
-            f"let wt_rb: i32 = (wt_tid + wt_ib * {cfg.threads}) / {cfg.bk}",
-            f"let wt_cb: i32 = (wt_tid + wt_ib * {cfg.threads}) % {cfg.bk}",
-            f"wt_Bs[wt_rb * {sb} + wt_cb] = select(wt_n0 + wt_rb < {g.n} && "
-            f"wt_k0 + wt_cb < {g.k}, {g.b}[(wt_n0 + wt_rb) * {g.ldb} + wt_k0 + wt_cb], 0.0)"])
+        lines += vector_copy(tile_a) + vector_copy(tile_b) + ["  } else {"]
+        lines += ["  " + line for line in scalar_copy(tile_a) + scalar_copy(tile_b)] + ["  }"]
     else:
-        lines += each("wt_ib", per_b, [
-            f"let wt_rb: i32 = (wt_tid + wt_ib * {cfg.threads}) / {cfg.bn}",
-            f"let wt_cb: i32 = (wt_tid + wt_ib * {cfg.threads}) % {cfg.bn}",
-            f"wt_Bs[wt_rb * {sb} + wt_cb] = select(wt_k0 + wt_rb < {g.k} && "
-            f"wt_n0 + wt_cb < {g.n}, {g.b}[(wt_k0 + wt_rb) * {g.ldb} + wt_n0 + wt_cb], 0.0)"])
-    if vector:
-        lines[scalar_start:] = ["  " + line for line in lines[scalar_start:]] + ["  }"]
+        lines += scalar_copy(tile_a) + scalar_copy(tile_b)
     lines.append("  barrier block")
     lines.append(f"  for L{next(labels)} [pragma_unroll] wt_kk: i32 = 0; wt_kk < {cfg.bk}; "
                  "wt_kk = wt_kk + 8 {")
-    lines += [f"    matrix wt_a_{i}: f32m8x8 = mload wt_As[(wt_wm + {i * FRAG}) * {sa} + wt_kk] "
-              f"stride {sa}" for i in range(cfg.frags_m)]
-    if g.b_transposed:  # fragment element (k, n) at wt_Bs[(n0 + n) * sb + k]
-        lines += [f"    matrix wt_b_{j}: f32m8x8 = mload wt_Bs[(wt_wn + {j * FRAG}) * {sb} + "
-                  f"wt_kk] stride {sb} transposed" for j in range(cfg.frags_n)]
-    else:
-        lines += [f"    matrix wt_b_{j}: f32m8x8 = mload wt_Bs[wt_kk * {sb} + wt_wn + "
-                  f"{j * FRAG}] stride {sb}" for j in range(cfg.frags_n)]
+    # A fragment: rows m, columns k; B fragment: rows k, columns n. Loaded as stored, or
+    # transposed where the tile's rows run along the fragment's columns.
+    for t, base, count in ((tile_a, "wt_wm", cfg.frags_m), (tile_b, "wt_wn", cfg.frags_n)):
+        k_rows = t.row0 == "wt_k0"
+        for i in range(count):
+            at = (f"wt_kk * {t.pitch} + {base} + {i * FRAG}" if k_rows
+                  else f"({base} + {i * FRAG}) * {t.pitch} + wt_kk")
+            stored_like_fragment = k_rows == (t is tile_b)
+            lines.append(f"    matrix wt_{t.letter}_{i}: f32m8x8 = mload {t.shared}[{at}] "
+                         f"stride {t.pitch}" + ("" if stored_like_fragment else " transposed"))
     lines += [f"    mma wt_acc_{i}_{j} += wt_a_{i} * wt_b_{j}" for i, j in accs]
     lines += ["  }", "  barrier block", "}"]
     for i, j in accs:

@@ -1,7 +1,7 @@
 """warp-tile-matmul on GEMMs with no tiles (one element of C per thread, the dot product
 straight from global memory): the GEMM tutorial's naive kernel (rows along x, alpha/beta
 epilogue) and its coalesced one (a 1-D block indexed x / 16, x % 16), a dense layer whose sum
-starts from its bias, a linear layer's (weight stored transposed, bias epilogue) rebuilt at every
+starts from its bias, a column-major (BLAS-convention) SGEMM, a linear layer's (weight stored transposed, bias epilogue) rebuilt at every
 block tile, right at ragged, whole-tile and tiny sizes on the interpreter, on both emulated
 targets; the hints; and kernels that are not exactly a GEMM refused."""
 
@@ -32,8 +32,10 @@ COALESCED = (ROOT / "corpus" / "gemm_tutorial.cu",
 LINEAR = (ROOT / "rules" / "data" / "linear_naive.cu", None, "BT", "OC", "C")
 # Row pointers, `b ? b[o] : 0`, and the sum started from the bias.
 DENSE = (ROOT / "rules" / "data" / "dense_bias_first.cu", None, "R", "O", "I")
-KERNELS = [TUTORIAL, COALESCED, LINEAR, DENSE]
-IDS = ["tutorial-naive", "tutorial-coalesced", "linear-naive", "dense-bias-first"]
+# BLAS's convention: A, B and C stored by columns, leading dimensions as parameters.
+COLMAJOR = (ROOT / "rules" / "data" / "sgemm_colmajor.cu", None, "M", "N", "K")
+KERNELS = [TUTORIAL, COALESCED, LINEAR, DENSE, COLMAJOR]
+IDS = ["tutorial-naive", "tutorial-coalesced", "linear-naive", "dense-bias-first", "colmajor"]
 
 
 def _sizes(kernel, m: int, n: int, k: int) -> dict[str, int]:

@@ -18,3 +18,10 @@ def dense(args, sizes):
     """tests/rules/data/dense_bias_first.cu: y = x @ w^T + b."""
     x, w, b = (args[n].astype(np.float64) for n in ("x", "w", "b"))
     return {"y": (x @ w.T + b).astype(np.float32)}
+
+
+def colmajor(args, sizes):
+    """tests/rules/data/sgemm_colmajor.cu: C = A·B with every matrix stored by columns (A's
+    array is [K][M], B's [N][K], C's [N][M] in row-major terms)."""
+    a, b = args["A"].astype(np.float64), args["B"].astype(np.float64)
+    return {"C": (b @ a).astype(np.float32)}
