@@ -8,11 +8,14 @@ targets; the hints; and kernels that are not exactly a GEMM refused."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from kir.backends import TARGETS
+from kir.backends import TARGETS, emit
+from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.runners import copy_inputs, run_interp
@@ -162,3 +165,24 @@ def test_a_1d_block_mapping_two_outputs_to_one_thread_index_is_refused(tmp_path)
     result = RULE.rewrite(loaded.kernel, "L0", {"config": "64x64x16/2x2"},
                           context_for(loaded, TARGETS["cuda"]))
     assert isinstance(result, NotApplicable) and "grid axes" in result.reason, result
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_transposed_operands_compile_to_tensor_core_code_for_sm90(tmp_path):
+    """Both operands stored transposed (the column-major SGEMM) on TF32: the A and B
+    fragments load across the tiles' rows, and the kernel builds with paired mma."""
+    loaded = _load(COLMAJOR)
+    out = _rewritten(COLMAJOR, ["warp-tile-matmul{loop=L0,config=64x64x16/2x2}",
+                                "tf32-matrix{at=all}"])
+    e = emit(out, loaded.bound, "cuda")
+    assert "kir_tf32_load_a(" in e.source and ", true);" in e.source
+    inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
+    source = tmp_path / "cm.cu"
+    source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n" + cuda_signature(
+        e.name, inputs, list(zip(e.output_names, e.output_dtypes)), e.source, "", prelude=""))
+    ptx = tmp_path / "cm.ptx"
+    result = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(source), "-o", str(ptx)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert ptx.read_text().count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
