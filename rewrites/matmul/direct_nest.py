@@ -43,7 +43,7 @@ from kir.ir import (
 )
 from kir.ir.edit import substitute
 from kir.ir.printer import format_name
-from kir.ir.types import BOOL, F32
+from kir.ir.types import BOOL, F32, I32
 from kir.rewrites.matmul.tiled_nest import (
     IndexPolys,
     MatmulNest,
@@ -85,8 +85,12 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
               for part in conjuncts(guard.cond)]
     if len(bounds) != 2 or any(p is None or b is None for p, b in bounds):
         raise Refused("the guard is not `row < M && col < N`")
+    # A batch (block.z indexes independent GEMMs: bmm): each operand's block.z terms are
+    # where its batch starts, the rest its matrix.
+    split = [_split_batch(poly(load.index)) for load in loads]
     for (row, m_param), (col, n_param) in (bounds, bounds[::-1]):
-        found = _operands(kernel, loads, poly, k, row, col)  # type: ignore[arg-type]
+        found = _operands(kernel, [(ld, rest) for ld, (rest, _) in zip(loads, split)], k,
+                          row, col)  # type: ignore[arg-type]
         if found is not None:
             break
     else:
@@ -96,14 +100,24 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
     if None in maps or maps[0][0] == maps[1][0] or maps[0][1] == maps[1][1]:  # type: ignore
         raise Refused("the row and the column are not block * blockDim + thread on two "
                       "different grid axes")
-    (a_buf, lda), (b_buf, ldb), a_transposed, b_transposed = found
+    (a_buf, lda), (b_buf, ldb), a_transposed, b_transposed, a_first = found
+    per_batch = [per for _, per in split][::1 if a_first else -1]
+    batched = any(per for per in per_batch)
+    if batched and "z" in (maps[0][0], maps[1][0]):  # type: ignore[index]
+        raise Refused("block.z indexes both a batch and the rows or columns")
+    if any(per is None for per in per_batch):
+        raise Refused("an operand's batch offset is not block.z times sizes")
+    if batched:  # the epilogue may name the batch through locals: read their values
+        epilogue = _batch_locals_inlined(kernel, guard, epilogue)
     kept = If(guard.cond, Block(tuple(epilogue)), None, loc=guard.loc)
     rows, cols = _epilogue_names(kernel, [kept], acc, poly, row, col,  # type: ignore[arg-type]
-                                 m_param, n_param)  # type: ignore[arg-type]
+                                 m_param, n_param, keeps_block_z=batched)  # type: ignore
+    offsets = [_offset_text(kernel, per) if per else "" for per in per_batch]  # type: ignore
     gemm = Gemm(format_name(a_buf), format_name(b_buf), stride_text(lda), stride_text(ldb),
                 format_name(m_param), format_name(n_param),  # type: ignore[arg-type]
-                format_name(k_param), b_transposed, a_transposed)
-    return MatmulNest(gemm, (kept,), rows, cols, acc, m_param, n_param)  # type: ignore[arg-type]
+                format_name(k_param), b_transposed, a_transposed, *offsets)
+    return MatmulNest(gemm, (kept,), rows, cols, acc, m_param, n_param,  # type: ignore[arg-type]
+                      grid_z=str(kernel.launch.grid[2]) if batched else "1")
 
 
 def _guard_and_epilogue(kernel: Kernel, loop: For,
@@ -158,13 +172,13 @@ def _early_exit(s) -> Expr | None:
     return out
 
 
-def _operands(kernel: Kernel, loads, poly, k: str, row: Poly, col: Poly):
-    """((A, lda), (B, ldb), A transposed, B transposed) when one load is A[row * lda + k]
-    (or A[k * lda + row]: A stored K x M, column-major) and the other B[k * ldb + col] (or
-    B[col * ldb + k]); f32 buffers, strides parameters or constants."""
+def _operands(kernel: Kernel, loads, k: str, row: Poly, col: Poly):
+    """((A, lda), (B, ldb), A transposed, B transposed, A is the first load) when one of
+    ``loads`` ((load, its index polynomial)) is A[row * lda + k] (or A[k * lda + row]: A
+    stored K x M, column-major) and the other B[k * ldb + col] (or B[col * ldb + k]); f32
+    buffers, strides parameters or constants."""
     kk = {(k,): 1}
-    for a, b in (loads, loads[::-1]):
-        pa, pb = poly(a.index), poly(b.index)
+    for (a, pa), (b, pb) in (loads, loads[::-1]):
         if pa is None or pb is None or a.type != F32 or b.type != F32 or a.buffer == b.buffer:
             continue
         for a_transposed, lda in ((False, _stride(kernel, pa, kk, row)),
@@ -172,8 +186,69 @@ def _operands(kernel: Kernel, loads, poly, k: str, row: Poly, col: Poly):
             for b_transposed, ldb in ((False, _stride(kernel, pb, col, kk)),
                                       (True, _stride(kernel, pb, kk, col))):
                 if lda is not None and ldb is not None:
-                    return (a.buffer, lda), (b.buffer, ldb), a_transposed, b_transposed
+                    return ((a.buffer, lda), (b.buffer, ldb), a_transposed, b_transposed,
+                            a is loads[0][0])
     return None
+
+
+BLOCK_Z = special_atom(Special("block", "z"))
+
+
+def _split_batch(p: Poly | None) -> tuple[Poly | None, Poly | None]:
+    """(``p`` without its block.z terms, what block.z is multiplied by there); the second is
+    None where block.z appears squared."""
+    if p is None:
+        return None, {}
+    rest: Poly = {}
+    per: Poly = {}
+    for mono, coef in p.items():
+        if BLOCK_Z not in mono:
+            rest[mono] = coef
+            continue
+        others = list(mono)
+        others.remove(BLOCK_Z)
+        if BLOCK_Z in others:
+            return rest, None
+        per[tuple(others)] = coef
+    return rest, per
+
+
+def _offset_text(kernel: Kernel, per: Poly) -> str:
+    """``i32(block.z) * (...)`` for the block.z coefficient ``per`` (scalar parameters and
+    constants, each parameter as i32); raises Refused for anything else."""
+    types = {p.name: p.type for p in kernel.params if not p.is_buffer and p.type.is_int}
+    terms = []
+    for mono, coef in per.items():
+        if any(atom not in types for atom in mono):
+            raise Refused("an operand's batch offset reads more than sizes")
+        factors = [format_name(a) if types[a] == I32 else f"i32({format_name(a)})"
+                   for a in mono]
+        terms.append(" * ".join([str(coef)] * (coef != 1 or not factors) + factors))
+    return f"i32(block.z) * ({' + '.join(terms)})"
+
+
+def _batch_locals_inlined(kernel: Kernel, guard: If, epilogue: list) -> list:
+    """``epilogue`` with each local declared before the guard from block.z, parameters and
+    earlier such locals (``int b = blockIdx.z;``) replaced by its value, so that it reads the
+    batch as the rebuilt kernel has it."""
+    params = {p.name for p in kernel.params if not p.is_buffer}
+    values: dict[str, Expr] = {}
+    for s in kernel.body.stmts:
+        if s is guard or not isinstance(s, Declare) or s.init is None:
+            continue
+        init = s.init
+        for name, value in values.items():
+            init = substitute(init, name, value)
+        reads = {n.name for n in init.walk() if isinstance(n, Var)}
+        specials = {(n.kind, n.axis) for n in init.walk() if isinstance(n, Special)}
+        if specials == {("block", "z")} and reads <= params:
+            values[s.name] = init
+    out = []
+    for stmt in epilogue:
+        for name, value in values.items():
+            stmt = substitute(stmt, name, value)
+        out.append(stmt)
+    return out
 
 
 def _stride(kernel: Kernel, index: Poly, unit: Poly, strided: Poly) -> Poly | None:

@@ -62,6 +62,7 @@ class MatmulNest:
     m_param: str = ""
     n_param: str = ""
     refusal: str = ""
+    grid_z: str = "1"  # the launch's z extent, kept where block.z indexes a batch
 
 
 class Refused(Exception):
@@ -314,8 +315,11 @@ def _check_tile_count(tiles: For, poly, defs, tile: int, k_param: str, by_tiles:
 
 
 def _epilogue_names(kernel: Kernel, epilogue, acc: str, poly, row: Poly, col: Poly,
-                    m_param: str, n_param: str) -> tuple[tuple, tuple]:
-    """The locals the epilogue reads as the row and the column; checks its shape."""
+                    m_param: str, n_param: str,
+                    keeps_block_z: bool = False) -> tuple[tuple, tuple]:
+    """The locals the epilogue reads as the row and the column; checks its shape.
+    ``keeps_block_z``: the rebuilt kernel keeps block.z (a batch index), so the epilogue may
+    read it."""
     if not (len(epilogue) == 1 and isinstance(epilogue[0], If) and epilogue[0].orelse is None):
         raise Refused("after the k loop there must be exactly one `if (row < M && col < N)`")
     guard = epilogue[0]
@@ -329,7 +333,8 @@ def _epilogue_names(kernel: Kernel, epilogue, acc: str, poly, row: Poly, col: Po
         if isinstance(n, (For, Barrier, Alloc)) or (isinstance(n, Load) and n.buffer in {
                 a.name for a in kernel.body.walk() if isinstance(a, Alloc)}):
             raise Refused("the epilogue loops, synchronizes or reads shared memory")
-        if isinstance(n, Special):  # the template's threads are not the original's
+        if isinstance(n, Special) and not (keeps_block_z and (n.kind, n.axis) == ("block", "z")):
+            # the template's threads are not the original's
             raise Refused("the epilogue reads a hardware index itself; it may read the row "
                           "and the column only through locals")
         if isinstance(n, Var) and n.name not in declared | params | {acc}:

@@ -137,7 +137,7 @@ class WarpTileMatmul(BaseRule):
                 return NotApplicable(f"no size expression for {param!r} to size the grid "
                                      "with (the spec binds it)")
             grid.append(f"ceil({expr if expr.isidentifier() else f'({expr})'} / {size})")
-        launch = Launch((*grid, "1"), (cfg.threads, 1, 1), 0,
+        launch = Launch((*grid, nest.grid_z), (cfg.threads, 1, 1), 0,
                         specialized=kernel.launch.specialized)
         try:
             result = _build(kernel, nest, cfg, launch, match_loc(kernel, match.site))

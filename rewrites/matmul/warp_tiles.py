@@ -86,6 +86,8 @@ class Gemm:
     k: str
     b_transposed: bool = False  # B stored N x K (row n at b[n * ldb]): C = A·Bᵀ
     a_transposed: bool = False  # A stored K x M (row k at a[k * lda]): C = Aᵀ·B
+    a_offset: str = ""  # where this block's A starts (a batch: "i32(block.z) * (M * K)")
+    b_offset: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class _Tile:
     shared: str
     buf: str
     ld: str
+    offset: str  # "" or "OFFSET + ": the batch's start
     row0: str
     rows: int
     row_bound: str
@@ -119,8 +122,10 @@ def _tiles(cfg: "TileConfig", g: Gemm) -> tuple[_Tile, _Tile]:
     k = ("wt_k0", cfg.bk, g.k)
     a = (*k, *m, PAD_B) if g.a_transposed else (*m, *k, PAD_A)
     b = (*n, *k, PAD_A) if g.b_transposed else (*k, *n, PAD_B)
-    return (_Tile("a", "wt_As", g.a, g.lda, *a),  # type: ignore[arg-type]
-            _Tile("b", "wt_Bs", g.b, g.ldb, *b))  # type: ignore[arg-type]
+    return (_Tile("a", "wt_As", g.a, g.lda, f"{g.a_offset} + " if g.a_offset else "",
+                  *a),  # type: ignore[arg-type]
+            _Tile("b", "wt_Bs", g.b, g.ldb, f"{g.b_offset} + " if g.b_offset else "",
+                  *b))  # type: ignore[arg-type]
 
 
 PREFIX = "wt_"  # every name the template declares starts so; the rule checks none is taken
@@ -152,7 +157,8 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
         e, v = f"wt_e{x}", f"wt_{x}v"
         return ["  " + line for line in each(f"wt_v{x}", t.rows * t.cols // cfg.threads // 4, [
             f"let {e}: i32 = (wt_tid + wt_v{x} * {cfg.threads}) * 4",
-            f"let {v}: f32x4 = {t.buf}[({t.row0} + {e} / {t.cols}) * {t.ld} + {t.col0} + "
+            f"let {v}: f32x4 = {t.buf}[{t.offset}({t.row0} + {e} / {t.cols}) * {t.ld} + "
+            f"{t.col0} + "
             f"{e} % {t.cols}] as f32x4",
             *(f"{t.shared}[{e} / {t.cols} * {t.pitch} + {e} % {t.cols} + {c}] = "
               f"{v}.{'xyzw'[c]}" for c in range(4))])]
@@ -164,8 +170,8 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
             f"let {r}: i32 = (wt_tid + wt_i{x} * {cfg.threads}) / {t.cols}",
             f"let {c}: i32 = (wt_tid + wt_i{x} * {cfg.threads}) % {t.cols}",
             f"{t.shared}[{r} * {t.pitch} + {c}] = select({t.row0} + {r} < {t.row_bound} && "
-            f"{t.col0} + {c} < {t.col_bound}, {t.buf}[({t.row0} + {r}) * {t.ld} + {t.col0} + "
-            f"{c}], 0.0)"])
+            f"{t.col0} + {c} < {t.col_bound}, {t.buf}[{t.offset}({t.row0} + {r}) * {t.ld} + "
+            f"{t.col0} + {c}], 0.0)"])
 
     lines = [
         f"shared wt_As: f32[{tile_a.rows * tile_a.pitch}]",
@@ -183,8 +189,11 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
     lines.append(f"for L{next(labels)} wt_k0: i32 = 0; wt_k0 < {g.k}; wt_k0 = wt_k0 + {cfg.bk} {{")
     vector = cfg.vector_copy()
     if vector:
+        aligned = "".join(f" && ({offset}) % 4 == 0" for offset in (g.a_offset, g.b_offset)
+                          if offset)  # a batch's start too
         lines += [f"  if wt_m0 + {cfg.bm} <= {g.m} && wt_n0 + {cfg.bn} <= {g.n} && "
-                  f"wt_k0 + {cfg.bk} <= {g.k} && ({g.lda}) % 4 == 0 && ({g.ldb}) % 4 == 0 {{"]
+                  f"wt_k0 + {cfg.bk} <= {g.k} && ({g.lda}) % 4 == 0 && ({g.ldb}) % 4 == 0"
+                  f"{aligned} {{"]
         lines += vector_copy(tile_a) + vector_copy(tile_b) + ["  } else {"]
         lines += ["  " + line for line in scalar_copy(tile_a) + scalar_copy(tile_b)] + ["  }"]
     else:

@@ -1,7 +1,8 @@
 """warp-tile-matmul on GEMMs with no tiles (one element of C per thread, the dot product
 straight from global memory): the GEMM tutorial's naive kernel (rows along x, alpha/beta
 epilogue) and its coalesced one (a 1-D block indexed x / 16, x % 16), a dense layer whose sum
-starts from its bias, a column-major (BLAS-convention) SGEMM, a linear layer's (weight stored transposed, bias epilogue) rebuilt at every
+starts from its bias, a column-major (BLAS-convention) SGEMM, a batched one along blockIdx.z,
+a linear layer's (weight stored transposed, bias epilogue) rebuilt at every
 block tile, right at ragged, whole-tile and tiny sizes on the interpreter, on both emulated
 targets; the hints; and kernels that are not exactly a GEMM refused."""
 
@@ -37,8 +38,11 @@ LINEAR = (ROOT / "rules" / "data" / "linear_naive.cu", None, "BT", "OC", "C")
 DENSE = (ROOT / "rules" / "data" / "dense_bias_first.cu", None, "R", "O", "I")
 # BLAS's convention: A, B and C stored by columns, leading dimensions as parameters.
 COLMAJOR = (ROOT / "rules" / "data" / "sgemm_colmajor.cu", None, "M", "N", "K")
-KERNELS = [TUTORIAL, COALESCED, LINEAR, DENSE, COLMAJOR]
-IDS = ["tutorial-naive", "tutorial-coalesced", "linear-naive", "dense-bias-first", "colmajor"]
+# A batch of products along blockIdx.z (bmm), its batch index a local the store reads.
+BMM = (ROOT / "rules" / "data" / "bmm_naive.cu", None, "M", "N", "K")
+KERNELS = [TUTORIAL, COALESCED, LINEAR, DENSE, COLMAJOR, BMM]
+IDS = ["tutorial-naive", "tutorial-coalesced", "linear-naive", "dense-bias-first", "colmajor",
+       "bmm"]
 
 
 def _sizes(kernel, m: int, n: int, k: int) -> dict[str, int]:
@@ -186,3 +190,17 @@ def test_transposed_operands_compile_to_tensor_core_code_for_sm90(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert ptx.read_text().count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
+
+
+def test_a_batch_offset_that_is_not_block_z_times_sizes_is_refused(tmp_path):
+    path = BMM[0]
+    source = path.read_text()
+    old = "A[(b * M + i) * K + p]"
+    assert old in source
+    (tmp_path / "bmm.cu").write_text(source.replace(old, "A[(b * M + i) * K + p + b * p]"))
+    (tmp_path / "bmm.kir.toml").write_text(path.with_suffix(".kir.toml").read_text())
+    (tmp_path / "gemm_refs.py").write_text((path.parent / "gemm_refs.py").read_text())
+    loaded = load_kernel(tmp_path / "bmm.cu")
+    result = RULE.rewrite(loaded.kernel, "L0", {"config": "64x64x16/2x2"},
+                          context_for(loaded, TARGETS["cuda"]))
+    assert isinstance(result, NotApplicable) and "batch offset" in result.reason, result

@@ -25,3 +25,9 @@ def colmajor(args, sizes):
     array is [K][M], B's [N][K], C's [N][M] in row-major terms)."""
     a, b = args["A"].astype(np.float64), args["B"].astype(np.float64)
     return {"C": (b @ a).astype(np.float32)}
+
+
+def bmm(args, sizes):
+    """tests/rules/data/bmm_naive.cu: one product per batch."""
+    a, b = args["A"].astype(np.float64), args["B"].astype(np.float64)
+    return {"C": (a @ b).astype(np.float32)}
