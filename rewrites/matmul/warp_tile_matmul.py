@@ -78,8 +78,9 @@ class WarpTileMatmul(BaseRule):
     B may be stored N x K (a linear layer's weight, ``acc += As[ty][k] * Ws[tx][k]``): C = A·Bᵀ,
     rebuilt with B's tile kept by rows and its fragments loaded transposed. A GEMM with no
     tiles at all — one element of C per thread, its dot product read straight from global
-    memory under one ``row < M && col < N`` guard — is read by
-    :mod:`kir.rewrites.matmul.direct_nest` and rebuilt the same way.
+    memory under one ``row < M && col < N`` guard (or an early return), A and B stored either
+    way (column-major code), the sum from 0 or from a bias, in batches along block.z — is read
+    by :mod:`kir.rewrites.matmul.direct_nest` and rebuilt the same way.
 
     A GEMM tutorial's kernel that checks no bounds (right only at whole tiles) is read too
     (:mod:`kir.rewrites.matmul.unguarded_nest`): a 1-D block of T·T threads indexed as
