@@ -222,3 +222,10 @@ def cuda_signature(name: str, inputs: list[tuple[str, str, tuple[int, ...]]],
     if consts:
         text += "\n".join(consts) + "\n\n"
     return text + body + "\n}\n\n} // namespace mlx::core::cu\n"
+
+
+def standalone_source(e) -> str:
+    """An emitted CUDA kernel (:class:`kir.backends.emitted.Emitted`) as the translation unit
+    MLX compiles it into, for nvcc outside MLX (the tests build it for sm_90)."""
+    return cuda_signature(e.name, list(zip(e.input_names, e.input_dtypes, e.input_shapes)),
+                          list(zip(e.output_names, e.output_dtypes)), e.source, e.header or "")

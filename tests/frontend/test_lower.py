@@ -530,22 +530,11 @@ def test_a_vote_over_a_partial_mask_is_refused():
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_warp_votes_compile_with_nvcc(tmp_path):
-    import subprocess
     from pathlib import Path
 
     from kir.backends import emit
-    from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
-
     from kir.driver.load import load_kernel
+    from tests.nvcc_build import nvcc_sm90
 
     loaded = load_kernel(Path(__file__).parent / "data" / "votes.cu")
-    e = emit(loaded.kernel, loaded.bound, "cuda")
-    inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
-    outputs = list(zip(e.output_names, e.output_dtypes))
-    source = tmp_path / "votes.cu"
-    source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n"
-                      + cuda_signature(e.name, inputs, outputs, e.source, "", prelude=""))
-    done = subprocess.run(["nvcc", "-c", "-arch=sm_90", str(source), "-o",
-                           str(tmp_path / "votes.o")], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
+    nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path)

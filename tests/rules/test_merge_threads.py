@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from kir.backends import emit
-from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 from kir.backends.emulate import emulator_available
 from kir.rewrites.parallel.merge_threads import MergeThreads
 from parallel_common import kernel, same_outputs, sweep_examples, text
@@ -22,6 +20,7 @@ from kir.ir import Assign, Binary, Block, For, Load
 from kir.ir.printer import print_kernel
 from kir.rules import NotApplicable, RuleContext
 from kir.spec.compare import compare_outputs
+from tests.nvcc_build import nvcc_sm90
 
 RULE = MergeThreads()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -132,16 +131,8 @@ def test_sgemm_y4x4_emitted_runs_on_emulator(target, ragged):
 def test_sgemm_y4x4_emitted_cuda_compiles(tmp_path):
     loaded = load_kernel(SGEMM)
     e = emit(_merge(loaded, [("y", 4), ("x", 4)]), loaded.bound, "cuda")
-    inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
-    outputs = list(zip(e.output_names, e.output_dtypes))
-    source = tmp_path / "merged.cu"
-    source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n"
-                      + cuda_signature(e.name, inputs, outputs, e.source, "", prelude=""))
-    assert "acc_3_3" in source.read_text()
-    result = subprocess.run(["nvcc", "-c", "-arch=sm_90", str(source), "-o",
-                             str(tmp_path / "merged.o")], capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr + "\n" + source.read_text()
+    assert "acc_3_3" in e.source
+    nvcc_sm90(e, tmp_path)
 
 
 # ------------------------------------------------------------------ small kernels

@@ -8,14 +8,12 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 from loop_sizes import EXAMPLES
 
 from kir.backends import TARGETS, emit
-from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.runners import check_on_target, copy_inputs, run_interp
@@ -27,6 +25,7 @@ from kir.ir.printer import print_kernel
 from kir.rules import NotApplicable, RuleContext, apply_trace, context_for, parse_step
 from kir.spec.compare import compare_outputs
 from kir.rewrites.tf32_matrix import RULES
+from tests.nvcc_build import nvcc_sm90
 
 RULE = RULES[0]
 REGISTRY = load_registry(plugins=False)
@@ -136,18 +135,9 @@ def test_emitted_cuda_loads_operands_in_their_roles():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_emitted_cuda_compiles_to_a_tensor_core_mma_for_sm90(tmp_path):
     loaded, out = _rewritten(["retile{size=TILE,value=32}", *STEPS])
-    e = emit(out, loaded.bound, "cuda")
-    inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
-    outputs = list(zip(e.output_names, e.output_dtypes))
-    source = tmp_path / "tf32.cu"
-    source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n"
-                      + cuda_signature(e.name, inputs, outputs, e.source, "", prelude=""))
-    ptx = tmp_path / "tf32.ptx"
-    result = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(source), "-o", str(ptx)],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr + "\n" + source.read_text()
-    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx.read_text()
-    assert "cvt.rna.tf32.f32" in ptx.read_text()  # the rounding is one instruction there
+    ptx = nvcc_sm90(emit(out, loaded.bound, "cuda"), tmp_path, ptx=True)
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx
+    assert "cvt.rna.tf32.f32" in ptx  # the rounding is one instruction there
 
 
 @pytest.mark.cuda

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ import pytest
 from loop_sizes import EXAMPLES
 
 from kir.backends import TARGETS, emit
-from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.runners import copy_inputs, run_interp
@@ -26,6 +24,7 @@ from kir.ir.printer import print_kernel
 from kir.rewrites.tf32_matrix import RULES
 from kir.rules import NotApplicable, apply_trace, context_for, parse_step
 from kir.spec.compare import compare_outputs
+from tests.nvcc_build import nvcc_sm90
 
 REGISTRY = load_registry(plugins=False)
 CORPUS = Path(__file__).parents[1] / "corpus"
@@ -101,17 +100,8 @@ def test_three_times_the_mma_instructions_for_sm90(tmp_path):
     counts = {}
     for rule in ("tf32-matrix{at=all}", "tf32x3-matrix{at=all}"):
         loaded, out = _tutorial([WARP_TILES, rule])
-        e = emit(out, loaded.bound, "cuda")
-        inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
-        source = tmp_path / "k.cu"
-        source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n" + cuda_signature(
-            e.name, inputs, list(zip(e.output_names, e.output_dtypes)), e.source, "",
-            prelude=""))
-        ptx = tmp_path / "k.ptx"
-        result = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(source), "-o", str(ptx)],
-                                capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stderr
-        counts[rule] = ptx.read_text().count("mma.sync.aligned.m16n8k8.row.col.f32.tf32")
+        ptx = nvcc_sm90(emit(out, loaded.bound, "cuda"), tmp_path, ptx=True)
+        counts[rule] = ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32")
     assert counts["tf32-matrix{at=all}"] == 16
     assert counts["tf32x3-matrix{at=all}"] == 3 * 16
 

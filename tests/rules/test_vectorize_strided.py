@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -216,20 +215,12 @@ NVCC = shutil.which("nvcc")
 @pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
 def test_layernorm_emitted_cuda_compiles(tmp_path):
     from kir.backends import emit
-    from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
+    from tests.nvcc_build import nvcc_sm90
 
     loaded = layernorm()
     e = emit(vectorize(loaded, LAYERNORM_LOOPS).kernel, loaded.bound, "cuda")
     assert "float4" in e.source
-    inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
-    outputs = list(zip(e.output_names, e.output_dtypes))
-    source = tmp_path / "layernorm_vec.cu"
-    source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n"
-                      + cuda_signature(e.name, inputs, outputs, e.source, "", prelude=""))
-    result = subprocess.run([NVCC, "-c", "-arch=sm_90", str(source), "-o",
-                             str(tmp_path / "k.o")], capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr + "\n" + source.read_text()
+    nvcc_sm90(e, tmp_path, nvcc=NVCC)
 
 
 @pytest.mark.parametrize("target", ["emulate-metal", "emulate-cuda"])

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from kir.backends import TARGETS, emit
-from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.runners import copy_inputs, run_interp
@@ -24,6 +22,7 @@ from kir.rewrites.matmul.warp_tile_matmul import CONFIGS, RULES
 from kir.rules import NotApplicable, apply_trace, context_for, parse_step
 from kir.search.hints import hints
 from kir.spec.compare import compare_outputs
+from tests.nvcc_build import nvcc_sm90
 
 RULE = RULES[0]
 REGISTRY = load_registry(plugins=False)
@@ -181,15 +180,8 @@ def test_transposed_operands_compile_to_tensor_core_code_for_sm90(tmp_path):
                                 "tf32-matrix{at=all}"])
     e = emit(out, loaded.bound, "cuda")
     assert "kir_tf32_load_a(" in e.source and ", true);" in e.source
-    inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
-    source = tmp_path / "cm.cu"
-    source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n" + cuda_signature(
-        e.name, inputs, list(zip(e.output_names, e.output_dtypes)), e.source, "", prelude=""))
-    ptx = tmp_path / "cm.ptx"
-    result = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(source), "-o", str(ptx)],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert ptx.read_text().count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
+    ptx = nvcc_sm90(e, tmp_path, ptx=True)
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
 
 
 def test_a_batch_offset_that_is_not_block_z_times_sizes_is_refused(tmp_path):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,6 @@ import pytest
 from loop_sizes import EXAMPLES, same_outputs
 
 from kir.backends import TARGETS, emit
-from kir.backends.cuda import STANDALONE_PRELUDE, cuda_signature
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.runners import check_on_target, copy_inputs, run_interp
@@ -27,6 +25,7 @@ from kir.rules import NotApplicable, RuleContext, apply_trace, context_for, pars
 from kir.rewrites.matmul.warp_tile_matmul import CONFIGS, RULES, parse_config
 from kir.search.hints import hints
 from kir.spec.compare import compare_outputs
+from tests.nvcc_build import nvcc_sm90
 
 RULE = RULES[0]
 REGISTRY = load_registry(plugins=False)
@@ -107,16 +106,9 @@ def test_paired_tensor_core_products_compile_for_sm90(tmp_path):
                               "tf32-matrix{at=all}"])
     e = emit(out, loaded.bound, "cuda")
     assert e.source.count("kir_tf32_mma2(") == 8 and "kir_tf32_mma(" not in e.source
-    inputs = list(zip(e.input_names, e.input_dtypes, e.input_shapes))
-    source = tmp_path / "wt.cu"
-    source.write_text(STANDALONE_PRELUDE + (e.header or "") + "\n" + cuda_signature(
-        e.name, inputs, list(zip(e.output_names, e.output_dtypes)), e.source, "", prelude=""))
-    ptx = tmp_path / "wt.ptx"
-    result = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(source), "-o", str(ptx)],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
+    ptx = nvcc_sm90(e, tmp_path, ptx=True)
     # Two k steps of 8 in a 16-deep tile, unrolled, 8 paired instructions each.
-    assert ptx.read_text().count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 16
 
 
 @pytest.mark.cuda
