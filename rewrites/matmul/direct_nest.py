@@ -48,11 +48,11 @@ from kir.rewrites.matmul.tiled_nest import (
     IndexPolys,
     MatmulNest,
     Refused,
-    _bound_param,
-    _epilogue_names,
+    bound_param,
+    epilogue_locals,
     stride_text,
 )
-from kir.rewrites.matmul.unguarded_nest import _thread_view
+from kir.rewrites.matmul.unguarded_nest import thread_view
 from kir.rewrites.matmul.warp_tiles import PREFIX, Gemm
 from kir.rewrites.mma_tile import inner_product
 
@@ -71,7 +71,7 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
     loop = next(n for n in kernel.body.walk() if isinstance(n, For) and n.label == loop.label)
     poly = IndexPolys(kernel)
     k = loop.var
-    k_param = _bound_param(loop.cond)
+    k_param = bound_param(loop.cond)
     if not (isinstance(loop.init, Const) and loop.init.value == 0 and k_param is not None
             and poly(loop.cond.left) == {(k,): 1}  # type: ignore[union-attr]
             and poly(loop.update) == {(k,): 1, (): 1}):
@@ -81,7 +81,7 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
     if start is not None:  # acc = X + sum: the epilogue reads X + the template's sum
         epilogue = [substitute(s, acc, Binary("+", start, Var(acc, F32), F32))
                     for s in epilogue]
-    bounds = [(poly(part.left), _bound_param(part))  # type: ignore[union-attr]
+    bounds = [(poly(part.left), bound_param(part))  # type: ignore[union-attr]
               for part in conjuncts(guard.cond)]
     if len(bounds) != 2 or any(p is None or b is None for p, b in bounds):
         raise Refused("the guard is not `row < M && col < N`")
@@ -110,7 +110,7 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
     if batched:  # the epilogue may name the batch through locals: read their values
         epilogue = _batch_locals_inlined(kernel, guard, epilogue)
     kept = If(guard.cond, Block(tuple(epilogue)), None, loc=guard.loc)
-    rows, cols = _epilogue_names(kernel, [kept], acc, poly, row, col,  # type: ignore[arg-type]
+    rows, cols = epilogue_locals(kernel, [kept], acc, poly, row, col,  # type: ignore[arg-type]
                                  m_param, n_param, keeps_block_z=batched)  # type: ignore
     offsets = [_offset_text(kernel, per) if per else "" for per in per_batch]  # type: ignore
     gemm = Gemm(format_name(a_buf), format_name(b_buf), stride_text(lda), stride_text(ldb),
@@ -267,13 +267,13 @@ def _stride(kernel: Kernel, index: Poly, unit: Poly, strided: Poly) -> Poly | No
 
 def _thread_grid(kernel: Kernel) -> tuple[Kernel, tuple[int, int, int]]:
     """The kernel with a 1-D block of T·T threads indexed as ``x / T`` and ``x % T`` read as
-    a T x T block (the tutorials' coalesced form; :func:`unguarded_nest._thread_view`), and
+    a T x T block (the tutorials' coalesced form; :func:`unguarded_nest.thread_view`), and
     the extent of each thread axis."""
     bx, by, bz = (int(v) for v in kernel.launch.block)
     side = math.isqrt(bx)
     if by == bz == 1 and side > 1 and side * side == bx:
         try:
-            return _thread_view(kernel, side), (side, side, 1)
+            return thread_view(kernel, side), (side, side, 1)
         except Refused:
             pass
     return kernel, (bx, by, bz)

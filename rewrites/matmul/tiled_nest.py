@@ -100,7 +100,7 @@ class IndexPolys:
 
 
 def stride_text(p: Poly) -> str:
-    """A stride (one parameter or a constant, as :func:`_split_stride` allows) as IR text."""
+    """A stride (one parameter or a constant, as :func:`split_stride` allows) as IR text."""
     (mono, coef), = p.items()
     return format_name(mono[0]) if mono else str(coef)
 
@@ -132,7 +132,7 @@ def _guarded_tile_load(s: Stmt, poly) -> tuple[str, Expr, Expr, Load] | None:
     return None
 
 
-def _split_stride(index: Poly, unit: Poly, row: Poly) -> Poly:
+def split_stride(index: Poly, unit: Poly, row: Poly) -> Poly:
     """The stride s with ``index == s * row + unit``, read off the terms of ``index`` with
     thread.y (which ``row`` holds once and ``unit`` not at all); raises Refused unless s is
     a parameter or a constant and the equation holds."""
@@ -150,7 +150,7 @@ def _split_stride(index: Poly, unit: Poly, row: Poly) -> Poly:
     return stride
 
 
-def _bound_param(e: Expr) -> str | None:
+def bound_param(e: Expr) -> str | None:
     """P for ``x < P`` with P a variable (under integer casts: C's unsigned comparisons)."""
     if not (isinstance(e, Binary) and e.op == "<"):
         return None
@@ -165,7 +165,7 @@ def _bounds(cond: Expr, poly, wanted: list[Poly]) -> list[str]:
     have the polynomials ``wanted``; raises Refused otherwise."""
     found: list[str | None] = [None] * len(wanted)
     for part in conjuncts(cond):
-        bound = _bound_param(part)
+        bound = bound_param(part)
         if bound is None:
             raise Refused("a bounds check is not `index < parameter`")
         p = poly(part.left)  # type: ignore[union-attr]
@@ -235,13 +235,13 @@ def recognize(kernel: Kernel, loop: For) -> MatmulNest:
         if index is None or src.type != F32:
             raise Refused("a tile is not loaded from an f32 buffer at an affine index")
         if buffer == loads["a"]:
-            stride = _split_stride(index, k_a, row)
+            stride = split_stride(index, k_a, row)
             bounds = _bounds(cond, poly, [row, k_a])
         elif transposed:
-            stride = _split_stride(index, k_a, n_row)
+            stride = split_stride(index, k_a, n_row)
             bounds = _bounds(cond, poly, [k_a, n_row])
         else:
-            stride = _split_stride(index, col, k_b)
+            stride = split_stride(index, col, k_b)
             bounds = _bounds(cond, poly, [k_b, col])
         staged[buffer] = (src.buffer, stride, bounds)
     if set(staged) != set(loads.values()):
@@ -263,7 +263,7 @@ def recognize(kernel: Kernel, loop: For) -> MatmulNest:
             continue
         raise Refused("the kernel does more before its k-tile loop than set up indices")
     epilogue = stmts[holder_index + 1:]
-    rows, cols = _epilogue_names(kernel, epilogue, acc, poly, row, col, m_param, n_param)
+    rows, cols = epilogue_locals(kernel, epilogue, acc, poly, row, col, m_param, n_param)
 
     gemm = Gemm(format_name(a_buf), format_name(b_buf), stride_text(lda), stride_text(ldb),
                 format_name(m_param), format_name(n_param), format_name(k_param), transposed)
@@ -314,7 +314,7 @@ def _check_tile_count(tiles: For, poly, defs, tile: int, k_param: str, by_tiles:
         raise Refused(f"{tiles.label} does not run over ceil({k_param} / {tile}) tiles")
 
 
-def _epilogue_names(kernel: Kernel, epilogue, acc: str, poly, row: Poly, col: Poly,
+def epilogue_locals(kernel: Kernel, epilogue, acc: str, poly, row: Poly, col: Poly,
                     m_param: str, n_param: str,
                     keeps_block_z: bool = False) -> tuple[tuple, tuple]:
     """The locals the epilogue reads as the row and the column; checks its shape.
@@ -347,7 +347,7 @@ def _epilogue_names(kernel: Kernel, epilogue, acc: str, poly, row: Poly, col: Po
                 raise Refused(f"the epilogue reads {n.name!r}, which is not the row, the "
                               "column, the sum or a parameter")
     checks = {(tuple(sorted(poly(p.left).items())) if poly(p.left) else None,
-               _bound_param(p)) for p in conjuncts(guard.cond) if _bound_param(p) is not None}
+               bound_param(p)) for p in conjuncts(guard.cond) if bound_param(p) is not None}
     if (tuple(sorted(row.items())), m_param) not in checks or \
             (tuple(sorted(col.items())), n_param) not in checks:
         raise Refused(f"the epilogue's condition does not require row < {m_param} and "

@@ -50,7 +50,7 @@ from kir.rewrites.matmul.tiled_nest import (
     Refused,
     _lin,
     IndexPolys,
-    _split_stride,
+    split_stride,
     stride_text,
     tile_operands,
 )
@@ -60,7 +60,7 @@ from kir.rewrites.mma_tile import inner_product
 ROW, COL = f"{PREFIX}row", f"{PREFIX}col"  # the kept epilogue's row and column, renamed later
 
 
-def _thread_view(kernel: Kernel, tile: int) -> Kernel:
+def thread_view(kernel: Kernel, tile: int) -> Kernel:
     """A 1-D block of T·T threads read as T x T: ``thread.x / T`` as thread.y and
     ``thread.x % T`` as thread.x. Only for recognition (the kernel is rebuilt from a
     template); refused where thread.x is used any other way."""
@@ -171,7 +171,7 @@ def recognize_unguarded(kernel: Kernel, loop: For,
     tile = trip.value if isinstance(trip, Const) else 0
     if not (isinstance(loop.init, Const) and loop.init.value == 0 and tile >= 8):
         raise Refused(f"{loop.label} does not count k = 0, 1, ... to a constant tile size")
-    view = _thread_view(kernel, tile)
+    view = thread_view(kernel, tile)
     bx, by, bz = view.launch.block
     if (bx, by, bz) not in ((tile, tile, 1), (tile * tile, 1, 1)):
         raise Refused(f"needs T x T threads (or a 1-D block of T·T), not {kernel.launch.block}")
@@ -259,7 +259,7 @@ def _param_of(bound: Expr) -> str:
 def _stride(index: Poly | None, unit: Poly, row: Poly) -> Poly:
     if index is None:
         raise Refused("a tile is not loaded at an affine index")
-    return _split_stride(index, unit, row)
+    return split_stride(index, unit, row)
 
 
 def _k_bound(tiles: For, values: _Values, t: str, tile: int, by_tiles: bool) -> Expr:
