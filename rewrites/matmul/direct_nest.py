@@ -28,6 +28,7 @@ from kir.analysis import chain_operands, conjuncts
 from kir.analysis.affine import Poly, poly_product, poly_sum, special_atom
 from kir.ir import (
     Alloc,
+    Assign,
     Binary,
     Block,
     Const,
@@ -78,9 +79,9 @@ def recognize_direct(kernel: Kernel, loop: For) -> MatmulNest:
         raise Refused(f"{loop.label} does not count k = 0, 1, ... up to a size parameter")
 
     guard, epilogue, start = _guard_and_epilogue(kernel, loop, acc)
-    if start is not None:  # acc = X + sum: the epilogue reads X + the template's sum
-        epilogue = [substitute(s, acc, Binary("+", start, Var(acc, F32), F32))
-                    for s in epilogue]
+    if start is not None:  # acc = X + sum: the epilogue first adds X to the template's sum
+        epilogue = [Assign(acc, Binary("+", start, Var(acc, F32), F32), loc=guard.loc),
+                    *epilogue]
     bounds = [(poly(part.left), bound_param(part))  # type: ignore[union-attr]
               for part in conjuncts(guard.cond)]
     if len(bounds) != 2 or any(p is None or b is None for p, b in bounds):

@@ -25,7 +25,7 @@ from kir.ir import (
 )
 from kir.ir.parser import parse_kernel
 from kir.ir.printer import print_kernel
-from kir.ir.types import F32, I32, Type
+from kir.ir.types import I32, Type
 from kir.ir.verify import verify
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 from kir.rewrites.matmul.direct_nest import recognize_direct
@@ -201,7 +201,7 @@ def _build(kernel: Kernel, nest: MatmulNest, cfg: TileConfig, launch: Launch,
                 s = substitute(s, name, _typed(Var(row, I32), type_))
             for name, type_ in nest.cols:
                 s = substitute(s, name, _typed(Var(col, I32), type_))
-            s = substitute(s, nest.acc, Var(total, F32))
+            s = rename_var(s, nest.acc, total)  # reads, and writes (`acc *= alpha`)
             for name in declared:
                 s = rename_var(s, name, f"{name}_{PREFIX}{i}_{j}")
             out.append(s)

@@ -12,7 +12,9 @@ import dataclasses
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+from loop_sizes import same_outputs
 
 from kir.backends import TARGETS, emit
 from kir.driver.load import load_kernel
@@ -197,3 +199,29 @@ def test_a_batch_offset_that_is_not_block_z_times_sizes_is_refused(tmp_path):
     result = RULE.rewrite(loaded.kernel, "L0", {"config": "64x64x16/2x2"},
                           context_for(loaded, TARGETS["cuda"]))
     assert isinstance(result, NotApplicable) and "batch offset" in result.reason, result
+
+
+def test_an_epilogue_that_rescales_the_sum_after_a_bias_start(tmp_path):
+    """``s`` starts from the bias and the epilogue writes it (``s = s * 0.5f``) before
+    storing it: the bias is added once, before the epilogue's own statements, and the
+    rescaled sum stored — the same outputs as the original at ragged and whole-tile sizes."""
+    path = DENSE[0]
+    source = path.read_text()
+    old = "        y[r * out_dim + o] = s;"
+    assert old in source
+    (tmp_path / "d.cu").write_text(source.replace(old, "        s = s * 0.5f;\n" + old))
+    (tmp_path / "d.kir.toml").write_text(path.with_suffix(".kir.toml").read_text())
+    (tmp_path / "gemm_refs.py").write_text((path.parent / "gemm_refs.py").read_text())
+    loaded = load_kernel(tmp_path / "d.cu")
+    out = RULE.rewrite(loaded.kernel, "L0", {"config": "64x64x16/2x2"},
+                       context_for(loaded, TARGETS["cuda"]))
+    assert not isinstance(out, NotApplicable), out.reason
+    rng = np.random.default_rng(3)
+    for rows, ins, outs in ((33, 65, 97), (136, 40, 264)):
+        args = {"x": rng.uniform(-1, 1, rows * ins).astype(np.float32),
+                "w": rng.uniform(-1, 1, outs * ins).astype(np.float32),
+                "b": rng.uniform(-1, 1, outs).astype(np.float32),
+                "y": np.zeros(rows * outs, np.float32),
+                "rows": rows, "in_dim": ins, "out_dim": outs}
+        sizes = {"R": rows, "I": ins, "O": outs}
+        assert same_outputs(loaded.kernel, out, args, sizes)
