@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from kir.search.records import EvalRecord
+from kir.search.records import EvalRecord, rule_of
 
 # Rules whose kernels differ from exact arithmetic by design; the spec's tolerance decides.
 PRECISION_RULES = ("tf32-matrix", "tf32x3-matrix", "fast-math", "exp-to-exp2-fast")
@@ -20,7 +20,7 @@ def precision_refusals(history: Iterable[EvalRecord]) -> list[str]:
     lines = []
     records = list(history)
     for rule in PRECISION_RULES:
-        using = [r for r in records if any(_rule_of(step) == rule for step in r.genome)]
+        using = [r for r in records if any(rule_of(step) == rule for step in r.genome)]
         refused = [r for r in using if r.status == "invalid"]
         if not refused or any(r.status == "ok" for r in using):
             continue
@@ -30,7 +30,3 @@ def precision_refusals(history: Iterable[EvalRecord]) -> list[str]:
             "— if your program accepts that error, widen `tolerance` in the spec "
             "(docs/SPEC.md) and search again")
     return lines
-
-
-def _rule_of(step: str) -> str:
-    return step.split("{", 1)[0].strip()

@@ -17,6 +17,7 @@ from kir.rules import Rule, RuleContext, Step, apply_trace
 from kir.search.db import TuningDB, TuningKey
 from kir.search.engine import EvalRecord
 from kir.search.evaluator import Evaluation, Evaluator, Status
+from kir.search.records import rule_of
 
 NEUTRAL = 0.02  # effects within 2% are noise for a timer and meaningless for a model
 
@@ -88,10 +89,10 @@ def rule_outcomes(history: Sequence[EvalRecord], baseline_ms: float | None,
     """For each rule the search tried and that is not in the winning trace: how the
     candidates holding it fared, counted by status ("slower" for valid candidates no faster
     than the unrewritten kernel, "faster" for the others)."""
-    won = {text.split("{", 1)[0] for text in winner}
+    won = {rule_of(text) for text in winner}
     table: dict[str, Counter] = defaultdict(Counter)
     for record in history:
-        for rule in {text.split("{", 1)[0] for text in record.genome} - won:
+        for rule in {rule_of(text) for text in record.genome} - won:
             if record.status != "ok":
                 table[rule][record.status] += 1
             elif baseline_ms is not None and record.time_ms is not None \

@@ -25,6 +25,7 @@ from kir.report.ablation import AblationRow
 from kir.report.plot import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH, nice_ticks
 from kir.search.device import DeviceDescriptor
 from kir.search.engine import SearchResult
+from kir.search.records import rule_of
 
 
 @dataclass
@@ -91,11 +92,6 @@ class SearchOutcome:
             (f" x{self.speedup:.3g}" if self.speedup else "")
         return (f"{head}: {best}, {self.evaluations} evaluations ({self.cached} from the "
                 f"tuning database) in {self.wall_s:.1f} s")
-
-
-def rule_of(step: str) -> str:
-    """``tile-loop{loop=L0,factor=8}`` → ``tile-loop``."""
-    return step.split("{", 1)[0]
 
 
 def transfer(outcomes: Sequence[SearchOutcome]) -> dict[str, dict[str, list[float | None]]]:

@@ -15,6 +15,12 @@ from kir.search.phases import Phases
 STRATEGIES = ("evolve", "random", "greedy", "steady")
 
 
+def rule_of(step: str) -> str:
+    """The rule of a step as a genome holds it: ``tile-loop{loop=L0,factor=8}`` →
+    ``tile-loop``."""
+    return step.split("{", 1)[0].strip()
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     """How to search. ``budget`` bounds the evaluations in the history (fresh or from the
