@@ -72,8 +72,8 @@ class WarpTileMatmul(BaseRule):
     strides that are parameters or constants (checked as polynomials of the indices); the
     tile loop covers ceil(K / T) tiles; the sum starts at 0; nothing else is stored before the
     epilogue; the epilogue is one ``if`` whose condition requires row < M and col < N and
-    reads only the sum, row, col and parameters. Refused otherwise (transposed tiles,
-    other strides), and when the result exceeds the target's limits.
+    reads only the sum, row, col and parameters. Refused otherwise (tiles stored or read
+    any other way, other strides), and when the result exceeds the target's limits.
 
     B may be stored N x K (a linear layer's weight, ``acc += As[ty][k] * Ws[tx][k]``): C = A·Bᵀ,
     rebuilt with B's tile kept by rows and its fragments loaded transposed. A GEMM with no

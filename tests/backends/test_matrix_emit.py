@@ -17,12 +17,13 @@ from tests.test_matrix_ir import ALL_NODES
 AVAILABLE, REASON = emulator_available()
 
 
-def _spec():
+def _spec(outputs: int = 128, threads: int = 64):
+    """The specs of the kernels here: C holds ``outputs`` floats, ``threads`` in one block."""
     args = {"A": ArgSpec("A", "f32", ("R", "W")), "B": ArgSpec("B", "f32", ("Q",)),
             "C": ArgSpec("C", "f32", ("P",), role="out", init=0.0),
             "N": ArgSpec("N", "i32", (), value="W"), "one": ArgSpec("one", "f32", (), value="1")}
-    return make_spec(args, {"R": 8, "W": 16, "Q": 64, "P": 128}, grid=("1", "1", "1"),
-                     block=("64", "1", "1")).bind()
+    return make_spec(args, {"R": 8, "W": 16, "Q": 64, "P": outputs}, grid=("1", "1", "1"),
+                     block=(str(threads), "1", "1")).bind()
 
 
 def _emit(target: str, text: str = ALL_NODES):
@@ -135,16 +136,8 @@ kernel @k(A: f32* global const, B: f32* global const, C: f32* global, N: i32, on
 """
 
 
-def _paired_spec():
-    args = {"A": ArgSpec("A", "f32", ("R", "W")), "B": ArgSpec("B", "f32", ("Q",)),
-            "C": ArgSpec("C", "f32", ("P",), role="out", init=0.0),
-            "N": ArgSpec("N", "i32", (), value="W"), "one": ArgSpec("one", "f32", (), value="1")}
-    return make_spec(args, {"R": 8, "W": 16, "Q": 64, "P": 192}, grid=("1", "1", "1"),
-                     block=("32", "1", "1")).bind()
-
-
 def test_tf32_products_sharing_b_are_paired_within_distinct_accumulators() -> None:
-    lines = [line.strip() for line in emit(parse_kernel(PAIRED), _paired_spec(), "cuda")
+    lines = [line.strip() for line in emit(parse_kernel(PAIRED), _spec(outputs=192, threads=32), "cuda")
              .source.splitlines() if "_mma" in line]
     assert lines == ["kir_tf32_mma2(acc0, acc2, a0, a1, b);",
                      "kir_tf32_mma(acc1, a1, b2);",
@@ -156,7 +149,7 @@ def test_tf32_products_sharing_b_are_paired_within_distinct_accumulators() -> No
 def test_emulated_paired_tf32_products_match_the_interpreter() -> None:
     from kir.backends.emulated_runner import EmulatedKernel
 
-    bound = _paired_spec()
+    bound = _spec(outputs=192, threads=32)
     inputs = bound.make_inputs(4)
     kernel = parse_kernel(PAIRED)
     expected = run_kernel(kernel, {k: (v.copy() if isinstance(v, np.ndarray) else v)
