@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from kir.backends.allocation import module_source as allocation_source
 from kir.backends.emitted import Emitted, value_bits
 from kir.backends.metal import metal_signature
 
@@ -240,6 +241,11 @@ def module_source(spec, variants: Sequence[Variant], *, fallback: Fallback | Non
         "".join(_variant_entry(spec, v) for v in variants) + "]",
         "",
         PRELUDE,
+        "",
+        "# Outputs MLX's CUDA allocator would take from its small managed pool are padded",
+        "# (kir.backends.allocation says why).",
+        allocation_source(),
+        "",
         _RUNTIME.replace("__FUNCTION__", fn),
     ]
     if fallback is not None:
@@ -425,13 +431,14 @@ def _launch(variant, arrays, sizes):
     if variant["template"]:
         kwargs["template"] = [(n, getattr(mx, v) if isinstance(v, str) else v)
                               for n, v in variant["template"]]
+    shapes = [SHAPES[arg](sizes) for arg in variant["output_args"]]
+    dtypes = [getattr(mx, d) for d in variant["output_dtypes"]]
     outputs = _kernel(variant)(
         inputs=inputs, grid=tuple(b * t for b, t in zip(blocks, threadgroup)),
         threadgroup=threadgroup,
-        output_shapes=[SHAPES[arg](sizes) for arg in variant["output_args"]],
-        output_dtypes=[getattr(mx, d) for d in variant["output_dtypes"]],
-        init_value=variant["init_value"], **kwargs)
-    outputs = list(outputs)
+        output_shapes=[allocated_shape(TARGET, s, d.size) for s, d in zip(shapes, dtypes)],
+        output_dtypes=dtypes, init_value=variant["init_value"], **kwargs)
+    outputs = [unpad_output(out, shape) for out, shape in zip(outputs, shapes)]
     for arg, bits, dtype, key in variant["encodings"]:
         i = variant["output_args"].index(arg)
         mask = (inputs[variant["input_args"].index(arg)] if key is None

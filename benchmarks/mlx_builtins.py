@@ -47,4 +47,13 @@ def builtin(name: str, inputs: dict):
     if name == "sgemm_alpha_beta":
         alpha, beta = float(inputs["alpha"]), float(inputs["beta"])
         return "mx.addmm", lambda: mx.addmm(a["C"], a["A"], a["B"], alpha=alpha, beta=beta)
+    # GEMMs in other layouts (tests/rules/data).
+    if name == "linear":
+        return "mx.addmm (inp @ weight.T + bias)", \
+            lambda: mx.addmm(a["bias"], a["inp"], a["weight"].T)
+    if name == "bmm":
+        return "a @ b (batched)", lambda: a["A"] @ a["B"]
+    if name == "colmajor":
+        # Stored by columns: C's array [N][M] is B's [N][K] times A's [K][M].
+        return "b @ a", lambda: a["B"] @ a["A"]
     return None

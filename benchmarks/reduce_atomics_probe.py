@@ -4,6 +4,9 @@ with G blocks, finishing four ways — one float ``atomicAdd`` per block on ``ou
 partials stored and summed by a second ``cuda_kernel`` launch; block partials stored and the
 last block to finish (found with an integer ``atomicAdd`` on a counter) summing them; and
 block partials stored only (no final sum: the floor). ``mx.sum`` is timed in the same run.
+The atomic form is also timed with an output of 2 and of 1024 floats (only the first used):
+MLX's CUDA allocator serves allocations under 8 bytes from a managed "small pool", and
+whether atomics on it cost a host round trip is what that column answers.
 
     python benchmarks/reduce_atomics_probe.py
 """
@@ -103,10 +106,10 @@ def main() -> None:
         tg = (THREADS, 1, 1)
         row = [f"G={blocks:5d}"]
 
-        def atomic():
+        def atomic(elements=1):
             return kernels["atomic"](inputs=[x, n], grid=grid, threadgroup=tg,
-                                     output_shapes=[(1,)], output_dtypes=[mx.float32],
-                                     init_value=0)[0]
+                                     output_shapes=[(elements,)], output_dtypes=[mx.float32],
+                                     init_value=0)[0][:1]
 
         def partials_only():
             return kernels["partials"](inputs=[x, n], grid=grid, threadgroup=tg,
@@ -124,7 +127,9 @@ def main() -> None:
                 output_shapes=[(1,), (blocks,), (1,)],
                 output_dtypes=[mx.float32, mx.float32, mx.uint32], init_value=0)[0]
 
-        for label, fn in (("atomic", atomic), ("2 launches", two_launches),
+        for label, fn in (("atomic", atomic), ("atomic, out of 2", lambda: atomic(2)),
+                          ("atomic, out of 1024", lambda: atomic(1024)),
+                          ("2 launches", two_launches),
                           ("last block", last_block), ("partials only", partials_only)):
             ms, out = median_ms(fn)
             got = float(np.asarray(out).astype(np.float64).sum())

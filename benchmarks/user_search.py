@@ -64,6 +64,17 @@ CASES = {
                             {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
     "corpus-sgemm": ("tests/corpus/gemm_tutorial.cu", "tests/corpus/gemm_tutorial.naive.kir.toml",
                      {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
+    # GEMMs in other layouts (tests/rules/data): a linear layer with one output per thread
+    # (out = inp · weightᵀ + bias), the same with weight tiles staged by rows, a batched
+    # product along blockIdx.z, and a column-major (BLAS-layout) SGEMM.
+    "linear-naive-2048": ("tests/rules/data/linear_naive.cu", None,
+                          {"BT": 2048, "C": 2048, "OC": 2048}, 90, "linear", 0.5),
+    "linear-tiled-2048": ("tests/rules/data/linear_nt.cu", None,
+                          {"BT": 2048, "C": 2048, "OC": 2048}, 90, "linear", 0.5),
+    "bmm-8x1024": ("tests/rules/data/bmm_naive.cu", None,
+                   {"Z": 8, "M": 1024, "N": 1024, "K": 1024}, 90, "bmm", 0.5),
+    "colmajor-2048": ("tests/rules/data/sgemm_colmajor.cu", None,
+                      {"M": 2048, "N": 2048, "K": 2048}, 90, "colmajor", 0.5),
 }
 _BEST = re.compile(r"best: ([0-9.e+-]+) ms.*?(?:x([0-9.e+-]+) over the unrewritten kernel "
                    r"\(([0-9.e+-]+) ms\))?, (\d+) steps, (\d+) evaluations \((\d+) from the "
