@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from kir.backends.allocation import allocated_shape, unpad_output
+from kir.backends.allocation import allocated_elements, allocated_shape, unpad_output
 from kir.backends.emitted import Emitted, accumulated, decode, key_array
 
 from kir.errors import KirError
@@ -165,8 +165,13 @@ class MLXKernel:
     def prepare(self, inputs: dict[str, Any]) -> tuple[list, dict[str, np.ndarray]]:
         """MLX input arrays in signature order, and the key arrays of data-initialized
         outputs (needed again to decode)."""
-        arrays, keys = prepare_inputs(self.emitted, inputs)
-        return [_to_mx(a, d) for a, d in zip(arrays, self.emitted.input_dtypes)], keys
+        e = self.emitted
+        arrays, keys = prepare_inputs(e, inputs)
+        # A scalar is passed as a one-element array: padded like a small output so that MLX
+        # does not take it from its managed small pool (kir.backends.allocation).
+        arrays = [_padded_scalar(e.target, a) if kind == "scalar" else a
+                  for a, kind in zip(arrays, e.input_kinds)]
+        return [_to_mx(a, d) for a, d in zip(arrays, e.input_dtypes)], keys
 
     def prepare_cached(self, inputs: dict[str, Any], cache: dict) -> tuple[list, dict]:
         """:meth:`prepare`, reusing the MLX arrays an earlier kernel with the same argument
@@ -268,6 +273,12 @@ def time_kernel(kernel: MLXKernel, inputs: dict[str, Any], warmup: int = 3,
 def _np_dtype(name: str) -> np.dtype:
     return np.dtype({"u16": np.uint16, "bf16": np.float32}.get(name) or MX_DTYPES[name]
                     .replace("bool_", "bool"))
+
+
+def _padded_scalar(target: str, value: np.ndarray) -> np.ndarray:
+    """A 0-d scalar as the array MLX gets: itself, or padded (the kernel reads element 0)."""
+    elements = allocated_elements(target, 1, value.itemsize)
+    return value if elements == 1 else np.full(elements, value, value.dtype)
 
 
 def _to_mx(data: np.ndarray, dtype: str):

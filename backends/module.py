@@ -300,6 +300,7 @@ def write_variants(variants: Sequence[Variant], path: str | Path, spec, *,
 # only math and mlx.core). __FUNCTION__ is the public function's name.
 _RUNTIME = '''
 _KERNELS = {}
+_SCALARS_MADE = {}
 _DEVICE = []
 _REFERENCE = []
 
@@ -408,6 +409,20 @@ def _kernel(variant):
     return _KERNELS[key]
 
 
+def _scalar(value, dtype):
+    """A scalar argument as an array, padded on CUDA like a small output (see
+    allocated_elements); kept per value, so repeated calls allocate nothing."""
+    key = (value, str(dtype))
+    array = _SCALARS_MADE.get(key)
+    if array is None:
+        if len(_SCALARS_MADE) >= 256:
+            _SCALARS_MADE.clear()
+        elements = allocated_elements(TARGET, 1, dtype.size)
+        array = mx.array(value if elements == 1 else [value] * elements, dtype=dtype)
+        _SCALARS_MADE[key] = array
+    return array
+
+
 def _bits(value, bits):
     return value.view(getattr(mx, bits))
 
@@ -420,7 +435,7 @@ def _launch(variant, arrays, sizes):
             inputs.append(by_arg[arg])
         elif kind == "scalar":
             dtype = getattr(mx, variant["scalar_dtypes"][arg])
-            inputs.append(mx.array(SCALARS[arg](sizes), dtype=dtype))
+            inputs.append(_scalar(SCALARS[arg](sizes), dtype))
         else:  # the key of an output holding data: bits(data) ^ bits(init_value)
             _, bits, _, _ = next(e for e in variant["encodings"] if e[0] == arg)
             inputs.append(_bits(by_arg[arg], bits)

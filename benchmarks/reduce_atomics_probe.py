@@ -4,7 +4,7 @@ with G blocks, finishing four ways — one float ``atomicAdd`` per block on ``ou
 partials stored and summed by a second ``cuda_kernel`` launch; block partials stored and the
 last block to finish (found with an integer ``atomicAdd`` on a counter) summing them; and
 block partials stored only (no final sum: the floor). ``mx.sum`` is timed in the same run.
-The atomic form is also timed with an output of 2 and of 1024 floats (only the first used):
+The atomic form is also timed with an output of 2, 4, 64 and 1024 floats (only the first used):
 MLX's CUDA allocator serves allocations under 8 bytes from a managed "small pool", and
 whether atomics on it cost a host round trip is what that column answers.
 
@@ -128,6 +128,8 @@ def main() -> None:
                 output_dtypes=[mx.float32, mx.float32, mx.uint32], init_value=0)[0]
 
         for label, fn in (("atomic", atomic), ("atomic, out of 2", lambda: atomic(2)),
+                          ("atomic, out of 4", lambda: atomic(4)),
+                          ("atomic, out of 64", lambda: atomic(64)),
                           ("atomic, out of 1024", lambda: atomic(1024)),
                           ("2 launches", two_launches),
                           ("last block", last_block), ("partials only", partials_only)):

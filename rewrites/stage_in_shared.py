@@ -17,6 +17,7 @@ from kir.ir import (
     Binary,
     Block,
     Cast,
+    Component,
     Const,
     Declare,
     Expr,
@@ -27,14 +28,17 @@ from kir.ir import (
     Node,
     Return,
     Special,
+    Stmt,
     Store,
     Var,
     transform,
 )
-from kir.ir.types import BOOL, I32, PointerType, ScalarType
+from kir.ir.types import BOOL, F32, I32, PointerType, ScalarType, VectorType
 from kir.rules import BaseRule, Match, NoParams, NotApplicable, RuleContext
 
-SHARED_BUDGET = 32768  # Metal threadgroup memory per block, bytes
+# Static shared memory per block when the rule does not know the target: Metal's 32 KiB,
+# the smaller of the two (CUDA's static arrays may take 48 KiB).
+DEFAULT_SHARED_BUDGET = 32 * 1024
 
 
 class StageInShared(BaseRule):
@@ -51,7 +55,8 @@ class StageInShared(BaseRule):
     ``for v = init; v < stop; v += step`` with the same block-uniform ``stop`` everywhere and
     ``init`` ranging exactly over ``[0, step)`` across the block's threads, so together the
     threads read B[base + 0 .. base + stop) and nothing else. The region (``stop`` under the
-    spec's values) must fit in the shared budget (32 KiB with the arrays already there).
+    spec's values) must fit in the static shared memory of a block on the target (Metal 32 KiB,
+    CUDA 48 KiB; 32 KiB when the target is not known) with the arrays already there.
     The staging loop ``for s = thread.x; s < SIZE; s += block threads`` copies
     ``B[base + s]`` when ``s < stop`` (zero fill otherwise), then a block barrier; both go at
     the top level of the kernel, after the definitions of ``base`` and ``stop`` and before
@@ -92,8 +97,11 @@ class StageInShared(BaseRule):
         if size is None or size <= 0:
             return NotApplicable(f"the length of {site}'s region is not known from the spec")
         used = _shared_bytes(kernel) + size * plan.elem.nbytes
-        if used > SHARED_BUDGET:
-            return NotApplicable(f"staging {size} elements of {site} needs {used} B of shared")
+        budget = (ctx.target.max_static_shared_bytes if ctx.target is not None
+                  else DEFAULT_SHARED_BUDGET)
+        if used > budget:
+            return NotApplicable(f"staging {size} elements of {site} needs {used} B of shared "
+                                 f"memory, over the {budget} B a block may declare")
         if plan.at is None:
             return NotApplicable(f"no uniform point before the reads of {site} where its "
                                  "region is known")
@@ -232,9 +240,11 @@ def _rewrite(kernel: Kernel, buffer: str, elem: ScalarType, base: Expr, stop: Ex
     fill = If(Binary("<", s, stop, BOOL),
               Block((Store(array, s, Load(buffer, source, elem), loc=loc),)),
               Block((Store(array, s, zero, loc=loc),)), loc=loc)
-    copy = For(label, var, I32, Cast(Special("thread", "x"), I32),
-               Binary("<", s, Const(size, I32), BOOL),
-               Binary("+", s, Const(threads, I32), I32), Block((fill,)), loc=loc)
+    copy: Stmt = For(label, var, I32, Cast(Special("thread", "x"), I32),
+                     Binary("<", s, Const(size, I32), BOOL),
+                     Binary("+", s, Const(threads, I32), I32), Block((fill,)), loc=loc)
+    if elem == F32 and size % (4 * threads) == 0:
+        copy = _with_vector_copy(kernel, copy, buffer, array, base, stop, size, threads)
     staged = [Alloc(array, elem, size, "shared", loc=loc), copy, Barrier("block", loc=loc)]
 
     def visit(n: Node) -> Node | None:
@@ -246,6 +256,36 @@ def _rewrite(kernel: Kernel, buffer: str, elem: ScalarType, base: Expr, stop: Ex
     assert isinstance(body, Block)
     body = dataclasses.replace(body, stmts=body.stmts[:at] + tuple(staged) + body.stmts[at:])
     return dataclasses.replace(kernel, body=body)
+
+
+def _with_vector_copy(kernel: Kernel, scalar_copy: For, buffer: str, array: str, base: Expr,
+                      stop: Expr, size: int, threads: int) -> If:
+    """The staging copy in 16-byte loads (float4) when the region is whole and aligned:
+    ``if (stop == SIZE && base % 4 == 0)`` each thread copies every (threads * 4)-th group of
+    4 elements; else the scalar copy (which zero-fills past ``stop``). SIZE is a multiple of
+    4 * threads, so the vector loop covers the region exactly. Like kir's other vector
+    rules this assumes the buffer itself starts on a 16-byte boundary (MLX arrays do)."""
+    loc = scalar_copy.loc
+    taken = {array, scalar_copy.var}
+    var = analysis.fresh_name(kernel, "sv", taken)
+    vec = analysis.fresh_name(kernel, "sv_x4", taken | {var})
+    label = f"L{int(scalar_copy.label[1:]) + 1}"
+    sv = Var(var, I32)
+    at: Expr = sv if isinstance(base, Const) and base.value == 0 else \
+        Binary("+", base, sv if base.type == I32 else Cast(sv, base.type), base.type)
+    x4 = VectorType(F32, 4)
+    body = [Declare(vec, x4, Load(buffer, at, x4), loc=loc)]
+    body += [Store(array, Binary("+", sv, Const(c, I32), I32) if c else sv,
+                   Component(Var(vec, x4), c, F32), loc=loc) for c in range(4)]
+    loop = For(label, var, I32, Binary("*", Cast(Special("thread", "x"), I32), Const(4, I32), I32),
+               Binary("<", sv, Const(size, I32), BOOL),
+               Binary("+", sv, Const(threads * 4, I32), I32), Block(tuple(body)), loc=loc)
+    whole: Expr = Binary("==", stop, Const(size, stop.type), BOOL)
+    if not (isinstance(base, Const) and base.value == 0):
+        whole = Binary("&&", whole, Binary("==", Binary("%", base, Const(4, base.type),
+                                                          base.type),
+                                           Const(0, base.type), BOOL), BOOL)
+    return If(whole, Block((loop,)), Block((scalar_copy,)), loc=loc)
 
 
 def _loop_of(load: Load, reads) -> For:

@@ -283,6 +283,14 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             Want("online-softmax", any_site=True),
             Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
             Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]))
+        # The row read from global memory once: a block reading its row in several passes
+        # stages it in shared memory first (where the target's static shared memory holds
+        # it), and every pass reads it there.
+        out.append(("row-in-shared", [
+            Want("online-softmax", any_site=True),
+            Want("stage-in-shared", any_site=True, repeat=2),
+            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]))
     if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
            for n in kernel.body.walk()):
         # Block partials added atomically to one fixed address (a reduction to a scalar):
@@ -296,7 +304,11 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         # grid whose threads sum many former blocks' values in registers before the block
         # combines once (Harris's "algorithm cascading"). Unrolling the new loop by 4 or 8
         # was slower on the H200 (BENCHMARKS.md), so the hint leaves that to the search.
-        for blocks in (64, 32):
+        # With the one-float output out of MLX's managed small pool (kir.backends.allocation)
+        # an atomic add costs little, and more blocks fill the GPU: on the H200 at 2^24,
+        # 1024 blocks 0.101 ms, 256 0.127, 64 0.177 (BENCHMARKS.md "Round 6"); 32 stays for
+        # targets where atomics on one address are dear.
+        for blocks in (1024, 256, 32):
             out.append((f"grid-stride-reduction-{blocks}", [
                 Want("grid-stride-reduce", ("x",), {"blocks": blocks}), *_finishing(kernel)]))
     if not nest and thread_rows(kernel):

@@ -90,7 +90,7 @@ class GridStrideReduce(BaseRule):
 
     @dataclass(frozen=True)
     class Params:
-        blocks: int = choice(64, 32, 128, 256, 16, 8)
+        blocks: int = choice(64, 32, 128, 256, 16, 8, 512, 1024)
 
     def candidates(self, kernel: Kernel) -> list[str]:
         if kernel.launch.grid[0].strip() == "1" or not any(

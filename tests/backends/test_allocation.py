@@ -31,6 +31,15 @@ def test_policy_pads_only_small_cuda_outputs():
     assert unpad_output(same, (4, 5)) is same
 
 
+def test_scalars_are_padded_on_cuda_only():
+    from kir.backends.mlx_runner import _padded_scalar
+
+    value = np.asarray(np.int32(7))
+    padded = _padded_scalar("cuda", value)
+    assert padded.shape == (64,) and padded.dtype == np.int32 and padded[0] == 7
+    assert _padded_scalar("metal", value) is value            # Metal keeps the 0-d scalar
+
+
 def test_module_carries_the_same_policy():
     namespace = {}
     exec(module_source(), namespace)
@@ -71,6 +80,8 @@ def test_module_pads_a_one_float_output_and_returns_its_shape(tmp_path, monkeypa
     result = module.reduce_sum(mx.array(x))
     out = result[0] if isinstance(result, (list, tuple)) else result
     assert calls[0]["output_shapes"] == [(64,)]
+    n = calls[0]["inputs"][1]                                 # the scalar n, padded too
+    assert n.shape == (64,) and int(n[0]) == 1000
     assert out.shape == (1,)
     np.testing.assert_allclose(np.array(out), [x.sum(dtype=np.float64)], rtol=1e-6)
 

@@ -122,3 +122,60 @@ def test_examples():
     print("stage-in-shared sweep:", counts)
     assert not bad, bad
     assert counts.get("same", 0) >= 4  # layernorm gamma and beta at two sizes
+
+
+def test_the_budget_is_the_targets_static_shared_memory():
+    """A softmax row of 8192 floats (32 KiB, beside the kernel's 64 B of warp partials) fits
+    CUDA's 48 KiB of static shared memory but not Metal's 32 KiB; the staged kernel computes
+    what the original did, and the row-in-shared hint stages it on CUDA."""
+    from kir.backends import TARGETS
+    from kir.driver.load import load_kernel
+    from kir.driver.runners import copy_inputs, run_interp
+    from kir.rules import context_for
+    from kir.search.hints import hints
+    from kir.driver.registry import load_registry
+
+    loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 2, "cols": 8192})
+    metal = RULE.rewrite(loaded.kernel, "x", {}, context_for(loaded, TARGETS["metal"]))
+    assert isinstance(metal, NotApplicable) and "32768 B" in metal.reason
+    cuda = RULE.rewrite(loaded.kernel, "x", {}, context_for(loaded, TARGETS["cuda"]))
+    assert not isinstance(cuda, NotApplicable), cuda
+    assert "shared x_s: f32[8192]" in print_kernel(cuda, locations=False)
+    inputs = loaded.bound.make_inputs(0)
+    want = run_interp(loaded, copy_inputs(inputs))
+    got = run_interp(dataclasses.replace(loaded, kernel=cuda), copy_inputs(inputs))
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-9)
+    found = {h.name: [str(s) for s in h.steps]
+             for h in hints(loaded.kernel, load_registry(),
+                            context_for(loaded, TARGETS["cuda"]))}
+    assert "stage-in-shared{buffer=x}" in found.get("row-in-shared", []), found
+
+
+def test_whole_aligned_rows_are_copied_in_float4s():
+    """A region that is a multiple of 4 x threads is copied with 16-byte loads when it is
+    whole and aligned at run time (rows of 8192 here), by the scalar copy otherwise (rows of
+    8190: the staged length stays 8192, zero-filled past the row); both give the original's
+    results on the interpreter, and on the emulator in CUDA and in Metal (rows of 2048 there,
+    under Metal's 32 KiB)."""
+    from kir.backends import TARGETS, emit
+    from kir.backends.emulated_runner import EmulatedKernel
+    from kir.backends.emulate import emulator_available
+    from kir.driver.load import load_kernel
+    from kir.driver.runners import copy_inputs, run_interp
+    from kir.rules import context_for
+
+    for target, cols, ragged in (("cuda", 8192, 8190), ("metal", 2048, 2045)):
+        loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 2, "cols": cols})
+        staged = RULE.rewrite(loaded.kernel, "x", {}, context_for(loaded, TARGETS[target]))
+        assert not isinstance(staged, NotApplicable), staged
+        text = print_kernel(staged, locations=False)
+        assert f"if cols == {cols} && in % 4 == 0 {{" in text and "x[in + sv] as f32x4" in text
+        for run_cols in (cols, ragged):
+            at = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 2, "cols": run_cols})
+            inputs = at.bound.make_inputs(1)
+            want = run_interp(at, copy_inputs(inputs))["y"]
+            got = run_interp(dataclasses.replace(at, kernel=staged), copy_inputs(inputs))["y"]
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+            if emulator_available()[0]:
+                emulated = EmulatedKernel(emit(staged, at.bound, target))(copy_inputs(inputs))
+                np.testing.assert_allclose(emulated["y"], want, rtol=1e-5, atol=1e-7)
