@@ -285,12 +285,14 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]))
         # The row read from global memory once: a block reading its row in several passes
         # stages it in shared memory first (where the target's static shared memory holds
-        # it), and every pass reads it there.
-        out.append(("row-in-shared", [
-            Want("online-softmax", any_site=True),
-            Want("stage-in-shared", any_site=True, repeat=2),
-            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
-            Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]))
+        # it), and every pass reads it there. Passes over shared memory are cheap, so the
+        # plain passes (one exp an element fewer than the online pass, and no serial
+        # rescaling chain) are tried beside the online one.
+        staged = [Want("stage-in-shared", any_site=True, repeat=2),
+                  Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+                  Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]
+        out.append(("row-in-shared", staged))
+        out.append(("online-row-in-shared", [Want("online-softmax", any_site=True), *staged]))
     if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
            for n in kernel.body.walk()):
         # Block partials added atomically to one fixed address (a reduction to a scalar):

@@ -149,6 +149,7 @@ def test_the_budget_is_the_targets_static_shared_memory():
              for h in hints(loaded.kernel, load_registry(),
                             context_for(loaded, TARGETS["cuda"]))}
     assert "stage-in-shared{buffer=x}" in found.get("row-in-shared", []), found
+    assert found["online-row-in-shared"][:2] == ["online-softmax{loop=L0}", "stage-in-shared{buffer=x}"]
 
 
 def test_whole_aligned_rows_are_copied_in_float4s():
