@@ -9,7 +9,9 @@ serialize at about 1.5 µs each on the H200 (benchmarks/reduce_atomics_probe.py,
 output 0.09 ms), which made every reduction ending in one ``atomicAdd`` per block slow.
 So on CUDA an output of at most 8 bytes is allocated as :data:`_PADDED_BYTES` bytes, the
 kernel writes its first elements, and the caller slices them back to the output's shape: the
-kernel's indices and the values returned are unchanged. Scalar arguments, which MLX gets as
+kernel's indices and the values returned are unchanged (the emulated runner allocates alike,
+so a write past such an output lands in its padding there; the interpreter, which validates
+every candidate, still checks the spec's shapes). Scalar arguments, which MLX gets as
 one-element arrays, are padded the same way (the kernel reads element 0): a softmax that
 stages its row in shared memory waited on its row length read from the small pool (0.40 ms
 a call at 8192², 0.23 ms with the scalar padded; same kernel, same process). Metal is left as it is (Apple's
