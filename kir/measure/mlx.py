@@ -6,7 +6,9 @@ judged already is answered without either (:mod:`kir.measure.same_source`)."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
 from kir.driver.load import Loaded
@@ -67,13 +69,48 @@ class MLXEvaluator(Validating):
         # their seconds, the compile + first run ("build_s"), output check and timing
         # seconds inside them, emitting here, and the candidates answered by source.
         self.same_source = SourceVerdicts()
+        self._submitter: ThreadPoolExecutor | None = None  # for submit(), made on first use
+        self._judging = threading.Lock()  # validation and the shared tables, one at a time
         runner = runner or MLXRunner()
         self.gpu: GpuWorker | GpuPool = GpuWorker(
             runner, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s) if gpu_workers <= 1 \
             else GpuPool(runner, gpu_workers, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s)
 
+    @property
+    def capacity(self) -> int:
+        """Candidates worth having in flight at once (the steady-state search keeps this many
+        submitted): one per GPU worker and one being validated."""
+        return self.gpu.workers + 1 if isinstance(self.gpu, GpuPool) else 1
+
+    def submit(self, kernel: Kernel) -> "Future[Evaluation]":
+        """Start judging ``kernel``; the future holds what :meth:`evaluate` would return.
+        Validation (short, in this process) is serialized; the GPU job then runs on the pool
+        beside the others, so a steady-state search keeps every GPU worker compiling instead
+        of waiting for a generation's slowest candidate."""
+        if self._submitter is None:
+            self._submitter = ThreadPoolExecutor(self.capacity, thread_name_prefix="kir-judge")
+        return self._submitter.submit(self._judge_one, kernel)
+
+    def _judge_one(self, kernel: Kernel) -> Evaluation:
+        with self._judging:
+            emitted, key = self.emitted_call(kernel)
+            if key in self.same_source:
+                return self._duplicate(key)
+            verdict = self.check(kernel)
+        if verdict.ok:
+            started = time.perf_counter()
+            result = self.gpu.run(self.gpu_job(kernel, emitted))
+            with self._judging:
+                verdict = self._account(result, time.perf_counter() - started)
+        with self._judging:
+            self.same_source.remember(key, kernel, verdict)
+        return verdict
+
     def close(self) -> None:
         """Stop the validation workers and the GPU worker."""
+        if self._submitter is not None:
+            self._submitter.shutdown(wait=True, cancel_futures=True)
+            self._submitter = None
         super().close()
         self.gpu.close()
 

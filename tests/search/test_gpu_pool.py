@@ -120,3 +120,38 @@ def test_search_through_a_pool_survives_crashes(loaded):
     assert statuses[("plant-fault{kernel=k,fault=abort}",)] == "crash"
     assert statuses[("plant-fault{kernel=k,fault=wrong}",)] == "invalid"
     assert statuses[("plant-fault{kernel=k,fault=none}",)] == "ok"
+
+
+class SlowLoggingRunner(LoggingRunner):
+    """LoggingRunner whose run takes long enough (0.4 s) that parallel runs must overlap."""
+
+    def run(self, built, case):
+        time.sleep(0.35)
+        return super().run(built, case)
+
+
+def test_steady_search_keeps_the_pool_busy(tmp_path, loaded):
+    """MLXEvaluator.submit: the steady-state search keeps several candidates in flight, so
+    GPU workers compile and check side by side (some runs overlap in time), every verdict
+    is an ordinary one, and no timing overlapped another worker's run."""
+    from kir.driver.registry import load_registry
+
+    log = str(tmp_path / "log")
+    registry = load_registry()
+    with MLXEvaluator(loaded, "cuda", runner=SlowLoggingRunner(log), warmup=0, repeat=2,
+                      gpu_timeout_s=30.0, gpu_startup_s=60.0, workers=1,
+                      gpu_workers=3) as ev:
+        assert ev.capacity == 4
+        result = search(loaded.kernel, registry, ev, RuleContext(sizes=dict(SIZES)),
+                        SearchConfig(strategy="steady", budget=8, seed=2))
+        jobs = ev.stats["gpu_jobs"]
+    assert 2 <= jobs <= 8 and len(result.history) == 8
+    assert all(r.status in ("ok", "invalid", "not_applicable") for r in result.history)
+    rows = [json.loads(line) for line in open(log)]
+    runs = [r for r in rows if r[0] == "run"]
+    assert any(a[1] != b[1] and a[2] < b[3] and b[2] < a[3] for a in runs for b in runs), \
+        "no two GPU workers ever ran at the same time"
+    for _, pid, t0, t1 in (r for r in rows if r[0] == "time"):
+        for what, other, r0, r1 in rows:
+            if other != pid:
+                assert r1 <= t0 or r0 >= t1, f"{what} of {other} overlapped a timing"
