@@ -58,7 +58,8 @@ class StageInShared(BaseRule):
     spec's values) must fit in the static shared memory of a block on the target (Metal 32 KiB,
     CUDA 48 KiB; 32 KiB when the target is not known) with the arrays already there.
     The staging loop ``for s = thread.x; s < SIZE; s += block threads`` copies
-    ``B[base + s]`` when ``s < stop`` (zero fill otherwise), then a block barrier; both go at
+    ``B[base + s]`` when ``s < stop`` (zero fill otherwise; in float4s when the region is
+    whole and aligned, see :func:`_with_vector_copy`), then a block barrier; both go at
     the top level of the kernel, after the definitions of ``base`` and ``stop`` and before
     any ``return`` (a uniform point) or read of B. Legality checked also: B is a global
     buffer the kernel never writes; the block is one-dimensional. Not checked: that some
@@ -255,7 +256,14 @@ def _rewrite(kernel: Kernel, buffer: str, elem: ScalarType, base: Expr, stop: Ex
     body = transform(kernel.body, visit)
     assert isinstance(body, Block)
     body = dataclasses.replace(body, stmts=body.stmts[:at] + tuple(staged) + body.stmts[at:])
-    return dataclasses.replace(kernel, body=body)
+    # SIZE is the region's length at the spec's values: a longer region at other sizes would
+    # read past the array, so unless the length is a constant of the kernel itself the
+    # result is right only up to these sizes (validated at them; an MLX module runs it at
+    # exactly them and falls back to the general kernel elsewhere).
+    baked = eval_int(stop, {}, {}) is None
+    launch = dataclasses.replace(kernel.launch,
+                                 specialized=kernel.launch.specialized or baked)
+    return dataclasses.replace(kernel, body=body, launch=launch)
 
 
 def _with_vector_copy(kernel: Kernel, scalar_copy: For, buffer: str, array: str, base: Expr,

@@ -48,7 +48,7 @@ def test_golden_and_semantics():
     verify(out)
     assert print_kernel(out, locations=False) == """\
 kernel @k(x: f32* global const, w: f32* global const, y: f32* global, n: i32)
-    grid=("2", "1", "1") block=(64, 1, 1) shared_bytes=0 {
+    grid=("2", "1", "1") block=(64, 1, 1) shared_bytes=0 specialized {
   shared w_s: f32[40]
   for L1 s: i32 = i32(thread.x); s < 40; s = s + 64 {
     if s < n {
@@ -141,6 +141,9 @@ def test_the_budget_is_the_targets_static_shared_memory():
     cuda = RULE.rewrite(loaded.kernel, "x", {}, context_for(loaded, TARGETS["cuda"]))
     assert not isinstance(cuda, NotApplicable), cuda
     assert "shared x_s: f32[8192]" in print_kernel(cuda, locations=False)
+    # The staged length is the spec's row length: longer rows would read past it, so the
+    # kernel says it is right only at these sizes (a module then runs it at exactly them).
+    assert cuda.launch.specialized and not loaded.kernel.launch.specialized
     inputs = loaded.bound.make_inputs(0)
     want = run_interp(loaded, copy_inputs(inputs))
     got = run_interp(dataclasses.replace(loaded, kernel=cuda), copy_inputs(inputs))
