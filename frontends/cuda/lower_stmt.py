@@ -21,6 +21,7 @@ from kir.ir import (
     Const,
     Continue,
     Declare,
+    Expr,
     For,
     If,
     Return,
@@ -29,10 +30,37 @@ from kir.ir import (
     Var,
     While,
 )
-from kir.ir.types import BOOL, VectorType
+from kir.ir.types import BOOL, ScalarType, VectorType
 
 MAX_NESTING = 1000  # statement levels (an `if` with a block counts two)
 LOOPS = ("for_stmt", "while_stmt", "do_stmt")
+
+
+def signed_step(var: str, type_, update: Expr) -> Expr:
+    """A signed loop counter stepped by an unsigned amount (``i += blockDim.x``,
+    ``i += warp.size()``: C computes ``(int)((unsigned)i + step)``) as ``i + (int)step``.
+    The two are the same bits (addition modulo 2^32), and the second is the counted form
+    rules recognize (``i = i + step``); any other update is returned as it is."""
+    if not (isinstance(update, Cast) and update.type == type_ and isinstance(type_, ScalarType)
+            and type_.is_int and type_.name.startswith("i")):
+        return update
+    total = update.value
+    if not (isinstance(total, Binary) and total.op == "+" and isinstance(total.type, ScalarType)
+            and total.type.name == "u" + type_.name[1:]):
+        return update
+    counter = Cast(Var(var, type_), total.type)
+    if total.left == counter:
+        amount = total.right
+    elif total.right == counter:
+        amount = total.left
+    else:
+        return update
+    if isinstance(amount, Const) and isinstance(amount.value, int) \
+            and 0 <= amount.value < 2 ** (type_.bits - 1):
+        amount = Const(amount.value, type_)
+    else:
+        amount = Cast(amount, type_)
+    return Binary("+", Var(var, type_), amount, type_)
 
 
 def contains(tree, kinds: tuple[str, ...], stop: tuple[str, ...] = ()) -> bool:
@@ -290,7 +318,8 @@ class StmtMixin:
             if canonical:
                 label = self.next_label()
                 body = self.loop_body(body_tree)
-                step = update[0].value if update else Var(var.name, var.type)
+                step = signed_step(var.name, var.type, update[0].value) if update \
+                    else Var(var.name, var.type)
                 self.emit(For(label, var.name, var.type, var.init, cond, step, body,
                               unroll=unroll, loc=loc))
             else:

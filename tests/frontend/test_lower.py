@@ -165,8 +165,9 @@ def test_for_loops_labels_and_unroll():
     first = loops[0]
     assert first.var == "i" and first.type == I32 and first.unroll is None
     assert first.init == Cast(Special("thread", "x"), I32)
-    assert first.update == Cast(Binary("+", Cast(Var("i", I32), U32), Special("block_dim", "x"),
-                                       U32), I32)
+    # C's (int)((unsigned)i + blockDim.x), kept as the same bits in the counted form rules
+    # recognize: i + (int)blockDim.x.
+    assert first.update == Binary("+", Var("i", I32), Cast(Special("block_dim", "x"), I32), I32)
     assert loops[1].unroll == 4 and loops[2].var == "i_1" and loops[2].unroll is None
     assert loops[3].unroll == 0
     assert loops[3].update == Binary(">>", Var("s", I32), Const(1, I32), I32)
@@ -538,3 +539,24 @@ def test_warp_votes_compile_with_nvcc(tmp_path):
 
     loaded = load_kernel(Path(__file__).parent / "data" / "votes.cu")
     nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path)
+
+
+def test_signed_counters_stepped_by_unsigned_amounts_are_counted_loops():
+    """``i += warp.size()`` / ``i += 32u`` / ``i += blockDim.x`` on an int counter lower to
+    ``i = i + step`` (the same bits as C's unsigned sum converted back), which the counted
+    loop form of the rules recognizes; other updates stay as written."""
+    from kir.analysis.walk import canonical
+
+    k = lower("""
+    for (int i = threadIdx.x; i < n; i += 32u) { y[i] = 0.0f; }
+    for (int j = threadIdx.x; j < n; j += blockDim.x * gridDim.x) { y[j] = 1.0f; }
+    for (unsigned int u = threadIdx.x; u < n; u += blockDim.x) { y[u] = 2.0f; }
+    for (int m = 1; m < n; m = (int)((unsigned)m * 2u)) { y[m] = 3.0f; }
+    """)
+    loops = nodes(k, For)
+    assert loops[0].update == Binary("+", Var("i", I32), Const(32, I32), I32)
+    assert canonical(loops[0]) is not None and canonical(loops[0]).step == 32
+    grid = Binary("*", Special("block_dim", "x"), Special("grid_dim", "x"), U32)
+    assert loops[1].update == Binary("+", Var("j", I32), Cast(grid, I32), I32)
+    assert loops[2].update == Binary("+", Var("u", U32), Special("block_dim", "x"), U32)
+    assert isinstance(loops[3].update, Cast)  # a product: left as C computes it
