@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from kir.analysis import used_vars
-from kir.ir import Assign, Atomic, Binary, Call, For, Kernel, Node, Shuffle, Var
+from kir.ir import Assign, Atomic, Binary, Call, For, Kernel, Node, Shuffle, Var, WarpReduce
 from kir.rules import Rule, RuleContext, Step, apply_step
 from kir.search.genome import safe_sites
 
@@ -146,7 +146,7 @@ def thread_rows(kernel: Kernel) -> bool:
     operation, and a loop whose bounds all threads share around memory accesses that depend on
     the thread (the thread-per-row softmax, norm or attention query row)."""
     from kir.analysis import thread_dependent_vars
-    from kir.ir import Load, Special, Store, WarpReduce
+    from kir.ir import Load, Special, Store
 
     if kernel.launch.block[1:] != (1, 1):
         return False
@@ -273,8 +273,12 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
     if shuffle_reduction(kernel):
         out.append(("warp-reduce", [Want("warp-reduce", any_site=True, repeat=4),
                                     *_finishing(kernel)]))
-        # Row kernels (softmax, norms): 128-bit loads in every lane-strided loop.
+    if shuffle_reduction(kernel) or any(isinstance(n, WarpReduce) for n in kernel.body.walk()):
+        # Row kernels (softmax, norms), their reductions hand-written or already warp-wide
+        # (cooperative groups' cg::reduce): 128-bit loads in every lane-strided loop, once
+        # the loop-invariant loads (a block's row scale read from shared memory) are out.
         out.append(("vectorized-rows", [
+            Want("hoist-invariant", any_site=True, repeat=4),
             Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
             *_finishing(kernel)]))
         # One pass fewer over the row: the running max and sum in one loop (Milakov &
