@@ -92,6 +92,7 @@ class MLXEvaluator(Validating):
         return self._submitter.submit(self._judge_one, kernel)
 
     def _judge_one(self, kernel: Kernel) -> Evaluation:
+        """:meth:`evaluate`'s work, safe beside other threads doing the same (submit)."""
         with self._judging:
             emitted, key = self.emitted_call(kernel)
             if key in self.same_source:
@@ -117,14 +118,7 @@ class MLXEvaluator(Validating):
     def evaluate(self, kernel: Kernel) -> Evaluation:
         """Validate in this process, then time on the GPU (or, when a candidate with the
         same emitted call was judged, its verdict)."""
-        emitted, key = self.emitted_call(kernel)
-        if key in self.same_source:
-            return self._duplicate(key)
-        verdict = self.check(kernel)
-        if verdict.ok:
-            verdict = self.time(kernel, emitted)
-        self.same_source.remember(key, kernel, verdict)
-        return verdict
+        return self._judge_one(kernel)
 
     def evaluate_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
         """Validate in worker processes, then check and time the valid ones on the GPU;
