@@ -183,3 +183,37 @@ def test_whole_aligned_rows_are_copied_in_float4s():
             if emulator_available()[0]:
                 emulated = EmulatedKernel(emit(staged, at.bound, target))(copy_inputs(inputs))
                 np.testing.assert_allclose(emulated["y"], want, rtol=1e-5, atol=1e-7)
+
+
+def test_block_stride_loops_stepping_by_blockdim_are_staged():
+    """vLLM's rms_norm reads its row in two ``idx += blockDim.x`` loops: the step is the
+    launch's block width (128), so the row is staged (float4s when whole and aligned), and
+    the kernel computes what the original does at the compiled row length and a shorter
+    one, on the interpreter and on the emulator in CUDA and Metal."""
+    from kir.backends import TARGETS, emit
+    from kir.backends.emulate import emulator_available
+    from kir.backends.emulated_runner import EmulatedKernel
+    from kir.driver.load import load_kernel
+    from kir.driver.runners import copy_inputs, run_interp
+    from kir.rules import context_for
+
+    corpus = EXAMPLES.parent / "tests" / "corpus"
+    spec = str(corpus / "infer_norm.rms_norm.kir.toml")
+    loaded = load_kernel(corpus / "infer_norm.cu", spec_path=spec, sizes={"T": 2, "H": 4096})
+    assert "input" in RULE.sites(loaded.kernel)
+    for target in ("cuda", "metal"):
+        staged = RULE.rewrite(loaded.kernel, "input", {}, context_for(loaded, TARGETS[target]))
+        assert not isinstance(staged, NotApplicable), staged
+        text = print_kernel(staged, locations=False)
+        assert "shared input_s: f32[4096]" in text and "as f32x4" in text
+        assert staged.launch.specialized
+        for hidden in (4096, 4090):
+            at = load_kernel(corpus / "infer_norm.cu", spec_path=spec,
+                             sizes={"T": 2, "H": hidden})
+            inputs = at.bound.make_inputs(2)
+            want = run_interp(at, copy_inputs(inputs))["out"]
+            got = run_interp(dataclasses.replace(at, kernel=staged), copy_inputs(inputs))["out"]
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+            if emulator_available()[0]:
+                ran = EmulatedKernel(emit(staged, at.bound, target))(copy_inputs(inputs))["out"]
+                np.testing.assert_allclose(ran, want, rtol=1e-5, atol=1e-6, err_msg=target)
