@@ -1,6 +1,7 @@
 """The hand-written kernels of ``benchmarks/matmul_probe.py`` (cited by BENCHMARKS.md round 5)
-still build for sm_90, and each variant is the change it names: pairing halves the
-tensor-core instructions, the 16-byte copy adds vector loads."""
+and ``benchmarks/row_probe.py`` (round 6) still build for sm_90, and each variant is the
+change it names: pairing halves the tensor-core instructions, the 16-byte copy adds vector
+loads, the staged rows are in shared memory."""
 
 from __future__ import annotations
 
@@ -43,3 +44,31 @@ def test_every_variant_builds_and_is_what_it_says(tmp_path):
     # 4 x 8 accumulators a warp, two k steps of 8 per 16-deep tile, unrolled.
     assert mma["emitted-like"] == 64 and mma["pair"] == 32
     assert "ld.global.v4.f32" in ptx["vec"] and "ld.global.v4.f32" not in ptx["emitted-like"]
+
+
+def test_row_probe_kernels_build_and_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/row_probe.py (BENCHMARKS.md round 6): every softmax and layer norm variant
+    builds for sm_90; the staged ones declare the 32 KB row in shared memory, the others
+    none that size, and every variant loads 128 bits at a time."""
+    monkeypatch.syspath_prepend(str(PROBE.parent))  # it imports mlx_timing beside it
+    spec = importlib.util.spec_from_file_location("row_probe", PROBE.parent / "row_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    header = f"#include <cuda_runtime.h>\n#include <math.h>\n#define COLS {probe.COLS}\n" \
+        + probe._BLOCK_REDUCE
+    signatures = {"softmax": "const float* x, float* y",
+                  "ln": "const float* x, const float* gamma, const float* beta, "
+                        "const float* eps, float* y"}
+    for family, variants in (("softmax", probe._SOFTMAX), ("ln", probe._LAYERNORM)):
+        for name, (_threads, body) in variants.items():
+            source = tmp_path / f"{family}_{name}.cu"
+            source.write_text(header + f'extern "C" __global__ void k({signatures[family]}) '
+                              f"{{\n{body}\n}}\n")
+            out = tmp_path / f"{family}_{name}.ptx"
+            done = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(source), "-o", str(out)],
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, (family, name, done.stderr)
+            ptx = out.read_text()
+            staged = ".shared .align 16 .b8 row[32768]" in ptx or "row[32768]" in ptx
+            assert staged == (name == "shared"), (family, name)
+            assert "ld.global.v4.f32" in ptx or "ld.global.nc.v4.f32" in ptx, (family, name)
