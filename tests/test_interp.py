@@ -535,11 +535,26 @@ def test_vector_f32x4_load_store_and_components():
 
 def test_vector_load_past_the_end_raises():
     f4 = VectorType(F32, 4)
-    k = kernel([buf("x"), buf("y")], [store("y", mul(T, C(4)), ir.Load("x", add(T, C(1)), f4))],
+    k = kernel([buf("x"), buf("y")], [store("y", mul(T, C(4)), ir.Load("x", add(T, C(4)), f4))],
                block_dims=(1, 1, 1))
-    run(k, {"x": np.zeros(5, np.float32), "y": np.zeros(4, np.float32)})
-    with pytest.raises(KirError, match="4 elements at index 1"):
-        run(k, {"x": np.zeros(4, np.float32), "y": np.zeros(4, np.float32)})
+    run(k, {"x": np.zeros(8, np.float32), "y": np.zeros(4, np.float32)})
+    with pytest.raises(KirError, match="4 elements at index 4"):
+        run(k, {"x": np.zeros(7, np.float32), "y": np.zeros(4, np.float32)})
+
+
+def test_misaligned_vector_access_raises():
+    """A float4 (float2) load or store at an index that is not a multiple of 4 (2) faults or
+    reads the wrong elements on a GPU: the interpreter refuses it, naming the index."""
+    f4, f2 = VectorType(F32, 4), VectorType(F32, 2)
+    load = kernel([buf("x"), buf("y")], [store("y", mul(T, C(4)), ir.Load("x", add(T, C(1)), f4))],
+                  block_dims=(1, 1, 1))
+    with pytest.raises(KirError, match="misaligned vector load from 'x': 4 elements at index 1"):
+        run(load, {"x": np.zeros(8, np.float32), "y": np.zeros(4, np.float32)})
+    pair = kernel([buf("x"), buf("y")], [store("y", add(mul(T, C(2)), C(1)),
+                                               ir.Load("x", mul(T, C(2)), f2))],
+                  block_dims=(2, 1, 1))
+    with pytest.raises(KirError, match="misaligned vector store"):
+        run(pair, {"x": np.zeros(4, np.float32), "y": np.zeros(8, np.float32)})
 
 
 # ------------------------------------------------------------------------------ atomics

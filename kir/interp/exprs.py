@@ -21,7 +21,7 @@ import numpy as np
 
 from kir import ir
 from kir.errors import KirError, Loc
-from kir.interp.state import Memory, State
+from kir.interp.state import VECTOR_ALIGNED, Memory, State
 from kir.ir import cops
 from kir.ir.types import BOOL, ScalarType, VectorType
 
@@ -172,10 +172,13 @@ def compile_index(expr: ir.Expr, loc: Loc | None, hoist: Hoist | None,
                 low, high = (int(base.min()), int(base.max())) if type(base) is np.ndarray \
                     else (int(base), int(base))
                 based = base if mem.base is None else mem.base + base
-                entry = st.cache[key] = (low, high, based)
-            low, high, based = entry
+                # A vector access is aligned when every lane's base is and the offset is.
+                aligned = count not in VECTOR_ALIGNED or not np.any(np.asarray(based) % count)
+                entry = st.cache[key] = (low, high, based, aligned)
+            low, high, based, aligned = entry
             i = int(offset)
-            if low + i >= 0 and high + i <= mem.size - count:
+            if low + i >= 0 and high + i <= mem.size - count and (
+                    count not in VECTOR_ALIGNED or aligned and i % count == 0):
                 return based + offset if i else based
         return st.address(mem, fixed_fn(st, mask) + offset, count, mask, action, loc)
     return affine

@@ -20,6 +20,10 @@ from kir.ir.cops import Value
 from kir.ir.nodes import WARP
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+#: Vectors of 2 and 4 elements (float2, float4, int4, uchar4...) are aligned to their whole
+#: size on CUDA and Metal (3-element ones only to their element): the interpreter refuses
+#: such an access elsewhere, as the GPU would fault or read the wrong elements.
+VECTOR_ALIGNED = (2, 4)
 
 
 @dataclass
@@ -188,7 +192,11 @@ class State:
                     self._out_of_bounds(mem, np.broadcast_to(i, (self.n,)), mask, count,
                                         action, loc)
                 i = 0
-            return i if mem.base is None else mem.base + i
+            address = i if mem.base is None else mem.base + i
+            if count in VECTOR_ALIGNED and address % count and (
+                    mask is self.full or np.count_nonzero(mask)):
+                self._misaligned(mem, np.broadcast_to(i, (self.n,)), mask, count, action, loc)
+            return address
         # Viewing signed indices as unsigned turns negatives into huge values: one compare.
         unsigned = index.view(_UNSIGNED[index.dtype.itemsize]) \
             if index.dtype.kind == "i" else index
@@ -197,7 +205,25 @@ class State:
             bad = bad & mask
         if np.count_nonzero(bad):
             self._out_of_bounds(mem, index, bad, count, action, loc)
-        return index if mem.base is None else mem.base + index
+        address = index if mem.base is None else mem.base + index
+        if count in VECTOR_ALIGNED:
+            off = (address % count) != 0
+            if mask is not self.full:
+                off = off & mask
+            if np.count_nonzero(off):
+                self._misaligned(mem, index, off, count, action, loc)
+        return address
+
+    def _misaligned(self, mem: Memory, index: np.ndarray, bad: np.ndarray, count: int,
+                    action: str, loc: Loc | None) -> None:
+        shape = np.broadcast_shapes(np.shape(bad), np.shape(index), (self.n,))
+        first = int(np.flatnonzero(np.broadcast_to(bad, shape))[0])
+        bad_index = int(np.broadcast_to(index, shape).flat[first])
+        raise KirError(
+            f"misaligned vector {action} {mem.name!r}: {count} elements at index {bad_index}, "
+            f"not a multiple of {count}, in {self.where_of(first % self.n)}", loc,
+            hint="a GPU loads and stores a vector of 2 or 4 elements only at a multiple of "
+                 "its size (float2/float4 alignment); these sizes put it elsewhere")
 
     def _out_of_bounds(self, mem: Memory, index: np.ndarray, bad: np.ndarray, count: int,
                        action: str, loc: Loc | None) -> None:

@@ -14,7 +14,9 @@ from typing import Any, Mapping
 
 from kir import analysis
 from kir.analysis.affine import Poly, difference, substitute_values
-from kir.ir import For, Kernel
+from kir.ir import Binary, Const, Expr, For, Kernel, Select
+from kir.ir.fold import fold_expr
+from kir.ir.types import BOOL
 from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
 
 
@@ -40,6 +42,39 @@ def is_multiple(poly: Poly, width: int, values: Mapping[str, int]) -> bool:
     """Whether ``poly`` is a multiple of ``width`` once ``values`` are substituted (every
     coefficient is: the atoms left stand for any integer)."""
     return not any(coef % width for coef in substitute_values(poly, values).values())
+
+
+def runtime_alignment(accesses, var: str, width: int) -> Expr | None:
+    """The condition, checked once before the vector loop, that every access whose base is
+    a multiple of ``width`` only at the spec's values (``x[row * cols + c]``: cols = 8192 is,
+    8190 is not) is aligned at run time: ``(index with var = 0) % width == 0`` for each;
+    None when every base is a multiple whatever the scalars. Without it the kernel would be
+    right only at the spec's sizes, and a caller at others would load misaligned vectors."""
+    checks: list[Expr] = []
+    seen: set[Expr] = set()
+    for _buffer, index, base in accesses:
+        if is_multiple(base, width, {}):
+            continue
+        start = fold_expr(analysis.substitute(index, var, Const(0, index.type)))
+        if start in seen:
+            continue
+        seen.add(start)
+        t = index.type
+        checks.append(Binary("==", Binary("%", start, Const(width, t), t), Const(0, t), BOOL))
+    if not checks:
+        return None
+    cond = checks[0]
+    for more in checks[1:]:
+        cond = Binary("&&", cond, more, BOOL)
+    return cond
+
+
+def vector_end(covered: Expr, aligned: Expr | None) -> Expr:
+    """Where the vector loop stops: ``covered`` (a multiple of the width), or 0 when the
+    run-time alignment check fails, so the scalar remainder loop does all the work."""
+    if aligned is None:
+        return covered
+    return Select(aligned, covered, Const(0, covered.type), covered.type)
 
 
 class VectorLoopRule(LoopRule):

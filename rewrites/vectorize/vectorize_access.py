@@ -6,7 +6,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
-from kir.rewrites.vectorize.vector_loop import VectorLoopRule, base_of, is_multiple, spec_ints
+from kir.rewrites.vectorize.vector_loop import (
+    VectorLoopRule,
+    base_of,
+    is_multiple,
+    runtime_alignment,
+    spec_ints,
+    vector_end,
+)
 
 from kir import analysis
 from kir.analysis import single_defs
@@ -28,6 +35,7 @@ from kir.ir import (
     Var,
     transform,
 )
+from kir.ir.fold import fold_expr
 from kir.ir.printer import print_expr
 from kir.ir.types import BOOL, F32, VectorType
 from kir.rules import NotApplicable
@@ -77,7 +85,7 @@ class VectorizeAccess(VectorLoopRule):
         return None
 
     def vectorize(self, kernel: Kernel, plan: _Plan, width: int) -> Kernel:
-        return _rewrite(kernel, plan.loop, width)
+        return _rewrite(kernel, plan, width)
 
 
 @dataclass(frozen=True)
@@ -183,17 +191,49 @@ def _vectorize(node: Node, vec: VectorType) -> Node:
     return transform(node, stmt)
 
 
-def _rewrite(kernel: Kernel, loop: For, width: int) -> Kernel:
+def _apart(plan: _Plan, width: int) -> Expr | None:
+    """Run-time checks that stores of one buffer at bases whose distance only the spec's
+    values make a vector or more apart do not overlap within a vector."""
+    loop = plan.loop
+    starts = {index: fold_expr(analysis.substitute(index, loop.var, Const(0, index.type)))
+              for _, index, _ in plan.accesses}
+    by_base = {}
+    for buffer, index, base in plan.accesses:
+        by_base.setdefault(buffer, {})[tuple(sorted(base.items()))] = starts[index]
+    cond: Expr | None = None
+    for buffer, bases in plan.stored_only:
+        for i, a in enumerate(bases):
+            for b in bases[i + 1:]:
+                gap = difference(a, b)
+                if not gap or set(gap) == {()}:
+                    continue  # a constant distance: checked in misaligned()
+                x, y = (by_base[buffer][tuple(sorted(p.items()))] for p in (a, b))
+                t = x.type
+                far = Binary("||", Binary(">=", Binary("-", x, y, t), Const(width, t), BOOL),
+                             Binary(">=", Binary("-", y, x, t), Const(width, t), BOOL), BOOL)
+                cond = far if cond is None else Binary("&&", cond, far, BOOL)
+    return cond
+
+
+def _rewrite(kernel: Kernel, plan: _Plan, width: int) -> Kernel:
+    loop = plan.loop
     vec = VectorType(F32, width)
     x = Var(loop.var, loop.type)
     stop = loop.cond.right  # type: ignore[attr-defined]
     w = Const(width, loop.type)
-    covered = Binary("*", Binary("/", stop, w, loop.type), w, loop.type)
+    covered: Expr = Binary("*", Binary("/", stop, w, loop.type), w, loop.type)
+    # Alignment and non-overlap that only the spec's values prove are checked at run time
+    # (the scalar remainder loop then does all the work), so the kernel stays general.
+    checks = [c for c in (runtime_alignment(plan.accesses, loop.var, width),
+                          _apart(plan, width)) if c is not None]
+    aligned = None if not checks else checks[0] if len(checks) == 1 else \
+        Binary("&&", checks[0], checks[1], BOOL)
+    covered = vector_end(covered, aligned)
     vector_loop = dataclasses.replace(
         loop, cond=Binary("<", x, covered, BOOL), update=Binary("+", x, w, loop.type),
         body=_vectorize(loop.body, vec), kind="serial", unroll=None)
     out: list[Stmt] = [vector_loop]
-    if not (isinstance(stop, Const) and stop.value % width == 0):
+    if aligned is not None or not (isinstance(stop, Const) and stop.value % width == 0):
         rest = analysis.fresh_name(kernel, f"{loop.var}_rest")
         label = analysis.next_loop_label(kernel)
         out.append(dataclasses.replace(

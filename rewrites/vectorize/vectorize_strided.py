@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from kir.rewrites.vectorize.lanes import index_base, lane_combine, lane_uniform
-from kir.rewrites.vectorize.vector_loop import VectorLoopRule, is_multiple, spec_ints
+from kir.rewrites.vectorize.vector_loop import (
+    VectorLoopRule,
+    is_multiple,
+    runtime_alignment,
+    spec_ints,
+    vector_end,
+)
 
 from kir import analysis
 from kir.analysis import strip_casts
@@ -435,6 +441,7 @@ def _rewrite(kernel: Kernel, plan: _Plan, width: int) -> Kernel:
         analysis.rename_var(loop, loop.var, rest), label=namer.label(),  # type: ignore[arg-type]
         init=_bin("+", Var(end, I32), s_mod))
     covered = _bin("*", _bin("/", plan.stop, _i(width)), _i(width))
+    covered = vector_end(covered, runtime_alignment(plan.accesses, loop.var, width))
     return analysis.replace_stmt(kernel, loop, [Declare(end, I32, covered, loc=loop.loc),
                                                 vector_loop, tail])
 

@@ -309,3 +309,28 @@ def test_examples_sweep():
     bad = [(str(a.step), a.status, a.detail) for a in results
            if a.status in ("changed", "error")]
     assert not bad, bad
+
+
+def test_rows_the_spec_does_not_align_take_the_scalar_loop():
+    """Vectorized where the spec's rows of 8192 start at multiples of 4, a softmax checks the
+    row's alignment at run time: rows of 8190 (odd rows start misaligned) run the scalar
+    remainder loop, with the original's results; without the check the interpreter refuses
+    the misaligned float4 loads, as a GPU would fault on them."""
+    import dataclasses
+
+    from kir.backends import TARGETS
+    from kir.driver.load import load_kernel
+    from kir.driver.runners import copy_inputs, run_interp
+    from kir.rules import context_for
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    loaded = load_kernel(examples / "softmax.cu", sizes={"rows": 3, "cols": 8192})
+    out = RULE.rewrite(loaded.kernel, "L0", {"width": 4}, context_for(loaded, TARGETS["cuda"]))
+    assert not isinstance(out, NotApplicable), out
+    assert "select(in % 4 == 0, cols / 4 * 4, 0)" in print_kernel(out, locations=False)
+    for cols in (8192, 8190, 1001):
+        at = load_kernel(examples / "softmax.cu", sizes={"rows": 3, "cols": cols})
+        inputs = at.bound.make_inputs(0)
+        want = run_interp(at, copy_inputs(inputs))["y"]
+        got = run_interp(dataclasses.replace(at, kernel=out), copy_inputs(inputs))["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
