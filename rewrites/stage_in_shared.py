@@ -152,7 +152,10 @@ def _reads(kernel: Kernel, buffer: str):
     """Every load of ``buffer`` as (load, base, canonical loop of v), or NotApplicable."""
     loops_of: dict[str, analysis.CanonicalLoop] = {}
     for f in analysis.loops(kernel):
-        c = _counted(kernel, f)
+        # Block-stride loops (``i += blockDim.x``) count too: the staging copy then steps by
+        # the launch's width, a constant that ties the kernel to this block size (and that
+        # resize-block refuses).
+        c = analysis.counted_loop(kernel, f)
         if c is not None and not c.inclusive:
             loops_of[f.var] = c
     out = []
@@ -174,29 +177,6 @@ def _reads(kernel: Kernel, buffer: str):
     if not out:
         return NotApplicable(f"{buffer} is never read")
     return out
-
-
-def _counted(kernel: Kernel, loop: For) -> analysis.CanonicalLoop | None:
-    """The loop's counted form, its step a constant or the block's width (``i +=
-    blockDim.x``, the launch's x extent: the block-stride loops of row kernels written for
-    any block size; the staging copy then steps by that number, which ties the kernel to
-    this block size, and resize-block refuses such a constant)."""
-    found = analysis.canonical(loop)
-    if found is not None:
-        return found
-    update = loop.update
-    if not (isinstance(update, Binary) and update.op == "+"
-            and update.left == Var(loop.var, loop.type)):
-        return None
-    step = update.right
-    while isinstance(step, Cast) and isinstance(step.type, ScalarType) and step.type.is_int:
-        step = step.value
-    if not (isinstance(step, Special) and (step.kind, step.axis) == ("block_dim", "x")):
-        return None
-    width = Const(kernel.launch.block[0], loop.type)  # type: ignore[arg-type]
-    counted = analysis.canonical(dataclasses.replace(
-        loop, update=Binary("+", Var(loop.var, loop.type), width, loop.type)))
-    return None if counted is None else dataclasses.replace(counted, loop=loop)
 
 
 def _loop_var(term: Expr) -> str | None:

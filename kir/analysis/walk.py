@@ -36,6 +36,7 @@ from kir.ir import (
     Var,
     While,
 )
+from kir.ir.nodes import WARP
 from kir.ir.edit import (  # noqa: F401 - part of this module's interface
     map_stmts,
     own_exprs,
@@ -161,6 +162,38 @@ def canonical(loop: For) -> CanonicalLoop | None:
     if loop.var in written or used_vars(cond.right) & written:
         return None
     return CanonicalLoop(loop, loop.init, cond.right, int(update.right.value), cond.op == "<=")
+
+
+def launch_step(kernel: Kernel, e: Expr) -> int | None:
+    """A loop step as a number: a constant, a block dimension (concrete in the kernel's
+    launch) or the warp size; None for anything else."""
+    e = strip_casts(e)
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return e.value
+    if isinstance(e, Special) and e.kind == "block_dim":
+        return kernel.launch.block["xyz".index(e.axis)]
+    if isinstance(e, Special) and e.kind == "warp_size":
+        return WARP
+    return None
+
+
+def counted_loop(kernel: Kernel, loop: For) -> CanonicalLoop | None:
+    """:func:`canonical`, with a step the launch fixes (``i += blockDim.x``, ``i +=
+    warpSize``) read as its number: the block-stride loops of kernels written for any
+    block size. A rule that relies on that number ties the kernel to this launch."""
+    found = canonical(loop)
+    if found is not None:
+        return found
+    update = loop.update
+    if not (isinstance(update, Binary) and update.op == "+" and isinstance(update.left, Var)
+            and update.left.name == loop.var):
+        return None
+    step = launch_step(kernel, update.right)
+    if step is None:
+        return None
+    counted = canonical(dataclasses.replace(
+        loop, update=Binary("+", update.left, Const(step, loop.type), loop.type)))
+    return None if counted is None else dataclasses.replace(counted, loop=loop)
 
 
 def constant_trip_count(loop: For) -> int | None:

@@ -120,18 +120,6 @@ class _Plan:
     assigned: frozenset[str]  # the names the kernel assigns
 
 
-def _step(kernel: Kernel, e: Expr) -> int | None:
-    """The loop step as a number: a constant, blockDim (concrete in the launch), warpSize."""
-    e = strip_casts(e)
-    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
-        return e.value
-    if isinstance(e, Special) and e.kind == "block_dim":
-        return kernel.launch.block["xyz".index(e.axis)]
-    if isinstance(e, Special) and e.kind == "warp_size":
-        return WARP
-    return None
-
-
 def _start_form(kernel: Kernel, start: Expr, step: int) -> bool | NotApplicable:
     """True when the start is the lane, False when it is thread.x: either way the lanes of
     a warp start at W + 0..31 with W a multiple of 32 in [0, S - 32]."""
@@ -159,7 +147,7 @@ def _header(kernel: Kernel, loop: For) -> tuple[Expr, Expr, int] | NotApplicable
         return NotApplicable(f"{loop.label}'s condition is not `{c} < n`")
     if not (isinstance(update, Binary) and update.op == "+" and update.left == Var(c, I32)):
         return NotApplicable(f"{loop.label}'s update is not `{c} = {c} + step`")
-    step = _step(kernel, update.right)
+    step = analysis.launch_step(kernel, update.right)
     if step is None:
         return NotApplicable(f"the step {print_expr(update.right)} is not a constant")
     if step <= 0 or step % WARP:
