@@ -24,6 +24,7 @@ The generated MLX module (which imports nothing from kir) carries these same fun
 from __future__ import annotations
 
 import inspect
+import math
 
 _SMALL_POOL_BYTES = 8
 _PADDED_BYTES = 256
@@ -40,9 +41,7 @@ def allocated_elements(target, elements, itemsize):
 
 def allocated_shape(target, shape, itemsize):
     """``shape`` itself, or the padded 1-D allocation ``allocated_elements`` asks for."""
-    elements = 1
-    for n in shape:
-        elements *= n
+    elements = math.prod(shape)
     padded = allocated_elements(target, elements, itemsize)
     return tuple(shape) if padded == elements else (padded,)
 
@@ -51,14 +50,26 @@ def unpad_output(array, shape):
     """The output the kernel wrote, as ``shape``, from its (possibly padded) allocation."""
     if tuple(array.shape) == tuple(shape):
         return array
-    elements = 1
-    for n in shape:
-        elements *= n
-    return array[:elements].reshape(shape)
+    return array[:math.prod(shape)].reshape(shape)
+
+
+def output_allocations(emitted) -> list[tuple[int, ...]]:
+    """The shapes to allocate for an emitted kernel's outputs (kir's runners; the module
+    computes them from its own tables)."""
+    from kir.ir.types import SCALARS
+
+    return [allocated_shape(emitted.target, tuple(s), SCALARS[d].nbytes)
+            for s, d in zip(emitted.output_shapes, emitted.output_dtypes)]
+
+
+def unpad_outputs(emitted, outputs) -> list:
+    """Each output as the emitted kernel's shape, from the allocations it ran on."""
+    return [unpad_output(out, tuple(s)) for out, s in zip(outputs, emitted.output_shapes)]
 
 
 def module_source() -> str:
-    """The constants and functions above as Python text, for the generated module."""
+    """The constants and the three policy functions above as Python text, for the generated
+    module (which imports math)."""
     functions = (allocated_elements, allocated_shape, unpad_output)
     return (f"_SMALL_POOL_BYTES = {_SMALL_POOL_BYTES}\n_PADDED_BYTES = {_PADDED_BYTES}\n\n\n"
             + "\n\n".join(inspect.getsource(f) for f in functions))

@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from kir.backends.allocation import allocated_shape, unpad_output
+from kir.backends.allocation import output_allocations, unpad_outputs
 from kir.backends.emitted import Emitted
 from kir.backends.mlx_runner import decode_outputs, prepare_inputs
 
 from kir.errors import KirError
-from kir.ir.types import SCALARS
 
 
 def require_emulator() -> None:
@@ -50,14 +49,11 @@ class EmulatedKernel:
                   for d in e.output_dtypes]
         # Allocated as MLX's runner allocates them (small CUDA outputs padded), so the
         # emulator runs the kernel on the buffers the GPU would give it.
-        shapes = [tuple(s) for s in e.output_shapes]
-        outs = self.kernel(inputs=arrays,
-                           output_shapes=[allocated_shape(e.target, s, SCALARS[d].nbytes)
-                                          for s, d in zip(shapes, e.output_dtypes)],
+        outs = self.kernel(inputs=arrays, output_shapes=output_allocations(e),
                            output_dtypes=dtypes, grid=e.grid, threadgroup=e.threadgroup,
                            template=list(e.template), init_value=e.init_value,
                            timeout=self.timeout)
-        return decode_outputs(e, [unpad_output(o, s) for o, s in zip(outs, shapes)], keys)
+        return decode_outputs(e, unpad_outputs(e, list(outs)), keys)
 
 
 _NP = {"bool": np.bool_, "i8": np.int8, "u8": np.uint8, "i32": np.int32, "u32": np.uint32,

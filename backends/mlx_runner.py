@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from kir.backends.allocation import allocated_elements, allocated_shape, unpad_output
+from kir.backends.allocation import allocated_elements, output_allocations, unpad_outputs
 from kir.backends.emitted import Emitted, accumulated, decode, key_array
 
 from kir.errors import KirError
-from kir.ir.types import SCALARS
 
 MX_DTYPES = {"bool": "bool_", "i8": "int8", "u8": "uint8", "i32": "int32", "u32": "uint32",
              "i64": "int64", "u64": "uint64",
@@ -193,14 +192,12 @@ class MLXKernel:
         """One MLX call on prepared arrays (lazy: the caller evaluates)."""
         e = self.emitted
         kwargs = dict(inputs=arrays, grid=e.grid, threadgroup=e.threadgroup,
-                      output_shapes=[allocated_shape(e.target, tuple(s), SCALARS[d].nbytes)
-                                     for s, d in zip(e.output_shapes, e.output_dtypes)],
+                      output_shapes=output_allocations(e),
                       output_dtypes=[mx_dtype(d) for d in e.output_dtypes],
                       init_value=e.init_value)
         if e.template:
             kwargs["template"] = [(n, _template_value(v)) for n, v in e.template]
-        outs = self.kernel(**kwargs)
-        return [unpad_output(out, tuple(s)) for out, s in zip(outs, e.output_shapes)]
+        return unpad_outputs(e, self.kernel(**kwargs))
 
     def __call__(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
         """Run once; outputs by spec argument name, decoded, as numpy arrays."""
