@@ -44,6 +44,11 @@ def is_multiple(poly: Poly, width: int, values: Mapping[str, int]) -> bool:
     return not any(coef % width for coef in substitute_values(poly, values).values())
 
 
+def vector_start(index: Expr, var: str) -> Expr:
+    """Where an access ``index`` = base + ``var`` starts: the index at ``var`` = 0, folded."""
+    return fold_expr(analysis.substitute(index, var, Const(0, index.type)))
+
+
 def runtime_alignment(accesses, var: str, width: int) -> Expr | None:
     """The condition, checked once before the vector loop, that every access whose base is
     a multiple of ``width`` only at the spec's values (``x[row * cols + c]``: cols = 8192 is,
@@ -55,7 +60,7 @@ def runtime_alignment(accesses, var: str, width: int) -> Expr | None:
     for _buffer, index, base in accesses:
         if is_multiple(base, width, {}):
             continue
-        start = fold_expr(analysis.substitute(index, var, Const(0, index.type)))
+        start = vector_start(index, var)
         if start in seen:
             continue
         seen.add(start)

@@ -13,6 +13,7 @@ from kir.rewrites.vectorize.vector_loop import (
     runtime_alignment,
     spec_ints,
     vector_end,
+    vector_start,
 )
 
 from kir import analysis
@@ -35,7 +36,6 @@ from kir.ir import (
     Var,
     transform,
 )
-from kir.ir.fold import fold_expr
 from kir.ir.printer import print_expr
 from kir.ir.types import BOOL, F32, VectorType
 from kir.rules import NotApplicable
@@ -195,8 +195,7 @@ def _apart(plan: _Plan, width: int) -> Expr | None:
     """Run-time checks that stores of one buffer at bases whose distance only the spec's
     values make a vector or more apart do not overlap within a vector."""
     loop = plan.loop
-    starts = {index: fold_expr(analysis.substitute(index, loop.var, Const(0, index.type)))
-              for _, index, _ in plan.accesses}
+    starts = {index: vector_start(index, loop.var) for _, index, _ in plan.accesses}
     by_base = {}
     for buffer, index, base in plan.accesses:
         by_base.setdefault(buffer, {})[tuple(sorted(base.items()))] = starts[index]
