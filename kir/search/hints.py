@@ -270,10 +270,11 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             out.append((f"retiled-register-blocked-matmul-{factor}", [
                 Want("retile", any_site=True, params={"value": 32}),
                 Want("merge-threads", ("y",), {"factor": factor}), *_finishing(kernel)]))
-    if shuffle_reduction(kernel):
+    hand_written = shuffle_reduction(kernel)
+    if hand_written:
         out.append(("warp-reduce", [Want("warp-reduce", any_site=True, repeat=4),
                                     *_finishing(kernel)]))
-    if shuffle_reduction(kernel) or any(isinstance(n, WarpReduce) for n in kernel.body.walk()):
+    if hand_written or any(isinstance(n, WarpReduce) for n in kernel.body.walk()):
         # Row kernels (softmax, norms), their reductions hand-written or already warp-wide
         # (cooperative groups' cg::reduce): 128-bit loads in every lane-strided loop, once
         # the loop-invariant loads (a block's row scale read from shared memory) are out.
