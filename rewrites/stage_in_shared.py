@@ -280,7 +280,7 @@ def _with_vector_copy(kernel: Kernel, scalar_copy: For, buffer: str, array: str,
     taken = {array, scalar_copy.var}
     var = analysis.fresh_name(kernel, "sv", taken)
     vec = analysis.fresh_name(kernel, "sv_x4", taken | {var})
-    label = f"L{int(scalar_copy.label[1:]) + 1}"
+    label = analysis.next_loop_label(kernel, {scalar_copy.label})
     sv = Var(var, I32)
     at: Expr = sv if isinstance(base, Const) and base.value == 0 else \
         Binary("+", base, sv if base.type == I32 else Cast(sv, base.type), base.type)
