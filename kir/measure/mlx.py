@@ -6,6 +6,7 @@ judged already is answered without either (:mod:`kir.measure.same_source`)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -65,6 +66,7 @@ class MLXEvaluator(Validating):
         self.repeat = repeat
         self.give_up_factor = give_up_factor
         self.best_ms: float | None = None
+        self._warm_bound = self._smallest_validated()
         # ``stats`` (from Validating) adds where the GPU evaluation time went: GPU jobs and
         # their seconds, the compile + first run ("build_s"), output check and timing
         # seconds inside them, emitting here, and the candidates answered by source.
@@ -225,9 +227,29 @@ class MLXEvaluator(Validating):
         give_up = self.best_ms * self.give_up_factor \
             if self.best_ms and self.give_up_factor else None
         path = bound.spec.path.resolve()
+        warm = self.warm_call(kernel, emitted)
         return GpuJob(kernel, str(path), dict(bound.sizes), self.target,
                       self.warmup, self.repeat, 0, baseline, give_up,
-                      spec_text=None if path.is_file() else bound.spec.text, emitted=emitted)
+                      spec_text=None if path.is_file() else bound.spec.text, emitted=emitted,
+                      warm_sizes=dict(self._warm_bound.sizes) if warm else None,
+                      warm_emitted=warm)
+
+    def warm_call(self, kernel: Kernel, emitted: Any) -> Any:
+        """``kernel`` emitted at the smallest sizes it is validated at, for the GPU worker to
+        compile it there outside the GPU lock (:func:`kir.measure.gpu.jobs._warm_up`); None
+        where that would not help or not be safe: no smaller validated sizes, a kernel
+        specialized to the compiled sizes (not validated elsewhere), or a call that would
+        build another GPU kernel than the one at the compiled sizes."""
+        from kir.backends import emit
+        from kir.backends.mlx_runner import source_hash
+
+        if emitted is None or self._warm_bound is None or kernel.launch.specialized:
+            return None
+        try:
+            small = emit(kernel, self._warm_bound, self.target)
+        except Exception:  # noqa: BLE001 - the compiled-size call is what gets judged
+            return None
+        return small if source_hash(small) == source_hash(emitted) else None
 
     def gpu_case(self) -> Case:
         """Inputs at the compiled sizes with the spec reference's outputs (or, without a
@@ -246,6 +268,16 @@ class MLXEvaluator(Validating):
         started = time.perf_counter()
         verdict = self.gpu.run(self.gpu_job(kernel, emitted))
         return self._account(verdict, time.perf_counter() - started)
+
+    def _smallest_validated(self):
+        """The bound spec at the validation case with the fewest input elements, when those
+        sizes are not the compiled ones (else a warm-up would cost what the check does)."""
+        cases = [c for c in self.context.cases if c.sizes != self.time_sizes]
+        if not cases:
+            return None
+        smallest = min(cases, key=lambda c: sum(math.prod(getattr(v, "shape", ()))
+                                                for v in c.inputs.values()))
+        return self.loaded.spec.bind(dict(smallest.sizes))
 
     def _account(self, verdict: Evaluation, wall_s: float) -> Evaluation:
         """Add one GPU job to :attr:`stats` (with a pool, jobs overlap: their seconds add up

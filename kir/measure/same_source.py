@@ -36,7 +36,7 @@ from kir.measure.cases import scalars_used
 from kir.search.evaluator import Evaluation
 
 # What a GPU job spent on the first candidate: not spent again on its duplicates.
-PHASE_DETAILS = frozenset({"build_s", "check_s", "lock_wait_s", "time_s"})
+PHASE_DETAILS = frozenset({"build_s", "check_s", "lock_wait_s", "time_s", "warm_s"})
 
 
 def code_lines(text: str) -> str:

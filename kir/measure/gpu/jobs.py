@@ -60,6 +60,11 @@ class GpuJob:
     # The kernel already emitted at ``sizes`` (a kir.backends.Emitted): the evaluator keyed
     # the candidate by it (kir.measure.same_source), so the GPU runs exactly that call.
     emitted: Any = None
+    # The same kernel emitted at ``warm_sizes``, small sizes it was validated at, when that
+    # call builds the same GPU kernel (see :func:`_warm_up`): its run compiles the kernel
+    # outside the GPU lock, so a timing elsewhere need not wait for the compile.
+    warm_sizes: dict[str, int] | None = None
+    warm_emitted: Any = None
 
     def case_key(self) -> tuple:
         """What the worker's cached inputs and expected outputs depend on."""
@@ -216,7 +221,7 @@ def build_gpu_case(job: GpuJob, runner: Runner) -> _Prepared:
 
 
 def run_job(job: GpuJob, runner: Runner,
-            cache: dict[tuple, _Prepared]) -> tuple[Evaluation, bool]:
+            cache: dict[tuple, Any]) -> tuple[Evaluation, bool]:
     """Emit, build, check once at the compiled sizes, then time. Returns the verdict and
     whether the worker must exit (its GPU context is unusable).
 
@@ -238,7 +243,7 @@ def run_job(job: GpuJob, runner: Runner,
     return Evaluation.rejected(Status.CRASH, error, trace=verdict.details.get("trace", "")), True
 
 
-def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
+def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],
                     lock: GpuLock) -> tuple[Evaluation, bool]:
     from kir.backends import emit
 
@@ -259,6 +264,7 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
         emitted = job.emitted if job.emitted is not None else \
             emit(job.kernel, prepared.bound, job.target)
         built = runner.build(emitted)
+        warm_s = _warm_up(job, runner, cache) if job.warm_emitted is not None else None
         waiting = time.perf_counter()
         with lock.shared():  # other workers may compile and check meanwhile, not time
             shared_wait = time.perf_counter() - waiting
@@ -300,9 +306,38 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, _Prepared],
               "lock_wait_s": round(shared_wait + locked_at - checked_at, 4),
               "time_s": round(done - locked_at, 4)}
     extra = {"cut_short": True} if timing.cut_short else {}
+    if warm_s is not None:  # inside build_s: the compile, when the warm-up did it
+        extra["warm_s"] = round(warm_s, 4)
     return Evaluation.timed(timing.median_ms, modelled=False, min_ms=timing.min_ms,
                             max_ms=timing.max_ms, spread=timing.spread, runs=timing.runs,
                             max_abs_err=err, **phases, **extra), False
+
+
+def _warm_up(job: GpuJob, runner: Runner, cache: dict[tuple, Any]) -> float:
+    """Run the job's kernel once at its small validated sizes, holding no lock: the first
+    run compiles (NVRTC / the Metal compiler, about a second of CPU), and the later run at
+    the compiled sizes finds the kernel built. Compiling under the shared lock (as the first
+    run at the compiled sizes does) makes every timing wait for the compiles in progress, so
+    with several workers the GPU lock, not the CPU, limited a search's candidates a second.
+
+    Sound to run unlocked because the candidate passed the interpreter at these sizes (no
+    access out of bounds there) and the evaluator sends a warm-up only for a kernel not
+    specialized to the compiled sizes whose call at these sizes builds the very same GPU
+    kernel (source, helpers and shared memory alike); the GPU work is one launch at
+    validation sizes, microseconds beside a timing's median of many runs. Outputs are not
+    checked here: the check at the compiled sizes follows. Returns its seconds."""
+    from kir.spec import load_spec, load_spec_text
+
+    started = time.perf_counter()
+    key = ("warm", job.spec_path, tuple(sorted(job.warm_sizes.items())), job.seed)
+    if key not in cache:
+        spec = load_spec(job.spec_path) if job.spec_text is None else \
+            load_spec_text(job.spec_text, job.spec_path)
+        inputs = spec.bind(dict(job.warm_sizes)).make_inputs(job.seed)
+        cache[key] = Case(f"warm-up at sizes {sizes_label(job.warm_sizes)}",
+                          dict(job.warm_sizes), inputs, {}, {})
+    runner.run(runner.build(job.warm_emitted), cache[key])  # its outputs are dropped
+    return time.perf_counter() - started
 
 
 def _trace() -> str:

@@ -1,0 +1,111 @@
+"""The GPU worker's warm-up: a candidate is compiled by a run at small validated sizes that
+holds no GPU lock, so timings in other workers do not wait for its compile.
+
+Run in this process on the CPU emulator (no GPU here): a recording runner notes, for every
+run, the sizes it ran at and whether this process held the GPU lock then (a non-blocking
+exclusive ``flock`` on a fresh descriptor fails while any descriptor holds it shared)."""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+
+from kir.backends import TARGETS, emit
+from kir.backends.mlx_runner import source_hash
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
+from kir.measure.gpu.worker import EmulatorRunner, GpuJob, run_job
+from kir.measure.mlx import MLXEvaluator
+from kir.rules import apply_step, context_for, parse_step
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SIZES = {"rows": 8, "cols": 100}
+
+
+class RecordingRunner(EmulatorRunner):
+    """The emulator, noting (sizes, lock held) for each run."""
+
+    def __init__(self, lock_path: str) -> None:
+        self.lock_path = lock_path
+        self.runs: list[tuple[dict, bool]] = []
+
+    def run(self, built, case):
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            held = False
+        except BlockingIOError:
+            held = True
+        finally:
+            os.close(fd)
+        self.runs.append((dict(case.sizes), held))
+        return super().run(built, case)
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return load_kernel(EXAMPLES / "softmax.cu", sizes=SIZES)
+
+
+def test_warm_up_runs_at_the_small_sizes_before_the_lock(loaded, tmp_path):
+    lock = str(tmp_path / "gpu.lock")
+    small = loaded.spec.bind({"rows": 2, "cols": 33})
+    job = GpuJob(loaded.kernel, str(loaded.bound.spec.path.resolve()), dict(SIZES), "cuda",
+                 warmup=0, repeat=1, lock_path=lock, warm_sizes=dict(small.sizes),
+                 warm_emitted=emit(loaded.kernel, small, "cuda"))
+    runner = RecordingRunner(lock)
+    verdict, fatal = run_job(job, runner, {})
+    assert verdict.ok and not fatal, verdict
+    assert runner.runs[0] == ({"rows": 2, "cols": 33}, False)  # compiled, unlocked
+    assert runner.runs[1] == (SIZES, True)  # the check at the compiled sizes, locked
+    assert 0 < verdict.details["warm_s"] <= verdict.details["build_s"]
+
+
+def test_without_a_warm_up_the_first_run_is_the_locked_check(loaded, tmp_path):
+    lock = str(tmp_path / "gpu.lock")
+    job = GpuJob(loaded.kernel, str(loaded.bound.spec.path.resolve()), dict(SIZES), "cuda",
+                 warmup=0, repeat=1, lock_path=lock)
+    runner = RecordingRunner(lock)
+    verdict = run_job(job, runner, {})[0]
+    assert verdict.ok
+    assert runner.runs == [(SIZES, True)]
+    assert "warm_s" not in verdict.details
+
+
+@pytest.fixture(scope="module")
+def evaluator(loaded):
+    ev = MLXEvaluator(loaded, "cuda", runner=EmulatorRunner(), workers=1)
+    yield ev
+    ev.close()
+
+
+def test_the_evaluator_warms_at_the_smallest_validated_sizes(evaluator, loaded):
+    emitted, _ = evaluator.emitted_call(loaded.kernel)
+    job = evaluator.gpu_job(loaded.kernel, emitted)
+    # The spec validates at rows=8, cols=100 (compiled) and ragged cols=333: the only other
+    # size set is the ragged one.
+    assert job.warm_sizes == {"rows": 8, "cols": 333}
+    assert source_hash(job.warm_emitted) == source_hash(emitted)
+    assert job.warm_emitted.scalar_values != emitted.scalar_values  # really other sizes
+
+
+def test_no_warm_up_for_a_kernel_specialized_to_the_compiled_sizes(evaluator, loaded):
+    registry = load_registry()
+    ctx = context_for(loaded, TARGETS["cuda"])
+    special = apply_step(loaded.kernel, parse_step("specialize-param{param=cols}", registry),
+                         registry, ctx)
+    assert special.launch.specialized
+    job = evaluator.gpu_job(special, evaluator.emitted_call(special)[0])
+    assert job.warm_emitted is None and job.warm_sizes is None
+
+
+def test_no_warm_up_when_the_small_call_builds_another_kernel(evaluator, loaded):
+    emitted, _ = evaluator.emitted_call(loaded.kernel)
+    other = dataclasses.replace(emitted, source=emitted.source + "\n// other")
+    assert evaluator.warm_call(loaded.kernel, other) is None
+    assert evaluator.warm_call(loaded.kernel, emitted) is not None
