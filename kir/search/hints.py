@@ -11,6 +11,7 @@ every hint like any other candidate; a hint is a suggestion, never trusted.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -83,6 +84,17 @@ def _is_mac(stmt: Node) -> bool:
            if isinstance(side, Var) and side.name == stmt.name]
     other = value.right if own and own[0] is value.left else value.left
     return bool(own) and isinstance(other, Binary) and other.op == "*"
+
+
+def _inner_bounds(loop: For) -> list[str]:
+    """The variables bounding the loops nested in ``loop`` (a tile loop's row and column
+    counts: specializing the scalar parameters among them lets the compiler unroll)."""
+    names: list[str] = []
+    for inner in _loops(loop.body):
+        for name in sorted(used_vars(inner.cond) - {inner.var}):
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def matmul_nest(kernel: Kernel) -> tuple[str, str] | None:
@@ -230,8 +242,21 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         # FlashAttention-2's warps: each query row owned by a warp whose lanes split the
         # head dimension (dot products combined by shuffles, the output row in registers
         # spread over the lanes) instead of one thread per row.
-        out.append(("flash-attention-2-warps", [*registers[:-len(_finishing(kernel))],
-                                                *_warp_rows(), *_finishing(kernel)]))
+        warps = [*registers[:-len(_finishing(kernel))], *_warp_rows(), *_finishing(kernel)]
+        out.append(("flash-attention-2-warps", warps))
+        # The same with the sizes the nest's inner loops run to made constants (as
+        # FlashAttention's templates are), so the compiler unrolls those loops and keeps the
+        # score row in registers: on the H200 at 16-row tiles 1.62 -> 1.09 ms (BENCHMARKS.md
+        # "Round 7"). With 32-row tiles (1024 threads) a score row in registers needs more
+        # registers than a block that size may have, so a variant keeps it in shared memory
+        # (one promotion fewer: the query row, l, m, O and the query tile's row, not S).
+        constants = [Want("specialize-param", (name,)) for name in _inner_bounds(tile_loop)]
+        if constants:
+            out.append(("flash-attention-2-warps-constant", [*constants, *warps]))
+            shared_scores = [dataclasses.replace(w, repeat=5)
+                             if w.rule == "promote-to-registers" else w for w in warps]
+            out.append(("flash-attention-2-warps-constant-shared-scores",
+                        [*constants, *shared_scores]))
     mm = None if nest else matmul_nest(kernel)  # attention holds matmuls; FA2 covers them
     if not nest and not mm and direct_matmul(kernel):
         out += _warp_tiled(kernel)  # one element of C per thread: only the rebuild fits
