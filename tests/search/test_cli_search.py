@@ -226,6 +226,25 @@ def test_hint_detectors_see_the_shapes():
     assert matmul_nest(load_kernel(EXAMPLES / "softmax.cu").kernel) is None
 
 
+@pytest.mark.parametrize("path", [EXAMPLES / "flash_attn.cu",
+                                  EXAMPLES.parent / "tests/rules/data/flash_attn_rows.cu"])
+def test_attention_hints_specialize_the_inner_loop_bounds(path):
+    """Both loop orders of FlashAttention get the warps recipe with the scalars bounding the
+    nest's inner loops (the head size d, the key tile Bc) made constants first, once with
+    the score row in registers and once without."""
+    loaded = load_kernel(path, sizes={"B": 1, "H": 2, "N": 64, "D": 64, "T": 32})
+    found = {h.name: h for h in hints(loaded.kernel, load_registry(), context_for(
+        loaded, TARGETS["cuda"]))}
+    full, shared = (found["flash-attention-2-warps-constant"],
+                    found["flash-attention-2-warps-constant-shared-scores"])
+    for hint in (full, shared):
+        constants = {s.site for s in hint.steps if s.rule == "specialize-param"}
+        assert {"d", "Bc"} <= constants and not constants & {"N", "softmax_scale"}
+    promoted = [{s.site for s in h.steps if s.rule == "promote-to-registers"}
+                for h in (full, shared)]
+    assert promoted[0] - promoted[1] == {"sram_S"}
+
+
 def test_hints_are_real_steps_and_skip_missing_rules():
     loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 4, "cols": 96})
     registry = load_registry()
