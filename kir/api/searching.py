@@ -72,13 +72,10 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
         return ModelEvaluator(loaded, profile=MODEL_PROFILE, check_sizes=check_sizes,
                               timeout_s=timeout_s)
     # Half the cores compile candidates in GPU workers (a compile takes about a second of one
-    # core); timings still run one at a time. Half validate on the interpreter: a generation
-    # is validated before its candidates compile, and with a quarter of the cores an
-    # attention search on the H200 spent 10-12 s between generations validating while the
-    # GPU workers idled (BENCHMARKS.md "Round 7").
+    # core); timings still run one at a time.
     cores = os.cpu_count() or 2
     return MLXEvaluator(loaded, target=target, check_sizes=check_sizes, timeout_s=timeout_s,
-                        workers=max(2, cores // 2), gpu_workers=max(1, min(8, cores // 2)))
+                        workers=max(2, cores // 4), gpu_workers=max(1, min(8, cores // 2)))
 
 
 def cluster_search_evaluator(loaded: Loaded, request: "SearchRequest",
