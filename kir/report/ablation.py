@@ -39,18 +39,54 @@ def evaluate_cached(kernel: Kernel, genome: Sequence[Step], evaluator: Evaluator
                     db: TuningDB | None, key: TuningKey | None) -> tuple[Evaluation, bool]:
     """The evaluation of ``kernel`` from the database when it knows it, else from the
     evaluator (then recorded). Returns it and whether it came from the database."""
-    fp = kernel.fingerprint()
-    if db is not None and key is not None:
-        known = db.lookup(key, fp)
+    return evaluate_all_cached([(kernel, genome)], evaluator, db, key)[0]
+
+
+def evaluate_all_cached(candidates: Sequence[tuple[Kernel, Sequence[Step]]],
+                        evaluator: Evaluator, db: TuningDB | None, key: TuningKey | None
+                        ) -> list[tuple[Evaluation, bool]]:
+    """:func:`evaluate_cached` for several (kernel, genome) pairs, in order. The ones the
+    database does not know go to the evaluator together (``evaluate_many`` where it has
+    it: a GPU evaluator compiles them side by side on its workers, which one at a time took
+    a second or more each) and each kernel is judged once however often it appears."""
+    out: list[tuple[Evaluation, bool] | None] = [None] * len(candidates)
+    todo: dict[str, list[int]] = {}  # fingerprint -> positions needing the evaluator
+    for i, (kernel, _) in enumerate(candidates):
+        fp = kernel.fingerprint()
+        known = db.lookup(key, fp) if db is not None and key is not None else None
         if known is not None:
-            return known, True
-    try:
-        evaluation = evaluator.evaluate(kernel)
-    except Exception as exc:  # noqa: BLE001 - as in the search: a crash rejects the candidate
-        evaluation = Evaluation.rejected(Status.CRASH, f"evaluating raised {type(exc).__name__}: {exc}")
-    if db is not None and key is not None:
-        db.record(key, fp, [str(s) for s in genome], evaluation)
-    return evaluation, False
+            out[i] = (known, True)
+        else:
+            todo.setdefault(fp, []).append(i)
+    firsts = [positions[0] for positions in todo.values()]
+    verdicts = _evaluate([candidates[i][0] for i in firsts], evaluator)
+    for first, evaluation in zip(firsts, verdicts):
+        kernel, genome = candidates[first]
+        if db is not None and key is not None:
+            db.record(key, kernel.fingerprint(), [str(s) for s in genome], evaluation)
+        for i in todo[kernel.fingerprint()]:
+            out[i] = (evaluation, False)
+    return out  # type: ignore[return-value]
+
+
+def _evaluate(kernels: Sequence[Kernel], evaluator: Evaluator) -> list[Evaluation]:
+    """The evaluator's verdicts on ``kernels``, in order; as in the search, an exception
+    rejects that candidate only (a batch that raises is finished one at a time)."""
+    verdicts: list[Evaluation] = []
+    many = getattr(evaluator, "evaluate_many", None)
+    if callable(many) and len(kernels) > 1:
+        try:
+            for evaluation in many(list(kernels)):
+                verdicts.append(evaluation)
+        except Exception:  # noqa: BLE001 - the rest go through evaluate, one by one
+            pass
+    for kernel in kernels[len(verdicts):]:
+        try:
+            verdicts.append(evaluator.evaluate(kernel))
+        except Exception as exc:  # noqa: BLE001 - a crash rejects the candidate only
+            verdicts.append(Evaluation.rejected(
+                Status.CRASH, f"evaluating raised {type(exc).__name__}: {exc}"))
+    return verdicts
 
 
 def verdict(effect: float | None, status: str) -> str:
@@ -68,16 +104,20 @@ def ablate(base: Kernel, steps: Sequence[Step], best_ms: float, registry: Mappin
            ctx: RuleContext, evaluator: Evaluator, db: TuningDB | None = None,
            key: TuningKey | None = None) -> list[AblationRow]:
     """For each step of the winning trace ``steps``: replay the others, evaluate, and compare
-    with ``best_ms``."""
-    rows = []
-    for i, step in enumerate(steps):
+    with ``best_ms``. The replays are evaluated as one batch (:func:`evaluate_all_cached`)."""
+    replays: list[tuple[Kernel, Sequence[Step]] | Evaluation] = []
+    for i in range(len(steps)):
         rest = list(steps[:i]) + list(steps[i + 1:])
         try:
             applied = apply_trace(base, rest, registry, ctx)
-            evaluation, cached = evaluate_cached(applied.kernel, applied.applied, evaluator,
-                                                 db, key)
+            replays.append((applied.kernel, applied.applied))
         except Exception as exc:  # noqa: BLE001 - a rule's crash on replay is a finding too
-            evaluation, cached = Evaluation.rejected(Status.CRASH, str(exc)), False
+            replays.append(Evaluation.rejected(Status.CRASH, str(exc)))
+    judged = iter(evaluate_all_cached([r for r in replays if not isinstance(r, Evaluation)],
+                                      evaluator, db, key))
+    rows = []
+    for step, replay in zip(steps, replays):
+        evaluation, cached = (replay, False) if isinstance(replay, Evaluation) else next(judged)
         effect = evaluation.time_ms / best_ms if evaluation.ok and best_ms else None
         rows.append(AblationRow(str(step), evaluation.status, evaluation.time_ms, effect,
                                 verdict(effect, evaluation.status), cached))
