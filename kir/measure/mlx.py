@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 from kir.driver.load import Loaded
 from kir.errors import KirError
 from kir.ir import Kernel
-from kir.measure.cases import DEFAULT_MAX_STEPS, DEFAULT_SEEDS, Case, Validating
+from kir.measure.cases import DEFAULT_MAX_STEPS, DEFAULT_SEEDS, Case, Validating, judged_cases
 from kir.measure.device import describe_gpu
 from kir.measure.gpu.pool import GpuPool
 from kir.measure.gpu.worker import GpuJob, GpuWorker, MLXRunner, Runner, build_gpu_case
@@ -66,7 +66,7 @@ class MLXEvaluator(Validating):
         self.repeat = repeat
         self.give_up_factor = give_up_factor
         self.best_ms: float | None = None
-        self._warm_bound = self._smallest_validated()
+        self._warm_bound = self._smallest_validated() if 0 in seeds else None
         # ``stats`` (from Validating) adds where the GPU evaluation time went: GPU jobs and
         # their seconds, the compile + first run ("build_s"), output check and timing
         # seconds inside them, emitting here, and the candidates answered by source.
@@ -243,8 +243,11 @@ class MLXEvaluator(Validating):
         from kir.backends import emit
         from kir.backends.mlx_runner import source_hash
 
-        if emitted is None or self._warm_bound is None or kernel.launch.specialized:
+        if emitted is None or self._warm_bound is None:
             return None
+        judged, specialized = judged_cases(kernel, self.context)
+        if specialized or not any(c.sizes == self._warm_bound.sizes for c in judged):
+            return None  # not validated at the warm-up's sizes: running it there may fault
         try:
             small = emit(kernel, self._warm_bound, self.target)
         except Exception:  # noqa: BLE001 - the compiled-size call is what gets judged
@@ -271,7 +274,8 @@ class MLXEvaluator(Validating):
 
     def _smallest_validated(self):
         """The bound spec at the validation case with the fewest input elements, when those
-        sizes are not the compiled ones (else a warm-up would cost what the check does)."""
+        sizes are not the compiled ones (else a warm-up would cost what the check does).
+        The worker makes the warm-up's inputs with seed 0, one of the validation seeds."""
         cases = [c for c in self.context.cases if c.sizes != self.time_sizes]
         if not cases:
             return None

@@ -104,6 +104,18 @@ def test_no_warm_up_for_a_kernel_specialized_to_the_compiled_sizes(evaluator, lo
     assert job.warm_emitted is None and job.warm_sizes is None
 
 
+def test_no_warm_up_for_a_kernel_that_baked_a_size_in_unmarked(evaluator, loaded):
+    """A kernel that no longer reads a size parameter is judged at the compiled sizes only
+    (kir.measure.cases.judged_cases), flag or no flag: it gets no run at other sizes."""
+    registry = load_registry()
+    ctx = context_for(loaded, TARGETS["cuda"])
+    special = apply_step(loaded.kernel, parse_step("specialize-param{param=cols}", registry),
+                         registry, ctx)
+    unmarked = dataclasses.replace(special, launch=dataclasses.replace(special.launch,
+                                                                       specialized=False))
+    assert evaluator.warm_call(unmarked, evaluator.emitted_call(unmarked)[0]) is None
+
+
 def test_no_warm_up_when_the_small_call_builds_another_kernel(evaluator, loaded):
     emitted, _ = evaluator.emitted_call(loaded.kernel)
     other = dataclasses.replace(emitted, source=emitted.source + "\n// other")
