@@ -7,7 +7,10 @@ keep the history and the best.
 
 from __future__ import annotations
 
+import contextlib
 import random
+import signal
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -78,6 +81,7 @@ class Session:
     _applied: dict[Genome, Applied] = field(init=False, default_factory=dict)
     _start: float = field(init=False, default_factory=time.monotonic)
     _seconds: Counter = field(init=False, default_factory=Counter)  # the engine's phases
+    interrupted: bool = field(init=False, default=False)  # Ctrl-C arrived (see _noting_ctrl_c)
     _evaluator_before: Phases = field(init=False, default_factory=Phases)
 
     def __post_init__(self) -> None:
@@ -195,6 +199,8 @@ class Session:
         self._record(cand, cached=False)
 
     def _stop_reason(self, pending: int) -> str | None:
+        if self.interrupted:
+            return "interrupted"
         if len(self.history) + pending >= self.config.budget:
             return "budget"
         limit = self.config.time_limit_s
@@ -213,7 +219,7 @@ class Session:
             iterator = iter(many([cand.kernel for cand in fresh]))
         done = 0
         for cand in fresh:
-            if done and self._stop_reason(0) == "time":
+            if done and self._stop_reason(0) in ("time", "interrupted"):
                 break
             evaluation, iterator = self._call(iterator, cand.kernel)
             self.complete(cand, evaluation)
@@ -336,7 +342,8 @@ def search(kernel: Kernel, registry: Mapping[str, Rule], evaluator: Evaluator,
     session = Session(kernel, registry, evaluator, ctx or RuleContext(),
                       config or SearchConfig(), db, progress, key)
     try:
-        stopped = run_strategy(session, [tuple(h) for h in hints])
+        with _noting_ctrl_c(session):
+            stopped = run_strategy(session, [tuple(h) for h in hints])
     except StopSearch as stop:
         stopped = stop.reason
     except KeyboardInterrupt:
@@ -344,3 +351,27 @@ def search(kernel: Kernel, registry: Mapping[str, Rule], evaluator: Evaluator,
         # result as any; the caller writes it and exits 130.
         stopped = "interrupted"
     return session.result(stopped)
+
+
+@contextlib.contextmanager
+def _noting_ctrl_c(session: Session):
+    """While the search runs, Ctrl-C also sets ``session.interrupted`` (then raises
+    KeyboardInterrupt as Python's own handler does). Python drops an exception raised while
+    it runs a finalizer or a callback ("Exception ignored in ..."), so a KeyboardInterrupt
+    can vanish and the search would run on to its budget; the flag stops it at the next
+    candidate regardless. Only in the main thread, and only over Python's default handler
+    (a caller's own handler, or Ctrl-C ignored, is left as it is)."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def note(signum, frame):  # noqa: ARG001
+        session.interrupted = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
