@@ -9,10 +9,23 @@ import os
 import signal
 import time
 
+import pytest
+
 from kir.search import SearchConfig, search
 
 from .doubles import FunctionEvaluator
 from .search_toy import CTX, toy_evaluate, toy_kernel, toy_registry
+
+
+@pytest.fixture(autouse=True)
+def sigint_deliverable():
+    """SIGINT handled by Python's default handler and not blocked during each test (in some
+    full-suite runs it reached no process: see tests/reliability/test_interrupt.py)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    yield
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    signal.signal(signal.SIGINT, previous)
 
 
 def test_a_swallowed_ctrl_c_still_stops_the_search():
