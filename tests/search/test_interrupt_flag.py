@@ -17,15 +17,8 @@ from .doubles import FunctionEvaluator
 from .search_toy import CTX, toy_evaluate, toy_kernel, toy_registry
 
 
-@pytest.fixture(autouse=True)
-def sigint_deliverable():
-    """SIGINT handled by Python's default handler and not blocked during each test (in some
-    full-suite runs it reached no process: see tests/reliability/test_interrupt.py)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    yield
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    signal.signal(signal.SIGINT, previous)
+# Each test sends or raises a real Ctrl-C in this process (see tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("sigint_deliverable")
 
 
 def test_a_swallowed_ctrl_c_still_stops_the_search():
