@@ -42,7 +42,8 @@ __all__ = [
     'loops', 'loop_labels', 'find_loop', 'replace_stmt', 'replace_loop', 'declared_names',
     'all_names', 'fresh_name', 'next_loop_label', 'used_vars', 'assigned_vars', 'buffers_read',
     'buffers_written', 'has_matrix_stmts', 'substitute', 'rename_var', 'CanonicalLoop',
-    'canonical', 'counted_loop', 'launch_step', 'constant_trip_count', 'THREAD_VARYING', 'thread_dependent_vars',
+    'canonical', 'counted_loop', 'launch_step', 'constant_trip_count', 'THREAD_VARYING',
+    'thread_dependent_vars',
     'is_thread_dependent', 'map_stmts', 'own_exprs', 'has_own_exit', 'single_defs',
     'accumulation', 'sum_terms', 'conjuncts', 'chain_operands', 'strip_casts',
 ]

@@ -360,9 +360,9 @@ def _noting_ctrl_c(session: Session):
     it runs a finalizer or a callback ("Exception ignored in ..."), so a KeyboardInterrupt
     can vanish and the search would run on to its budget: seen when Ctrl-C came while a
     validation worker was being forked ("Exception ignored in: <function _releaseLock>",
-    logging's after-fork callback; 1 of 15 interrupted searches on a loaded machine, and the
-    interrupt test in 2 of 4 CI runs). The flag stops it at the next candidate regardless. Only in the main thread, and only over Python's default handler
-    (a caller's own handler, or Ctrl-C ignored, is left as it is)."""
+    logging's after-fork callback; 1 of 15 interrupted searches on a loaded machine). The
+    flag stops it at the next candidate regardless. Only in the main thread, and only over
+    Python's default handler (a caller's own handler, or Ctrl-C ignored, is left as is)."""
     if threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield

@@ -10,7 +10,7 @@ decide it), before the rule's rewrite.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from kir import analysis
 from kir.analysis.affine import Poly, difference, substitute_values
@@ -66,10 +66,16 @@ def runtime_alignment(accesses, var: str, width: int) -> Expr | None:
         seen.add(start)
         t = index.type
         checks.append(Binary("==", Binary("%", start, Const(width, t), t), Const(0, t), BOOL))
-    if not checks:
+    return all_of(checks)
+
+
+def all_of(conditions: Sequence[Expr]) -> Expr | None:
+    """``conditions`` joined by ``&&`` in order (the vector loops' run-time checks); None
+    when there are none."""
+    if not conditions:
         return None
-    cond = checks[0]
-    for more in checks[1:]:
+    cond = conditions[0]
+    for more in conditions[1:]:
         cond = Binary("&&", cond, more, BOOL)
     return cond
 

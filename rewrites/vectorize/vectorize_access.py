@@ -8,6 +8,7 @@ from typing import Mapping
 
 from kir.rewrites.vectorize.vector_loop import (
     VectorLoopRule,
+    all_of,
     base_of,
     is_multiple,
     runtime_alignment,
@@ -199,7 +200,7 @@ def _apart(plan: _Plan, width: int) -> Expr | None:
     by_base = {}
     for buffer, index, base in plan.accesses:
         by_base.setdefault(buffer, {})[tuple(sorted(base.items()))] = starts[index]
-    cond: Expr | None = None
+    checks: list[Expr] = []
     for buffer, bases in plan.stored_only:
         for i, a in enumerate(bases):
             for b in bases[i + 1:]:
@@ -208,10 +209,10 @@ def _apart(plan: _Plan, width: int) -> Expr | None:
                     continue  # a constant distance: checked in misaligned()
                 x, y = (by_base[buffer][tuple(sorted(p.items()))] for p in (a, b))
                 t = x.type
-                far = Binary("||", Binary(">=", Binary("-", x, y, t), Const(width, t), BOOL),
-                             Binary(">=", Binary("-", y, x, t), Const(width, t), BOOL), BOOL)
-                cond = far if cond is None else Binary("&&", cond, far, BOOL)
-    return cond
+                checks.append(Binary(
+                    "||", Binary(">=", Binary("-", x, y, t), Const(width, t), BOOL),
+                    Binary(">=", Binary("-", y, x, t), Const(width, t), BOOL), BOOL))
+    return all_of(checks)
 
 
 def _rewrite(kernel: Kernel, plan: _Plan, width: int) -> Kernel:
@@ -223,10 +224,8 @@ def _rewrite(kernel: Kernel, plan: _Plan, width: int) -> Kernel:
     covered: Expr = Binary("*", Binary("/", stop, w, loop.type), w, loop.type)
     # Alignment and non-overlap that only the spec's values prove are checked at run time
     # (the scalar remainder loop then does all the work), so the kernel stays general.
-    checks = [c for c in (runtime_alignment(plan.accesses, loop.var, width),
-                          _apart(plan, width)) if c is not None]
-    aligned = None if not checks else checks[0] if len(checks) == 1 else \
-        Binary("&&", checks[0], checks[1], BOOL)
+    aligned = all_of([c for c in (runtime_alignment(plan.accesses, loop.var, width),
+                                  _apart(plan, width)) if c is not None])
     covered = vector_end(covered, aligned)
     vector_loop = dataclasses.replace(
         loop, cond=Binary("<", x, covered, BOOL), update=Binary("+", x, w, loop.type),
