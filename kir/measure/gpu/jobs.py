@@ -66,6 +66,13 @@ class GpuJob:
     warm_sizes: dict[str, int] | None = None
     warm_emitted: Any = None
 
+    def spec(self):
+        """The job's spec: its file, or its text read as if from that file."""
+        from kir.spec import load_spec, load_spec_text
+
+        return load_spec(self.spec_path) if self.spec_text is None else \
+            load_spec_text(self.spec_text, self.spec_path)
+
     def case_key(self) -> tuple:
         """What the worker's cached inputs and expected outputs depend on."""
         return (self.spec_path, tuple(sorted(self.sizes.items())), self.target, self.seed,
@@ -202,11 +209,8 @@ def build_gpu_case(job: GpuJob, runner: Runner) -> _Prepared:
     """The bound spec and the check case at the job's sizes: seeded inputs, and the spec
     reference's outputs (or, without one, the baseline kernel's outputs through ``runner``)."""
     from kir.backends import emit
-    from kir.spec import load_spec, load_spec_text
 
-    spec = load_spec(job.spec_path) if job.spec_text is None else \
-        load_spec_text(job.spec_text, job.spec_path)
-    bound = spec.bind(dict(job.sizes))
+    bound = job.spec().bind(dict(job.sizes))
     inputs = bound.make_inputs(job.seed)
     expected = bound.reference(copy_inputs(inputs))
     if expected is None:
@@ -326,14 +330,10 @@ def _warm_up(job: GpuJob, runner: Runner, cache: dict[tuple, Any]) -> float:
     kernel (source, helpers and shared memory alike); the GPU work is one launch at
     validation sizes, microseconds beside a timing's median of many runs. Outputs are not
     checked here: the check at the compiled sizes follows. Returns its seconds."""
-    from kir.spec import load_spec, load_spec_text
-
     started = time.perf_counter()
     key = ("warm", job.spec_path, tuple(sorted(job.warm_sizes.items())), job.seed)
     if key not in cache:
-        spec = load_spec(job.spec_path) if job.spec_text is None else \
-            load_spec_text(job.spec_text, job.spec_path)
-        inputs = spec.bind(dict(job.warm_sizes)).make_inputs(job.seed)
+        inputs = job.spec().bind(dict(job.warm_sizes)).make_inputs(job.seed)
         cache[key] = Case(f"warm-up at sizes {sizes_label(job.warm_sizes)}",
                           dict(job.warm_sizes), inputs, {}, {})
     runner.run(runner.build(job.warm_emitted), cache[key])  # its outputs are dropped
