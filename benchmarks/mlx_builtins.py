@@ -38,6 +38,12 @@ def builtin(name: str, inputs: dict):
     if name == "rms_norm":
         eps = float(inputs["epsilon"])
         return "mx.fast.rms_norm", lambda: mx.fast.rms_norm(a["input"], a["weight"], eps)
+    if name == "layernorm_forward":
+        return "mx.fast.layer_norm", \
+            lambda: mx.fast.layer_norm(a["inp"], a["weight"], a["bias"], 1e-5)
+    if name == "rms_norm_inplace":
+        eps = float(inputs["epsilon"])
+        return "mx.fast.rms_norm", lambda: mx.fast.rms_norm(a["x"], a["weight"], eps)
     if name == "softmax_forward":
         return "mx.softmax", lambda: mx.softmax(a["inp"], axis=-1)
     if name == "dot":

@@ -47,6 +47,14 @@ CASES = {
     "corpus-softmax": ("tests/corpus/llm_train.cu",
                        "tests/corpus/llm_train.softmax_forward.kir.toml",
                        {"N": 8192, "C": 8192}, 60, "softmax_forward", 1.0),
+    # llm.c's warp-per-row layer norm (cooperative groups; it also writes each row's mean
+    # and rstd) and an in-place RMS norm a warp a row over a grid-stride loop of rows
+    # (tests/rules/data): the block-rows hints on kernels written unlike the example.
+    "corpus-layernorm": ("tests/corpus/llm_train.cu",
+                         "tests/corpus/llm_train.layernorm_forward.kir.toml",
+                         {"N": 8192, "C": 8192}, 60, "layernorm_forward", 1.0),
+    "warp-rows-rms-norm": ("tests/rules/data/rmsnorm_warp_rows.cu", None,
+                           {"tokens": 8192, "hidden": 8192}, 60, "rms_norm_inplace", 1.0),
     # Reductions written in other styles (tests/rules/data): a CUDA-by-example dot product
     # (grid-stride while loop, while-loop tree) and a row sum of squares with shuffle macros
     # and a 2-D grid.

@@ -39,10 +39,10 @@ def _var(e: Expr, name: str) -> bool:
 
 
 def _halving(loop: For, start_ok) -> bool:
-    """``for (s = START; s > 0; s = s / 2 | s >> 1)`` with ``start_ok(START)``."""
+    """``for (s = START; s > 0 | s >= 1; s = s / 2 | s >> 1)`` with ``start_ok(START)``."""
     c, u, v = loop.cond, loop.update, loop.var
-    if not (isinstance(c, Binary) and c.op == ">" and _var(c.left, v)
-            and isinstance(c.right, Const) and c.right.value == 0):
+    if not (isinstance(c, Binary) and _var(c.left, v) and isinstance(c.right, Const)
+            and (c.op, c.right.value) in ((">", 0), (">=", 1))):
         return False
     if not (isinstance(u, Binary) and _var(u.left, v) and isinstance(u.right, Const)
             and ((u.op == "/" and u.right.value == 2) or (u.op == ">>" and u.right.value == 1))):

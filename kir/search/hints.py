@@ -323,6 +323,18 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
                   Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]
         out.append(("row-in-shared", staged))
         out.append(("online-row-in-shared", [Want("online-softmax", any_site=True), *staged]))
+        # A row longer than one warp streams well: a block a row (widen-warps), its warp
+        # reductions made block reductions, then 128-bit loads in every row loop. On the
+        # H200 at 8192 x 8192 a layer norm a warp a row with float2 stores took 0.367 ms, a
+        # block of 256 a row with float4 loads 0.277 (512: 0.379, 1024: 0.626; BENCHMARKS.md
+        # "Round 8").
+        for threads in (256, 512):
+            out.append((f"block-rows-{threads}", [
+                Want("warp-reduce", any_site=True, repeat=4),
+                Want("widen-warps", ("x",), {"threads": threads}),
+                Want("hoist-invariant", any_site=True, repeat=4),
+                Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+                *_finishing(kernel)]))
     if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
            for n in kernel.body.walk()):
         # Block partials added atomically to one fixed address (a reduction to a scalar):
@@ -351,6 +363,12 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         out.append(("warp-rows-vectorized", [
             Want("resize-block", ("x",), {"threads": 32}), *_warp_rows(),
             Want("online-softmax", any_site=True),
+            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            *_finishing(kernel)]))
+        # Long rows: a block a row once the warp owns it (see block-rows above).
+        out.append(("thread-rows-to-block-rows", [
+            Want("resize-block", ("x",), {"threads": 32}), *_warp_rows(),
+            Want("widen-warps", ("x",), {"threads": 256}),
             Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
             *_finishing(kernel)]))
     scans = recurrence_loops(kernel)

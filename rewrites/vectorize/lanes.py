@@ -142,18 +142,24 @@ def lane_uniform(kernel: Kernel, expr: Expr, at: Position, tainted: set[str],
                 if pos is not None and lane_uniform(kernel, defs[n.name], pos, tainted,
                                                     depth + 1):
                     return Const(0, I32)
-            elif _combined_before(kernel, at, n.name):
+            elif _combined_before(kernel, at, n.name, tainted, depth):
                 return Const(0, I32)
         return None
     probe = transform(expr, proven)
     return not is_lane_varying(probe, tainted, kernel.launch.block)  # type: ignore[arg-type]
 
 
-def _combined_before(kernel: Kernel, at: Position, name: str) -> bool:
+def _combined_before(kernel: Kernel, at: Position, name: str, tainted: set[str],
+                     depth: int) -> bool:
     """The last write of ``name`` before ``at`` in its block is an xor butterfly that the
-    whole warp runs."""
-    for stmt in reversed(at.block.stmts[:at.index]):
+    whole warp runs, or an assignment of a value uniform where it is made (a warp
+    reduction's result, a block reduction's total: ``v = reduce.sum(v)``, ``v = total``)."""
+    for i in range(at.index - 1, -1, -1):
+        stmt = at.block.stmts[i]
         if name in analysis.assigned_vars(stmt):
+            if isinstance(stmt, Assign):
+                return depth < 16 and lane_uniform(
+                    kernel, stmt.value, Position(at.block, i, at.ancestors), tainted, depth + 1)
             comb = lane_combine(stmt)
             return comb is not None and comb[:2] == (name, "xor") \
                 and not lane_varying_context(kernel, stmt)

@@ -298,11 +298,13 @@ def _combined(kernel: Kernel, loop: For, reductions: dict[str, str]) -> NotAppli
                 and state.get(stmt.init.name) == "partial":
             state[stmt.name], ops[stmt.name] = "partial", ops[stmt.init.name]  # a copy
             continue
-        comb = lane_combine(stmt)
+        comb = lane_combine(stmt) or _reduced(stmt)
         if comb is not None and state.get(comb[0]) == "partial" and ops[comb[0]] == comb[2]:
             if lane_varying_context(kernel, stmt):
                 return NotApplicable(f"the combine of {comb[0]} is not run by the whole warp")
-            if comb[1] == "xor":
+            if comb[1] == "reduce" and not (isinstance(stmt, Assign) and stmt.name == comb[0]):
+                continue  # the total went to another name; the partial stays unread
+            if comb[1] in ("xor", "reduce"):
                 del state[comb[0]]  # every lane holds the warp's total
             else:
                 state[comb[0]] = "lane0"
@@ -316,6 +318,17 @@ def _combined(kernel: Kernel, loop: For, reductions: dict[str, str]) -> NotAppli
         elif analysis.assigned_vars(stmt) & set(state):
             return NotApplicable("a partial reduction is written conditionally")
     return None
+
+
+def _reduced(stmt: Stmt) -> tuple[str, str, str] | None:
+    """``(v, "reduce", op)`` when ``stmt`` is ``v = reduce.op(v)`` or ``let t = reduce.op(v)``:
+    a warp reduction (or the first level of a block reduction, ``widen-warps``) leaves the
+    total of every lane's partial on every lane, as an xor butterfly does."""
+    value = stmt.value if isinstance(stmt, Assign) else \
+        stmt.init if isinstance(stmt, Declare) else None
+    if not (isinstance(value, WarpReduce) and isinstance(value.value, Var)):
+        return None
+    return value.value.name, "reduce", "+" if value.op == "sum" else value.op
 
 
 def _partial_reads(stmt: Stmt, state: dict[str, str]) -> str | None:

@@ -11,3 +11,9 @@ def dot(args, sizes):
 def row_sumsq(args, sizes):
     x = args["x"].astype(np.float64)
     return {"out": (args["out"] + (x ** 2).sum(axis=1)).astype(np.float32)}
+
+
+def rms_norm_inplace(args, sizes):
+    x = args["x"].astype(np.float64)
+    inv = 1.0 / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-6)
+    return {"x": (x * inv * args["weight"]).astype(np.float32)}

@@ -1,0 +1,562 @@
+"""widen-warps: give each warp's work to a whole block: its lane-strided loops spread over the
+block's threads, its warp reductions made block reductions."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kir import analysis
+from kir.analysis import accumulation, strip_casts
+from kir.analysis.parallel import is_thread_x, position_of, stmts_in_order
+from kir.ir import (
+    Alloc,
+    Assign,
+    Atomic,
+    Barrier,
+    Binary,
+    Block,
+    Break,
+    Call,
+    Cast,
+    Const,
+    Declare,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Load,
+    MatrixFill,
+    MatrixLoad,
+    MatrixMultiplyAccumulate,
+    MatrixStore,
+    Node,
+    Return,
+    Select,
+    Shuffle,
+    Special,
+    Stmt,
+    Store,
+    Var,
+    WarpReduce,
+    While,
+    transform,
+)
+from kir.ir.fold import fold_expr
+from kir.ir.nodes import WARP
+from kir.ir.types import BOOL, I32, U32, ScalarType
+from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
+
+_MATRIX = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
+_REDUCE_OP = {"+": "sum", "max": "max", "min": "min"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What widen-warps found: the warps per block of the original launch, the locals that
+    hold the lane index, the warp index or ``thread.x`` itself, the lane-strided loops (by
+    label) and, for each loop, the partial results it leaves for a warp reduction
+    (name → reduction op)."""
+
+    warps: int
+    lane_vars: frozenset[str]
+    warp_vars: frozenset[str]
+    tid_vars: frozenset[str]
+    loops: frozenset[str]
+    partials: dict[str, str]
+
+
+class WidenWarps(BaseRule):
+    """Give each warp's work to a whole block: a warp-per-row kernel becomes block-per-row.
+
+    CUDA practice: a row of 8192 floats is too long for one warp to stream at full bandwidth
+    and to keep in registers; fast row kernels (Apex and PyTorch layer norm for long rows,
+    vLLM's RMS norm, MLX's own row reductions) give each row a block, the row's loops striding
+    over all of its threads and each reduction done in two levels — a warp reduction by
+    shuffles, then the warps' partials combined through shared memory (CUDA C++ Programming
+    Guide, "Warp Shuffle Functions"; Harris, "Optimizing Parallel Reduction in CUDA"). With
+    ``resize-block``-style freedom in ``threads`` the row can then be held in registers
+    (``specialize-param`` on the row length and ``unroll-loop``).
+
+    The launch goes from ``G`` blocks of ``32 R`` threads (``R`` rows a block, warp ``w`` of
+    block ``b`` owning item ``b R + w``) to ``G x R`` blocks of ``threads``: the warp index
+    becomes ``block.y`` and ``block_dim.x`` the old width everywhere but in the loops, so block
+    ``(b, w)`` owns the item warp ``w`` of block ``b`` owned. A loop ``for (c = lane; c < n;
+    c += 32)`` becomes ``for (c = thread.x; c < n; c += block_dim.x)``; a warp reduction of its
+    partials ``reduce.op(p)`` becomes a block reduction (each warp's result through a shared
+    array of 32, read back by every thread); code under ``lane == 0`` runs on thread 0.
+
+    Legality checked: a one-dimensional block of whole warps and grid; ``thread.x`` appears
+    only as the lane (``% 32``, ``& 31``) or warp (``/ 32``, ``>> 5``) index; the lane index
+    only starts lane-strided loops or tests ``lane == 0``; no shuffle but a broadcast of a
+    warp-uniform value, no matrix fragment, barrier or shared memory; every warp reduction is
+    of a loop's partial, in warp-uniform control flow, as a whole statement's operand. A
+    lane-strided loop carries only partials ``p = p op term`` (op +, max, min) that start from
+    the identity (``0`` for a sum) and are read after the loop only by a warp reduction with
+    the same op; it has no break or return. Memory a lane-strided loop writes is touched
+    elsewhere only by lane-strided loops at the same index ``base + c`` (so by the same
+    thread); memory written outside them is not read; atomics outside them run under ``lane
+    == 0`` with warp-uniform operands. Sums are reassociated.
+    """
+
+    name = "widen-warps"
+    site_key = "dim"
+
+    @dataclass(frozen=True)
+    class Params:
+        threads: int = choice(1024, 256, 512, 128, 64)
+
+    def candidates(self, kernel: Kernel) -> list[str]:
+        return ["x"]
+
+    def plan(self, kernel: Kernel, site: str) -> Plan | NotApplicable:
+        return _plan(kernel)
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
+              ctx: RuleContext) -> Kernel:
+        return _widen(kernel, match.plan, params.threads)
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+def _plan(kernel: Kernel) -> Plan | NotApplicable:
+    bx, by, bz = kernel.launch.block
+    if (by, bz) != (1, 1) or bx % WARP:
+        return NotApplicable("the block is not one-dimensional with whole warps")
+    if kernel.launch.grid[1:] != ("1", "1"):
+        return NotApplicable("the grid is not one-dimensional")
+    for n in kernel.body.walk():
+        if isinstance(n, _MATRIX + (Barrier,)) or (isinstance(n, Alloc) and n.space == "shared"):
+            return NotApplicable(f"the kernel already works across warps "
+                                 f"({type(n).__name__})")
+        if isinstance(n, Shuffle) and n.mode != "idx":
+            return NotApplicable("a shuffle other than a broadcast (run warp-reduce on the "
+                                 "kernel's hand-written reductions first)")
+        if isinstance(n, Special) and n.axis in ("y", "z") and n.kind != "block_dim":
+            return NotApplicable(f"the kernel reads {n.kind}.{n.axis}")
+    defs = analysis.single_defs(kernel)
+    tid_vars = {k for k, v in defs.items() if is_thread_x(v)}
+    lane_vars = {k for k, v in defs.items() if _lane_form(v, tid_vars)}
+    warp_vars = {k for k, v in defs.items() if _warp_form(v, tid_vars)}
+    loops = [lp for lp in analysis.loops(kernel) if _lane_loop(lp, lane_vars, tid_vars)]
+    problem = _thread_uses(kernel, loops, lane_vars, tid_vars)
+    if problem:
+        return NotApplicable(problem)
+    if not loops:
+        return NotApplicable("no loop strides over the lanes (c = lane; ...; c += 32)")
+    partials: dict[str, str] = {}
+    for lp in loops:
+        found = _loop_partials(kernel, lp, loops)
+        if isinstance(found, str):
+            return NotApplicable(found)
+        partials.update(found)
+    problem = _outside_loops(kernel, loops, partials, lane_vars, tid_vars) \
+        or _memory(kernel, loops)
+    if problem:
+        return NotApplicable(problem)
+    return Plan(bx // WARP, frozenset(lane_vars), frozenset(warp_vars), frozenset(tid_vars),
+                frozenset(lp.label for lp in loops), partials)
+
+
+def _is_tid(e: Expr, tid_vars: set[str]) -> bool:
+    e = strip_casts(e)
+    return is_thread_x(e) or (isinstance(e, Var) and e.name in tid_vars)
+
+
+def _const(e: Expr, value: int) -> bool:
+    e = strip_casts(e)
+    return isinstance(e, Const) and not isinstance(e.value, bool) and e.value == value
+
+
+def _lane_form(e: Expr, tid_vars: set[str]) -> bool:
+    """``lane``, ``thread.x % 32`` or ``thread.x & 31`` (under casts)."""
+    e = strip_casts(e)
+    if isinstance(e, Special) and e.kind == "lane":
+        return True
+    return isinstance(e, Binary) and _is_tid(e.left, tid_vars) and (
+        (e.op == "%" and _const(e.right, WARP)) or (e.op == "&" and _const(e.right, WARP - 1)))
+
+
+def _warp_form(e: Expr, tid_vars: set[str]) -> bool:
+    """``warp``, ``thread.x / 32`` or ``thread.x >> 5`` (under casts)."""
+    e = strip_casts(e)
+    if isinstance(e, Special) and e.kind == "warp":
+        return True
+    return isinstance(e, Binary) and _is_tid(e.left, tid_vars) and (
+        (e.op == "/" and _const(e.right, WARP)) or (e.op == ">>" and _const(e.right, 5)))
+
+
+def _is_lane(e: Expr, lane_vars: set[str], tid_vars: set[str]) -> bool:
+    s = strip_casts(e)
+    return _lane_form(s, tid_vars) or (isinstance(s, Var) and s.name in lane_vars)
+
+
+def _lane_loop(loop: For, lane_vars: set[str], tid_vars: set[str]) -> bool:
+    """``for (c = lane; c < n; c = c + 32)`` (or ``+ warp_size``)."""
+    u = loop.update
+    step = isinstance(u, Binary) and u.op == "+" and isinstance(strip_casts(u.left), Var) \
+        and strip_casts(u.left).name == loop.var and (
+            _const(u.right, WARP) or (isinstance(strip_casts(u.right), Special)
+                                      and strip_casts(u.right).kind == "warp_size"))
+    c = loop.cond
+    bounded = isinstance(c, Binary) and c.op in ("<", "<=") \
+        and isinstance(strip_casts(c.left), Var) and strip_casts(c.left).name == loop.var
+    return step and bounded and _is_lane(loop.init, lane_vars, tid_vars)
+
+
+def _lane_test(cond: Expr, lane_vars: set[str], tid_vars: set[str]) -> Binary | None:
+    """The test ``lane == 0`` (either way round) when ``cond`` is it or a conjunction with
+    it (``lane == 0 && p != nullptr``), else None."""
+    if isinstance(cond, Binary) and cond.op == "&&":
+        return _lane_test(cond.left, lane_vars, tid_vars) or \
+            _lane_test(cond.right, lane_vars, tid_vars)
+    if _is_zero_lane(cond, lane_vars, tid_vars):
+        return cond  # type: ignore[return-value]
+    return None
+
+
+def _is_zero_lane(e: Expr, lane_vars: set[str], tid_vars: set[str]) -> bool:
+    """``lane == 0`` or ``0 == lane``."""
+    return isinstance(e, Binary) and e.op == "==" and any(
+        _is_lane(a, lane_vars, tid_vars) and _const(b, 0)
+        for a, b in ((e.left, e.right), (e.right, e.left)))
+
+
+def _thread_uses(kernel: Kernel, loops: list[For], lane_vars: set[str],
+                 tid_vars: set[str]) -> str:
+    """Why ``thread.x`` or the lane index is used other than as this rule maps it, or ""."""
+    allowed: set[int] = set()
+
+    def allow(e: Expr) -> None:
+        allowed.update(id(n) for n in e.walk())
+
+    for lp in loops:
+        allow(lp.init)
+    for n in kernel.body.walk():
+        if isinstance(n, Declare) and n.name in lane_vars | tid_vars and n.init is not None:
+            allow(n.init)
+        elif isinstance(n, If) and _lane_test(n.cond, lane_vars, tid_vars) is not None:
+            allow(_lane_test(n.cond, lane_vars, tid_vars))
+        elif isinstance(n, Expr) and _warp_form(n, tid_vars):
+            allow(n)
+        elif isinstance(n, (Declare, Assign)) and n.name in lane_vars | tid_vars:
+            return f"the lane index {n.name!r} is assigned"
+    for n in kernel.body.walk():
+        if id(n) in allowed:
+            continue
+        if _is_lane(n, lane_vars, tid_vars) if isinstance(n, Expr) else False:
+            return ("the lane index is used other than to start a loop striding by 32 or "
+                    "to test lane == 0")
+        if isinstance(n, Expr) and _is_tid(n, tid_vars):
+            return "thread.x is used other than as the lane or warp index"
+    return ""
+
+
+def _loop_partials(kernel: Kernel, loop: For, loops: list[For]) -> dict[str, str] | str:
+    """The partials ``loop`` accumulates (name → op), or why its iterations cannot go to
+    other threads."""
+    declared = analysis.declared_names(loop.body) | {loop.var}
+    ops: dict[str, str] = {}
+    for n in loop.body.walk():
+        if isinstance(n, (Break, Return, Barrier, Shuffle, WarpReduce)):
+            return f"{loop.label} holds a {type(n).__name__.lower()}"
+        if isinstance(n, For) and n is not loop and n.label in {lp.label for lp in loops}:
+            return f"{loop.label} holds another lane-strided loop"
+        if isinstance(n, Atomic) and n.result is not None and n.result not in declared:
+            return f"{loop.label} keeps an atomic's old value past the iteration"
+        if isinstance(n, Assign) and n.name not in declared:
+            found = accumulation(n.value, Var(n.name, n.value.type))
+            if found is None or n.name in analysis.used_vars(found[1]):
+                return f"{loop.label} carries {n.name!r} from one iteration to the next"
+            if ops.setdefault(n.name, found[0]) != found[0]:
+                return f"{loop.label} accumulates {n.name!r} with two operators"
+    pos = position_of(kernel, loop)
+    if pos is None:
+        return f"{loop.label} is not found"
+    before, after = pos.block.stmts[:pos.index], pos.block.stmts[pos.index + 1:]
+    partials: dict[str, str] = {}
+    for name, op in ops.items():
+        problem = _starts_at_identity(before, name, op)
+        copies = problem or _reduced_after(after, name, _REDUCE_OP[op])
+        if isinstance(copies, str):
+            return f"{loop.label}'s partial {name!r}: {copies}"
+        partials.update({copy: _REDUCE_OP[op] for copy in copies})
+    return partials
+
+
+def _starts_at_identity(before: tuple[Stmt, ...], name: str, op: str) -> str:
+    """Why the partial's value entering the loop may not be the op's identity, or "". A max
+    or min may start anywhere (they are idempotent); a sum must start at 0 — otherwise each
+    thread would add its start once and the block would count it ``threads`` times."""
+    for stmt in reversed(before):
+        if isinstance(stmt, (Declare, Assign)) and stmt.name == name:
+            value = stmt.init if isinstance(stmt, Declare) else stmt.value
+            if op != "+" or (value is not None and _const(value, 0)) or (
+                    isinstance(value, Const) and value.value == 0):
+                return ""
+            return "a sum that does not start at 0"
+        if name in analysis.assigned_vars(stmt):
+            return "set in a nested statement before the loop"
+    return "not set right before the loop"
+
+
+def _reduced_after(after: tuple[Stmt, ...], name: str, op: str) -> set[str] | str:
+    """The partial and its copies (``let w = p``: a helper function's argument, inlined),
+    when each is read after the loop only by a warp reduction with ``op`` until it is
+    overwritten (``p = reduce.op(p)`` leaves the total in it); else why not."""
+    live = {name}
+    seen = {name}
+    for stmt in after:
+        touched = (analysis.used_vars(stmt) | analysis.assigned_vars(stmt)) & live
+        if not touched:
+            continue
+        if isinstance(stmt, Declare) and isinstance(stmt.init, Var) and stmt.init.name in live:
+            live.add(stmt.name)
+            seen.add(stmt.name)
+            continue
+        reads = [n for n in stmt.walk() if isinstance(n, Var) and n.name in live]
+        reduced = {id(n.value) for n in stmt.walk() if isinstance(n, WarpReduce)
+                   and n.op == op and isinstance(n.value, Var) and n.value.name in live}
+        if not isinstance(stmt, (Declare, Assign, Store)) or \
+                any(id(r) not in reduced for r in reads):
+            return f"read after the loop other than by a warp {op}"
+        if isinstance(stmt, Assign) and stmt.name in live:
+            live.discard(stmt.name)
+            if not live:
+                break
+    return seen
+
+
+def _guarded(kernel: Kernel, lane_vars: set[str], tid_vars: set[str]) -> dict[int, If]:
+    """Every node under a ``lane == 0`` test (id → the test's If)."""
+    return {id(n): s for s in kernel.body.walk() if isinstance(s, If)
+            and _lane_test(s.cond, lane_vars, tid_vars) is not None for n in s.then.walk()}
+
+
+def _outside_loops(kernel: Kernel, loops: list[For], partials: dict[str, str],
+                   lane_vars: set[str], tid_vars: set[str]) -> str:
+    """Why a statement outside the lane-strided loops would not compute the same in every
+    thread of the block after the rewrite, or "".
+
+    Outside those loops only the partials (read by warp reductions alone, checked) and the
+    ``lane == 0`` tests tell lanes apart, so everything else the warp computed was the same
+    in all its lanes; what this checks is that nothing escapes a ``lane == 0`` test, that
+    every warp reduction can become a block reduction, and that shuffles only broadcast."""
+    inside = {id(n) for lp in loops for n in lp.walk()}
+    guarded = _guarded(kernel, lane_vars, tid_vars)
+    for stmt in stmts_in_order(kernel.body):
+        if id(stmt) in inside:
+            continue
+        guard = guarded.get(id(stmt))
+        if isinstance(stmt, If) and _lane_test(stmt.cond, lane_vars, tid_vars) is not None \
+                and stmt.orelse is not None:
+            return "a lane == 0 test with an else branch"
+        if guard is not None:
+            if isinstance(stmt, Return):
+                return "a return under lane == 0"
+            if isinstance(stmt, Assign) and stmt.name not in analysis.declared_names(guard.then):
+                return f"{stmt.name!r} is set under lane == 0 and read by every lane"
+        if isinstance(stmt, Atomic) and (guard is None or stmt.result is not None):
+            return (f"an atomic on {stmt.buffer!r} outside the lane-strided loops that is "
+                    "not a lone lane == 0 update")
+        exprs = [n for n in stmt.children() if isinstance(n, Expr)]
+        for n in (m for e in exprs for m in e.walk()):
+            if not isinstance(n, WarpReduce):
+                continue
+            if not isinstance(stmt, (Declare, Assign, Store)):
+                return f"a warp reduction inside a {type(stmt).__name__.lower()}"
+            if guard is not None:
+                return "a warp reduction under lane == 0"
+            if not (isinstance(n.value, Var) and partials.get(n.value.name) == n.op):
+                return "a warp reduction of something other than a loop's partials"
+            if any(isinstance(m, Select) or (isinstance(m, Binary) and m.op in ("&&", "||"))
+                   for e in exprs for m in e.walk() if _holds(m, n)):
+                return "a warp reduction under a conditional expression"
+    return ""
+
+
+def _holds(outer: Node, inner: Node) -> bool:
+    return outer is not inner and any(m is inner for m in outer.walk())
+
+
+def _memory(kernel: Kernel, loops: list[For]) -> str:
+    """Why memory accesses would see other threads' values after the rewrite, or ""."""
+    in_loop: dict[int, For] = {id(n): lp for lp in loops for n in lp.walk()}
+    loop_written = {n.buffer for lp in loops for n in lp.walk() if isinstance(n, (Store, Atomic))}
+    loop_read = {n.buffer for lp in loops for n in lp.walk() if isinstance(n, Load)}
+    other_written = {n.buffer for n in kernel.body.walk()
+                     if isinstance(n, (Store, Atomic)) and id(n) not in in_loop}
+    bases: dict[str, Expr] = {}
+    for n in kernel.body.walk():
+        if not isinstance(n, (Load, Store, Atomic)):
+            continue
+        if isinstance(n, Load) and n.buffer in other_written:
+            return f"{n.buffer!r} is read after a write outside the lane-strided loops"
+        owner = in_loop.get(id(n))
+        if owner is None:
+            if n.buffer in loop_written:
+                return f"{n.buffer!r} is written by a lane-strided loop and used outside them"
+        elif n.buffer in loop_written and n.buffer in loop_read:
+            base = _base_of(n.index, owner.var)
+            if base is None or bases.setdefault(n.buffer, base) != base:
+                return (f"{n.buffer!r} is written and read by lane-strided loops at indices "
+                        "that differ (another thread may own the element)")
+    return ""
+
+
+def _base_of(index: Expr, var: str) -> Expr | None:
+    """``B`` when ``index`` is ``B + var``, ``var + B`` or ``var`` (``B`` free of ``var``)."""
+    e = strip_casts(index)
+    if isinstance(e, Var) and e.name == var:
+        return Const(0, I32)
+    if isinstance(e, Binary) and e.op == "+":
+        for a, b in ((e.left, e.right), (e.right, e.left)):
+            if isinstance(strip_casts(b), Var) and strip_casts(b).name == var \
+                    and var not in analysis.used_vars(a):
+                return a
+    return None
+
+
+# ---------------------------------------------------------------------- the rewrite
+
+
+def _widen(kernel: Kernel, plan: Plan, threads: int) -> Kernel:
+    old_width = plan.warps * WARP
+    lanes, tids = set(plan.lane_vars), set(plan.tid_vars)
+
+    def visit(n: Node) -> Node | None:
+        if isinstance(n, Expr) and _warp_form(n, tids):
+            return Special("block", "y", U32) if n.type == U32 else Cast(
+                Special("block", "y", U32), n.type)
+        if isinstance(n, Special) and n.kind == "block_dim" and n.axis == "x":
+            return Const(old_width, n.type)
+        if isinstance(n, Special) and n.kind == "warp_size":
+            return Const(WARP, n.type)
+        if isinstance(n, Shuffle):  # a broadcast of a warp-uniform value (checked)
+            return n.value
+        if isinstance(n, Expr) and _is_zero_lane(n, lanes, tids):  # only in If tests (checked)
+            return Binary("==", Special("thread", "x", U32), Const(0, U32), BOOL)
+        if isinstance(n, For) and n.label in plan.loops:
+            t = n.type
+            return dataclasses.replace(
+                n, init=Cast(Special("thread", "x", U32), t),
+                update=Binary("+", Var(n.var, t), Cast(Special("block_dim", "x", U32), t), t))
+        return None
+
+    body = transform(kernel.body, visit)
+    body = _drop_unused(body, lanes | tids | set(plan.warp_vars))
+    scratch = _Scratch()
+    body = _block_reductions(kernel, body, False, scratch)
+    body = transform(body, lambda n: fold_expr(n) if isinstance(n, Expr) else None)
+    body = dataclasses.replace(body, stmts=tuple(scratch.allocs) + body.stmts)
+    grid = kernel.launch.grid
+    if plan.warps > 1:
+        grid = (grid[0], str(plan.warps), "1")
+    launch = dataclasses.replace(kernel.launch, grid=grid, block=(threads, 1, 1))
+    return dataclasses.replace(kernel, body=body, launch=launch)
+
+
+def _drop_unused(body: Block, names: set[str]) -> Block:
+    """``body`` without the declarations of ``names`` that nothing reads any more."""
+    read = analysis.used_vars(body)
+
+    def visit(n: Node) -> Node | None:
+        if isinstance(n, Block) and any(isinstance(s, Declare) and s.name in names
+                                        and s.name not in read for s in n.stmts):
+            return dataclasses.replace(n, stmts=tuple(
+                s for s in n.stmts if not (isinstance(s, Declare) and s.name in names
+                                           and s.name not in read)))
+        return None
+
+    return transform(body, visit)
+
+
+@dataclass
+class _Scratch:
+    """What the block reductions add: their shared arrays, and the names and loop labels
+    taken so far (each reduction needs fresh ones)."""
+
+    allocs: list[Alloc] = dataclasses.field(default_factory=list)
+    names: set[str] = dataclasses.field(default_factory=set)
+    labels: set[str] = dataclasses.field(default_factory=set)
+
+    def name(self, kernel: Kernel, base: str) -> str:
+        fresh = analysis.fresh_name(kernel, base, self.names)
+        self.names.add(fresh)
+        return fresh
+
+    def label(self, kernel: Kernel) -> str:
+        fresh = analysis.next_loop_label(kernel, self.labels)
+        self.labels.add(fresh)
+        return fresh
+
+
+def _block_reductions(kernel: Kernel, block: Block, in_loop: bool, scratch: _Scratch) -> Block:
+    """``block`` with every warp reduction made a block reduction (statements inserted
+    before the statement that holds it); the shared arrays it needs go to ``scratch``."""
+    out: list[Stmt] = []
+    for stmt in block.stmts:
+        if isinstance(stmt, (For, While)):
+            stmt = dataclasses.replace(stmt, body=_block_reductions(kernel, stmt.body, True,
+                                                                    scratch))
+        elif isinstance(stmt, If):
+            stmt = dataclasses.replace(
+                stmt, then=_block_reductions(kernel, stmt.then, in_loop, scratch),
+                orelse=None if stmt.orelse is None
+                else _block_reductions(kernel, stmt.orelse, in_loop, scratch))
+        elif isinstance(stmt, Block):
+            stmt = _block_reductions(kernel, stmt, in_loop, scratch)
+        elif isinstance(stmt, (Declare, Assign, Store)):
+            totals: dict[int, Var] = {}
+            for red in [n for n in stmt.walk() if isinstance(n, WarpReduce)]:
+                stmts, totals[id(red)] = _block_reduce(kernel, red, in_loop, scratch, stmt.loc)
+                out += stmts
+            if totals:
+                stmt = transform(stmt, lambda n: totals.get(id(n)))
+        out.append(stmt)
+    return dataclasses.replace(block, stmts=tuple(out))
+
+
+def _block_reduce(kernel: Kernel, red: WarpReduce, in_loop: bool, scratch: _Scratch,
+                  loc) -> tuple[list[Stmt], Var]:
+    """The statements reducing ``red``'s operand over the block, and the variable holding
+    the total in every thread: a warp reduction, each warp's result to a shared slot, then
+    every thread combining the slots. Inside a loop a barrier closes it, so that the next
+    round's writes wait for this round's reads."""
+    t: ScalarType = red.type
+    total = scratch.name(kernel, f"{_name_of(red)}_block")
+    buf = scratch.name(kernel, f"{_name_of(red)}_warps")
+    slot = scratch.name(kernel, "w")
+    scratch.allocs.append(Alloc(buf, t, WARP, "shared", loc=loc))
+    tid = Special("thread", "x", U32)
+    lane0 = Binary("==", Binary("%", tid, Const(WARP, U32), U32), Const(0, U32), BOOL)
+    warp = Binary("/", tid, Const(WARP, U32), U32)
+    sv, tv = Var(slot, I32), Var(total, t)
+    warps = Cast(Binary("/", Special("block_dim", "x", U32), Const(WARP, U32), U32), I32)
+    stmts: list[Stmt] = [
+        Declare(total, t, WarpReduce(red.op, red.value, t), loc),
+        If(lane0, Block((Store(buf, warp, tv, loc),), loc), None, loc),
+        Barrier("block", loc),
+        Assign(total, Load(buf, Const(0, I32), t), loc),
+        For(scratch.label(kernel), slot, I32, Const(1, I32), Binary("<", sv, warps, BOOL),
+            Binary("+", sv, Const(1, I32), I32),
+            Block((Assign(total, _combine(red.op, tv, Load(buf, sv, t)), loc),), loc),
+            loc=loc),
+    ]
+    if in_loop:
+        stmts.append(Barrier("block", loc))
+    return stmts, tv
+
+
+def _name_of(red: WarpReduce) -> str:
+    value = strip_casts(red.value)
+    return value.name if isinstance(value, Var) else "partial"
+
+
+def _combine(op: str, left: Expr, right: Expr) -> Expr:
+    t = left.type
+    return Binary("+", left, right, t) if op == "sum" else Call(op, (left, right), t)
+
+
+RULES = [WidenWarps()]
