@@ -325,9 +325,9 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         out.append(("online-row-in-shared", [Want("online-softmax", any_site=True), *staged]))
         # A row longer than one warp streams well: a block a row (widen-warps), its warp
         # reductions made block reductions, then 128-bit loads in every row loop. On the
-        # H200 at 8192 x 8192 a layer norm a warp a row with float2 stores took 0.367 ms, a
-        # block of 256 a row with float4 loads 0.277 (512: 0.379, 1024: 0.626; BENCHMARKS.md
-        # "Round 8").
+        # H200 at 8192 x 8192, timed alone in two runs, a layer norm a warp a row with
+        # float2 stores took 0.367 / 0.390 ms, a block a row with float4 loads 0.277 / 0.241
+        # at 256 threads, 0.379 / 0.228 at 512, 0.626 at 1024 (BENCHMARKS.md "Round 8").
         for threads in (256, 512):
             out.append((f"block-rows-{threads}", [
                 Want("warp-reduce", any_site=True, repeat=4),

@@ -74,9 +74,9 @@ class WidenWarps(BaseRule):
     vLLM's RMS norm, MLX's own row reductions) give each row a block, the row's loops striding
     over all of its threads and each reduction done in two levels — a warp reduction by
     shuffles, then the warps' partials combined through shared memory (CUDA C++ Programming
-    Guide, "Warp Shuffle Functions"; Harris, "Optimizing Parallel Reduction in CUDA"). With
-    ``resize-block``-style freedom in ``threads`` the row can then be held in registers
-    (``specialize-param`` on the row length and ``unroll-loop``).
+    Guide, "Warp Shuffle Functions"; Harris, "Optimizing Parallel Reduction in CUDA"). The
+    block's width is the rule's ``threads`` parameter; ``vectorize-strided`` then gives the
+    row loops 128-bit loads, and ``split-reduction`` can spread the combine of the slots.
 
     The launch goes from ``G`` blocks of ``32 R`` threads (``R`` rows a block, warp ``w`` of
     block ``b`` owning item ``b R + w``) to ``G x R`` blocks of ``threads``: the warp index
