@@ -31,6 +31,10 @@ CASES = {
                        {"B": 1, "H": 16, "N": 1024, "D": 64}, 120, "flash_attn", 0.5),
     "attention-4096": ("examples/flash_attn.cu", None,
                        {"B": 1, "H": 16, "N": 4096, "D": 64}, 120, "flash_attn", 0.5),
+    # A FlashAttention-1 kernel written unlike the example (tests/rules/data: a K/V tile
+    # loop per thread row, no cooperative staging loop, the grid over query tiles).
+    "attention-rows-1024": ("tests/rules/data/flash_attn_rows.cu", None,
+                            {"B": 1, "H": 16, "N": 1024, "D": 64}, 120, "flash_attn", 0.5),
     "matmul-2048": ("examples/sgemm.cu", None, {"M": 2048, "N": 2048, "K": 2048}, 90,
                     "sgemm", 0.5),
     "reduce-16M": ("examples/reduce.cu", None, {"n": 1 << 24}, 60, "reduce", 0.5),

@@ -257,6 +257,19 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
                              if w.rule == "promote-to-registers" else w for w in warps]
             out.append(("flash-attention-2-warps-constant-shared-scores",
                         [*constants, *shared_scores]))
+            # A key a lane: with the query tile's row and the score row left in shared
+            # memory, distribute-loop spreads the loops over the key tile (scores, their
+            # max, the exponentials and their sum) instead of each dot product: a lane
+            # computes a whole score (no warp reduction a key) and the warp combines the
+            # row's max and sum once a tile. Padding the K tile's rows keeps the lanes,
+            # which read one K row each, off one bank. On the H200 at N=1024: 0.778 ms
+            # against 1.13 for the shared-scores variant (BENCHMARKS.md "Round 8").
+            per_key = [dataclasses.replace(w, repeat=4)
+                       if w.rule == "promote-to-registers" else w for w in warps]
+            out.append(("flash-attention-2-constant-lane-per-key", [
+                *constants, *per_key[:-len(_finishing(kernel))],
+                Want("pad-shared", any_site=True, params={"pad": 1}, repeat=4),
+                *_finishing(kernel)]))
     mm = None if nest else matmul_nest(kernel)  # attention holds matmuls; FA2 covers them
     if not nest and not mm and direct_matmul(kernel):
         out += _warp_tiled(kernel)  # one element of C per thread: only the rebuild fits

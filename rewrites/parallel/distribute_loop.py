@@ -38,7 +38,7 @@ from kir.ir import (
 from kir.ir.fold import fold_expr
 from kir.ir.nodes import WARP
 from kir.ir.types import BOOL, ScalarType
-from kir.rewrites.split_reduction import reduction_of
+from kir.rewrites.parallel.accumulators import accumulators
 from kir.rules import LoopRule, Match, NotApplicable, RuleContext
 
 
@@ -46,12 +46,14 @@ from kir.rules import LoopRule, Match, NotApplicable, RuleContext
 @dataclass(frozen=True)
 class Plan:
     """What distribute-loop found: the loops to spread (site first), the per-thread arrays
-    whose elements they share out (name → per-lane size), and which loops are reductions
-    ``acc = acc op term`` (label → (acc, op, term))."""
+    whose elements they share out (name → per-lane size), what each loop accumulates
+    (label → {acc: op}), and the loops whose shared-memory writes the warp must see before
+    it reads them (labels: a warp barrier goes before and after each)."""
 
     loops: tuple[For, ...]
     arrays: dict[str, int]
-    reductions: dict[str, tuple[str, str, Expr]]
+    reductions: dict[str, dict[str, str]]
+    fences: frozenset[str] = frozenset()
 
 
 class DistributeLoop(LoopRule):
@@ -93,7 +95,7 @@ class DistributeLoop(LoopRule):
             return group
         loops, arrays = group
         tainted = lane_varying_vars(kernel)
-        reductions: dict[str, tuple[str, str, Expr]] = {}
+        reductions: dict[str, dict[str, str]] = {}
         spread = {lp.label for lp in loops}
         for lp in loops:
             problem = _uniform(kernel, lp, tainted)
@@ -102,32 +104,30 @@ class DistributeLoop(LoopRule):
             if any(isinstance(n, For) and n.label in spread and n is not lp
                    for n in lp.body.walk()):
                 return NotApplicable(f"{lp.label} holds another loop that must be spread")
-            red = _reduction(lp)
-            if red is not None:
-                reductions[lp.label] = red
-                continue
-            problem = _independent(kernel, lp, arrays)
+            accs = accumulators(lp)
+            if isinstance(accs, str):
+                return NotApplicable(accs)
+            types = _acc_types(lp, accs)
+            if any(_identity(op, types[acc]) is None for acc, op in accs.items()):
+                return NotApplicable(f"{lp.label} accumulates with no identity to start from")
+            problem = _independent(kernel, lp, arrays, set(accs))
             if problem:
                 return NotApplicable(problem)
-        # Memory the spread loops write is, after them, split between lanes: used elsewhere
-        # only when a block barrier right after the writing loop makes every lane's part
-        # visible to all (the cooperative-load pattern).
-        fenced = {lp.label for lp in loops if _barrier_follows(kernel, lp)}
-        written = {n.buffer for lp in loops if lp.label not in fenced for n in lp.body.walk()
-                   if isinstance(n, Store) and n.buffer not in arrays}
-        inside = {id(n) for lp in loops for n in lp.walk()}
-        for n in kernel.body.walk():
-            if isinstance(n, (Load, Store, Atomic)) and n.buffer in written \
-                    and id(n) not in inside:
-                return NotApplicable(f"{n.buffer!r} is written by the spread loops and "
-                                     "used outside them")
+            if accs:
+                reductions[lp.label] = accs
+        fences = _fences(kernel, loops, arrays)
+        if isinstance(fences, NotApplicable):
+            return fences
         sizes = {name: math.ceil(size / WARP) for name, size in arrays.items()}
-        return Plan(loops, sizes, reductions)
+        return Plan(loops, sizes, reductions, fences)
 
     def apply(self, kernel: Kernel, match: Match, params, ctx: RuleContext) -> Kernel:
         plan: Plan = match.plan
         for lp in plan.loops:
             replacement = _spread(kernel, lp, plan)
+            if lp.label in plan.fences:
+                replacement = [Barrier("warp", loc=lp.loc), *replacement,
+                               Barrier("warp", loc=lp.loc)]
             kernel = analysis.replace_stmt(kernel, _current(kernel, lp.label), replacement)
         if plan.arrays:
             kernel = _compact(kernel, plan.arrays)
@@ -228,19 +228,52 @@ def _uniform(kernel: Kernel, loop: For, tainted: set[str]) -> str:
     return ""
 
 
-def _reduction(loop: For) -> tuple[str, str, Expr] | None:
-    """``(acc, op, term)`` when the loop is a reduction (:func:`reduction_of`: lets, then
-    ``acc = acc op term`` with op +, max, min) whose partials this rule can start from an
-    identity value."""
-    found = reduction_of(loop)  # then the body ends in the Assign to the accumulator
-    if found is None or _identity(found[1], loop.body.stmts[-1].value.type) is None:
-        return None
-    return found
+def _acc_types(loop: For, accs: dict[str, str]) -> dict[str, ScalarType]:
+    return {n.name: n.value.type for n in loop.body.walk()
+            if isinstance(n, Assign) and n.name in accs}
 
 
-def _independent(kernel: Kernel, loop: For, arrays: dict[str, int]) -> str:
-    """Why the iterations of ``loop`` cannot be shared out among lanes, or ""."""
-    declared = analysis.declared_names(loop.body)
+def _fences(kernel: Kernel, loops: tuple[For, ...],
+            arrays: dict[str, int]) -> frozenset[str] | NotApplicable:
+    """The spread loops that need warp barriers around them, or why memory they write would
+    be read wrong. Spread, a loop's writes are split between the lanes, so what it writes
+    is read elsewhere only when every lane's part is visible to the reader: after a block
+    barrier right after the loop (the cooperative-load pattern), or — for shared memory,
+    which before the rewrite every lane of the warp wrote alike and read back itself — after
+    a warp barrier (``__syncwarp``), which the rewrite puts after the loop (and one before
+    it, so that a round's writes wait for the previous round's reads). Inside the writing
+    loop itself a lane may read only what it wrote: the element it stores, at the same
+    index."""
+    shared = {n.name for n in kernel.body.walk() if isinstance(n, Alloc) and n.space == "shared"}
+    fenced = {lp.label for lp in loops if _barrier_follows(kernel, lp)}
+    writers: dict[str, set[str]] = {}
+    for lp in loops:
+        if lp.label in fenced:
+            continue
+        stores = [n for n in lp.body.walk() if isinstance(n, Store) and n.buffer not in arrays]
+        for st in stores:
+            writers.setdefault(st.buffer, set()).add(lp.label)
+            if st.buffer in shared and any(
+                    isinstance(n, Load) and n.buffer == st.buffer and n.index != st.index
+                    for n in lp.body.walk()):
+                return NotApplicable(f"{lp.label} reads {st.buffer!r} at another index than "
+                                     "it writes (another lane would write it)")
+    inside = {id(n) for lp in loops for n in lp.walk()}
+    fences: set[str] = set()
+    for n in kernel.body.walk():
+        if isinstance(n, (Load, Store, Atomic)) and n.buffer in writers \
+                and id(n) not in inside:
+            if n.buffer not in shared:
+                return NotApplicable(f"{n.buffer!r} is written by the spread loops and "
+                                     "used outside them")
+            fences |= writers[n.buffer]
+    return frozenset(fences)
+
+
+def _independent(kernel: Kernel, loop: For, arrays: dict[str, int], accs: set[str]) -> str:
+    """Why the iterations of ``loop`` cannot be shared out among lanes, or "" (assignments
+    to the accumulators ``accs`` are checked by :func:`accumulators`)."""
+    declared = analysis.declared_names(loop.body) | accs
     defs = analysis.single_defs(kernel)
     for n in loop.body.walk():
         if isinstance(n, (Barrier, Atomic, Break, Continue, Return)):
@@ -305,25 +338,22 @@ def _current(kernel: Kernel, label: str) -> For:
 
 
 def _spread(kernel: Kernel, loop: For, plan: Plan) -> list:
-    """The statements replacing ``loop``: its iterations dealt out to the lanes."""
+    """The statements replacing ``loop``: its iterations dealt out to the lanes, each lane
+    accumulating into partials that a warp reduction combines after the loop."""
     loop = _current(kernel, loop.label)
     canon = analysis.canonical(loop)
     t = loop.type
     lane = Cast(Special("lane"), t)
-    red = plan.reductions.get(loop.label)
-    body = loop.body
-    part = None
-    if red is not None:
-        acc, op, term = red
-        acc_type = body.stmts[-1].value.type
-        part = analysis.fresh_name(kernel, f"{acc}_part")
-        last = body.stmts[-1]
-        body = dataclasses.replace(body, stmts=body.stmts[:-1] + (dataclasses.replace(
-            last, name=part, value=_combine(op, Var(part, acc_type), term)),))
+    accs = plan.reductions.get(loop.label, {})
+    types = _acc_types(loop, accs)
+    parts: dict[str, str] = {}
+    for acc in accs:
+        parts[acc] = analysis.fresh_name(kernel, f"{acc}_part", set(parts.values()))
+    body = _renamed(loop.body, parts)
     if any(_indexes(loop, name) for name in plan.arrays):
         # x = lane + 32 k for k = 0 .. slots - 1, guarded by the loop's own condition.
         slots = max(size for name, size in plan.arrays.items() if _indexes(loop, name))
-        k = analysis.fresh_name(kernel, f"{loop.var}_slot", {part} if part else None)
+        k = analysis.fresh_name(kernel, f"{loop.var}_slot", set(parts.values()))
         kv = Var(k, t)
         x = Binary("+", lane, Binary("*", kv, Const(WARP, t), t), t)
         inner = Block((Declare(loop.var, t, x, loop.loc),
@@ -338,13 +368,24 @@ def _spread(kernel: Kernel, loop: For, plan: Plan) -> list:
         new_loop = dataclasses.replace(
             loop, init=start, body=body, kind="serial", unroll=None,
             update=Binary("+", Var(loop.var, t), Const(canon.step * WARP, t), t))
-    if red is None:
-        return [new_loop]
-    acc, op, term = red
-    acc_type = loop.body.stmts[-1].value.type
-    total = _combine(op, Var(acc, acc_type), WarpReduce(op, Var(part, acc_type), acc_type))
-    return [Declare(part, acc_type, _identity(op, acc_type), loop.loc), new_loop,
-            Assign(acc, total, loop.loc)]
+    before = [Declare(part, types[acc], _identity(accs[acc], types[acc]), loop.loc)
+              for acc, part in parts.items()]
+    after = [Assign(acc, _combine(accs[acc], Var(acc, types[acc]),
+                                  WarpReduce(accs[acc], Var(part, types[acc]), types[acc])),
+                    loop.loc) for acc, part in parts.items()]
+    return [*before, new_loop, *after]
+
+
+def _renamed(body: Block, names: dict[str, str]) -> Block:
+    """``body`` with the variables ``names`` maps read and assigned under their new names."""
+    def visit(n: Node) -> Node | None:
+        if isinstance(n, Var) and n.name in names:
+            return dataclasses.replace(n, name=names[n.name])
+        if isinstance(n, Assign) and n.name in names:
+            return dataclasses.replace(n, name=names[n.name])
+        return None
+
+    return transform(body, visit)
 
 
 def _indexes(loop: For, name: str) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from kir.rewrites.shared_tiles.tiles import TileForm, TileRule, add, relayout, scale
 
 from kir.ir import Kernel
-from kir.rules import Match, RuleContext, choice
+from kir.rules import Match, NotApplicable, RuleContext, choice
 
 
 class PadShared(TileRule):
@@ -19,7 +19,8 @@ class PadShared(TileRule):
     Best Practices Guide, "Shared Memory and Memory Banks"; the padded transpose example,
     ``__shared__ float tile[TILE_DIM][TILE_DIM + 1]``). Apple GPUs bank threadgroup memory too.
 
-    Legality checked: the tile is a static shared array whose every access is
+    Only an even pitch is padded (an odd one already spreads a column over all banks, so a
+    second padding of the same tile is refused). Legality checked: the tile is a static shared array whose every access is
     ``(row) * C + c`` with ``c`` provably in ``[0, C)`` (so each element keeps a distinct new
     address) and none is a vector access; the padded size must fit the target's shared memory
     (the verifier checks). Not checked: nothing further — the layout is private to the kernel.
@@ -31,8 +32,14 @@ class PadShared(TileRule):
     class Params:
         pad: int = choice(1)
 
-    def apply(self, kernel: Kernel, match: Match, params: Params, ctx: RuleContext) -> Kernel:
+    def apply(self, kernel: Kernel, match: Match, params: Params,
+              ctx: RuleContext) -> Kernel | NotApplicable:
         form: TileForm = match.plan
+        if form.cols % 2:
+            # An odd pitch already puts the 32 rows a column walk touches on 32 banks;
+            # padding again (a search repeating the step) would only waste memory.
+            return NotApplicable(f"the row pitch {form.cols} is odd: a column already "
+                                 "spreads over all banks")
         pitch = form.cols + params.pad
         return relayout(kernel, form, lambda row, col: add(scale(row, pitch), col),
                         form.rows * pitch)

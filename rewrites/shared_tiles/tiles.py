@@ -33,6 +33,7 @@ from kir.ir import (
     Var,
     transform,
 )
+from kir.ir.nodes import WARP
 from kir.ir.types import I32, ScalarType
 from kir.rules import BaseRule, NotApplicable
 
@@ -51,29 +52,50 @@ class TileForm:
 
 
 def atom_ranges(kernel: Kernel) -> Callable[[str], Interval | None]:
-    """The value range of an atom (variable or ``%thread.x``), when it can be bounded."""
+    """The value range of an atom (variable, ``%thread.x`` or ``%lane``), when it can be
+    bounded: thread and lane indices, counted loops with a constant stop (and a start that is constant or bounded
+    itself, ``for (i = threadIdx.x; i < 2048; i += blockDim.x)``), single-definition locals
+    that are polynomials of those, or ``a % c`` and ``a / c`` of a non-negative ``a``."""
     block = dict(zip("xyz", kernel.launch.block))
-    loop_ranges: dict[str, Interval] = {}
+    loop_bounds: dict[str, tuple[Expr, int]] = {}
     for loop in loops(kernel):
         c = canonical(loop)
-        if c and isinstance(c.start, Const) and isinstance(c.stop, Const):
-            last = c.stop.value if c.inclusive else c.stop.value - 1
-            if last >= c.start.value:
-                loop_ranges[loop.var] = (int(c.start.value), int(last))
+        if c and isinstance(c.stop, Const):
+            loop_bounds[loop.var] = (c.start, int(c.stop.value if c.inclusive
+                                                  else c.stop.value - 1))
     defs = single_defs(kernel)
     memo: dict[str, Interval | None] = {}
+
+    def expr_range(e: Expr) -> Interval | None:
+        poly = to_poly(e, lambda n: {(n,): 1})
+        if poly is not None:
+            return poly_range(poly, rng)
+        while isinstance(e, Cast):
+            e = e.value
+        if isinstance(e, Binary) and e.op in ("%", "/") and isinstance(e.right, Const) \
+                and isinstance(e.right.value, int) and e.right.value > 0:
+            inner = expr_range(e.left)
+            if inner is None or inner[0] < 0:
+                return None
+            c = e.right.value
+            return (0, min(c - 1, inner[1])) if e.op == "%" else (inner[0] // c, inner[1] // c)
+        return None
 
     def rng(atom: str) -> Interval | None:
         if atom.startswith("%thread."):
             return (0, block[atom[-1]] - 1)
-        if atom in loop_ranges:
-            return loop_ranges[atom]
+        if atom == "%lane":
+            return (0, WARP - 1)
         if atom in memo:
             return memo[atom]
         memo[atom] = None  # cycles stay unknown
-        if atom in defs:
-            poly = to_poly(defs[atom], lambda n: {(n,): 1})
-            memo[atom] = poly_range(poly, rng) if poly is not None else None
+        if atom in loop_bounds:
+            start, last = loop_bounds[atom]
+            first = expr_range(start)
+            if first is not None and last >= first[0]:
+                memo[atom] = (first[0], last)  # the step is positive: from the start up
+        elif atom in defs:
+            memo[atom] = expr_range(defs[atom])
         return memo[atom]
     return rng
 

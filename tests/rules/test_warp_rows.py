@@ -73,3 +73,28 @@ def test_warp_rows_are_faster_on_the_cost_model():
                                               {"H": 1, "N": 64}).kernel)
     assert rows.ok and warps.ok
     assert warps.time_ms < rows.time_ms / 2
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("path", [EXAMPLES / "flash_attn.cu", DATA / "flash_attn_rows.cu"])
+def test_flash_attention_a_key_a_lane(target, path):
+    """The lane-per-key hint on both FlashAttention kernels (the example, and one written
+    with a K/V tile loop per thread row): distribute-loop spreads the loops over the key
+    tile, so a lane computes whole scores, a warp max and a warp sum combine the row once
+    a tile, warp barriers order the score row's shared writes and reads, and the K tile's
+    rows are padded (pitch 65). Checked at a ragged sequence length on every target."""
+    from kir.ir import Barrier, WarpReduce
+    from kir.search.hints import hints
+
+    if target != "interp" and not emulator_available()[0]:
+        pytest.skip(f"no C++20 compiler for the emulator: {emulator_available()[1]}")
+    loaded = load_kernel(path, sizes={"H": 1, "N": 80})
+    found = {h.name: h for h in hints(loaded.kernel, REGISTRY, context_for(loaded))}
+    steps = [str(s) for s in found["flash-attention-2-constant-lane-per-key"].steps]
+    assert "pad-shared{buffer=sram_Kj,pad=1}" in steps
+    fa = _rewritten(path, steps, {"H": 1, "N": 80})
+    body = list(fa.kernel.body.walk())
+    assert {n.op for n in body if isinstance(n, WarpReduce)} == {"max", "sum"}
+    assert any(isinstance(n, Barrier) and n.scope == "warp" for n in body)
+    outcome = check_on_target(fa, target)
+    assert outcome.result.ok, outcome.result.describe()
