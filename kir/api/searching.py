@@ -270,8 +270,15 @@ class SearchSession:
         from the spec's defaults (:func:`kir.spec.shrink.check_sizes`), so a search at
         8192 x 8192 does not spend minutes per candidate on the interpreter; None when
         those are the compiled sizes. All of them meet the spec's ``require``."""
-        from kir.spec.shrink import check_sizes
+        from kir.spec.shrink import check_sizes, shrink_until
 
+        if getattr(self, "_check_sizes", None) is not None:
+            return self._check_sizes  # deriving them runs the interpreter: once
+        self._check_sizes = self._find_check_sizes(request, check_sizes, shrink_until)
+        return self._check_sizes
+
+    def _find_check_sizes(self, request: SearchRequest, check_sizes, shrink_until
+                          ) -> tuple[dict[str, int] | None, str]:
         loaded = self.loaded
         if request.check_sizes:
             given = dict(request.check_sizes)
@@ -283,6 +290,7 @@ class SearchSession:
             derived = check_sizes(loaded.spec, loaded.bound.sizes)
         except KirError:
             return None, ""  # no smaller sizes meet the spec's constraints
+        derived = shrink_until(loaded.spec, derived, _within_check_steps(loaded))
         if derived == dict(loaded.bound.sizes):
             return None, ""
         return derived, "derived from the spec's defaults: it has no check table"
@@ -406,3 +414,35 @@ def ablate_and_adopt(result, base, registry, ctx, evaluator, db, key):
                    f"the winner without {winner.step} is faster")
     return result, ablate(base, result.best_steps, result.best_ms, registry, ctx, evaluator,
                           db, key)
+
+
+# Loop iterations (kir.interp's steps) the unrewritten kernel may take at sizes a search
+# derives for validation: every candidate is checked on the interpreter at them, often
+# slower than the original (a widened block runs more lanes a chunk). 2^15 steps is about
+# 0.15 s of attention on a 2-core VM; a FlashAttention spec's defaults (4 heads, 256
+# queries) took 278,600, and validating each candidate there cost 6.6 s on the H200's host.
+CHECK_STEPS = 1 << 15
+
+
+def _within_check_steps(loaded):
+    """Whether the unrewritten kernel, run on the interpreter at some sizes (seed 0's
+    inputs), stays within :data:`CHECK_STEPS` loop iterations: a measure of the work there
+    that does not depend on the machine (so the sizes, part of the tuning database's key,
+    are the same everywhere). A kernel that fails otherwise is left to the search to
+    report."""
+    from kir.errors import StepLimitError
+    from kir.interp import run_kernel
+    from kir.limits import current
+
+    def fits(sizes: dict[str, int]) -> bool:
+        bound = loaded.spec.bind({**loaded.bound.sizes, **sizes})
+        try:
+            run_kernel(loaded.kernel, bound.make_inputs(0), bound.sizes,
+                       max_steps=CHECK_STEPS, time_limit_s=current().interp_s)
+        except StepLimitError:
+            return False
+        except KirError:
+            return True
+        return True
+
+    return fits

@@ -13,7 +13,7 @@ size is halved until none is.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Callable, Mapping
 
 from kir.errors import KirError
 from kir.spec.schema import Spec
@@ -82,3 +82,31 @@ def _elements(bound, name: str) -> int:
     for dim in bound.shape(name):
         count *= dim
     return count
+
+
+def shrink_until(spec: Spec, sizes: Mapping[str, int], fits: Callable[[dict[str, int]], bool],
+                 floor: int = 64) -> dict[str, int]:
+    """``sizes`` with problem sizes halved, one at a time, until ``fits`` accepts them (or no
+    size can be halved): sizes above ``floor`` first, the largest first, so a 256-query
+    attention over 4 heads goes to 64 queries before it loses heads; structural sizes stay,
+    and a halving the spec's constraints refuse is skipped. For what buffer sizes cannot
+    tell: the work a kernel does at them (attention's grows with the square of the
+    sequence)."""
+    current = dict(sizes)
+    fixed = structural_sizes(spec)
+    for _ in range(64):
+        if fits(dict(current)):
+            break
+        order = sorted((n for n in current if n not in fixed and current[n] > 1),
+                       key=lambda n: (current[n] <= floor, -current[n], n))
+        for name in order:
+            trial = dict(current, **{name: current[name] // 2})
+            try:
+                spec.bind(trial)
+            except KirError:
+                continue
+            current = trial
+            break
+        else:
+            break
+    return current

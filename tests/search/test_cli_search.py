@@ -374,6 +374,53 @@ def test_derived_check_sizes_keep_structure_and_shrink_problem_sizes():
     assert small_sizes(softmax, {"rows": 8192, "cols": 8192}) == {"rows": 512, "cols": 512}
 
 
+def test_derived_check_sizes_shrink_until_the_work_fits():
+    """Buffer sizes do not say how much work a kernel does at them: a FlashAttention spec's
+    defaults (4 heads of 256 queries: 65,536 elements a buffer, under the element cap) cost
+    the unrewritten kernel 278,600 interpreter loop iterations, and every candidate was
+    validated there (6.6 s each on the H200's host, 9 evaluations in a 60-s search). The
+    derived sizes now also keep the unrewritten kernel within CHECK_STEPS iterations:
+    queries halve to 64 (sizes above 64 first), the tile T (structural) stays."""
+    from kir.api.searching import CHECK_STEPS, SearchRequest, SearchSession, _within_check_steps
+    from kir.spec.shrink import shrink_until
+
+    loaded = load_kernel(ROOT / "tests" / "rules" / "data" / "flash_attn_rows.cu",
+                         sizes={"N": 1024, "H": 16})
+    fits = _within_check_steps(loaded)
+    assert not fits({"B": 1, "H": 4, "N": 256, "D": 64, "T": 32})
+    assert shrink_until(loaded.spec, {"B": 1, "H": 4, "N": 256, "D": 64, "T": 32}, fits) \
+        == {"B": 1, "H": 4, "N": 64, "D": 64, "T": 32}
+    # the session says so, and a spec's own small defaults are left alone
+    session = SearchSession.__new__(SearchSession)
+    session.loaded = loaded
+    request = SearchRequest(target="model")
+    sizes, source = session.check_sizes_of(request)
+    assert sizes == {"B": 1, "H": 4, "N": 64, "D": 64, "T": 32}
+    assert "derived from the spec's defaults" in source
+    layernorm = load_kernel(EXAMPLES / "layernorm.cu", sizes={"rows": 8192, "cols": 8192})
+    assert _within_check_steps(layernorm)({"rows": 64, "cols": 512})
+    assert CHECK_STEPS == 1 << 15
+
+
+def test_shrink_until_halves_large_sizes_first_and_respects_the_spec():
+    from kir.spec import load_spec
+    from kir.spec.shrink import shrink_until
+
+    spec = load_spec(EXAMPLES / "flash_attn.kir.toml")
+    seen = []
+
+    def fits(sizes):
+        seen.append(dict(sizes))
+        return sizes["N"] * sizes["H"] <= 32
+
+    final = shrink_until(spec, {"B": 1, "H": 4, "N": 256, "D": 64, "T": 32}, fits)
+    # N to the floor of 64 first, then the largest (N again, H, ...), T never (structural)
+    assert [s["N"] for s in seen[:3]] == [256, 128, 64]
+    assert final["T"] == 32 and final["N"] * final["H"] <= 32
+    assert shrink_until(spec, {"B": 1, "H": 1, "N": 1, "D": 1, "T": 32},
+                        lambda sizes: False)["T"] == 32  # nothing left to halve: it stops
+
+
 def test_no_db_searches_without_a_tuning_database(tmp_path, capsys, monkeypatch):
     """`--no-db` judges every candidate afresh and stores nothing (before it, `--db false`
     wrote a database file named `false`); with `--db` it is an error."""
