@@ -232,18 +232,15 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
                Want("cooperative-load", staging),
                Want("hoist-invariant", any_site=True),
                *_finishing(kernel)]
-        out.append(("flash-attention-2", fa2))
         # The same with the shared tiles split apart first, so each thread's query row and
         # score row (read with a stride of a whole row: every lane on one bank) can move to
         # registers too, as FlashAttention-2 keeps them.
         registers = [Want("split-shared", any_site=True), *fa2[:2],
                      Want("promote-to-registers", any_site=True, repeat=8), *fa2[3:]]
-        out.append(("flash-attention-2-registers", registers))
         # FlashAttention-2's warps: each query row owned by a warp whose lanes split the
         # head dimension (dot products combined by shuffles, the output row in registers
         # spread over the lanes) instead of one thread per row.
         warps = [*registers[:-len(_finishing(kernel))], *_warp_rows(), *_finishing(kernel)]
-        out.append(("flash-attention-2-warps", warps))
         # The same with the sizes the nest's inner loops run to made constants (as
         # FlashAttention's templates are), so the compiler unrolls those loops and keeps the
         # score row in registers: on the H200 at 16-row tiles 1.62 -> 1.09 ms (BENCHMARKS.md
@@ -252,24 +249,29 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         # (one promotion fewer: the query row, l, m, O and the query tile's row, not S).
         constants = [Want("specialize-param", (name,)) for name in _inner_bounds(tile_loop)]
         if constants:
-            out.append(("flash-attention-2-warps-constant", [*constants, *warps]))
-            shared_scores = [dataclasses.replace(w, repeat=5)
-                             if w.rule == "promote-to-registers" else w for w in warps]
-            out.append(("flash-attention-2-warps-constant-shared-scores",
-                        [*constants, *shared_scores]))
             # A key a lane: with the query tile's row and the score row left in shared
             # memory, distribute-loop spreads the loops over the key tile (scores, their
             # max, the exponentials and their sum) instead of each dot product: a lane
             # computes a whole score (no warp reduction a key) and the warp combines the
             # row's max and sum once a tile. Padding the K tile's rows keeps the lanes,
             # which read one K row each, off one bank. On the H200 at N=1024: 0.778 ms
-            # against 1.13 for the shared-scores variant (BENCHMARKS.md "Round 8").
+            # against 1.13 for the shared-scores variant (BENCHMARKS.md "Round 8"), so it
+            # goes first: at N=4096 a 48-s search judges only six candidates.
             per_key = [dataclasses.replace(w, repeat=4)
                        if w.rule == "promote-to-registers" else w for w in warps]
             out.append(("flash-attention-2-constant-lane-per-key", [
                 *constants, *per_key[:-len(_finishing(kernel))],
                 Want("pad-shared", any_site=True, params={"pad": 1}, repeat=4),
                 *_finishing(kernel)]))
+        out.append(("flash-attention-2", fa2))
+        out.append(("flash-attention-2-registers", registers))
+        out.append(("flash-attention-2-warps", warps))
+        if constants:
+            out.append(("flash-attention-2-warps-constant", [*constants, *warps]))
+            shared_scores = [dataclasses.replace(w, repeat=5)
+                             if w.rule == "promote-to-registers" else w for w in warps]
+            out.append(("flash-attention-2-warps-constant-shared-scores",
+                        [*constants, *shared_scores]))
     mm = None if nest else matmul_nest(kernel)  # attention holds matmuls; FA2 covers them
     if not nest and not mm and direct_matmul(kernel):
         out += _warp_tiled(kernel)  # one element of C per thread: only the rebuild fits
