@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kir import analysis
 from kir.analysis import strip_casts
-from kir.ir import Assign, Binary, For, If, Var
+from kir.ir import Assign, Binary, Call, Expr, For, If, Var
 from kir.ir.types import ScalarType
 
 # ``if (t > acc) acc = t`` and its mirror images: which way round keeps the max.
@@ -69,3 +69,9 @@ def _kept_extreme(stmt: If) -> tuple[str, str, Var] | None:
                 and assign.name not in analysis.used_vars(term):
             return assign.name, _KEEPS[(cond.op[0], side)], acc
     return None
+
+
+def combine(op: str, left: Expr, right: Expr) -> Expr:
+    """``left op right`` for a reduction operator (sum, max, min)."""
+    t = left.type
+    return Binary("+", left, right, t) if op == "sum" else Call(op, (left, right), t)

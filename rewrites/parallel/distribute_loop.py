@@ -17,7 +17,6 @@ from kir.ir import (
     Binary,
     Block,
     Break,
-    Call,
     Cast,
     Const,
     Continue,
@@ -38,7 +37,7 @@ from kir.ir import (
 from kir.ir.fold import fold_expr
 from kir.ir.nodes import WARP
 from kir.ir.types import BOOL, ScalarType
-from kir.rewrites.parallel.accumulators import accumulators
+from kir.rewrites.parallel.accumulators import accumulators, combine
 from kir.rules import LoopRule, Match, NotApplicable, RuleContext
 
 
@@ -370,7 +369,7 @@ def _spread(kernel: Kernel, loop: For, plan: Plan) -> list:
             update=Binary("+", Var(loop.var, t), Const(canon.step * WARP, t), t))
     before = [Declare(part, types[acc], _identity(accs[acc], types[acc]), loop.loc)
               for acc, part in parts.items()]
-    after = [Assign(acc, _combine(accs[acc], Var(acc, types[acc]),
+    after = [Assign(acc, combine(accs[acc], Var(acc, types[acc]),
                                   WarpReduce(accs[acc], Var(part, types[acc]), types[acc])),
                     loop.loc) for acc, part in parts.items()]
     return [*before, new_loop, *after]
@@ -412,10 +411,6 @@ def _compact(kernel: Kernel, sizes: dict[str, int]) -> Kernel:
     return dataclasses.replace(kernel, body=transform(kernel.body, visit))
 
 
-def _combine(op: str, left: Expr, right: Expr) -> Expr:
-    """``left op right`` for a reduction operator (sum, max, min)."""
-    t = left.type
-    return Binary("+", left, right, t) if op == "sum" else Call(op, (left, right), t)
 
 
 RULES = [DistributeLoop()]

@@ -7,8 +7,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from kir import analysis
-from kir.analysis import accumulation, strip_casts
+from kir.analysis import strip_casts
 from kir.analysis.parallel import is_thread_x, position_of, stmts_in_order
+from kir.rewrites.parallel.accumulators import accumulators, combine
 from kir.ir import (
     Alloc,
     Assign,
@@ -17,7 +18,6 @@ from kir.ir import (
     Binary,
     Block,
     Break,
-    Call,
     Cast,
     Const,
     Declare,
@@ -48,7 +48,6 @@ from kir.ir.types import BOOL, I32, U32, ScalarType
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 
 _MATRIX = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
-_REDUCE_OP = {"+": "sum", "max": "max", "min": "min"}
 
 
 @dataclass(frozen=True)
@@ -257,7 +256,6 @@ def _loop_partials(kernel: Kernel, loop: For, loops: list[For]) -> dict[str, str
     """The partials ``loop`` accumulates (name → op), or why its iterations cannot go to
     other threads."""
     declared = analysis.declared_names(loop.body) | {loop.var}
-    ops: dict[str, str] = {}
     for n in loop.body.walk():
         if isinstance(n, (Break, Return, Barrier, Shuffle, WarpReduce)):
             return f"{loop.label} holds a {type(n).__name__.lower()}"
@@ -265,12 +263,9 @@ def _loop_partials(kernel: Kernel, loop: For, loops: list[For]) -> dict[str, str
             return f"{loop.label} holds another lane-strided loop"
         if isinstance(n, Atomic) and n.result is not None and n.result not in declared:
             return f"{loop.label} keeps an atomic's old value past the iteration"
-        if isinstance(n, Assign) and n.name not in declared:
-            found = accumulation(n.value, Var(n.name, n.value.type))
-            if found is None or n.name in analysis.used_vars(found[1]):
-                return f"{loop.label} carries {n.name!r} from one iteration to the next"
-            if ops.setdefault(n.name, found[0]) != found[0]:
-                return f"{loop.label} accumulates {n.name!r} with two operators"
+    ops = accumulators(loop)
+    if isinstance(ops, str):
+        return ops
     pos = position_of(kernel, loop)
     if pos is None:
         return f"{loop.label} is not found"
@@ -278,10 +273,10 @@ def _loop_partials(kernel: Kernel, loop: For, loops: list[For]) -> dict[str, str
     partials: dict[str, str] = {}
     for name, op in ops.items():
         problem = _starts_at_identity(before, name, op)
-        copies = problem or _reduced_after(after, name, _REDUCE_OP[op])
+        copies = problem or _reduced_after(after, name, op)
         if isinstance(copies, str):
             return f"{loop.label}'s partial {name!r}: {copies}"
-        partials.update({copy: _REDUCE_OP[op] for copy in copies})
+        partials.update({copy: op for copy in copies})
     return partials
 
 
@@ -292,7 +287,7 @@ def _starts_at_identity(before: tuple[Stmt, ...], name: str, op: str) -> str:
     for stmt in reversed(before):
         if isinstance(stmt, (Declare, Assign)) and stmt.name == name:
             value = stmt.init if isinstance(stmt, Declare) else stmt.value
-            if op != "+" or (value is not None and _const(value, 0)) or (
+            if op != "sum" or (value is not None and _const(value, 0)) or (
                     isinstance(value, Const) and value.value == 0):
                 return ""
             return "a sum that does not start at 0"
@@ -541,7 +536,7 @@ def _block_reduce(kernel: Kernel, red: WarpReduce, in_loop: bool, scratch: _Scra
         Assign(total, Load(buf, Const(0, I32), t), loc),
         For(scratch.label(kernel), slot, I32, Const(1, I32), Binary("<", sv, warps, BOOL),
             Binary("+", sv, Const(1, I32), I32),
-            Block((Assign(total, _combine(red.op, tv, Load(buf, sv, t)), loc),), loc),
+            Block((Assign(total, combine(red.op, tv, Load(buf, sv, t)), loc),), loc),
             loc=loc),
     ]
     if in_loop:
@@ -552,11 +547,6 @@ def _block_reduce(kernel: Kernel, red: WarpReduce, in_loop: bool, scratch: _Scra
 def _name_of(red: WarpReduce) -> str:
     value = strip_casts(red.value)
     return value.name if isinstance(value, Var) else "partial"
-
-
-def _combine(op: str, left: Expr, right: Expr) -> Expr:
-    t = left.type
-    return Binary("+", left, right, t) if op == "sum" else Call(op, (left, right), t)
 
 
 RULES = [WidenWarps()]
