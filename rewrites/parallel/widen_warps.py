@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from kir import analysis
 from kir.analysis import strip_casts
 from kir.analysis.parallel import is_thread_x, position_of, stmts_in_order
-from kir.rewrites.parallel.accumulators import accumulators, combine
+from kir.rewrites.parallel.accumulators import accumulators
+from kir.rewrites.parallel.block_reduce import Scratch, block_reductions
 from kir.ir import (
     Alloc,
     Assign,
@@ -39,12 +40,11 @@ from kir.ir import (
     Store,
     Var,
     WarpReduce,
-    While,
     transform,
 )
 from kir.ir.fold import fold_expr
 from kir.ir.nodes import WARP
-from kir.ir.types import BOOL, I32, U32, ScalarType
+from kir.ir.types import BOOL, I32, U32
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 
 _MATRIX = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
@@ -441,8 +441,8 @@ def _widen(kernel: Kernel, plan: Plan, threads: int) -> Kernel:
 
     body = transform(kernel.body, visit)
     body = _drop_unused(body, lanes | tids | set(plan.warp_vars))
-    scratch = _Scratch()
-    body = _block_reductions(kernel, body, False, scratch)
+    scratch = Scratch()
+    body = block_reductions(kernel, body, False, scratch)
     body = transform(body, lambda n: fold_expr(n) if isinstance(n, Expr) else None)
     body = dataclasses.replace(body, stmts=tuple(scratch.allocs) + body.stmts)
     grid = kernel.launch.grid
@@ -465,88 +465,6 @@ def _drop_unused(body: Block, names: set[str]) -> Block:
         return None
 
     return transform(body, visit)
-
-
-@dataclass
-class _Scratch:
-    """What the block reductions add: their shared arrays, and the names and loop labels
-    taken so far (each reduction needs fresh ones)."""
-
-    allocs: list[Alloc] = dataclasses.field(default_factory=list)
-    names: set[str] = dataclasses.field(default_factory=set)
-    labels: set[str] = dataclasses.field(default_factory=set)
-
-    def name(self, kernel: Kernel, base: str) -> str:
-        fresh = analysis.fresh_name(kernel, base, self.names)
-        self.names.add(fresh)
-        return fresh
-
-    def label(self, kernel: Kernel) -> str:
-        fresh = analysis.next_loop_label(kernel, self.labels)
-        self.labels.add(fresh)
-        return fresh
-
-
-def _block_reductions(kernel: Kernel, block: Block, in_loop: bool, scratch: _Scratch) -> Block:
-    """``block`` with every warp reduction made a block reduction (statements inserted
-    before the statement that holds it); the shared arrays it needs go to ``scratch``."""
-    out: list[Stmt] = []
-    for stmt in block.stmts:
-        if isinstance(stmt, (For, While)):
-            stmt = dataclasses.replace(stmt, body=_block_reductions(kernel, stmt.body, True,
-                                                                    scratch))
-        elif isinstance(stmt, If):
-            stmt = dataclasses.replace(
-                stmt, then=_block_reductions(kernel, stmt.then, in_loop, scratch),
-                orelse=None if stmt.orelse is None
-                else _block_reductions(kernel, stmt.orelse, in_loop, scratch))
-        elif isinstance(stmt, Block):
-            stmt = _block_reductions(kernel, stmt, in_loop, scratch)
-        elif isinstance(stmt, (Declare, Assign, Store)):
-            totals: dict[int, Var] = {}
-            for red in [n for n in stmt.walk() if isinstance(n, WarpReduce)]:
-                stmts, totals[id(red)] = _block_reduce(kernel, red, in_loop, scratch, stmt.loc)
-                out += stmts
-            if totals:
-                stmt = transform(stmt, lambda n: totals.get(id(n)))
-        out.append(stmt)
-    return dataclasses.replace(block, stmts=tuple(out))
-
-
-def _block_reduce(kernel: Kernel, red: WarpReduce, in_loop: bool, scratch: _Scratch,
-                  loc) -> tuple[list[Stmt], Var]:
-    """The statements reducing ``red``'s operand over the block, and the variable holding
-    the total in every thread: a warp reduction, each warp's result to a shared slot, then
-    every thread combining the slots. Inside a loop a barrier closes it, so that the next
-    round's writes wait for this round's reads."""
-    t: ScalarType = red.type
-    total = scratch.name(kernel, f"{_name_of(red)}_block")
-    buf = scratch.name(kernel, f"{_name_of(red)}_warps")
-    slot = scratch.name(kernel, "w")
-    scratch.allocs.append(Alloc(buf, t, WARP, "shared", loc=loc))
-    tid = Special("thread", "x", U32)
-    lane0 = Binary("==", Binary("%", tid, Const(WARP, U32), U32), Const(0, U32), BOOL)
-    warp = Binary("/", tid, Const(WARP, U32), U32)
-    sv, tv = Var(slot, I32), Var(total, t)
-    warps = Cast(Binary("/", Special("block_dim", "x", U32), Const(WARP, U32), U32), I32)
-    stmts: list[Stmt] = [
-        Declare(total, t, WarpReduce(red.op, red.value, t), loc),
-        If(lane0, Block((Store(buf, warp, tv, loc),), loc), None, loc),
-        Barrier("block", loc),
-        Assign(total, Load(buf, Const(0, I32), t), loc),
-        For(scratch.label(kernel), slot, I32, Const(1, I32), Binary("<", sv, warps, BOOL),
-            Binary("+", sv, Const(1, I32), I32),
-            Block((Assign(total, combine(red.op, tv, Load(buf, sv, t)), loc),), loc),
-            loc=loc),
-    ]
-    if in_loop:
-        stmts.append(Barrier("block", loc))
-    return stmts, tv
-
-
-def _name_of(red: WarpReduce) -> str:
-    value = strip_casts(red.value)
-    return value.name if isinstance(value, Var) else "partial"
 
 
 RULES = [WidenWarps()]
