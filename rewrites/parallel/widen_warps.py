@@ -11,6 +11,7 @@ from kir.analysis import strip_casts
 from kir.analysis.parallel import is_thread_x, position_of, stmts_in_order
 from kir.rewrites.parallel.accumulators import accumulators
 from kir.rewrites.parallel.block_reduce import Scratch, block_reductions
+from kir.rewrites.parallel.online_pairs import combined_after, online_pair
 from kir.ir import (
     Alloc,
     Assign,
@@ -53,16 +54,14 @@ _MATRIX = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
 @dataclass(frozen=True)
 class Plan:
     """What widen-warps found: the warps per block of the original launch, the locals that
-    hold the lane index, the warp index or ``thread.x`` itself, the lane-strided loops (by
-    label) and, for each loop, the partial results it leaves for a warp reduction
-    (name → reduction op)."""
+    hold the lane index, the warp index or ``thread.x`` itself, and the lane-strided loops
+    (by label)."""
 
     warps: int
     lane_vars: frozenset[str]
     warp_vars: frozenset[str]
     tid_vars: frozenset[str]
     loops: frozenset[str]
-    partials: dict[str, str]
 
 
 class WidenWarps(BaseRule):
@@ -92,7 +91,9 @@ class WidenWarps(BaseRule):
     of a loop's partial, in warp-uniform control flow, as a whole statement's operand. A
     lane-strided loop carries only partials ``p = p op term`` (op +, max, min) that start from
     the identity (``0`` for a sum) and are read after the loop only by a warp reduction with
-    the same op; it has no break or return. Memory a lane-strided loop writes is touched
+    the same op, or the online softmax's running pair (max and sum, the sum starting at 0,
+    read after the loop only by a warp max of the max and a warp sum of ``s * exp(m - U)``:
+    :mod:`.online_pairs`); it has no break or return. Memory a lane-strided loop writes is touched
     elsewhere only by lane-strided loops at the same index ``base + c`` (so by the same
     thread); memory written outside them is not read; atomics outside them run under ``lane
     == 0`` with warp-uniform operands. Sums are reassociated.
@@ -144,18 +145,18 @@ def _plan(kernel: Kernel) -> Plan | NotApplicable:
         return NotApplicable(problem)
     if not loops:
         return NotApplicable("no loop strides over the lanes (c = lane; ...; c += 32)")
-    partials: dict[str, str] = {}
+    verified: set[int] = set()
     for lp in loops:
         found = _loop_partials(kernel, lp, loops)
         if isinstance(found, str):
             return NotApplicable(found)
-        partials.update(found)
-    problem = _outside_loops(kernel, loops, partials, lane_vars, tid_vars) \
+        verified |= found
+    problem = _outside_loops(kernel, loops, verified, lane_vars, tid_vars) \
         or _memory(kernel, loops)
     if problem:
         return NotApplicable(problem)
     return Plan(bx // WARP, frozenset(lane_vars), frozenset(warp_vars), frozenset(tid_vars),
-                frozenset(lp.label for lp in loops), partials)
+                frozenset(lp.label for lp in loops))
 
 
 def _is_tid(e: Expr, tid_vars: set[str]) -> bool:
@@ -252,9 +253,10 @@ def _thread_uses(kernel: Kernel, loops: list[For], lane_vars: set[str],
     return ""
 
 
-def _loop_partials(kernel: Kernel, loop: For, loops: list[For]) -> dict[str, str] | str:
-    """The partials ``loop`` accumulates (name → op), or why its iterations cannot go to
-    other threads."""
+def _loop_partials(kernel: Kernel, loop: For, loops: list[For]) -> set[int] | str:
+    """The warp reductions (by id) that combine what ``loop`` accumulates — partials
+    ``p = p op t``, or the online softmax's running pair (:mod:`.online_pairs`) — or why its
+    iterations cannot go to other threads."""
     declared = analysis.declared_names(loop.body) | {loop.var}
     for n in loop.body.walk():
         if isinstance(n, (Break, Return, Barrier, Shuffle, WarpReduce)):
@@ -263,21 +265,26 @@ def _loop_partials(kernel: Kernel, loop: For, loops: list[For]) -> dict[str, str
             return f"{loop.label} holds another lane-strided loop"
         if isinstance(n, Atomic) and n.result is not None and n.result not in declared:
             return f"{loop.label} keeps an atomic's old value past the iteration"
-    ops = accumulators(loop)
-    if isinstance(ops, str):
-        return ops
     pos = position_of(kernel, loop)
     if pos is None:
         return f"{loop.label} is not found"
     before, after = pos.block.stmts[:pos.index], pos.block.stmts[pos.index + 1:]
-    partials: dict[str, str] = {}
+    ops = accumulators(loop)
+    if isinstance(ops, str):
+        pair = online_pair(loop)
+        if pair is None:
+            return ops
+        found = _starts_at_identity(before, pair.s, "sum") \
+            or _starts_at_identity(before, pair.m, "max") or combined_after(after, pair)
+        return found if isinstance(found, set) else \
+            f"{loop.label}'s running pair ({pair.m}, {pair.s}): {found}"
+    verified: set[int] = set()
     for name, op in ops.items():
-        problem = _starts_at_identity(before, name, op)
-        copies = problem or _reduced_after(after, name, op)
-        if isinstance(copies, str):
-            return f"{loop.label}'s partial {name!r}: {copies}"
-        partials.update({copy: op for copy in copies})
-    return partials
+        found = _starts_at_identity(before, name, op) or _reduced_after(after, name, op)
+        if isinstance(found, str):
+            return f"{loop.label}'s partial {name!r}: {found}"
+        verified |= found
+    return verified
 
 
 def _starts_at_identity(before: tuple[Stmt, ...], name: str, op: str) -> str:
@@ -296,31 +303,32 @@ def _starts_at_identity(before: tuple[Stmt, ...], name: str, op: str) -> str:
     return "not set right before the loop"
 
 
-def _reduced_after(after: tuple[Stmt, ...], name: str, op: str) -> set[str] | str:
-    """The partial and its copies (``let w = p``: a helper function's argument, inlined),
-    when each is read after the loop only by a warp reduction with ``op`` until it is
-    overwritten (``p = reduce.op(p)`` leaves the total in it); else why not."""
+def _reduced_after(after: tuple[Stmt, ...], name: str, op: str) -> set[int] | str:
+    """The warp reductions (by id) of the partial and its copies (``let w = p``: a helper
+    function's argument, inlined), when each is read after the loop only by a warp
+    reduction with ``op`` until it is overwritten (``p = reduce.op(p)`` leaves the total in
+    it); else why not."""
     live = {name}
-    seen = {name}
+    verified: set[int] = set()
     for stmt in after:
         touched = (analysis.used_vars(stmt) | analysis.assigned_vars(stmt)) & live
         if not touched:
             continue
         if isinstance(stmt, Declare) and isinstance(stmt.init, Var) and stmt.init.name in live:
             live.add(stmt.name)
-            seen.add(stmt.name)
             continue
         reads = [n for n in stmt.walk() if isinstance(n, Var) and n.name in live]
-        reduced = {id(n.value) for n in stmt.walk() if isinstance(n, WarpReduce)
-                   and n.op == op and isinstance(n.value, Var) and n.value.name in live}
+        reductions = [n for n in stmt.walk() if isinstance(n, WarpReduce) and n.op == op
+                      and isinstance(n.value, Var) and n.value.name in live]
         if not isinstance(stmt, (Declare, Assign, Store)) or \
-                any(id(r) not in reduced for r in reads):
+                any(r not in {id(n.value) for n in reductions} for r in map(id, reads)):
             return f"read after the loop other than by a warp {op}"
+        verified.update(id(n) for n in reductions)
         if isinstance(stmt, Assign) and stmt.name in live:
             live.discard(stmt.name)
             if not live:
                 break
-    return seen
+    return verified
 
 
 def _guarded(kernel: Kernel, lane_vars: set[str], tid_vars: set[str]) -> dict[int, If]:
@@ -329,7 +337,7 @@ def _guarded(kernel: Kernel, lane_vars: set[str], tid_vars: set[str]) -> dict[in
             and _lane_test(s.cond, lane_vars, tid_vars) is not None for n in s.then.walk()}
 
 
-def _outside_loops(kernel: Kernel, loops: list[For], partials: dict[str, str],
+def _outside_loops(kernel: Kernel, loops: list[For], verified: set[int],
                    lane_vars: set[str], tid_vars: set[str]) -> str:
     """Why a statement outside the lane-strided loops would not compute the same in every
     thread of the block after the rewrite, or "".
@@ -363,7 +371,7 @@ def _outside_loops(kernel: Kernel, loops: list[For], partials: dict[str, str],
                 return f"a warp reduction inside a {type(stmt).__name__.lower()}"
             if guard is not None:
                 return "a warp reduction under lane == 0"
-            if not (isinstance(n.value, Var) and partials.get(n.value.name) == n.op):
+            if id(n) not in verified:
                 return "a warp reduction of something other than a loop's partials"
             if any(isinstance(m, Select) or (isinstance(m, Binary) and m.op in ("&&", "||"))
                    for e in exprs for m in e.walk() if _holds(m, n)):

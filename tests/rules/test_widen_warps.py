@@ -100,3 +100,22 @@ def test_cooperative_groups_layer_norm(target):
     assert kernel.launch.grid[1] == "8"
     outcome = check_on_target(dataclasses.replace(loaded, kernel=kernel), target)
     assert outcome.result.ok, outcome.result.describe()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_online_softmax_a_block_a_row(target):
+    """llm.c's softmax (tests/corpus): a warp a row carrying the online softmax's running
+    max and sum through a helper's struct, combined by ``cg::reduce`` of the max and of
+    ``sum * exp(max - row max)``. The pair splits over any set of threads, so the row goes
+    to a block; and the block-rows hint now reaches it."""
+    _skip_without_emulator(target)
+    spec = CORPUS / "llm_train.softmax_forward.kir.toml"
+    loaded = load_kernel(CORPUS / "llm_train.cu", spec_path=spec, sizes={"N": 9, "C": 130})
+    found = {h.name: [str(s) for s in h.steps]
+             for h in hints(loaded.kernel, REGISTRY, context_for(loaded))}
+    assert "widen-warps{dim=x,threads=256}" in found["block-rows-256"]
+    trace = [parse_step("widen-warps{dim=x,threads=128}", REGISTRY)]
+    kernel = apply_trace(loaded.kernel, trace, REGISTRY, context_for(loaded), strict=True).kernel
+    assert kernel.launch.grid[1] == "4"
+    outcome = check_on_target(dataclasses.replace(loaded, kernel=kernel), target)
+    assert outcome.result.ok, outcome.result.describe()
