@@ -20,10 +20,10 @@ class PadShared(TileRule):
     ``__shared__ float tile[TILE_DIM][TILE_DIM + 1]``). Apple GPUs bank threadgroup memory too.
 
     Only an even pitch is padded (an odd one already spreads a column over all banks, so a
-    second padding of the same tile is refused). Legality checked: the tile is a static shared array whose every access is
-    ``(row) * C + c`` with ``c`` provably in ``[0, C)`` (so each element keeps a distinct new
-    address) and none is a vector access; the padded size must fit the target's shared memory
-    (the verifier checks). Not checked: nothing further — the layout is private to the kernel.
+    second padding of the same tile is refused). Legality checked: the tile is a static
+    shared array whose every access is ``(row) * C + c`` with ``c`` provably in ``[0, C)``
+    (so each element keeps a distinct new address) and none is a vector access; the padded
+    size must fit the target's shared memory (the verifier checks). Not checked: nothing further — the layout is private to the kernel.
     """
 
     name = "pad-shared"

@@ -53,9 +53,10 @@ class TileForm:
 
 def atom_ranges(kernel: Kernel) -> Callable[[str], Interval | None]:
     """The value range of an atom (variable, ``%thread.x`` or ``%lane``), when it can be
-    bounded: thread and lane indices, counted loops with a constant stop (and a start that is constant or bounded
-    itself, ``for (i = threadIdx.x; i < 2048; i += blockDim.x)``), single-definition locals
-    that are polynomials of those, or ``a % c`` and ``a / c`` of a non-negative ``a``."""
+    bounded: thread and lane indices, counted loops with a constant stop (and a start that
+    is constant or bounded itself, ``for (i = threadIdx.x; i < 2048; i += blockDim.x)``),
+    single-definition locals that are polynomials of those, or ``a % c`` and ``a / c`` of a
+    non-negative ``a``."""
     block = dict(zip("xyz", kernel.launch.block))
     loop_bounds: dict[str, tuple[Expr, int]] = {}
     for loop in loops(kernel):
