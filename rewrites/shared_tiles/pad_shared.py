@@ -23,7 +23,8 @@ class PadShared(TileRule):
     second padding of the same tile is refused). Legality checked: the tile is a static
     shared array whose every access is ``(row) * C + c`` with ``c`` provably in ``[0, C)``
     (so each element keeps a distinct new address) and none is a vector access; the padded
-    size must fit the target's shared memory (the verifier checks). Not checked: nothing further — the layout is private to the kernel.
+    size must fit the target's shared memory (the verifier checks). Not checked: nothing
+    further — the layout is private to the kernel.
     """
 
     name = "pad-shared"
