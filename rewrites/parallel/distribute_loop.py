@@ -69,15 +69,20 @@ class DistributeLoop(LoopRule):
     The site loop and every loop that indexes the same per-thread arrays are spread together
     (a lane must find element ``x`` where another loop left it). Legality checked: blocks are
     one-dimensional and hold whole warps; each spread loop runs in warp-uniform control flow
-    with warp-uniform bounds, is not nested in another spread loop, and is either a reduction
-    (lets, then ``acc = acc (+|max|min) term`` with ``acc`` and the terms the same in every
-    lane) or has independent iterations: it assigns only variables it declares, stores to the
-    shared arrays at its own index, and stores to memory only at indices that move with the
-    loop variable (an affine index with a non-zero coefficient on it); it has no barrier,
-    atomic, break, continue or return; other per-thread arrays it writes would leave the lanes
-    with different copies, so they are refused; memory it writes is not touched outside the
-    spread loops. Shared arrays are indexed only by the variable of a loop ``x = 0; x < n;
-    x + 1`` whose bound is at most the array's size. Sums are reassociated.
+    with warp-uniform bounds, is not nested in another spread loop, and has independent
+    iterations but for its accumulators (``acc = acc (+|max|min) term`` or the running max
+    written out, ``if (t > acc) acc = t``, read nowhere else in the body: each lane keeps a
+    partial from the identity, a warp reduction combines them after the loop;
+    :mod:`.accumulators`): it assigns only those and variables it declares, stores to the
+    per-thread arrays it shares out at its own index, and stores to memory only at indices
+    that move with the loop variable (an affine index with a non-zero coefficient on it); it
+    has no barrier, atomic, break, continue or return; other per-thread arrays it writes would
+    leave the lanes with different copies, so they are refused. Global memory it writes is
+    not touched outside the spread loops unless a block barrier follows the loop; shared
+    memory may be (every lane of the warp wrote it alike before, and read its own copy): warp
+    barriers then go before and after the loop, and the loop itself reads such an array only
+    at the index it writes. Per-thread arrays are indexed only by the variable of a loop
+    ``x = 0; x < n; x + 1`` whose bound is at most the array's size. Sums are reassociated.
     """
 
     name = "distribute-loop"
