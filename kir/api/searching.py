@@ -270,15 +270,13 @@ class SearchSession:
         from the spec's defaults (:func:`kir.spec.shrink.check_sizes`), so a search at
         8192 x 8192 does not spend minutes per candidate on the interpreter; None when
         those are the compiled sizes. All of them meet the spec's ``require``."""
-        from kir.spec.shrink import check_sizes, shrink_until
-
-        if getattr(self, "_check_sizes", None) is not None:
-            return self._check_sizes  # deriving them runs the interpreter: once
-        self._check_sizes = self._find_check_sizes(request, check_sizes, shrink_until)
+        if getattr(self, "_check_sizes", None) is None:  # deriving them runs the interpreter
+            self._check_sizes = self._find_check_sizes(request)
         return self._check_sizes
 
-    def _find_check_sizes(self, request: SearchRequest, check_sizes, shrink_until
-                          ) -> tuple[dict[str, int] | None, str]:
+    def _find_check_sizes(self, request: SearchRequest) -> tuple[dict[str, int] | None, str]:
+        from kir.spec.shrink import check_sizes, shrink_until
+
         loaded = self.loaded
         if request.check_sizes:
             given = dict(request.check_sizes)

@@ -416,6 +416,4 @@ def _compact(kernel: Kernel, sizes: dict[str, int]) -> Kernel:
     return dataclasses.replace(kernel, body=transform(kernel.body, visit))
 
 
-
-
 RULES = [DistributeLoop()]

@@ -236,8 +236,9 @@ def _thread_uses(kernel: Kernel, loops: list[For], lane_vars: set[str],
     for n in kernel.body.walk():
         if isinstance(n, Declare) and n.name in lane_vars | tid_vars and n.init is not None:
             allow(n.init)
-        elif isinstance(n, If) and _lane_test(n.cond, lane_vars, tid_vars) is not None:
-            allow(_lane_test(n.cond, lane_vars, tid_vars))
+        elif isinstance(n, If) \
+                and (test := _lane_test(n.cond, lane_vars, tid_vars)) is not None:
+            allow(test)
         elif isinstance(n, Expr) and _warp_form(n, tid_vars):
             allow(n)
         elif isinstance(n, (Declare, Assign)) and n.name in lane_vars | tid_vars:
@@ -294,8 +295,7 @@ def _starts_at_identity(before: tuple[Stmt, ...], name: str, op: str) -> str:
     for stmt in reversed(before):
         if isinstance(stmt, (Declare, Assign)) and stmt.name == name:
             value = stmt.init if isinstance(stmt, Declare) else stmt.value
-            if op != "sum" or (value is not None and _const(value, 0)) or (
-                    isinstance(value, Const) and value.value == 0):
+            if op != "sum" or (value is not None and _const(value, 0)):
                 return ""
             return "a sum that does not start at 0"
         if name in analysis.assigned_vars(stmt):
