@@ -42,6 +42,10 @@ class Hint:
     steps: tuple[Step, ...]
 
 
+# 128-bit loads in every lane-strided row loop (float4), as the row recipes end.
+_WIDE_LOADS = Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4)
+
+
 # ------------------------------------------------------------------------------ detectors
 
 
@@ -320,13 +324,13 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         # the loop-invariant loads (a block's row scale read from shared memory) are out.
         out.append(("vectorized-rows", [
             Want("hoist-invariant", any_site=True, repeat=4),
-            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            _WIDE_LOADS,
             *_finishing(kernel)]))
         # One pass fewer over the row: the running max and sum in one loop (Milakov &
         # Gimelshein 2018), then vectorized loads where they still apply.
         out.append(("online-vectorized-rows", [
             Want("online-softmax", any_site=True),
-            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            _WIDE_LOADS,
             Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]))
         # The row read from global memory once: a block reading its row in several passes
         # stages it in shared memory first (where the target's static shared memory holds
@@ -334,7 +338,7 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         # plain passes (one exp an element fewer than the online pass, and no serial
         # rescaling chain) are tried beside the online one.
         staged = [Want("stage-in-shared", any_site=True, repeat=2),
-                  Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+                  _WIDE_LOADS,
                   Want("warp-reduce", any_site=True, repeat=4), *_finishing(kernel)]
         out.append(("row-in-shared", staged))
         out.append(("online-row-in-shared", [Want("online-softmax", any_site=True), *staged]))
@@ -348,7 +352,7 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
                 Want("warp-reduce", any_site=True, repeat=4),
                 Want("widen-warps", ("x",), {"threads": threads}),
                 Want("hoist-invariant", any_site=True, repeat=4),
-                Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+                _WIDE_LOADS,
                 *_finishing(kernel)]))
     if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
            for n in kernel.body.walk()):
@@ -378,13 +382,13 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         out.append(("warp-rows-vectorized", [
             Want("resize-block", ("x",), {"threads": 32}), *_warp_rows(),
             Want("online-softmax", any_site=True),
-            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            _WIDE_LOADS,
             *_finishing(kernel)]))
         # Long rows: a block a row once the warp owns it (see block-rows above).
         out.append(("thread-rows-to-block-rows", [
             Want("resize-block", ("x",), {"threads": 32}), *_warp_rows(),
             Want("widen-warps", ("x",), {"threads": 256}),
-            Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4),
+            _WIDE_LOADS,
             *_finishing(kernel)]))
     scans = recurrence_loops(kernel)
     if scans:
