@@ -112,10 +112,12 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
         buffers[p.name] = BufferInfo(p.type.elem, target.output_space,
                                      atomic=atomic_outputs, xor_key=key,
                                      xor_key_buffer=key_buffer)
+    vectors = _vector_accessed(body)
     for a in allocs:
         space = target.shared_space if a.space == "shared" else target.local_space
         buffers[a.name] = BufferInfo(a.elem, space, atomic=target.typed_atomics
-                                     and a.name in atomic_targets and a.space == "shared")
+                                     and a.name in atomic_targets and a.space == "shared",
+                                     vector_access=a.name in vectors)
     for a in allocs:
         if target.typed_atomics and a.name in atomic_targets and a.space != "shared":
             raise UnsupportedError(f"atomic on per-thread array {a.name!r}", a.loc)
@@ -224,6 +226,13 @@ def _check_no_f64(kernel: ir.Kernel, target: Target) -> None:
             raise UnsupportedError(f"{target.title} has no 64-bit float (double)", ir.stmt_loc(n)
                                    if isinstance(n, ir.Stmt) else None,
                                    hint="use float (f32) in the kernel and the spec")
+
+
+def _vector_accessed(body: ir.Node) -> set[str]:
+    """Buffers loaded or stored as vectors somewhere in ``body``."""
+    return {n.buffer for n in body.walk()
+            if isinstance(n, ir.Load) and isinstance(n.type, VectorType)
+            or isinstance(n, ir.Store) and isinstance(n.value.type, VectorType)}
 
 
 def _check_full_width_shuffles(body: ir.Block, target: Target) -> None:

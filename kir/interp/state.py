@@ -193,9 +193,14 @@ class State:
                                         action, loc)
                 i = 0
             address = i if mem.base is None else mem.base + i
-            if count in VECTOR_ALIGNED and address % count and (
-                    mask is self.full or np.count_nonzero(mask)):
-                self._misaligned(mem, np.broadcast_to(i, (self.n,)), mask, count, action, loc)
+            if count in VECTOR_ALIGNED:
+                # (a shared array's base differs per block: then one address per lane)
+                off = np.asarray(address % count) != 0
+                if mask is not self.full:
+                    off = off & mask
+                if np.count_nonzero(off):
+                    self._misaligned(mem, np.broadcast_to(i, (self.n,)), off, count,
+                                     action, loc)
             return address
         # Viewing signed indices as unsigned turns negatives into huge values: one compare.
         unsigned = index.view(_UNSIGNED[index.dtype.itemsize]) \

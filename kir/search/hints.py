@@ -267,6 +267,16 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
                 *constants, *per_key[:-len(_finishing(kernel))],
                 Want("pad-shared", any_site=True, params={"pad": 1}, repeat=4),
                 *_finishing(kernel)]))
+            # The same with the tiles read as float4: rows padded by 4 (a lane's K row
+            # stays conflict-free and 16-byte aligned), then each dot product reads 4
+            # elements of the query row and of its key row a load, and the P.V loop 4
+            # probabilities: a quarter of the shared-memory loads where they bound the
+            # kernel (the query row and the probabilities are one broadcast each).
+            out.append(("flash-attention-2-constant-lane-per-key-float4", [
+                *constants, *per_key[:-len(_finishing(kernel))],
+                Want("pad-shared", any_site=True, params={"pad": 4}, repeat=4),
+                Want("vectorize-loads", any_site=True, params={"width": 4}, repeat=4),
+                *_finishing(kernel)]))
         out.append(("flash-attention-2", fa2))
         out.append(("flash-attention-2-registers", registers))
         out.append(("flash-attention-2-warps", warps))

@@ -46,6 +46,21 @@ def test_metal_block_sum(block_sum):
     assert e.init_value == 0.0 and e.inout_decode == () and not e.atomic_outputs
 
 
+@pytest.mark.parametrize("target, declaration", [
+    ("metal", "alignas(16) threadgroup float red[256];"),
+    ("cuda", "__shared__ __align__(16) float red[256];")])
+def test_shared_arrays_read_as_vectors_are_16_byte_aligned(block_sum, target, declaration):
+    """A shared array read as float4 anywhere is declared 16-byte aligned (C++ aligns a
+    float array to 4 bytes only); one read element by element keeps the plain form."""
+    kernel, bound = block_sum
+    vec = ir.types.VectorType(F32, 4)
+    first = ir.Store("out", ir.Cast(ir.Special("block", "x"), I32),
+                     ir.Component(ir.Load("red", ir.Const(0, I32), vec), 0, F32))
+    body = dataclasses.replace(kernel.body, stmts=(*kernel.body.stmts[:-1], first))
+    assert declaration in emit(dataclasses.replace(kernel, body=body), bound, target).source
+    assert declaration not in emit(kernel, bound, target).source
+
+
 def test_cuda_block_sum(block_sum):
     kernel, bound = block_sum
     e = emit(kernel, bound, "cuda")

@@ -77,24 +77,32 @@ def test_warp_rows_are_faster_on_the_cost_model():
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("path", [EXAMPLES / "flash_attn.cu", DATA / "flash_attn_rows.cu"])
-def test_flash_attention_a_key_a_lane(target, path):
-    """The lane-per-key hint on both FlashAttention kernels (the example, and one written
+@pytest.mark.parametrize("recipe", ["flash-attention-2-constant-lane-per-key",
+                                    "flash-attention-2-constant-lane-per-key-float4"])
+def test_flash_attention_a_key_a_lane(target, path, recipe):
+    """The lane-per-key hints on both FlashAttention kernels (the example, and one written
     with a K/V tile loop per thread row): distribute-loop spreads the loops over the key
     tile, so a lane computes whole scores, a warp max and a warp sum combine the row once
     a tile, warp barriers order the score row's shared writes and reads, and the K tile's
-    rows are padded (pitch 65). Checked at a ragged sequence length on every target."""
-    from kir.ir import Barrier, WarpReduce
+    rows are padded (pitch 65). The float4 variant pads by 4 (pitch 68) and reads the query
+    and key rows and the probabilities as float4 vectors (vectorize-loads), from shared
+    arrays the emitters declare 16-byte aligned. Checked at a ragged sequence length on
+    every target."""
+    from kir.ir import Barrier, Load, WarpReduce
     from kir.search.hints import hints
 
     if target != "interp" and not emulator_available()[0]:
         pytest.skip(f"no C++20 compiler for the emulator: {emulator_available()[1]}")
     loaded = load_kernel(path, sizes={"H": 1, "N": 80})
     found = {h.name: h for h in hints(loaded.kernel, REGISTRY, context_for(loaded))}
-    steps = [str(s) for s in found["flash-attention-2-constant-lane-per-key"].steps]
-    assert "pad-shared{buffer=sram_Kj,pad=1}" in steps
+    steps = [str(s) for s in found[recipe].steps]
+    vector = recipe.endswith("float4")
+    assert f"pad-shared{{buffer=sram_Kj,pad={4 if vector else 1}}}" in steps
     fa = _rewritten(path, steps, {"H": 1, "N": 80})
     body = list(fa.kernel.body.walk())
     assert {n.op for n in body if isinstance(n, WarpReduce)} == {"max", "sum"}
     assert any(isinstance(n, Barrier) and n.scope == "warp" for n in body)
+    vectors = {n.buffer for n in body if isinstance(n, Load) and str(n.type) == "f32x4"}
+    assert vectors == ({"sram_Qi", "sram_Kj", "sram_S"} if vector else set())
     outcome = check_on_target(fa, target)
     assert outcome.result.ok, outcome.result.describe()

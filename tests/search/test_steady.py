@@ -17,21 +17,20 @@ from .search_toy import CTX, toy_evaluate, toy_kernel, toy_registry
 class AsyncEvaluator(FunctionEvaluator):
     """``submit`` on a thread pool of ``capacity`` workers; a candidate's delay depends on
     its kernel, so verdicts complete out of submission order. Records how many jobs were in
-    flight at most and how many were ever submitted."""
+    flight at most (counted when a job is submitted, so a busy machine starting the pool's
+    threads late does not change it; each job takes at least 30 ms, so the strategy filling
+    the pool is not a race with the first job ending) and how many were ever submitted."""
 
     def __init__(self, capacity: int = 4, delay=None) -> None:
         super().__init__(toy_evaluate)
         self.capacity = capacity
-        self.delay = delay or (lambda kernel: 0.002 * (hash(kernel.fingerprint()) % 5))
+        self.delay = delay or (lambda kernel: 0.03 + 0.002 * (hash(kernel.fingerprint()) % 5))
         self.pool = ThreadPoolExecutor(capacity)
         self.guard = threading.Lock()
         self.running = self.most = self.submitted = 0
         self.order: list[str] = []  # fingerprints, in submission order
 
     def _job(self, kernel):
-        with self.guard:
-            self.running += 1
-            self.most = max(self.most, self.running)
         try:
             time.sleep(self.delay(kernel))
             return self.evaluate(kernel)
@@ -40,6 +39,9 @@ class AsyncEvaluator(FunctionEvaluator):
                 self.running -= 1
 
     def submit(self, kernel):
+        with self.guard:
+            self.running += 1
+            self.most = max(self.most, self.running)
         self.submitted += 1
         self.order.append(kernel.fingerprint())
         return self.pool.submit(self._job, kernel)
