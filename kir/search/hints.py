@@ -259,23 +259,25 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             # computes a whole score (no warp reduction a key) and the warp combines the
             # row's max and sum once a tile. Padding the K tile's rows keeps the lanes,
             # which read one K row each, off one bank. On the H200 at N=1024: 0.778 ms
-            # against 1.13 for the shared-scores variant (BENCHMARKS.md "Round 8"), so it
-            # goes first: at N=4096 a 48-s search judges only six candidates.
+            # against 1.13 for the shared-scores variant (BENCHMARKS.md "Round 8"). These
+            # go first: at N=4096 a 48-s search judged only six candidates.
             per_key = [dataclasses.replace(w, repeat=4)
                        if w.rule == "promote-to-registers" else w for w in warps]
-            out.append(("flash-attention-2-constant-lane-per-key", [
-                *constants, *per_key[:-len(_finishing(kernel))],
-                Want("pad-shared", any_site=True, params={"pad": 1}, repeat=4),
-                *_finishing(kernel)]))
-            # The same with the tiles read as float4: rows padded by 4 (a lane's K row
-            # stays conflict-free and 16-byte aligned), then each dot product reads 4
-            # elements of the query row and of its key row a load, and the P.V loop 4
-            # probabilities: a quarter of the shared-memory loads where they bound the
-            # kernel (the query row and the probabilities are one broadcast each).
+            # The tiles read as float4: rows padded by 4 (a lane's K row stays
+            # conflict-free and 16-byte aligned), then each dot product reads 4 elements of
+            # the query row and of its key row a load, and the P.V loop 4 probabilities: a
+            # quarter of the shared-memory load instructions, and 32 registers a thread
+            # instead of 56 (two blocks of 1024 threads an SM). On the H200, N=1024: 0.650
+            # against 0.897 ms with pad 1 (0.698 / 0.744 on the second FlashAttention
+            # kernel); N=4096: 7.69 against 11.1 ms (BENCHMARKS.md "Round 9").
             out.append(("flash-attention-2-constant-lane-per-key-float4", [
                 *constants, *per_key[:-len(_finishing(kernel))],
                 Want("pad-shared", any_site=True, params={"pad": 4}, repeat=4),
                 Want("vectorize-loads", any_site=True, params={"width": 4}, repeat=4),
+                *_finishing(kernel)]))
+            out.append(("flash-attention-2-constant-lane-per-key", [
+                *constants, *per_key[:-len(_finishing(kernel))],
+                Want("pad-shared", any_site=True, params={"pad": 1}, repeat=4),
                 *_finishing(kernel)]))
         out.append(("flash-attention-2", fa2))
         out.append(("flash-attention-2-registers", registers))
