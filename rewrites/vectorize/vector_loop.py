@@ -31,6 +31,18 @@ def base_of(poly: Poly | None, var: str) -> Poly | None:
     return base
 
 
+def unit_loop_problem(loop: For) -> NotApplicable | None:
+    """Why ``loop`` is not ``for x = 0; x < n; x = x + 1`` with an i32 counter and a bound the
+    body does not write (the element loops vectorize-access and vectorize-loads take), or
+    None."""
+    c = analysis.canonical(loop)
+    if c is None or c.step != 1 or c.inclusive or c.start != Const(0, loop.type):
+        return NotApplicable(f"{loop.label} is not `for x = 0; x < n; x = x + 1`")
+    if loop.type.name != "i32":
+        return NotApplicable("the loop counter is not i32")
+    return None
+
+
 def spec_ints(scalars: Mapping[str, object], exclude: set[str] | frozenset = frozenset()
               ) -> dict[str, int]:
     """The spec's integer scalar values, but those named in ``exclude``."""

@@ -13,6 +13,7 @@ from kir.rewrites.vectorize.vector_loop import (
     is_multiple,
     runtime_alignment,
     spec_ints,
+    unit_loop_problem,
     vector_end,
     vector_start,
 )
@@ -130,11 +131,9 @@ def _value_nodes(expr: Expr) -> list[Node]:
 
 def _plan(kernel: Kernel, loop: For) -> _Plan | NotApplicable:
     """The shape of ``loop`` checked at any width (alignment is the apply's question)."""
-    c = analysis.canonical(loop)
-    if c is None or c.step != 1 or c.inclusive or c.start != Const(0, loop.type):
-        return NotApplicable(f"{loop.label} is not `for x = 0; x < n; x = x + 1`")
-    if loop.type.name != "i32":
-        return NotApplicable("the loop counter is not i32")
+    problem = unit_loop_problem(loop)
+    if problem is not None:
+        return problem
     stores = _stores(loop.body, loop.var)
     if isinstance(stores, NotApplicable):
         return stores

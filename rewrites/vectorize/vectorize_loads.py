@@ -12,6 +12,7 @@ from kir.rewrites.vectorize.vector_loop import (
     is_multiple,
     runtime_alignment,
     spec_ints,
+    unit_loop_problem,
     vector_end,
 )
 
@@ -141,17 +142,15 @@ def _unconditional_loads(stmt: Stmt) -> list[Load]:
 def _memory_buffers(kernel: Kernel) -> set[str]:
     """Buffers in global or shared memory (a vector load from a thread's own array would
     move it out of registers)."""
-    return ({p.name for p in kernel.params if p.is_buffer}
-            | {n.name for n in kernel.body.walk() if isinstance(n, Alloc) and n.space == "shared"})
+    shared = {n.name for n in kernel.body.walk() if isinstance(n, Alloc) and n.space == "shared"}
+    return {p.name for p in kernel.params if p.is_buffer} | shared
 
 
 def _plan(kernel: Kernel, loop: For) -> _Plan | NotApplicable:
     """The loop's shape and its vectorizable loads, at any width."""
-    c = analysis.canonical(loop)
-    if c is None or c.step != 1 or c.inclusive or c.start != Const(0, loop.type):
-        return NotApplicable(f"{loop.label} is not `for x = 0; x < n; x = x + 1`")
-    if loop.type.name != "i32":
-        return NotApplicable("the loop counter is not i32")
+    problem = unit_loop_problem(loop)
+    if problem is not None:
+        return problem
     if has_barrier(loop.body) or has_exit(loop.body):
         return NotApplicable(f"{loop.label} holds a barrier, break, continue or return")
     defs = single_defs(kernel)

@@ -6,6 +6,7 @@ they build runs right on both targets)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,17 @@ FA2 = ["split-shared{buffer=sram}", "interchange-loops{loop=L0}",
        "hoist-invariant{loop=L0}"]
 WARPS = ["widen-threads{dim=x}", "distribute-loop{loop=L7}", "distribute-loop{loop=L3}"]
 TARGETS = ["interp", "emulate-metal", "emulate-cuda"]
+
+
+@functools.lru_cache(maxsize=None)
+def _attention_hints(path: Path) -> dict[str, tuple[str, ...]]:
+    """The hints of a FlashAttention kernel at H=1, N=80 (built once a module: building
+    every recipe is most of a test's time, and each target's test wants the same)."""
+    from kir.search.hints import hints
+
+    loaded = load_kernel(path, sizes={"H": 1, "N": 80})
+    return {h.name: tuple(str(s) for s in h.steps)
+            for h in hints(loaded.kernel, REGISTRY, context_for(loaded))}
 
 
 def _rewritten(path: Path, steps: list[str], sizes: dict | None = None):
@@ -89,13 +101,10 @@ def test_flash_attention_a_key_a_lane(target, path, recipe):
     arrays the emitters declare 16-byte aligned. Checked at a ragged sequence length on
     every target."""
     from kir.ir import Barrier, Load, WarpReduce
-    from kir.search.hints import hints
 
     if target != "interp" and not emulator_available()[0]:
         pytest.skip(f"no C++20 compiler for the emulator: {emulator_available()[1]}")
-    loaded = load_kernel(path, sizes={"H": 1, "N": 80})
-    found = {h.name: h for h in hints(loaded.kernel, REGISTRY, context_for(loaded))}
-    steps = [str(s) for s in found[recipe].steps]
+    steps = list(_attention_hints(path)[recipe])
     vector = recipe.endswith("float4")
     assert f"pad-shared{{buffer=sram_Kj,pad={4 if vector else 1}}}" in steps
     fa = _rewritten(path, steps, {"H": 1, "N": 80})
