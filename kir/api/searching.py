@@ -288,7 +288,15 @@ class SearchSession:
             derived = check_sizes(loaded.spec, loaded.bound.sizes)
         except KirError:
             return None, ""  # no smaller sizes meet the spec's constraints
-        derived = shrink_until(loaded.spec, derived, _within_check_steps(loaded))
+        fits = _within_check_steps(loaded)
+        derived = shrink_until(loaded.spec, derived, fits)
+        ragged = dict(loaded.spec.ragged)
+        if ragged:
+            # Candidates are validated at the ragged sizes too (the spec's overrides on top
+            # of these): the sizes those leave alone shrink until that run fits as well
+            # (an attention spec's ragged N=200 over 4 heads cost 3x the check sizes).
+            derived = shrink_until(loaded.spec, derived, lambda s: fits({**s, **ragged}),
+                                   keep=set(ragged))
         if derived == dict(loaded.bound.sizes):
             return None, ""
         return derived, "derived from the spec's defaults: it has no check table"
@@ -433,7 +441,10 @@ def _within_check_steps(loaded):
     from kir.limits import current
 
     def fits(sizes: dict[str, int]) -> bool:
-        bound = loaded.spec.bind({**loaded.bound.sizes, **sizes})
+        try:
+            bound = loaded.spec.bind({**loaded.bound.sizes, **sizes})
+        except KirError:
+            return True  # sizes the spec's constraints refuse are not validated at
         try:
             run_kernel(loaded.kernel, bound.make_inputs(0), bound.sizes,
                        max_steps=CHECK_STEPS, time_limit_s=current().interp_s)

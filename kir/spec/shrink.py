@@ -85,15 +85,16 @@ def _elements(bound, name: str) -> int:
 
 
 def shrink_until(spec: Spec, sizes: Mapping[str, int], fits: Callable[[dict[str, int]], bool],
-                 floor: int = 64) -> dict[str, int]:
+                 floor: int = 64, keep: frozenset[str] | set[str] = frozenset()
+                 ) -> dict[str, int]:
     """``sizes`` with problem sizes halved, one at a time, until ``fits`` accepts them (or no
     size can be halved): sizes above ``floor`` first, the largest first, so a 256-query
-    attention over 4 heads goes to 64 queries before it loses heads; structural sizes stay,
-    and a halving the spec's constraints refuse is skipped. For what buffer sizes cannot
-    tell: the work a kernel does at them (attention's grows with the square of the
-    sequence)."""
+    attention over 4 heads goes to 64 queries before it loses heads; structural sizes and
+    those in ``keep`` stay, and a halving the spec's constraints refuse is skipped. For what
+    buffer sizes cannot tell: the work a kernel does at them (attention's grows with the
+    square of the sequence)."""
     current = dict(sizes)
-    fixed = structural_sizes(spec)
+    fixed = structural_sizes(spec) | set(keep)
     for _ in range(64):
         if fits(dict(current)):
             break

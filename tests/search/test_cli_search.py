@@ -380,7 +380,10 @@ def test_derived_check_sizes_shrink_until_the_work_fits():
     the unrewritten kernel 278,600 interpreter loop iterations, and every candidate was
     validated there (6.6 s each on the H200's host, 9 evaluations in a 60-s search). The
     derived sizes now also keep the unrewritten kernel within CHECK_STEPS iterations:
-    queries halve to 64 (sizes above 64 first), the tile T (structural) stays."""
+    queries halve to 64 (sizes above 64 first), the tile T (structural) stays. Candidates are
+    validated at the spec's ragged sizes too (N=200 on top of them): the heads, which the
+    ragged table leaves alone, halve until that run fits as well (at 4 heads it cost three
+    times the check sizes: 10 evaluations in a 120-s search on the H200)."""
     from kir.api.searching import CHECK_STEPS, SearchRequest, SearchSession, _within_check_steps
     from kir.spec.shrink import shrink_until
 
@@ -395,7 +398,8 @@ def test_derived_check_sizes_shrink_until_the_work_fits():
     session.loaded = loaded
     request = SearchRequest(target="model")
     sizes, source = session.check_sizes_of(request)
-    assert sizes == {"B": 1, "H": 4, "N": 64, "D": 64, "T": 32}
+    assert not fits({"B": 1, "H": 4, "N": 200, "D": 64, "T": 32})
+    assert sizes == {"B": 1, "H": 1, "N": 64, "D": 64, "T": 32}
     assert "derived from the spec's defaults" in source
     layernorm = load_kernel(EXAMPLES / "layernorm.cu", sizes={"rows": 8192, "cols": 8192})
     assert _within_check_steps(layernorm)({"rows": 64, "cols": 512})
@@ -419,6 +423,9 @@ def test_shrink_until_halves_large_sizes_first_and_respects_the_spec():
     assert final["T"] == 32 and final["N"] * final["H"] <= 32
     assert shrink_until(spec, {"B": 1, "H": 1, "N": 1, "D": 1, "T": 32},
                         lambda sizes: False)["T"] == 32  # nothing left to halve: it stops
+    kept = shrink_until(spec, {"B": 1, "H": 4, "N": 256, "D": 64, "T": 32},
+                        lambda sizes: sizes["H"] * sizes["D"] <= 64, keep={"N"})
+    assert kept["N"] == 256 and kept["H"] * kept["D"] <= 64  # sizes in keep never halve
 
 
 def test_no_db_searches_without_a_tuning_database(tmp_path, capsys, monkeypatch):
