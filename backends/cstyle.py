@@ -43,7 +43,7 @@ class Dialect:
     vector_elems: Mapping[str, str]          # kir scalar name -> vector prefix (float -> float4)
     make_vector: str                         # "{type}({elems})" / "make_{type}({elems})"
     shared_qualifier: str                    # "threadgroup" / "__shared__"
-    shared_array: str                        # "{qual} {elem} {name}[{size}]" with 16-B alignment
+    aligned_array: str                       # "{qual}{elem} {name}[{size}]", 16-byte aligned
     local_qualifier: str                     # "" (thread space is the default in both)
     barrier_block: str
     barrier_block_device: str                # a block barrier that also orders device memory
@@ -432,12 +432,12 @@ class Printer:
         if a.dynamic:
             # Only CUDA keeps dynamic shared memory (the emitter sizes Metal's statically).
             return f"extern {qual}__align__(16) {elem} {self.name(a.name)}[];"
-        if a.space == "shared" and info.vector_access:
+        if info.vector_access:
             # 16-byte aligned, so float4 accesses at multiples of 4 elements (vectorize-loads,
-            # vectorize-access) are aligned whatever layout the compiler picks.
-            return self.dialect.shared_array.format(
-                qual=self.dialect.shared_qualifier, elem=elem, name=self.name(a.name),
-                size=a.size) + ";"
+            # vectorize-access) are aligned whatever layout the compiler picks: C++ aligns a
+            # float array to 4 bytes only.
+            return self.dialect.aligned_array.format(
+                qual=qual, elem=elem, name=self.name(a.name), size=a.size) + ";"
         return f"{qual}{elem} {self.name(a.name)}[{a.size}];"
 
     def _for(self, s: ir.For, indent: int) -> list[str]:

@@ -72,7 +72,7 @@ CUDA = Dialect(
                   "u8": "uchar"},
     make_vector="make_{type}({elems})",
     shared_qualifier="__shared__",
-    shared_array="{qual} __align__(16) {elem} {name}[{size}]",
+    aligned_array="{qual}__align__(16) {elem} {name}[{size}]",
     local_qualifier="",
     barrier_block="__syncthreads()",
     barrier_block_device="__syncthreads()",

@@ -80,7 +80,7 @@ METAL = Dialect(
                   "i8": "char", "u8": "uchar"},
     make_vector="{type}({elems})",
     shared_qualifier="threadgroup",
-    shared_array="alignas(16) {qual} {elem} {name}[{size}]",
+    aligned_array="alignas(16) {qual}{elem} {name}[{size}]",
     local_qualifier="",
     barrier_block="threadgroup_barrier(mem_flags::mem_threadgroup)",
     barrier_block_device="threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device)",

@@ -557,6 +557,24 @@ def test_misaligned_vector_access_raises():
         run(pair, {"x": np.zeros(4, np.float32), "y": np.zeros(8, np.float32)})
 
 
+
+def test_vector_reads_of_a_shared_array_are_aligned_by_index_in_every_block():
+    """Each block has its own shared array, aligned on a GPU (the emitters declare arrays read
+    as vectors 16-byte aligned): a float4 read at index 0 (the same index on every lane) is
+    aligned in every block, also when the array's size (5) is not a multiple of 4."""
+    f4 = VectorType(F32, 4)
+    s = ir.Alloc("s", F32, 5, "shared")
+    bid = i32(BID)
+    k = kernel([buf("x"), buf("y")],
+               [s, if_(bin_("<", T, C(5)), [store("s", T, load("x", add(mul(bid, C(5)), T)))]),
+                ir.Barrier(),
+                if_(bin_("==", T, C(0)),
+                    [store("y", bid, ir.Component(ir.Load("s", C(0), f4), 3, F32))])],
+               grid=("2", "1", "1"), block_dims=(8, 1, 1))
+    xs = np.arange(10, dtype=np.float32)
+    out = run(k, {"x": xs, "y": np.zeros(2, np.float32)})
+    np.testing.assert_array_equal(out["y"], [3.0, 8.0])
+
 # ------------------------------------------------------------------------------ atomics
 
 

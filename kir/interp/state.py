@@ -193,14 +193,11 @@ class State:
                                         action, loc)
                 i = 0
             address = i if mem.base is None else mem.base + i
-            if count in VECTOR_ALIGNED:
-                # (a shared array's base differs per block: then one address per lane)
-                off = np.asarray(address % count) != 0
-                if mask is not self.full:
-                    off = off & mask
-                if np.count_nonzero(off):
-                    self._misaligned(mem, np.broadcast_to(i, (self.n,)), off, count,
-                                     action, loc)
+            # Alignment is the index's: each block's (lane's) array starts aligned on a GPU
+            # (buffers by MLX, arrays read as vectors declared so by the emitters).
+            if count in VECTOR_ALIGNED and i % count and (
+                    mask is self.full or np.count_nonzero(mask)):
+                self._misaligned(mem, np.broadcast_to(i, (self.n,)), mask, count, action, loc)
             return address
         # Viewing signed indices as unsigned turns negatives into huge values: one compare.
         unsigned = index.view(_UNSIGNED[index.dtype.itemsize]) \
@@ -212,7 +209,7 @@ class State:
             self._out_of_bounds(mem, index, bad, count, action, loc)
         address = index if mem.base is None else mem.base + index
         if count in VECTOR_ALIGNED:
-            off = (address % count) != 0
+            off = (index % count) != 0
             if mask is not self.full:
                 off = off & mask
             if np.count_nonzero(off):
