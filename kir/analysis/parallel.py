@@ -141,13 +141,37 @@ def _with_context(body: Block, varying) -> Iterator[tuple[Stmt, bool]]:
 
 def _exits_varying(body: Block, varying) -> bool:
     """Whether a loop body has a break/continue/return under a condition (conservative:
-    any conditional exit makes the loop's lanes diverge)."""
-    return any(isinstance(n, If) and any(isinstance(m, (Break, Continue, Return))
-                                         for m in n.walk()) for n in body.walk())
+    any conditional exit makes the loop's lanes diverge). One pass, tracking whether a node
+    sits under an ``if`` (the loop nests of attention ask this thousands of times)."""
+    stack: list[tuple[Node, bool]] = [(body, False)]
+    while stack:
+        node, under_if = stack.pop()
+        if under_if and isinstance(node, (Break, Continue, Return)):
+            return True
+        inner = under_if or isinstance(node, If)
+        stack.extend((child, inner) for child in node.children())
+    return False
+
+
+# lane_varying_vars of the last kernels asked about, by identity (a rule's analysis asks it
+# of the same kernel once per site and per candidate statement): id -> (kernel, result).
+_VARYING_CACHE: dict[int, tuple[Kernel, frozenset[str]]] = {}
+_VARYING_CACHE_SIZE = 8
 
 
 def lane_varying_vars(kernel: Kernel) -> set[str]:
     """Variables that may differ between lanes of a warp (a conservative taint)."""
+    hit = _VARYING_CACHE.get(id(kernel))
+    if hit is not None and hit[0] is kernel:
+        return set(hit[1])
+    tainted = _lane_varying_vars(kernel)
+    if len(_VARYING_CACHE) >= _VARYING_CACHE_SIZE:
+        _VARYING_CACHE.pop(next(iter(_VARYING_CACHE)))
+    _VARYING_CACHE[id(kernel)] = (kernel, frozenset(tainted))
+    return tainted
+
+
+def _lane_varying_vars(kernel: Kernel) -> set[str]:
     block = kernel.launch.block
     tainted: set[str] = set()
     changed = True

@@ -44,13 +44,22 @@ ValueType = Union[ScalarType, VectorType]
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
+# Field annotations that never hold a node (names, numbers, types, source locations): the
+# traversals skip those fields. Any other annotation is looked into, so a new node class is
+# traversed correctly whatever it declares.
+_LEAF_ANNOTATIONS = frozenset({
+    "str", "str | None", "int", "int | None", "bool", "int | float | bool", "Loc | None",
+    "Type", "ValueType", "ScalarType", "VectorType", "ScalarType | VectorType", "MatrixType",
+    "tuple[str, str, str]", "tuple[int, int, int]"})
+
 
 def _field_names(cls: type) -> tuple[str, ...]:
-    """A node class's field names, in order (``dataclasses.fields`` is slow to ask each time,
-    and every traversal asks it of every node)."""
+    """A node class's fields that may hold nodes, in order (``dataclasses.fields`` is slow to
+    ask each time, and every traversal asks it of every node)."""
     names = _FIELD_NAMES.get(cls)
     if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        names = _FIELD_NAMES[cls] = tuple(
+            f.name for f in dataclasses.fields(cls) if str(f.type) not in _LEAF_ANNOTATIONS)
     return names
 
 
