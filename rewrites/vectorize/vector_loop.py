@@ -1,10 +1,11 @@
-"""What the vectorizing rules (vectorize-access, vectorize-strided) share: a loop site, a width
-parameter, an index taken apart as ``base + x``, and the one check that depends on the width.
+"""What the vectorizing rules (vectorize-access, vectorize-strided, vectorize-loads) share: a
+loop site, a width parameter, an index taken apart as ``base + x``, and the one check that
+depends on the width.
 
 A rule of the family proves the loop's shape once, at any width, in ``plan_vector_loop``; its
 plan lists every access's base. Whether those bases are multiples of the chosen width under
 the spec's scalar values is the only thing left for ``apply`` (the parameter and the context
-decide it), before the rule's rewrite.
+decide it, in ``fitted``), before the rule's rewrite.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ class VectorLoopRule(LoopRule):
 
     A subclass provides ``plan_vector_loop`` (its legality analysis, at any width),
     ``misaligned`` (why the plan's bases do not fit the chosen width under the spec's
-    scalars, or None) and ``vectorize`` (the rewrite).
+    scalars, or None) and ``vectorize`` (the rewrite). A rule that vectorizes only the
+    accesses that fit overrides ``fitted`` instead of ``misaligned``.
     """
 
     @dataclass(frozen=True)
@@ -127,9 +129,15 @@ class VectorLoopRule(LoopRule):
     def vectorize(self, kernel: Kernel, plan: Any, width: int) -> Kernel:  # pragma: no cover
         raise NotImplementedError
 
+    def fitted(self, plan: Any, width: int, scalars: Mapping[str, int | float]) -> Any:
+        """The plan the rewrite at ``width`` follows under the spec's scalars, or why there
+        is none: the plan itself when ``misaligned`` finds nothing wrong."""
+        problem = self.misaligned(plan, width, scalars)
+        return plan if problem is None else problem
+
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        problem = self.misaligned(match.plan, params.width, ctx.scalars)
-        if problem is not None:
-            return problem
-        return self.vectorize(kernel, match.plan, params.width)
+        plan = self.fitted(match.plan, params.width, ctx.scalars)
+        if isinstance(plan, NotApplicable):
+            return plan
+        return self.vectorize(kernel, plan, params.width)

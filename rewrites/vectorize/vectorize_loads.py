@@ -42,7 +42,7 @@ from kir.ir import (
 )
 from kir.ir.fold import fold_expr
 from kir.ir.types import BOOL, F32, VectorType
-from kir.rules import Match, NotApplicable, RuleContext
+from kir.rules import NotApplicable
 
 
 class VectorizeLoads(VectorLoopRule):
@@ -83,19 +83,20 @@ class VectorizeLoads(VectorLoopRule):
     def plan_vector_loop(self, kernel: Kernel, loop: For) -> _Plan | NotApplicable:
         return _plan(kernel, loop)
 
-    def misaligned(self, plan: _Plan, width: int,
-                   scalars: Mapping[str, int | float]) -> NotApplicable | None:
-        if not _aligned(plan, width, scalars).accesses:
+    def fitted(self, plan: _Plan, width: int,
+               scalars: Mapping[str, int | float]) -> _Plan | NotApplicable:
+        """The plan without the loads whose base is not a multiple of ``width`` at the spec's
+        scalars (they stay scalar loads); refused when none is left."""
+        values = spec_ints(scalars)
+        fit = dataclasses.replace(plan, accesses=[
+            a for a in plan.accesses if is_multiple(a[2], width, values)])
+        if not fit.accesses:
             return NotApplicable(f"no vectorizable load of {plan.loop.label} starts at a "
                                  f"multiple of {width}")
-        return None
+        return fit
 
-    def apply(self, kernel: Kernel, match: Match, params: VectorLoopRule.Params,
-              ctx: RuleContext) -> Kernel | NotApplicable:
-        problem = self.misaligned(match.plan, params.width, ctx.scalars)
-        if problem is not None:
-            return problem
-        return _rewrite(kernel, _aligned(match.plan, params.width, ctx.scalars), params.width)
+    def vectorize(self, kernel: Kernel, plan: _Plan, width: int) -> Kernel:
+        return _rewrite(kernel, plan, width)
 
 
 @dataclass(frozen=True)
@@ -105,14 +106,6 @@ class _Plan:
 
     loop: For
     accesses: list[tuple[str, Expr, Poly]]
-
-
-def _aligned(plan: _Plan, width: int, scalars: Mapping[str, int | float]) -> _Plan:
-    """The plan without the loads whose base is not a multiple of ``width`` at the spec's
-    scalars (they stay scalar loads)."""
-    values = spec_ints(scalars)
-    return dataclasses.replace(plan, accesses=[
-        a for a in plan.accesses if is_multiple(a[2], width, values)])
 
 
 def _unconditional_loads(stmt: Stmt) -> list[Load]:
