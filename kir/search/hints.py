@@ -270,15 +270,17 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             # instead of 56 (two blocks of 1024 threads an SM). On the H200, N=1024: 0.650
             # against 0.897 ms with pad 1 (0.698 / 0.744 on the second FlashAttention
             # kernel); N=4096: 7.69 against 11.1 ms (BENCHMARKS.md "Round 9").
+            finishing = _finishing(kernel)
+            lane_per_key = [*constants, *per_key[:-len(finishing)]]
             out.append(("flash-attention-2-constant-lane-per-key-float4", [
-                *constants, *per_key[:-len(_finishing(kernel))],
+                *lane_per_key,
                 Want("pad-shared", any_site=True, params={"pad": 4}, repeat=4),
                 Want("vectorize-loads", any_site=True, params={"width": 4}, repeat=4),
-                *_finishing(kernel)]))
+                *finishing]))
             out.append(("flash-attention-2-constant-lane-per-key", [
-                *constants, *per_key[:-len(_finishing(kernel))],
+                *lane_per_key,
                 Want("pad-shared", any_site=True, params={"pad": 1}, repeat=4),
-                *_finishing(kernel)]))
+                *finishing]))
         out.append(("flash-attention-2", fa2))
         out.append(("flash-attention-2-registers", registers))
         out.append(("flash-attention-2-warps", warps))
