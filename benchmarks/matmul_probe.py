@@ -8,7 +8,11 @@ m16n8k8 instruction) through ``mx.fast.cuda_kernel`` at 2048^3, each changed in 
   the scalar bounds-checked copy kept for the edges;
 - ``round``: operands rounded to TF32 once, when stored to shared memory, not per fragment;
 - ``db``: two shared buffers, the next tile's loads issued before the current tile's products
-  and one barrier per k step.
+  and one barrier per k step;
+- ``asyncN``: N shared buffers filled by ``cp.async`` (sm_80+: global to shared without
+  registers), N - 1 tiles in flight while the current one is multiplied, one barrier per k
+  step (the multistage pipeline of CUTLASS's Ampere GEMMs); whole tiles only, the edges
+  copied as ``vec`` does.
 
 Each variant is checked against ``a @ b`` first; ``a @ b`` is timed in the same run (median
 of 20 after 5 warm-ups, ``mx.eval`` per call).
@@ -38,21 +42,25 @@ __device__ __forceinline__ void probe_mma(float* c0, float* c1, unsigned a0, uns
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
     if (c1) { c1[0] = z2; c1[1] = z3; }
 }
+__device__ __forceinline__ void probe_cp16(float* dst, const float* src) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s), "l"(src));
+}
 """
 
 
 def source(bm: int, bn: int, bk: int, wm_: int, wn_: int, pair: bool, vec: bool,
-           round_: bool, db: bool) -> str:
+           round_: bool, db: bool, pipe: int = 0) -> str:
     """The kernel body for ``mx.fast.cuda_kernel`` (inputs A, B, M, N, K; output C)."""
     threads = wm_ * wn_ * 32
     sa, sb = bk + 4, bn + 8
     fm, fn = bm // wm_ // 8, bn // wn_ // 8
-    stages = 2 if db else 1
+    stages = pipe or (2 if db else 1)
     rnd = "probe_tf32" if round_ else ""
     load_rnd = "" if round_ else "probe_tf32"
     out = ["const int M_ = M[0], N_ = N[0], K_ = K[0];",
-           f"__shared__ float As[{stages}][{bm * sa}];",
-           f"__shared__ float Bs[{stages}][{bk * sb}];",
+           f"__shared__ __align__(16) float As[{stages}][{bm * sa}];",
+           f"__shared__ __align__(16) float Bs[{stages}][{bk * sb}];",
            "int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;",
            "int g = lane >> 2, t = lane & 3;",
            f"int m0 = blockIdx.y * {bm}, n0 = blockIdx.x * {bn};",
@@ -66,13 +74,15 @@ def source(bm: int, bn: int, bk: int, wm_: int, wn_: int, pair: bool, vec: bool,
             "if (whole) {",
             f"  #pragma unroll\n  for (int i = 0; i < {va}; ++i) {{",
             f"    int e = (tid + i * {threads}) * 4; int r = e / {bk}, c = e % {bk};",
+            *(["    probe_cp16(&As[s][r * %d + c], &A[(m0 + r) * K_ + k0 + c]);" % sa] if pipe else [
             "    float4 v = *reinterpret_cast<const float4*>(&A[(m0 + r) * K_ + k0 + c]);",
-            f"    float* d = &As[s][r * {sa} + c]; d[0] = {rnd}(v.x); d[1] = {rnd}(v.y); d[2] = {rnd}(v.z); d[3] = {rnd}(v.w);",
+            f"    float* d = &As[s][r * {sa} + c]; d[0] = {rnd}(v.x); d[1] = {rnd}(v.y); d[2] = {rnd}(v.z); d[3] = {rnd}(v.w);"]),
             "  }",
             f"  #pragma unroll\n  for (int i = 0; i < {vb}; ++i) {{",
             f"    int e = (tid + i * {threads}) * 4; int r = e / {bn}, c = e % {bn};",
+            *(["    probe_cp16(&Bs[s][r * %d + c], &B[(k0 + r) * N_ + n0 + c]);" % sb] if pipe else [
             "    float4 v = *reinterpret_cast<const float4*>(&B[(k0 + r) * N_ + n0 + c]);",
-            f"    float* d = &Bs[s][r * {sb} + c]; d[0] = {rnd}(v.x); d[1] = {rnd}(v.y); d[2] = {rnd}(v.z); d[3] = {rnd}(v.w);",
+            f"    float* d = &Bs[s][r * {sb} + c]; d[0] = {rnd}(v.x); d[1] = {rnd}(v.y); d[2] = {rnd}(v.z); d[3] = {rnd}(v.w);"]),
             "  }",
             "} else {"]
     else:
@@ -107,7 +117,17 @@ def source(bm: int, bn: int, bk: int, wm_: int, wn_: int, pair: bool, vec: bool,
                     f"    #pragma unroll\n    for (int j = 0; j < {fn}; ++j)",
                     "      probe_mma(acc[i][j], nullptr, a[i][0], 0u, a[i][1], 0u, b[j][0], b[j][1]);"]
     compute.append("}")
-    if db:
+    if pipe:
+        commit = 'asm volatile("cp.async.commit_group;");'
+        out += [f"#pragma unroll\nfor (int p = 0; p < {pipe - 1}; ++p) {{",
+                f"  int s = p, k0 = p * {bk};", "  if (k0 < K_) {"] + copy + ["  }",
+                f"  {commit}", "}",
+                f"for (int k0 = 0, step = 0; k0 < K_; k0 += {bk}, ++step) {{",
+                f'  asm volatile("cp.async.wait_group {pipe - 2};");', "  __syncthreads();",
+                f"  {{ int s = (step + {pipe - 1}) % {pipe}; int k0n = k0 + {(pipe - 1) * bk};",
+                "    if (k0n < K_) { int k0 = k0n;"] + copy + ["    }", f"    {commit}", "  }",
+                f"  const int s = step % {pipe};"] + compute + ["}"]
+    elif db:
         out += ["{ int s = 0, k0 = 0;"] + copy + ["}", "__syncthreads();",
                 f"for (int k0 = 0, s = 0; k0 < K_; k0 += {bk}, s ^= 1) {{",
                 f"  if (k0 + {bk} < K_) {{ int s2 = s ^ 1; int k1 = k0 + {bk};",
@@ -125,7 +145,7 @@ def source(bm: int, bn: int, bk: int, wm_: int, wn_: int, pair: bool, vec: bool,
     return "\n".join(out)
 
 
-VARIANTS = {  # name: (pair, vec, round, db)
+VARIANTS = {  # name: (pair, vec, round, db[, cp.async stages])
     "emitted-like": (False, False, False, False),
     "pair": (True, False, False, False),
     "round": (False, False, True, False),
@@ -134,18 +154,26 @@ VARIANTS = {  # name: (pair, vec, round, db)
     "pair+vec+round": (True, True, True, False),
     "pair+vec+round+db": (True, True, True, True),
     "pair+round+db": (True, False, True, True),
+    "pair+vec+async2": (True, True, False, False, 2),
+    "pair+vec+async3": (True, True, False, False, 3),
+    "pair+vec+async4": (True, True, False, False, 4),
 }
 TILES = [(64, 128, 16, 2, 2), (128, 128, 16, 2, 2), (128, 128, 32, 2, 4), (64, 128, 32, 2, 2),
          (128, 64, 16, 2, 2), (128, 128, 16, 4, 2), (128, 128, 32, 4, 2)]
+EXTRA_TILES = [(128, 128, 8, 2, 2), (128, 256, 8, 2, 4), (256, 128, 8, 4, 2)]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=2048)
     parser.add_argument("--emit", action="store_true", help="print one variant's source")
+    parser.add_argument("--variant", default="pair+vec+round+db", choices=VARIANTS,
+                        help="the variant --emit prints, at the first tile")
+    parser.add_argument("--only", nargs="*", choices=VARIANTS, help="time these variants only")
+    parser.add_argument("--tiles", nargs="*", help="block tiles to time, as BMxBNxBK/WMxWN")
     args = parser.parse_args(argv)
     if args.emit:
-        print(HELPERS + source(*TILES[0], *VARIANTS["pair+vec+round+db"]))
+        print(HELPERS + source(*TILES[0], *VARIANTS[args.variant]))
         return 0
     import mlx.core as mx
     from mlx_timing import median_ms  # beside this script
@@ -158,8 +186,14 @@ def main(argv=None) -> int:
     base, _ = median_ms(lambda: a @ b)
     print(f"a @ b: {base:.4f} ms  (n={n})", flush=True)
     scalars = [mx.array(n, dtype=mx.int32)] * 3
-    for tile, (name, knobs) in itertools.product(TILES, VARIANTS.items()):
+    tiles = TILES + EXTRA_TILES
+    if args.tiles:
+        tiles = [t for t in tiles if f"{t[0]}x{t[1]}x{t[2]}/{t[3]}x{t[4]}" in args.tiles]
+    variants = {k: v for k, v in VARIANTS.items() if not args.only or k in args.only}
+    for tile, (name, knobs) in itertools.product(tiles, variants.items()):
         bm, bn, bk, wm_, wn_ = tile
+        if len(knobs) > 4 and 4 * knobs[4] * (bm * (bk + 4) + bk * (bn + 8)) > 48 * 1024:
+            continue  # over the 48 KB of static shared memory a block may have
         threads = wm_ * wn_ * 32
         if (bm // wm_ // 8) % 2 and knobs[0]:
             continue

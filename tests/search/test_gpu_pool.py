@@ -176,3 +176,64 @@ def test_steady_search_through_a_pool(loaded):
                         SearchConfig(strategy="steady", budget=6, seed=2))
     assert len(result.history) == 6
     assert any(r.status == "ok" and r.genome for r in result.history)
+
+
+class StartupLoggingRunner(LoggingRunner):
+    """LoggingRunner that notes each device probe (``health``) and, in a process that has
+    run no kernel yet (a worker on its preparation job), makes the probe take ``startup_s``:
+    a slow start-up (MLX, the GPU context) to be overlapped or cut."""
+
+    def __init__(self, log: str, startup_s: float) -> None:
+        super().__init__(log)
+        self.startup_s = startup_s
+
+    def run(self, built, case):
+        self.ran = True
+        return super().run(built, case)
+
+    def health(self):
+        start = time.monotonic()
+        if not getattr(self, "ran", False):
+            time.sleep(self.startup_s)
+        self._note("health", start)
+        return None
+
+
+def _job(loaded):
+    bound = loaded.bound
+    return GpuJob(loaded.kernel, str(bound.spec.path.resolve()), dict(bound.sizes), "cuda",
+                  warmup=1, repeat=2)
+
+
+def test_first_job_starts_every_worker_and_the_next_find_them_ready(tmp_path, loaded):
+    """The pool's first job also starts the other workers on a preparation job (case built,
+    device probed, no kernel run), side by side with it; the jobs after it run on those
+    workers without starting any more."""
+    log = str(tmp_path / "log")
+    with GpuPool(StartupLoggingRunner(log, 1.0), workers=3, timeout_s=30.0,
+                 startup_s=60.0) as pool:
+        first = pool.run(_job(loaded))
+        assert first.ok, first.reason
+        later = list(pool.run_many([_job(loaded)] * 4))
+        assert all(v.ok for v in later) and pool.started == 3
+    rows = [json.loads(line) for line in open(log)]
+    ran = {pid for what, pid, *_ in rows if what == "run"}
+    probed_first = {}
+    for what, pid, start, end in sorted(rows, key=lambda r: r[2]):
+        probed_first.setdefault(pid, what == "health")
+    prepared = [pid for pid, first_was_probe in probed_first.items() if first_was_probe]
+    assert len(probed_first) == 3 and len(prepared) == 2, rows  # two started unasked
+    first_run = min(r for r in rows if r[0] == "run")  # the first job's run
+    slow_probes = [r for r in rows if r[0] == "health" and r[3] - r[2] >= 0.9]
+    assert len(slow_probes) == 2 and all(r[2] < first_run[3] for r in slow_probes), rows
+    assert ran <= set(probed_first)
+
+
+def test_closing_a_pool_does_not_wait_for_workers_still_starting(loaded):
+    """A search shorter than the workers' start-up (one candidate, then close) kills the
+    workers still preparing instead of waiting for them."""
+    with GpuPool(StartupLoggingRunner(os.devnull, 60.0), workers=3, timeout_s=30.0,
+                 startup_s=120.0) as pool:
+        assert pool.run(_job(loaded)).ok
+        began = time.monotonic()
+    assert time.monotonic() - began < 15.0

@@ -65,6 +65,10 @@ class GpuJob:
     # outside the GPU lock, so a timing elsewhere need not wait for the compile.
     warm_sizes: dict[str, int] | None = None
     warm_emitted: Any = None
+    # Only start up: make the check case (inputs, expected outputs) and touch the device,
+    # so a candidate sent later finds this worker ready (kir.measure.gpu.pool). Its verdict
+    # is "not_applicable" and nobody reads it.
+    prepare_only: bool = False
 
     def spec(self):
         """The job's spec: its file, or its text read as if from that file."""
@@ -233,6 +237,8 @@ def run_job(job: GpuJob, runner: Runner,
     under many messages, some raised only by the next call, so a context the candidate broke
     is blamed on it, not on whichever candidate comes next."""
     lock = GpuLock(job.lock_path)
+    if job.prepare_only:
+        return _prepare(job, runner, cache, lock), False
     try:
         verdict, fatal = _check_and_time(job, runner, cache, lock)
         with lock.shared():
@@ -245,6 +251,21 @@ def run_job(job: GpuJob, runner: Runner,
     if verdict.error:
         error += f"; the candidate's own error: {verdict.error}"
     return Evaluation.rejected(Status.CRASH, error, trace=verdict.details.get("trace", "")), True
+
+
+def _prepare(job: GpuJob, runner: Runner, cache: dict[tuple, Any], lock: GpuLock) -> Evaluation:
+    """A preparation job's work: the check case built and cached as a candidate's first job
+    would, and the device touched (:meth:`Runner.health` runs a tiny kernel)."""
+    try:
+        with lock.shared():
+            if job.case_key() not in cache:
+                cache[job.case_key()] = build_gpu_case(job, runner)
+            problem = runner.health()
+    except Exception as exc:  # noqa: BLE001 - the next candidate meets it again and says so
+        problem = f"{type(exc).__name__}: {exc}"
+    finally:
+        lock.close()
+    return Evaluation.rejected(Status.NOT_APPLICABLE, problem or "prepared")
 
 
 def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],

@@ -8,12 +8,20 @@ every job the path of one :class:`~kir.measure.gpu.lock.GpuLock`: the workers co
 side by side and take turns for the timing, which runs with nothing else of ours on the GPU.
 
 Each worker is driven by one thread of this process (the threads only wait on pipes).
+
+A fresh worker's first job pays for its start: Python and MLX imported, the GPU context made,
+the spec's inputs generated and its reference run at the compiled sizes (seconds each; on the
+H200 the first 15-25 s of a 60-s search went to workers starting one batch of candidates at a
+time). So the pool's first job also starts every other worker on a *preparation* job
+(:attr:`GpuJob.prepare_only`: that start-up and nothing else), side by side with it; the
+candidates that follow find them ready.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import queue
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,9 +48,11 @@ class GpuPool:
             handle, lock_path = tempfile.mkstemp(prefix="kir-gpu-", suffix=".lock")
             os.close(handle)
         self.lock_path = lock_path
-        self._local = threading.local()
         self._all: list[GpuWorker] = []
+        self._idle: queue.SimpleQueue[GpuWorker] = queue.SimpleQueue()
         self._guard = threading.Lock()
+        self._prepared = False
+        self._busy_preparing: set[int] = set()  # ids of workers on their preparation job
         self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="kir-gpu")
 
     @property
@@ -50,23 +60,63 @@ class GpuPool:
         """Worker processes started so far, replacements included."""
         return sum(w.started for w in self._all)
 
-    def _worker(self) -> GpuWorker:
-        worker = getattr(self._local, "worker", None)
-        if worker is None:
-            worker = GpuWorker(self.runner, timeout_s=self.timeout_s,
-                               startup_s=self.startup_s)
-            self._local.worker = worker
-            with self._guard:
-                self._all.append(worker)
+    def _new_worker(self) -> GpuWorker:
+        worker = GpuWorker(self.runner, timeout_s=self.timeout_s, startup_s=self.startup_s)
+        self._all.append(worker)  # under self._guard
         return worker
 
+    def _checkout(self) -> GpuWorker:
+        """An idle worker, a new one while fewer than ``workers`` exist, else the next to
+        finish (one being prepared). At most ``workers`` jobs run at once (the executor's
+        threads), so a job never waits for a worker another job holds."""
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._guard:
+            if len(self._all) < self.workers:
+                return self._new_worker()
+        return self._idle.get()
+
     def _run(self, job: GpuJob) -> Evaluation:
-        # A job waits for the lock while others time: its timeout must allow for that.
-        return self._worker().run(dataclasses.replace(job, lock_path=self.lock_path))
+        worker = self._checkout()
+        try:
+            # A job waits for the lock while others time: its timeout must allow for that.
+            return worker.run(dataclasses.replace(job, lock_path=self.lock_path))
+        finally:
+            self._idle.put(worker)
+
+    def _prepare_others(self) -> list[GpuWorker]:
+        """Make every worker but one (the first job's) and mark them preparing."""
+        with self._guard:
+            spare = [self._new_worker() for _ in range(self.workers - 1 - len(self._all))]
+            self._busy_preparing.update(id(w) for w in spare)
+        return spare
+
+    def _prepare(self, worker: GpuWorker, job: GpuJob) -> None:
+        """Run ``worker``'s preparation job, then make it idle. On an executor thread: a
+        worker process is killed when the thread that started it ends (PR_SET_PDEATHSIG is
+        per thread), and the executor's threads live as long as the pool."""
+        try:
+            worker.run(dataclasses.replace(job, prepare_only=True, lock_path=self.lock_path))
+        except (OSError, ValueError):
+            pass  # the pool closed it meanwhile (close kills workers still preparing)
+        finally:
+            with self._guard:
+                self._busy_preparing.discard(id(worker))
+            self._idle.put(worker)
 
     def submit(self, job: GpuJob) -> "Future[Evaluation]":
-        """Start ``job`` on a free worker; the future holds its verdict."""
-        return self._executor.submit(self._run, job)
+        """Start ``job`` on a free worker; the future holds its verdict. The first job also
+        starts the other workers (see the module's docstring): queued right behind it, they
+        each take a thread of their own before any later job does."""
+        with self._guard:
+            first, self._prepared = not self._prepared, True
+        spare = self._prepare_others() if first else []  # before the job takes its own
+        future = self._executor.submit(self._run, job)
+        for worker in spare:
+            self._executor.submit(self._prepare, worker, job)
+        return future
 
     def run(self, job: GpuJob) -> Evaluation:
         """Run one job and wait for it."""
@@ -80,6 +130,10 @@ class GpuPool:
 
     def close(self) -> None:
         """Stop every worker process and remove the lock files."""
+        with self._guard:  # a search shorter than the start-up need not wait for it
+            starting = [w for w in self._all if id(w) in self._busy_preparing]
+        for worker in starting:
+            worker.kill()
         self._executor.shutdown(wait=True)
         with self._guard:
             for worker in self._all:

@@ -237,6 +237,10 @@ class GpuWorker:
         except OSError:
             pass
 
+    def kill(self) -> None:
+        """Stop the worker at once, whatever it is doing."""
+        self._retire(kill=True)
+
     def close(self) -> None:
         """Ask the worker to stop, killing it if it does not."""
         worker = self._current
