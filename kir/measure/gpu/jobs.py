@@ -15,6 +15,7 @@ from kir.errors import KirError
 from kir.ir import Kernel
 from kir.measure.cases import Case, copy_inputs, sizes_label, verdict_of
 from kir.measure.gpu.lock import GpuLock
+from kir.measure.gpu.shared_case import prepared_case
 from kir.search.evaluator import Evaluation, Status
 
 TRACE_CHARS = 4000  # how much of a dead or hung worker's log a verdict keeps
@@ -65,6 +66,8 @@ class GpuJob:
     # outside the GPU lock, so a timing elsewhere need not wait for the compile.
     warm_sizes: dict[str, int] | None = None
     warm_emitted: Any = None
+    # A folder the pool's workers share check cases through (kir.measure.gpu.shared_case).
+    case_dir: str | None = None
     # Only start up: make the check case (inputs, expected outputs) and touch the device,
     # so a candidate sent later finds this worker ready (kir.measure.gpu.pool). Its verdict
     # is "not_applicable" and nobody reads it.
@@ -209,14 +212,18 @@ class _Prepared:
     case: Case
 
 
-def build_gpu_case(job: GpuJob, runner: Runner) -> _Prepared:
+def build_gpu_case(job: GpuJob, runner: Runner,
+                   expected: dict[str, Any] | None = None) -> _Prepared:
     """The bound spec and the check case at the job's sizes: seeded inputs, and the spec
-    reference's outputs (or, without one, the baseline kernel's outputs through ``runner``)."""
+    reference's outputs (or, without one, the baseline kernel's outputs through ``runner``)
+    unless ``expected`` gives them (another worker computed them:
+    :mod:`kir.measure.gpu.shared_case`)."""
     from kir.backends import emit
 
     bound = job.spec().bind(dict(job.sizes))
     inputs = bound.make_inputs(job.seed)
-    expected = bound.reference(copy_inputs(inputs))
+    if expected is None:
+        expected = bound.reference(copy_inputs(inputs))
     if expected is None:
         if job.baseline is None:
             raise KirError(f"{bound.spec.path.name} has no reference and the job no baseline "
@@ -259,7 +266,7 @@ def _prepare(job: GpuJob, runner: Runner, cache: dict[tuple, Any], lock: GpuLock
     try:
         with lock.shared():
             if job.case_key() not in cache:
-                cache[job.case_key()] = build_gpu_case(job, runner)
+                cache[job.case_key()] = prepared_case(job, runner)
             problem = runner.health()
     except Exception as exc:  # noqa: BLE001 - the next candidate meets it again and says so
         problem = f"{type(exc).__name__}: {exc}"
@@ -276,7 +283,7 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],
     try:
         if key not in cache:
             with lock.shared():  # without a spec reference the baseline runs on the GPU
-                cache[key] = build_gpu_case(job, runner)
+                cache[key] = prepared_case(job, runner)
     except Exception as exc:  # noqa: BLE001 - a verdict, the worker lives on
         fatal = runner.fatal(exc)
         return Evaluation.rejected(Status.CRASH, f"setting up the GPU check failed: "

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import queue
+import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,6 +49,9 @@ class GpuPool:
             handle, lock_path = tempfile.mkstemp(prefix="kir-gpu-", suffix=".lock")
             os.close(handle)
         self.lock_path = lock_path
+        # Check cases the workers share (kir.measure.gpu.shared_case): the spec's reference
+        # runs once a pool, not once a worker.
+        self.case_dir = tempfile.mkdtemp(prefix="kir-gpu-cases-")
         self._all: list[GpuWorker] = []
         self._idle: queue.SimpleQueue[GpuWorker] = queue.SimpleQueue()
         self._guard = threading.Lock()
@@ -82,9 +86,13 @@ class GpuPool:
         worker = self._checkout()
         try:
             # A job waits for the lock while others time: its timeout must allow for that.
-            return worker.run(dataclasses.replace(job, lock_path=self.lock_path))
+            return worker.run(self._for_pool(job))
         finally:
             self._idle.put(worker)
+
+    def _for_pool(self, job: GpuJob) -> GpuJob:
+        """``job`` with the pool's GPU lock and shared check cases."""
+        return dataclasses.replace(job, lock_path=self.lock_path, case_dir=self.case_dir)
 
     def _prepare_others(self) -> list[GpuWorker]:
         """Make every worker but one (the first job's) and mark them preparing."""
@@ -98,7 +106,7 @@ class GpuPool:
         worker process is killed when the thread that started it ends (PR_SET_PDEATHSIG is
         per thread), and the executor's threads live as long as the pool."""
         try:
-            worker.run(dataclasses.replace(job, prepare_only=True, lock_path=self.lock_path))
+            worker.run(dataclasses.replace(self._for_pool(job), prepare_only=True))
         except (OSError, ValueError):
             pass  # the pool closed it meanwhile (close kills workers still preparing)
         finally:
@@ -139,6 +147,7 @@ class GpuPool:
             for worker in self._all:
                 worker.close()
             self._all.clear()
+        shutil.rmtree(self.case_dir, ignore_errors=True)
         for path in (self.lock_path, self.lock_path + ".turnstile") if self._own_lock else ():
             try:
                 os.unlink(path)
