@@ -72,3 +72,24 @@ def test_a_pool_shares_its_cases_and_removes_them(loaded):
         (case,) = [p for p in folder.iterdir() if p.is_dir()]
         assert (case / "done").read_text().split() == ["y"] and (case / "y.npy").exists()
     assert not folder.exists()
+
+
+def test_folders_of_pools_whose_process_is_gone_are_removed(tmp_path, monkeypatch):
+    """A pool killed before it could close (a Ray actor at shutdown) leaves its folder; the
+    next pool on the machine removes it, and leaves those of running processes alone."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    dead = tmp_path / f"{shared_case.PREFIX}{gone}-abc"
+    live = tmp_path / f"{shared_case.PREFIX}{os.getppid()}-def"
+    for folder in (dead, live):
+        (folder / "case").mkdir(parents=True)
+    mine = shared_case.new_case_dir()
+    assert not dead.exists() and live.exists()
+    assert Path(mine).parent == tmp_path
+    assert Path(mine).name.startswith(f"{shared_case.PREFIX}{os.getpid()}-")

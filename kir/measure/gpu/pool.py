@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable, Iterator
 
 from kir.measure.gpu.jobs import GpuJob, Runner
+from kir.measure.gpu.shared_case import new_case_dir
 from kir.measure.gpu.worker import GpuWorker
 from kir.search.evaluator import Evaluation
 
@@ -51,7 +52,7 @@ class GpuPool:
         self.lock_path = lock_path
         # Check cases the workers share (kir.measure.gpu.shared_case): the spec's reference
         # runs once a pool, not once a worker.
-        self.case_dir = tempfile.mkdtemp(prefix="kir-gpu-cases-")
+        self.case_dir = new_case_dir()
         self._all: list[GpuWorker] = []
         self._idle: queue.SimpleQueue[GpuWorker] = queue.SimpleQueue()
         self._guard = threading.Lock()

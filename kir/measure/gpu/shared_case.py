@@ -9,12 +9,18 @@ need a case computes the expected outputs and leaves them there as ``.npy`` file
 others, waiting on a file lock meanwhile, read them. The inputs are made again from the seed
 (cheap, and they are what the reference was given: the same seed gives the same arrays).
 Without ``fcntl`` (Windows) each worker computes its own, as before.
+
+The pool removes its folder when it closes. A process killed first (a Ray actor at a
+cluster's shutdown) cannot, so the folder's name carries the owner's process id and a new
+pool removes the folders of owners no longer running (:func:`new_case_dir`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +33,30 @@ try:
     import fcntl
 except ImportError:  # Windows: no shared cases
     fcntl = None  # type: ignore[assignment]
+
+
+PREFIX = "kir-gpu-cases-"
+
+
+def new_case_dir() -> str:
+    """A fresh folder for one pool's shared cases, named after this process; the folders of
+    pools whose process is gone are removed first (they may hold large arrays)."""
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(f"{PREFIX}*-*"):
+        pid = old.name[len(PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's: leave it
+    return True
 
 
 def case_name(job: "GpuJob") -> str:
