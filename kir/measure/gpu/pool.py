@@ -7,7 +7,9 @@ with the isolation of a single worker (a crash or hang costs its candidate only)
 every job the path of one :class:`~kir.measure.gpu.lock.GpuLock`: the workers compile and check
 side by side and take turns for the timing, which runs with nothing else of ours on the GPU.
 
-Each worker is driven by one thread of this process (the threads only wait on pipes).
+Jobs run on the pool's threads (they only wait on pipes), each taking an idle worker. A
+worker process dies with the thread that started it (``PR_SET_PDEATHSIG`` is per thread),
+so only those threads, which live as long as the pool, start them.
 
 A fresh worker's first job pays for its start: Python and MLX imported, the GPU context made,
 the spec's inputs generated and its reference run at the compiled sizes (seconds each; on the
