@@ -227,7 +227,6 @@ class SearchSession:
         from kir.ir.verify import verify
         from kir.search import SearchConfig, default_db_path
         from kir.search.engine import default_key
-        from kir.search.hints import hints
 
         if loaded.bound is None:
             raise KirError(f"{loaded.path} has no spec: the search needs one to make inputs",
@@ -276,7 +275,7 @@ class SearchSession:
         budget = request.budget or (UNBOUNDED if self.limit else DEFAULT_BUDGET)
         self.config = SearchConfig(strategy=request.strategy, budget=budget,
                                    time_limit_s=self.limit, seed=request.seed)
-        self.hints = hints(base, self.registry, self.ctx)
+        self._hints: list | None = None  # built by run(), while the GPU workers start
         if request.db is False:
             self.db_path = None
         else:
@@ -332,6 +331,15 @@ class SearchSession:
         return derived, "derived from the spec's defaults: it has no check table"
 
     @property
+    def hints(self) -> list:
+        """The hints the search starts from (:func:`kir.search.hints.hints`), built once."""
+        if self._hints is None:
+            from kir.search.hints import hints
+
+            self._hints = hints(self.loaded.kernel, self.registry, self.ctx)
+        return self._hints
+
+    @property
     def modelled(self) -> bool:
         return bool(self.evaluator.modelled)
 
@@ -346,6 +354,9 @@ class SearchSession:
         base, registry, ctx = self.loaded.kernel, self.registry, self.ctx
         database = TuningDB(self.db_path) if self.db_path is not None else nullcontext()
         with database as db, self.evaluator:
+            start = getattr(self.evaluator, "start", None)
+            if callable(start):
+                start()  # GPU workers start while the hints are built
             result = search(base, registry, self.evaluator, ctx, self.config, db,
                             [h.steps for h in self.hints], progress=progress, key=self.key)
             for paragraph in registry.failures.summary():  # the search went on without them

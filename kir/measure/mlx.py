@@ -78,6 +78,15 @@ class MLXEvaluator(Validating):
             runner, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s) if gpu_workers <= 1 \
             else GpuPool(runner, gpu_workers, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s)
 
+    def start(self) -> None:
+        """Start the GPU workers now, on the unrewritten kernel's check case, so that their
+        start-up (MLX, the GPU context, the reference at the compiled sizes) overlaps what
+        the caller does before its first candidate: a search builds its hints meanwhile
+        (seconds for an attention kernel). A single worker starts with its first job."""
+        if isinstance(self.gpu, GpuPool):
+            emitted, _ = self.emitted_call(self.loaded.kernel)
+            self.gpu.prepare(self.gpu_job(self.loaded.kernel, emitted))
+
     @property
     def capacity(self) -> int:
         """Candidates worth having in flight at once (the steady-state search keeps this many

@@ -242,3 +242,45 @@ def test_neither_the_first_job_nor_closing_waits_for_workers_still_starting(load
         assert time.monotonic() - began < 30.0
         began = time.monotonic()
     assert time.monotonic() - began < 15.0
+
+
+def _wait_for_probes(log: str, count: int, limit_s: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while sum(1 for line in open(log) if '"health"' in line) < count \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def test_prepare_starts_every_worker_before_any_job(tmp_path, loaded):
+    """pool.prepare (what a search calls before building its hints) starts all workers at
+    once, once; the jobs that follow start no more and run no preparation again."""
+    log = str(tmp_path / "log")
+    open(log, "w").close()
+    with GpuPool(StartupLoggingRunner(log, 0.5), workers=3, timeout_s=30.0,
+                 startup_s=60.0) as pool:
+        pool.prepare(_job(loaded))
+        pool.prepare(_job(loaded))  # once a pool
+        _wait_for_probes(log, 3)
+        assert pool.started == 3
+        verdicts = list(pool.run_many([_job(loaded)] * 4))
+        assert all(v.ok for v in verdicts) and pool.started == 3
+    rows = [json.loads(line) for line in open(log)]
+    first_seen = {}
+    for what, pid, start, end in sorted(rows, key=lambda r: r[2]):
+        first_seen.setdefault(pid, what)
+    assert list(first_seen.values()) == ["health"] * 3, rows
+    assert len([r for r in rows if r[0] == "run"]) == 4
+
+
+def test_the_evaluator_starts_its_workers_before_the_first_candidate(tmp_path, loaded):
+    """MLXEvaluator.start: the GPU workers start on the unrewritten kernel's case."""
+    log = str(tmp_path / "log")
+    open(log, "w").close()
+    with MLXEvaluator(loaded, "cuda", runner=StartupLoggingRunner(log, 0.2), warmup=0,
+                      repeat=2, gpu_timeout_s=30.0, gpu_startup_s=60.0, workers=1,
+                      gpu_workers=2) as ev:
+        ev.start()
+        _wait_for_probes(log, 2)
+        assert ev.gpu.started == 2 and ev.stats["gpu_jobs"] == 0
+        assert ev.evaluate(loaded.kernel).ok
+        assert ev.gpu.started == 2

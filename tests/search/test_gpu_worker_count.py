@@ -55,3 +55,26 @@ def test_the_cli_evaluator_uses_it(loaded, monkeypatch):
     monkeypatch.setattr(limits, "available_memory", lambda: 1 << 40)
     searching.make_evaluator(loaded, "cuda")
     assert seen["workers"] == 4 and seen["gpu_workers"] == 14
+
+
+def test_a_search_starts_its_gpu_workers_before_building_its_hints(loaded, monkeypatch):
+    """SearchSession.run calls the evaluator's start() (MLXEvaluator: the GPU workers start)
+    before it builds the hints, so the two overlap. The model evaluator stands in for the
+    GPU one (none here); only the order of the two calls is under test."""
+    import kir.search.hints as hints_module
+    from kir.api.searching import SearchRequest, SearchSession
+    from kir.measure.model import ModelEvaluator
+
+    order = []
+    real_hints = hints_module.hints
+    monkeypatch.setattr(hints_module, "hints",
+                        lambda *a, **k: order.append("hints") or real_hints(*a, **k))
+
+    class Starting(ModelEvaluator):
+        def start(self):
+            order.append("start")
+
+    session = SearchSession(loaded, SearchRequest(target="model", budget=2, db=False))
+    session.evaluator = Starting(loaded)
+    session.run()
+    assert order == ["start", "hints"]

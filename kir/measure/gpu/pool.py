@@ -16,7 +16,8 @@ the spec's inputs generated and its reference run at the compiled sizes (seconds
 H200 the first 15-25 s of a 60-s search went to workers starting one batch of candidates at a
 time). So the pool's first job also starts every other worker on a *preparation* job
 (:attr:`GpuJob.prepare_only`: that start-up and nothing else), side by side with it; the
-candidates that follow find them ready.
+candidates that follow find them ready. A caller with work to do before its first candidate
+(a search building its hints) calls :meth:`GpuPool.prepare` first, and all start meanwhile.
 """
 
 from __future__ import annotations
@@ -97,10 +98,12 @@ class GpuPool:
         """``job`` with the pool's GPU lock and shared check cases."""
         return dataclasses.replace(job, lock_path=self.lock_path, case_dir=self.case_dir)
 
-    def _prepare_others(self) -> list[GpuWorker]:
-        """Make every worker but one (the first job's) and mark them preparing."""
+    def _make_preparing(self, count: int) -> list[GpuWorker]:
+        """Make ``count`` more workers (never more than ``workers`` in all), marked
+        preparing."""
         with self._guard:
-            spare = [self._new_worker() for _ in range(self.workers - 1 - len(self._all))]
+            spare = [self._new_worker()
+                     for _ in range(min(count, self.workers - len(self._all)))]
             self._busy_preparing.update(id(w) for w in spare)
         return spare
 
@@ -117,13 +120,27 @@ class GpuPool:
                 self._busy_preparing.discard(id(worker))
             self._idle.put(worker)
 
+    def prepare(self, job: GpuJob) -> None:
+        """Start every worker now on a preparation job made from ``job`` (any job of the
+        search: the check case is the same for all), so that their start-up overlaps what
+        the caller does before its first candidate. Once per pool; a later first
+        :meth:`submit` then starts none."""
+        with self._guard:
+            if self._prepared:
+                return
+            self._prepared = True
+        for worker in self._make_preparing(self.workers):
+            self._executor.submit(self._prepare, worker, job)
+
     def submit(self, job: GpuJob) -> "Future[Evaluation]":
         """Start ``job`` on a free worker; the future holds its verdict. The first job also
-        starts the other workers (see the module's docstring): queued right behind it, they
-        each take a thread of their own before any later job does."""
+        starts the other workers unless :meth:`prepare` did (see the module's docstring):
+        queued right behind it, they each take a thread of their own before any later job
+        does."""
         with self._guard:
             first, self._prepared = not self._prepared, True
-        spare = self._prepare_others() if first else []  # before the job takes its own
+        # the others made before the job takes its own
+        spare = self._make_preparing(self.workers - 1) if first else []
         future = self._executor.submit(self._run, job)
         for worker in spare:
             self._executor.submit(self._prepare, worker, job)
