@@ -1,7 +1,7 @@
 """The hand-written kernels of ``benchmarks/matmul_probe.py`` (cited by BENCHMARKS.md round 5)
 and ``benchmarks/row_probe.py`` (round 6) still build for sm_90, and each variant is the
 change it names: pairing halves the tensor-core instructions, the 16-byte copy adds vector
-loads, the staged rows are in shared memory."""
+loads, the asynchronous copies are ``cp.async``, the staged rows are in shared memory."""
 
 from __future__ import annotations
 
@@ -44,6 +44,12 @@ def test_every_variant_builds_and_is_what_it_says(tmp_path):
     # 4 x 8 accumulators a warp, two k steps of 8 per 16-deep tile, unrolled.
     assert mma["emitted-like"] == 64 and mma["pair"] == 32
     assert "ld.global.v4.f32" in ptx["vec"] and "ld.global.v4.f32" not in ptx["emitted-like"]
+    # the cp.async pipelines (round 10): N stages keep N - 1 tile copies in flight
+    for stages in (2, 3):
+        text = ptx[f"pair+vec+async{stages}"]
+        assert "cp.async.cg.shared.global" in text and mma[f"pair+vec+async{stages}"] == 32
+        assert f"cp.async.wait_group {stages - 2}" in text
+    assert "cp.async" not in ptx["pair+vec"]
 
 
 def test_row_probe_kernels_build_and_are_what_they_say(tmp_path, monkeypatch):
