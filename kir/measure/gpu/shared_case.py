@@ -3,8 +3,9 @@
 Every GPU worker checks candidates against the spec reference's outputs at the compiled sizes
 (:func:`kir.measure.gpu.jobs.build_gpu_case`). Run by each of a pool's workers as it starts,
 the reference costs the CPU as many times over: on the H200 (16 cores) fourteen workers each
-running the FlashAttention reference at N=4096 pushed a search's first verdict from 21 to 39
-s. So a pool gives its jobs a folder of its own (``GpuJob.case_dir``); the first worker to
+running the FlashAttention reference at N=4096 (then under the GPU lock as well, see
+:func:`kir.measure.gpu.jobs._cached_case`) pushed a search's first verdict from 21 to 39 s.
+So a pool gives its jobs a folder of its own (``GpuJob.case_dir``); the first worker to
 need a case computes the expected outputs and leaves them there as ``.npy`` files, and the
 others, waiting on a file lock meanwhile, read them. The inputs are made again from the seed
 (cheap, and they are what the reference was given: the same seed gives the same arrays).
