@@ -97,10 +97,40 @@ class _TypeNamePostLexer:
         return "IDENT"
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        # A builtin type name right after a type (``int half = n / 2;``, common in
+        # reductions) declares a variable that hides the type, as C++ allows and nvcc
+        # accepts; it is a plain identifier until the block declaring it closes (a `for`
+        # header's variable: until its braced body closes).
+        hidden: dict[str, int] = {}  # name -> brace depth of its scope
+        depth = 0
+        for_parens = 0  # parentheses open in a `for` header (0: not in one)
+        previous = ""
         for token in stream:
-            if token.type == "IDENT":
-                token.type = self._kind(token.value)
+            kind = token.type
+            if kind == "IDENT":
+                kind = token.type = self._kind(token.value)
+                if kind == "TYPE_NAME" and token.value in BUILTIN_TYPE_NAMES and (
+                        token.value in hidden or previous in _TYPE_TOKENS):
+                    hidden.setdefault(token.value, depth + (1 if for_parens else 0))
+                    token.type = "IDENT"
+            elif kind == "LBRACE":
+                depth += 1
+            elif kind == "RBRACE":
+                depth -= 1
+                hidden = {name: d for name, d in hidden.items() if d <= depth}
+            elif kind == "FOR":
+                for_parens = -1  # its `(` comes next
+            elif kind == "LPAR" and for_parens:
+                for_parens = 1 if for_parens < 0 else for_parens + 1
+            elif kind == "RPAR" and for_parens > 0:
+                for_parens -= 1
+            previous = token.type
             yield token
+
+
+# Tokens that end a type, after which a name is being declared.
+_TYPE_TOKENS = frozenset({"TYPE_NAME", "VOID", "BOOL", "CHAR", "SHORT", "INT", "LONG",
+                          "FLOAT", "DOUBLE", "UNSIGNED", "SIGNED", "AUTO"})
 
 
 _LOCK = threading.Lock()

@@ -384,3 +384,33 @@ def test_byte_array_misuse_is_refused_where_it_happens(body, line, what):
     with pytest.raises(UnsupportedError, match=what) as info:
         load_cuda(src, "p.cu", launch=Launch(("1", "1", "1"), (32, 1, 1), 256))
     assert info.value.loc.line == line
+
+
+# ------------------------------------------------------------- a variable hiding a type name
+
+HIDING = """
+__device__ int halve(int half) { return half / 2; }   // a parameter named half
+__global__ void k(const float* x, float* out, int n) {
+    __shared__ float s[64];
+    int tid = threadIdx.x;
+    s[tid] = x[tid] + x[tid + 32];
+    __syncthreads();
+    for (int half = 16; half > 0; half >>= 1) {       // common in reductions
+        if (tid < half) s[tid] += s[tid + half];
+        __syncthreads();
+    }
+    unsigned uint = halve(n);                          // another builtin type name
+    if (tid == 0) out[0] = s[0] + (float)uint;
+    half h = (half)1.0f;                               // the type, where no variable hides it
+    (void)h;
+}
+"""
+
+
+def test_a_variable_may_hide_a_builtin_type_name():
+    """``int half = ...`` declares a variable (C++ lets a name hide a type; nvcc accepts it
+    without cuda_fp16.h too); it is an identifier from there on, and the type elsewhere."""
+    x = f32(64)
+    _, out = run(HIDING, {"x": x, "out": np.zeros(1, np.float32), "n": 10})
+    want = np.float32(x[:32].astype(np.float64).sum() + x[32:].astype(np.float64).sum() + 5)
+    np.testing.assert_allclose(out["out"][0], want, rtol=1e-5)
