@@ -63,12 +63,12 @@ def retime_finalists(result, base, registry, ctx, evaluator,
     if not timed:
         return result
     quiet_ms, _, replay = min(timed, key=lambda t: t[0])
-    listing = ", ".join(f"{searched:.4g} -> {ms:.4g} ms" + ("" if replay_.applied else
-                                                         " (unrewritten)")
-                        for ms, searched, replay_ in timed)
+    listing = ", ".join(f"{searched:.4g} -> {ms:.4g} ms"
+                        + ("" if each.applied else " (unrewritten)")
+                        for ms, searched, each in timed)
     note(f"finalists timed again alone (in the search -> alone): {listing}; "
          f"the fastest alone is the result")
-    baseline_ms = next((ms for ms, _, replay_ in timed if not replay_.applied),
+    baseline_ms = next((ms for ms, _, each in timed if not each.applied),
                        result.baseline_ms)
     return dataclasses.replace(result, best_steps=tuple(replay.applied),
                                best_kernel=replay.kernel, best_ms=quiet_ms,

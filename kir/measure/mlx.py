@@ -83,9 +83,8 @@ class MLXEvaluator(Validating):
         start-up (MLX, the GPU context, the reference at the compiled sizes) overlaps what
         the caller does before its first candidate: a search builds its hints meanwhile
         (seconds for an attention kernel). A single worker starts with its first job."""
-        if isinstance(self.gpu, GpuPool):
-            emitted, _ = self.emitted_call(self.loaded.kernel)
-            self.gpu.prepare(self.gpu_job(self.loaded.kernel, emitted))
+        if isinstance(self.gpu, GpuPool):  # a preparation job runs no kernel: none emitted
+            self.gpu.prepare(self.gpu_job(self.loaded.kernel))
 
     @property
     def capacity(self) -> int:

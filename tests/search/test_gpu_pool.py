@@ -205,6 +205,13 @@ def _job(loaded):
                   warmup=1, repeat=2)
 
 
+def _wait_for_probes(log: str, count: int, limit_s: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while sum(1 for line in open(log) if '"health"' in line) < count \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def test_first_job_starts_every_worker_and_the_next_find_them_ready(tmp_path, loaded):
     """The pool's first job also starts the other workers on a preparation job (case built,
     device probed, no kernel run); the jobs after it run on those workers without starting
@@ -215,10 +222,7 @@ def test_first_job_starts_every_worker_and_the_next_find_them_ready(tmp_path, lo
         first = pool.run(_job(loaded))
         assert first.ok, first.reason
         assert pool.started == 3  # started with the first job, before any other was sent
-        deadline = time.monotonic() + 60
-        while sum(1 for line in open(log) if '"health"' in line) < 3 \
-                and time.monotonic() < deadline:
-            time.sleep(0.1)  # the two others finish preparing
+        _wait_for_probes(log, 3)  # the two others finish preparing
         later = list(pool.run_many([_job(loaded)] * 4))
         assert all(v.ok for v in later) and pool.started == 3
     rows = [json.loads(line) for line in open(log)]
@@ -242,13 +246,6 @@ def test_neither_the_first_job_nor_closing_waits_for_workers_still_starting(load
         assert time.monotonic() - began < 30.0
         began = time.monotonic()
     assert time.monotonic() - began < 15.0
-
-
-def _wait_for_probes(log: str, count: int, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while sum(1 for line in open(log) if '"health"' in line) < count \
-            and time.monotonic() < deadline:
-        time.sleep(0.1)
 
 
 def test_prepare_starts_every_worker_before_any_job(tmp_path, loaded):
