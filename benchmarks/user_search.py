@@ -93,7 +93,7 @@ _BEST = re.compile(r"best: ([0-9.e+-]+) ms.*?(?:x([0-9.e+-]+) over the unrewritt
                    r"tuning database\) in ([0-9.]+) s")
 
 
-def run_case(name: str, out: Path, time_scale: float) -> dict:
+def run_case(name: str, out: Path, time_scale: float, extra: list[str] = ()) -> dict:
     file, spec, sizes, seconds, job, aim = CASES[name]
     work = Path(tempfile.mkdtemp(prefix=f"kir-{name}-"))
     command = ["kir", "compile", str(ROOT / file), "--search", "--target", "cuda",
@@ -102,6 +102,7 @@ def run_case(name: str, out: Path, time_scale: float) -> dict:
                "--db", str(work / "tuning.db"), "--out-dir", str(work / "out")]
     if spec:
         command += ["--spec", str(ROOT / spec)]
+    command += list(extra)
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=work)
     wall = time.perf_counter() - started
@@ -109,7 +110,9 @@ def run_case(name: str, out: Path, time_scale: float) -> dict:
     trace = {}
     for path in (work / "out").rglob("best.trace.json"):
         trace = json.loads(path.read_text())
-    row = {"case": name, "command": " ".join(command[:-4]), "rc": done.returncode,
+    shown = [a for a in command if not a.startswith(str(work))]
+    row = {"case": name, "command": " ".join(a for a in shown if a not in ("--db", "--out-dir")),
+           "rc": done.returncode,
            "wall_s": round(wall, 1), "stderr_tail": done.stderr[-1500:],
            "steps": trace.get("steps", []), "aim": aim}
     if found:
@@ -120,10 +123,15 @@ def run_case(name: str, out: Path, time_scale: float) -> dict:
     phases = [line for line in done.stderr.splitlines() if line.startswith("time: ")]
     if phases:
         row["time_line"] = phases[-1]
+    verdicts = [line for line in done.stderr.splitlines() if line.startswith("verdicts: ")]
+    if verdicts:
+        row["verdicts"] = verdicts[-1]
     row.update(builtin(job, ROOT / file, ROOT / spec if spec else None, sizes))
     if row.get("best_ms") and row.get("builtin_ms"):
         row["ratio"] = row["builtin_ms"] / row["best_ms"]
-    (out / f"{name}.json").write_text(json.dumps(row, indent=1))
+    label = name + "".join(extra).replace("--", "+")
+    row["case"] = label
+    (out / f"{label}.json").write_text(json.dumps(row, indent=1))
     print(json.dumps({k: v for k, v in row.items() if k != "stderr_tail"}), flush=True)
     return row
 
@@ -170,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated case names (default: all)")
     parser.add_argument("--time-scale", type=float, default=1.0)
     parser.add_argument("--merge", nargs="*")
+    parser.add_argument("--extra", default="",
+                        help="more `kir compile` options, e.g. '--strategy steady'; the "
+                             "results are named CASE+OPTIONS")
     args = parser.parse_args(argv)
     if args.merge:
         merge(args.merge)
@@ -177,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     names = args.only.split(",") if args.only else list(CASES)
+    extra = args.extra.split()
     for name in names:
-        run_case(name, out, args.time_scale)
+        run_case(name, out, args.time_scale, extra)
     return 0
 
 

@@ -73,7 +73,7 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     module cannot be written, or 130 after Ctrl-C (the best so far written)."""
     from kir.api.searching import SearchRequest, SearchSession
     from kir.commands.progress import ProgressBar
-    from kir.search.phases import time_line
+    from kir.search.phases import time_line, verdict_line
 
     if args.no_db and args.db:
         raise KirError("--db and --no-db together", hint="give one of them")
@@ -93,6 +93,9 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     finally:
         bar.close()
     print(time_line(searched.result.phases, searched.result.wall_s), file=sys.stderr)
+    verdicts = verdict_line(searched.result.history)
+    if verdicts:
+        print(verdicts, file=sys.stderr)
     if searched.baseline_failed:
         return baseline_failed(searched.result, loaded)
     return write_results(args, searched, paths)

@@ -269,7 +269,7 @@ class Session:
         best_ms = self.best.evaluation.time_ms if self.best else None
         self.history.append(EvalRecord(len(self.history), genome_text(cand.genome),
                                        cand.fingerprint, ev.status, ev.time_ms, ev.error,
-                                       best_ms, cached))
+                                       best_ms, cached, time.monotonic() - self._start))
         if self.progress is not None:
             valid = self.counts["ok"]
             self.progress(Progress(len(self.history), valid, len(self.history) - valid,

@@ -15,7 +15,7 @@ the wall time. A user reads the one-line summary (:func:`time_line`) after ``kir
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 APPLY = "apply"
 DATABASE = "database"
@@ -77,6 +77,26 @@ def time_line(phases: Phases, wall_s: float) -> str:
            f"{rate(evaluations, wall_s)}"
     others = [f"{count} {name}" for name, count in phases.counts.items() if name != EVALUATIONS]
     return line + ("; " + ", ".join(others) if others else "")
+
+
+def verdict_line(history: Sequence[Any]) -> str | None:
+    """``verdicts: first at 4.1 s; best at 38.2 s (evaluation 57 of 80); within 5% of it
+    at 20.3 s (evaluation 31)`` from a search's history (records with ``at_s``, ``status``,
+    ``time_ms``, ``best_ms``); None when no record has a time. How soon a search gives
+    its first answer and how soon it settles: what a user weighing ``--time`` needs."""
+    timed = [r for r in history if getattr(r, "at_s", None) is not None]
+    if not timed:
+        return None
+    line = f"verdicts: first at {timed[0].at_s:.1f} s"
+    final = timed[-1].best_ms
+    if final is None:
+        return line + "; none valid"
+    best = next(r for r in timed if r.status == "ok" and r.time_ms == final)
+    near = next(r for r in timed if r.best_ms is not None and r.best_ms <= final * 1.05)
+    line += f"; best at {best.at_s:.1f} s (evaluation {best.index + 1} of {len(history)})"
+    if near is not best:
+        line += f"; within 5% of it at {near.at_s:.1f} s (evaluation {near.index + 1})"
+    return line
 
 
 def phase_table(phases: Phases, wall_s: float) -> list[str]:

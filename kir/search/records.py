@@ -68,6 +68,7 @@ class EvalRecord:
     error: str
     best_ms: float | None  # best valid time so far, this record included
     cached: bool = False
+    at_s: float | None = None  # seconds from the search's start to this verdict
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from kir.search import (
     search,
 )
 from kir.search.genome import all_steps, kernels_before
-from kir.search.phases import Phases, time_line
+from kir.search.records import EvalRecord
+from kir.search.phases import Phases, time_line, verdict_line
 
 from .doubles import BatchFunctionEvaluator, FunctionEvaluator
 from .search_toy import CTX, Explode, toy_evaluate, toy_kernel, toy_registry
@@ -142,6 +143,26 @@ def test_phases_say_where_the_seconds_went():
     plain, _ = run("evolve", budget=30)  # an evaluator without phases: the engine's own
     assert list(plain.phases.seconds) == ["apply", "database"]
     assert plain.phases.counts == {"evaluations": 30}
+
+
+def test_verdict_line_says_when_the_first_and_the_best_came():
+    result, _ = run("evolve", budget=30)
+    times = [r.at_s for r in result.history]
+    assert all(t is not None for t in times) and times == sorted(times)
+    assert times[-1] <= result.wall_s
+    best = next(r for r in result.history if r.time_ms == result.best_ms)
+    line = verdict_line(result.history)
+    assert line.startswith(f"verdicts: first at {times[0]:.1f} s; best at {best.at_s:.1f} s "
+                           f"(evaluation {best.index + 1} of 30)"), line
+    # Set records: the best at the third, within 5% of it already at the second.
+    records = [EvalRecord(i, (), f"f{i}", "ok", t, "", b, at_s=s)
+               for i, (t, b, s) in enumerate([(10.0, 10.0, 1.0), (5.1, 5.1, 2.0),
+                                              (5.0, 5.0, 3.0)])]
+    assert verdict_line(records) == ("verdicts: first at 1.0 s; best at 3.0 s (evaluation 3 "
+                                     "of 3); within 5% of it at 2.0 s (evaluation 2)")
+    failed = [EvalRecord(0, (), "f0", "invalid", None, "wrong", None, at_s=0.5)]
+    assert verdict_line(failed) == "verdicts: first at 0.5 s; none valid"
+    assert verdict_line([EvalRecord(0, (), "f0", "ok", 1.0, "", 1.0)]) is None
 
 
 def test_progress_reported_after_every_evaluation():
