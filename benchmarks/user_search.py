@@ -129,7 +129,7 @@ def run_case(name: str, out: Path, time_scale: float, extra: list[str] = ()) -> 
     row.update(builtin(job, ROOT / file, ROOT / spec if spec else None, sizes))
     if row.get("best_ms") and row.get("builtin_ms"):
         row["ratio"] = row["builtin_ms"] / row["best_ms"]
-    label = name + "".join(extra).replace("--", "+")
+    label = name + "".join(extra).replace("--", "_")
     row["case"] = label
     (out / f"{label}.json").write_text(json.dumps(row, indent=1))
     print(json.dumps({k: v for k, v in row.items() if k != "stderr_tail"}), flush=True)

@@ -15,6 +15,7 @@ out-of-bounds access), ``timeout`` (the interpreter's step limit, or the wall cl
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -291,6 +292,7 @@ class Validating:
         self.workers = workers
         self.timeout_s = timeout_s
         self._pool: CheckPool | None = None
+        self._pool_lock = threading.Lock()  # threads of a steady search share one pool
         self.stats: Counter = Counter()
 
     def check(self, kernel: Kernel) -> Evaluation:
@@ -303,10 +305,24 @@ class Validating:
 
     def check_many(self, kernels: Sequence[Kernel]) -> Iterator[Evaluation]:
         """:meth:`check` for each kernel in worker processes, verdicts in order."""
-        if self._pool is None:
-            self._pool = CheckPool(check_kernel, self.context, workers=self.workers,
-                                   timeout_s=self.timeout_s * WALL_FACTOR)
-        return self._waited(self._pool.run(list(kernels)))
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = CheckPool(check_kernel, self.context, workers=self.workers,
+                                       timeout_s=self.timeout_s * WALL_FACTOR)
+            pool = self._pool
+        return self._waited(pool.run(list(kernels)))
+
+    def check_one(self, kernel: Kernel) -> Evaluation:
+        """:meth:`check` in a worker process; threads may call it side by side (a steady
+        search judges one candidate a thread), sharing the workers. In this process when
+        there is one worker: a process round trip would buy nothing."""
+        if self.workers <= 1:
+            return self.check(kernel)
+        verdicts = self.check_many([kernel])
+        try:
+            return next(verdicts)
+        finally:
+            verdicts.close()
 
     def _waited(self, verdicts: Iterator[Evaluation]) -> Iterator[Evaluation]:
         # Only the waits count: the workers validate while this process does other work

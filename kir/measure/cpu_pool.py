@@ -5,6 +5,8 @@ context (inputs, references), so a candidate costs one pickled kernel. Results c
 submission order. A candidate running past its timeout is recorded as "timeout" and its
 worker is replaced; when a worker dies, the candidates that were running with it are retried
 one at a time, and the one that kills a worker on its own is recorded as "crash".
+Several threads may run batches on one pool at once; they share its processes (a worker that
+dies then takes the others' candidates with it, and each is retried as above).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -63,8 +66,15 @@ class CheckPool:
         self.workers = max(1, int(workers))
         self.timeout_s = float(timeout_s)
         self._pool: ProcessPoolExecutor | None = None
+        # Threads may run batches side by side (a steady search checks one candidate a
+        # thread): they share the executor, made and replaced under this lock.
+        self._lock = threading.RLock()
 
     def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            return self._started()
+
+    def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
             # fork starts workers in milliseconds with kir already imported; elsewhere the
             # platform default (spawn) pickles the context through initargs.
@@ -76,7 +86,8 @@ class CheckPool:
 
     def _discard(self) -> None:
         """Stop this pool's worker processes (ours, by handle) and forget the pool."""
-        pool, self._pool = self._pool, None
+        with self._lock:
+            pool, self._pool = self._pool, None
         if pool is None:
             return
         for process in list(getattr(pool, "_processes", {}).values()):
@@ -86,9 +97,10 @@ class CheckPool:
 
     def close(self) -> None:
         """Shut the workers down."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def run(self, kernels: Sequence[Any]) -> Iterator[Evaluation]:
         """Check ``kernels``, yielding verdicts in their order as they become available."""
