@@ -35,6 +35,7 @@ def handle(request, libraries):
                                               role, index]
         libraries[path].kir_emu_check_begin(table, ctypes.c_int(len(arrays)))
     args = (Arg * max(1, len(request["args"])))()
+    held = []  # the structs' bytes, alive until the launch returns
     for slot, (kind, value) in zip(args, request["args"]):
         if kind == "p":
             slot.kind, slot.p = 0, arrays[value].ctypes.data
@@ -42,6 +43,9 @@ def handle(request, libraries):
             slot.kind, slot.p = 0, None
         elif kind == "i":
             slot.kind, slot.i = 1, int(value)
+        elif kind == "s":  # a struct by value: bytes the kernel's parameter is copied from
+            held.append(ctypes.create_string_buffer(value, len(value)))
+            slot.kind, slot.p = 3, ctypes.addressof(held[-1])
         else:
             slot.kind, slot.f = 2, float(value)
     dims = (ctypes.c_uint32 * 9)(*request["dims"])

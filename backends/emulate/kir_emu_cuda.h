@@ -362,6 +362,11 @@ template <class P>
 inline P convert_arg(const Arg& a) {
   if constexpr (std::is_pointer_v<P>) return reinterpret_cast<P>(a.p);
   else if constexpr (std::is_integral_v<P> || std::is_enum_v<P>) return (P)(a.kind == 2 ? (int64_t)a.f : a.i);
+  else if constexpr (std::is_class_v<P>) {  // a struct by value (kind 3): its bytes, C's layout
+    P v;
+    std::memcpy(static_cast<void*>(&v), a.p, sizeof(P));
+    return v;
+  }
   else return (P)(a.kind == 1 ? (double)a.i : a.f);
 }
 template <class... P>

@@ -524,7 +524,7 @@ struct Arg {
   int64_t i;
   double f;
   void* p;
-  int32_t kind;  // 0 pointer, 1 integer, 2 floating point
+  int32_t kind;  // 0 pointer, 1 integer, 2 floating point, 3 a struct's bytes at p
   int32_t pad;
 };
 // dims: ngroups[3], threads per group[3], threads per grid[3] (a Metal edge group may be partial)

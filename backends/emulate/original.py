@@ -94,6 +94,8 @@ def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
         elif isinstance(value, np.ndarray):
             launch_args.append(("p", len(buffers)))
             buffers.append(np.array(value, order="C", copy=True))
+        elif isinstance(value, np.void):  # a struct by value: its bytes, C's layout
+            launch_args.append(("s", value.tobytes()))
         elif isinstance(value, (bool, int, np.integer)):
             launch_args.append(("i", int(value)))
         elif isinstance(value, (float, np.floating)):

@@ -64,6 +64,11 @@ class KernelParam:
     # the default's value (a constant kir can evaluate) and a scalar's dtype, when known
     default_value: int | float | bool | None = None
     dtype: str | None = None
+    # a struct passed by value: the scalar parameters kir makes of its fields, in order
+    # (``p_theta``, ``p_inner_x``: what the spec names), with their dtypes
+    fields: tuple[tuple[str, str], ...] = ()
+    # the same struct as nested ``(field, dtype or nested fields)`` pairs: its C layout
+    layout: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,8 @@ def kernel_params(text: str, filename: str, kernel: str | None = None,
     if tree is None:
         return []
     from kir.frontends.cuda.lower import param_parts, split_function
+    from kir.frontends.cuda.lower_struct import struct_fields
+    from kir.frontends.cuda.values import StructType
 
     lowerer = _file_lowerer(src, scan_units(src.text), chosen, DEFAULT_LAUNCH)
     lowerer.offset = chosen.start
@@ -161,12 +168,25 @@ def kernel_params(text: str, filename: str, kernel: str | None = None,
                 text_default = src.text[chosen.start + start:chosen.start + end]
             if not pointer:
                 value = _quietly(lowerer.constant, default, "a default")
+        fields: tuple[tuple[str, str], ...] = ()
         if not pointer:
             ctype = _quietly(lowerer.resolve_specs, specs)
-            dtype = getattr(getattr(ctype, "base", None), "name", None)
+            base = getattr(ctype, "base", None)
+            dtype = getattr(base, "name", None)
+            if isinstance(base, StructType):
+                fields = tuple((n, str(t)) for n, t in struct_fields(base, name))
         out.append(KernelParam(name, pointer, text_default,
-                               words[0] if len(words) == 1 else None, value, dtype))
+                               words[0] if len(words) == 1 else None, value, dtype, fields,
+                               _layout(base) if fields else ()))
     return out
+
+
+def _layout(t) -> tuple:
+    """A struct type as nested ``(field, dtype name or nested pairs)``."""
+    from kir.frontends.cuda.values import StructType
+
+    return tuple((name, _layout(ft) if isinstance(ft, StructType) else str(ft))
+                 for name, ft in t.fields)
 
 
 def _quietly(fn, *args):

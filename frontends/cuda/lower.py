@@ -74,12 +74,15 @@ def param_parts(ptree) -> tuple:
 
 
 def assigned_names(tree) -> set[str]:
-    """Names assigned directly (``x = ...``, ``x += ...``, ``x++``) anywhere in ``tree``."""
+    """Names assigned directly (``x = ...``, ``x += ...``, ``x++``, a member ``x.a.b = ...``)
+    anywhere in ``tree``."""
     names = set()
     for sub in tree.iter_subtrees():
         if sub.data in ASSIGNING:
             target = sub.children[0] if sub.data in ("assign", "post_inc", "post_dec") \
                 else sub.children[-1]
+            while isinstance(target, Tree) and target.data == "member":
+                target = target.children[0]
             if isinstance(target, Tree) and target.data == "name":
                 names.add(str(target.children[0]))
     return names
@@ -317,6 +320,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         if is_ref or dims:
             raise self.error("reference or array kernel parameters not supported", ptree,
                              UnsupportedError)
+        if isinstance(ctype.base, StructType) and not pointers:
+            return self.struct_kernel_param(ident, ctype.base, ident in assigned, ptree)
         if isinstance(ctype.base, (StructType, CgType)) or ctype.base is AUTO:
             raise self.error(f"kernel parameter '{ident}' of type {ctype.base} not supported "
                              "(a spec describes buffers and scalars)", ptree, UnsupportedError)

@@ -11,7 +11,9 @@ import numpy as np
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import normalize_name
-from kir.frontends.cuda.values import MemRef
+from kir.frontends.cuda.values import MemRef, RefSym
+
+from lark import Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import (
@@ -52,6 +54,8 @@ MATH.update({
 })
 ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3}
 HYPERBOLIC = ("coshf", "sinhf", "cosh", "sinh")
+# sincosf(x, &s, &c): name -> (type, fast)
+SINCOS = {"sincosf": (F32, False), "__sincosf": (F32, True), "sincos": (F64, False)}
 CONVERSIONS = {
     "__float2half": F16, "__float2half_rn": F16, "__half2float": F32, "__int2float_rn": F32,
     "__float2int_rz": I32, "__uint2float_rn": F32, "__float2bfloat16": BF16,
@@ -119,6 +123,8 @@ class CallMixin:
             return self._statement_call(Barrier("warp", loc=self.cur_loc), arg_trees, 1, tree)
         if name in MATH:
             return self._math(name, arg_trees, tree)
+        if name in SINCOS:
+            return self._sincos(name, arg_trees, tree)
         if name in HYPERBOLIC:
             return self._hyperbolic(name, arg_trees, tree)
         if name in ("log1pf", "log1p", "expm1f", "expm1"):
@@ -239,6 +245,29 @@ class CallMixin:
             if not t.is_float and fn not in ("max", "min", "abs"):
                 t = F64  # an integer argument selects the double overload
         return Call(fn, tuple(ct.convert(a, t) for a in args), t, fast)
+
+    def _sincos(self, name: str, arg_trees: list, tree) -> Expr:
+        """``sincosf(x, &s, &c)``: ``s = sinf(x); c = cosf(x);`` with ``x`` read once
+        first (it may be one of the outputs); each output a local, a reference or an
+        element of a buffer or array."""
+        self._arity(name, arg_trees, 3, 3, tree)
+        t, fast = SINCOS[name]
+        x = self.fresh("sincos_x")
+        self.emit(Declare(x, t, ct.convert(self.rvalue(arg_trees[0]), t), loc=self.cur_loc))
+        for out_tree, fn in ((arg_trees[1], "sin"), (arg_trees[2], "cos")):
+            self.write(self._pointee(out_tree), Call(fn, (Var(x, t),), t, fast), out_tree)
+        return Const(0, I32)
+
+    def _pointee(self, tree):
+        """What an output pointer argument points to: ``&v`` (a local, a reference, an
+        element) or a pointer into a buffer or array."""
+        if isinstance(tree, Tree) and tree.data == "addr":
+            target = self.operand(tree.children[-1])
+            return target.target if isinstance(target, RefSym) else target
+        p = self.as_pointer(self.operand(tree), tree)
+        if p is None:
+            raise self.error("expected the address of a variable or an element", tree)
+        return MemRef(p.root, p.offset, p.view)
 
     def _shuffle(self, mode: str, arg_trees: list, tree) -> Expr:
         self._arity("shuffle", arg_trees, 3, 4, tree)

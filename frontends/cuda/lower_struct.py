@@ -6,7 +6,11 @@ array per field (structure of arrays), a struct-valued expression is a
 :class:`StructVal` holding one value per field. Member access picks a field's value;
 assignment, initialization (``= {a, b}``, ``= other``, ``Pair{a, b}``), by-value arguments
 and ``return`` copy field by field; a reference binds the caller's fields themselves.
-Pointers to structs in buffers are outside the subset: a spec describes buffers of scalars.
+A struct passed to the kernel by value (``RopeParams p``) is one scalar parameter per field,
+named ``p_field`` (``p_inner_field`` for a nested struct): the spec gives each, as
+``p.field = { value = ... }`` or ``p_field = { ... }``, and the emitted kernel takes them
+one by one. Pointers to structs in buffers are outside the subset: a spec describes buffers
+of scalars.
 """
 
 from __future__ import annotations
@@ -26,8 +30,21 @@ from kir.frontends.cuda.values import (
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import Alloc, Const, Declare, Expr, Load, MakeVector, Select, Store, Var
+from kir.ir import Alloc, Const, Declare, Expr, Load, MakeVector, Param, Select, Store, Var
 from kir.ir.types import I32, VectorType
+
+
+def struct_fields(t: StructType, base: str) -> list[tuple[str, object]]:
+    """The scalar parameters a by-value kernel parameter ``base`` of struct type ``t``
+    becomes: ``(base_field, type)`` in declaration order, nested structs flattened
+    (``base_inner_field``); array members are kept as :class:`FieldArray` (refused)."""
+    out: list[tuple[str, object]] = []
+    for field, ft in t.fields:
+        if isinstance(ft, StructType):
+            out.extend(struct_fields(ft, f"{base}_{field}"))
+        else:
+            out.append((f"{base}_{field}", ft))
+    return out
 
 
 class StructArrVal:
@@ -62,6 +79,38 @@ class StructMixin:
                 self.emit(Declare(name, ft, expr, loc=self.cur_loc))
                 parts[field] = Var(name, ft)
         return StructVal(t, parts)
+
+    def struct_kernel_param(self, ident: str, t: StructType, assigned: bool,
+                            tree) -> list[Param]:
+        """A kernel parameter of struct type, by value: one parameter per field (see the
+        module text), bound as the struct; a kernel that assigns to it gets a local copy."""
+        params: list[Param] = []
+        for name, ft in struct_fields(t, ident):
+            if isinstance(ft, FieldArray):
+                raise self.error(f"kernel parameter '{ident}' of {t}: its array member "
+                                 f"'{name}' cannot be passed as scalars", tree,
+                                 UnsupportedError)
+            if name in self.used:
+                raise self.error(f"kernel parameter '{ident}' of {t}: its field would be the "
+                                 f"parameter '{name}', which the kernel already has", tree,
+                                 UnsupportedError)
+            self.used.add(name)
+            params.append(Param(name, ft))
+
+        def bound(t: StructType, base: str) -> StructVal:
+            return StructVal(t, {field: bound(ft, f"{base}_{field}")
+                                 if isinstance(ft, StructType) else Var(f"{base}_{field}", ft)
+                                 for field, ft in t.fields})
+
+        self.used.add(ident)
+        value = bound(t, ident)
+        if assigned:  # C passes by value: the kernel's writes go to its own copy
+            self.cur_loc = self.loc_of(tree)
+            value = self.struct_local(t, ident, value, tree)
+            self.prologue.extend(self.out)
+            self.out.clear()
+        self.bind(ident, value)
+        return params
 
     def _field_array(self, ft: FieldArray, base: str, space: str) -> ArraySym:
         name = self.fresh(base)

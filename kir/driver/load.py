@@ -240,7 +240,8 @@ def check_spec_names(text: str, path: Path, kernel: Kernel, spec: Spec,
     from kir.frontends.cuda import kernel_params
 
     written = kernel_params(text, str(path), kernel.name, include_dirs)
-    names = [p.name for p in written] or [p.name for p in kernel.params]
+    names = [n for p in written for n in ([f for f, _ in p.fields] or [p.name])] \
+        or [p.name for p in kernel.params]
     for arg in spec.args:
         if arg not in names:
             from kir.spec.schema import _did_you_mean

@@ -125,6 +125,8 @@ _C_TYPES = {"f32": "float", "f64": "double", "f16": "__half", "bf16": "__nv_bflo
 def _original_argument(loaded: Loaded, param, inputs: dict):
     """The value the original kernel gets for ``param`` (a frontend KernelParam)."""
     spec = loaded.bound.spec
+    if param.fields:
+        return _struct_argument(param, inputs)
     arg = spec.args.get(param.name)
     if arg is not None and arg.null:
         return None
@@ -134,6 +136,28 @@ def _original_argument(loaded: Loaded, param, inputs: dict):
         raise spec.error(f"the kernel's parameter {param.name!r} is not in the spec's [args]",
                          "args", hint=f"add {param.name} = {{ ... }} to {spec.path.name}")
     return _DEFAULT
+
+
+def _struct_argument(param, inputs: dict) -> np.void:
+    """A struct parameter's value from its fields' arguments (``p_theta``, ...): a numpy
+    record with the struct's C layout (numpy's aligned structs lay fields out as C does)."""
+    from kir.ir.cops import np_dtype
+    from kir.spec.schema import dtype_of
+
+    def dtype(layout: tuple) -> np.dtype:
+        return np.dtype([(name, dtype(t) if isinstance(t, tuple) else np_dtype(dtype_of(t)))
+                         for name, t in layout], align=True)
+
+    def fill(record: np.ndarray, layout: tuple, base: str) -> None:
+        for field, t in layout:  # the names struct_fields gives: base_field, nested too
+            if isinstance(t, tuple):
+                fill(record[field], t, f"{base}_{field}")
+            else:
+                record[field] = inputs[f"{base}_{field}"]
+
+    record = np.zeros((), dtype(param.layout))
+    fill(record, param.layout, param.name)
+    return record[()]
 
 
 _DEFAULT = object()

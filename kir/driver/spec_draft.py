@@ -75,6 +75,8 @@ class _Drafter:
         self.comments: dict[tuple[str, ...], str] = {}
         self.todos: list[str] = []
         self.types: dict[str, str] = {}  # typename T -> the instantiation's type text
+        # a struct parameter by value -> its fields' arguments (p_theta, dtype), in order
+        self.struct_fields: dict[str, tuple[tuple[str, str], ...]] = {}
         self.translator = Translator(self.resolve)
         # t.size(i) read into a host variable: tensor name -> {axis: variable}
         self.tensor_dims: dict[str, dict[int, str]] = {}
@@ -265,6 +267,13 @@ class _Drafter:
             keys = ("args", param.name)
             if param.pointers:
                 table[param.name] = self.buffer(param, text, keys, accesses)
+            elif param.name in self.struct_fields:
+                for name, dtype in self.struct_fields[param.name]:
+                    self._add_size("N", GUESS, None)
+                    table[name] = {"value": "N", "dtype": dtype}
+                    field = name[len(param.name) + 1:]
+                    self.todo(("args", name), f"field {field} of the struct {param.name}: "
+                                              "the value is a guess")
             else:
                 table[param.name] = self.scalar(param, text, keys)
         return table
@@ -665,6 +674,7 @@ def draft_spec(path: str | Path, *, kernel: str | None = None,
             if launch.kernel == kernel]
     launch = mine[0][2] if mine else None
     drafter = _Drafter(launch, signature, str(path), text, source)
+    drafter.struct_fields = _struct_fields(source, path, kernel)
     templates = drafter.templates()
     from kir.ir.types import SCALARS
 
@@ -695,6 +705,17 @@ def draft_spec(path: str | Path, *, kernel: str | None = None,
                "kernel is the reference.")
     text = dumps(data, drafter.comments, header)
     return Draft(text, kernel, where, drafter.todos)
+
+
+def _struct_fields(source: str, path: Path, kernel: str) -> dict[str, tuple]:
+    """The by-value struct parameters of ``kernel`` and the scalar arguments their fields
+    become (``{"p": (("p_theta", "f32"), ...)}``); none where the frontend cannot tell."""
+    from kir.frontends.cuda import kernel_params
+
+    try:
+        return {p.name: p.fields for p in kernel_params(source, str(path), kernel) if p.fields}
+    except KirError:
+        return {}
 
 
 def _int_or_none(drafter: _Drafter, value):

@@ -220,6 +220,13 @@ def _toml_error(text: str, path: Path, exc: Exception) -> KirError:
                     hint="see https://toml.io; strings need quotes, tables use { a = 1, b = 2 }")
 
 
+def _is_struct_table(value: Any) -> bool:
+    """An ``[args]`` entry giving a struct parameter's fields (``p.theta = { ... }``): a
+    table of tables, none of whose keys is an argument's key."""
+    return (isinstance(value, dict) and bool(value) and not set(value) & set(ARG_KEYS)
+            and all(isinstance(v, dict) for v in value.values()))
+
+
 def _did_you_mean(word: str, choices: Any) -> str | None:
     same_but_case = [c for c in choices if c.lower() == word.lower()]
     if same_but_case:
@@ -310,8 +317,7 @@ class _Checker:
         rtol, atol = self.tolerance(data.get("tolerance"))
         reference = self.reference(data, "reference", "softmax")
         reference_mlx = self.reference(data, "reference_mlx", "softmax_mlx")
-        args = {name: self.arg(name, value, sizes)
-                for name, value in self.table(data.get("args", {}), "args").items()}
+        args = self.args(self.table(data.get("args", {}), "args"), sizes)
         require = self.require(data.get("require", []), sizes)
         spec = Spec(self.path, kernel, sizes, ragged,
                     {k: str(v) for k, v in templates.items()}, grid, block, shared,
@@ -432,9 +438,30 @@ class _Checker:
         rtol, atol = table.get("rtol"), table.get("atol")
         return (None if rtol is None else float(rtol)), (None if atol is None else float(atol))
 
-    def arg(self, name: str, value: Any, sizes: dict[str, int]) -> ArgSpec:
-        table = self.table(value, "args", name)
-        where = ("args", name)
+    def args(self, table: dict[str, Any], sizes: dict[str, int]) -> dict[str, ArgSpec]:
+        """``[args]``, a struct parameter's fields flattened: ``p.head_dim = { ... }`` (a
+        table of tables, none of whose keys is an argument key) is the argument
+        ``p_head_dim``, the kernel parameter the frontend makes of the field."""
+        out: dict[str, ArgSpec] = {}
+
+        def add(name: str, value: Any, where: tuple[str, ...]) -> None:
+            if _is_struct_table(value):
+                for field, sub in value.items():
+                    add(f"{name}_{field}", sub, where + (field,))
+                return
+            if name in out:
+                raise self.fail(f"argument {name!r} given twice (once as a struct field "
+                                f"{'.'.join(where[1:])})", *where)
+            out[name] = self.arg(name, value, sizes, where)
+
+        for name, value in table.items():
+            add(name, value, ("args", name))
+        return out
+
+    def arg(self, name: str, value: Any, sizes: dict[str, int],
+            where: tuple[str, ...] | None = None) -> ArgSpec:
+        where = where or ("args", name)
+        table = self.table(value, *where)
         for key in table:
             if key not in ARG_KEYS:
                 raise self.fail(f"argument {name!r}: unknown key {key!r}", *where, key,
