@@ -446,8 +446,8 @@ class _Checker:
 
         def add(name: str, value: Any, where: tuple[str, ...]) -> None:
             if _is_struct_table(value):
-                for field, sub in value.items():
-                    add(f"{name}_{field}", sub, where + (field,))
+                for member, sub in value.items():
+                    add(f"{name}_{member}", sub, where + (member,))
                 return
             if name in out:
                 raise self.fail(f"argument {name!r} given twice (once as a struct field "
