@@ -43,9 +43,13 @@ def handle(request, libraries):
             slot.kind, slot.p = 0, None
         elif kind == "i":
             slot.kind, slot.i = 1, int(value)
-        elif kind == "s":  # a struct by value: bytes the kernel's parameter is copied from
-            held.append(ctypes.create_string_buffer(value, len(value)))
-            slot.kind, slot.p = 3, ctypes.addressof(held[-1])
+        elif kind == "s":  # a struct by value: bytes the kernel's parameter is copied from,
+            data, patches = value  # with its pointer members' addresses written in
+            struct = ctypes.create_string_buffer(bytes(data), len(data))
+            for offset, index in patches:
+                ctypes.c_uint64.from_buffer(struct, offset).value = arrays[index].ctypes.data
+            held.append(struct)
+            slot.kind, slot.p = 3, ctypes.addressof(struct)
         else:
             slot.kind, slot.f = 2, float(value)
     dims = (ctypes.c_uint32 * 9)(*request["dims"])

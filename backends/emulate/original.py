@@ -11,6 +11,7 @@ taking their defaults.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,6 +27,16 @@ from kir.backends.original_source import (
 )
 
 STUB_HEADERS = frozenset(p.name for p in CUDA_STUB_DIR.glob("*.h"))
+
+
+@dataclass(frozen=True)
+class StructArgument:
+    """A struct passed by value: its bytes (``record``, C's layout) and its pointer members,
+    each ``(byte offset, name, array)``: the launcher writes the address of its copy of the
+    array there, and returns the array's final contents under ``name``."""
+
+    record: np.void
+    pointers: tuple[tuple[int, str, np.ndarray], ...] = ()
 
 
 def _rewrite(text: str) -> str:
@@ -44,8 +55,9 @@ def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
     """Run ``kernel_name`` from a user's original ``.cu`` text on ``grid`` blocks of ``block``
     threads. ``args`` are in the kernel's parameter order: arrays, numbers, or None for a null
     pointer, and may stop early (the parameters after them take their defaults);
-    ``template_args`` are integers or C++ type names. Returns each array argument's final
-    contents (a new array), None for the others."""
+    ``template_args`` are integers or C++ type names. A :class:`StructArgument` passes a
+    struct. Returns each array argument's final contents (a new array), a struct's as a
+    dict by its pointer members' names, None for the others."""
     sources: dict[str, str] = {}
     text = expand_source(cu_source, filename, include_dirs, sources, kernel=kernel_name,
                          keep=_keep, rewrite=_rewrite)
@@ -94,8 +106,12 @@ def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
         elif isinstance(value, np.ndarray):
             launch_args.append(("p", len(buffers)))
             buffers.append(np.array(value, order="C", copy=True))
-        elif isinstance(value, np.void):  # a struct by value: its bytes, C's layout
-            launch_args.append(("s", value.tobytes()))
+        elif isinstance(value, StructArgument):  # a struct by value: its bytes
+            patches = []
+            for offset, _, array in value.pointers:
+                patches.append((offset, len(buffers)))
+                buffers.append(np.array(array, order="C", copy=True))
+            launch_args.append(("s", (value.record.tobytes(), patches)))
         elif isinstance(value, (bool, int, np.integer)):
             launch_args.append(("i", int(value)))
         elif isinstance(value, (float, np.floating)):
@@ -107,4 +123,10 @@ def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
     results = iter(L.run_launch(str(so_path), kernel_name, buffers, launch_args, dims,
                                 smem=shared_bytes, returns=list(range(len(buffers))),
                                 timeout=timeout, sources=sources))
-    return [next(results) if kind == "p" else None for kind, _ in launch_args]
+    out: list = []
+    for (kind, _), value in zip(launch_args, args):
+        if kind == "s":  # in the order its buffers were added
+            out.append({name: next(results) for _, name, _ in value.pointers})
+        else:
+            out.append(next(results) if kind == "p" else None)
+    return out

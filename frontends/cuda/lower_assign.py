@@ -16,6 +16,7 @@ from kir.frontends.cuda.values import (
     CgVal,
     ConstSym,
     FieldArray,
+    FieldPointer,
     MemRef,
     NullVal,
     PtrSym,
@@ -40,6 +41,8 @@ def struct_size(t: StructType) -> int:
     for _name, ft in t.fields:
         if isinstance(ft, StructType):
             n, a = struct_size(ft), _struct_align(ft)
+        elif isinstance(ft, FieldPointer):
+            n = a = ft.nbytes
         elif isinstance(ft, FieldArray):
             a = ct.scalar_of(ft.elem).nbytes if not isinstance(ft.elem, VectorType) \
                 else ft.elem.nbytes
@@ -59,8 +62,8 @@ def _struct_align(t: StructType) -> int:
     for _name, ft in t.fields:
         if isinstance(ft, StructType):
             out = max(out, _struct_align(ft))
-        elif isinstance(ft, FieldArray):
-            out = max(out, ft.elem.nbytes)
+        elif isinstance(ft, (FieldArray, FieldPointer)):
+            out = max(out, ft.elem.nbytes if isinstance(ft, FieldArray) else ft.nbytes)
         else:
             out = max(out, ft.nbytes)
     return out
@@ -200,6 +203,9 @@ class AssignMixin:
             if isinstance(sym, (ConstSym, ArraySym)) and (
                     not isinstance(sym, ArraySym) or sym.dims):
                 raise self.error(f"cannot assign to '{lhs_tree.children[0]}'", lhs_tree)
+        member = self.pointer_member(lhs_tree)
+        if member is not None:  # s.elements = ..., s.elements += n
+            return self.assign_pointer(member, op, rhs_tree, tree)
         target = self.operand(lhs_tree)
         if isinstance(target, StructVal):
             if op != "=":
@@ -217,14 +223,8 @@ class AssignMixin:
     def assign_pointer(self, sym: PtrSym, op: str, rhs_tree, tree) -> PtrVal:
         """``p = q``, ``p += n``, ``p -= n`` on a pointer variable."""
         if op == "=":
-            new = self.pointer(rhs_tree)
-            if sym.root is not None and sym.root != new.root:
-                raise self.error(f"pointer may point into two buffers ('{sym.root}' and "
-                                 f"'{new.root}'); its buffer must be known statically", tree,
-                                 UnsupportedError)
-            sym.root = new.root
-            offset = new.offset
-        elif op in ("+=", "-="):
+            return self.set_pointer(sym, self.pointer(rhs_tree), tree)
+        if op in ("+=", "-="):
             if sym.root is None:
                 raise self.error("pointer arithmetic on an unset pointer", tree)
             n = self.rvalue(rhs_tree)
@@ -233,6 +233,19 @@ class AssignMixin:
             offset = ct.binary(op[0], current, step)
         else:
             raise self.error(f"operator '{op}' on a pointer", tree, UnsupportedError)
+        return self._set_offset(sym, offset, tree)
+
+    def set_pointer(self, sym: PtrSym, new: PtrVal, tree) -> PtrVal:
+        """Point the pointer variable ``sym`` where ``new`` points (its buffer must stay the
+        one it had, if any: kir knows every pointer's buffer statically)."""
+        if sym.root is not None and sym.root != new.root:
+            raise self.error(f"pointer may point into two buffers ('{sym.root}' and "
+                             f"'{new.root}'); its buffer must be known statically", tree,
+                             UnsupportedError)
+        sym.root = new.root
+        return self._set_offset(sym, new.offset, tree)
+
+    def _set_offset(self, sym: PtrSym, offset: Expr, tree) -> PtrVal:
         if sym.offset_var is None:
             raise self.error("this pointer cannot be reassigned", tree, UnsupportedError)
         self.emit(Assign(sym.offset_var, ct.convert(offset, OFFSET_TYPE), loc=self.cur_loc))

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.values import (
+    OFFSET_TYPE,
     ArraySym,
     ArrVal,
     BufferInfo,
     FieldArray,
+    FieldPointer,
     MemRef,
+    PtrSym,
+    PtrVal,
     StructArraySym,
     StructType,
     StructVal,
@@ -31,7 +35,7 @@ from lark import Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import Alloc, Const, Declare, Expr, Load, MakeVector, Param, Select, Store, Var
-from kir.ir.types import I32, VectorType
+from kir.ir.types import I32, PointerType, VectorType
 
 
 def struct_fields(t: StructType, base: str) -> list[tuple[str, object]]:
@@ -72,6 +76,14 @@ class StructMixin:
                 parts[field] = ArrVal(arr)
                 if value is not None:
                     self._copy_array(ArrVal(arr), value, tree)
+            elif isinstance(ft, FieldPointer):
+                sym = PtrSym(None, ft.view, self.fresh(f"{base}_{field}_off"))
+                init_offset = None
+                if value is not None:
+                    p = self.pointer_part(value, field, tree)
+                    sym.root, init_offset = p.root, ct.convert(p.offset, OFFSET_TYPE)
+                self.emit(Declare(sym.offset_var, OFFSET_TYPE, init_offset, loc=self.cur_loc))
+                parts[field] = sym
             else:
                 name = self.fresh(f"{base}_{field}")
                 expr = None if value is None else self.coerce(self.value_of(value, tree), ft,
@@ -95,12 +107,22 @@ class StructMixin:
                                  f"parameter '{name}', which the kernel already has", tree,
                                  UnsupportedError)
             self.used.add(name)
-            params.append(Param(name, ft))
+            if isinstance(ft, FieldPointer):
+                elem = ct.scalar_of(ft.view)
+                self.buffers[name] = BufferInfo(elem, "global", ft.const)
+                params.append(Param(name, PointerType(elem, "global", ft.const, False)))
+            else:
+                params.append(Param(name, ft))
+
+        def part(ft, name: str):
+            if isinstance(ft, StructType):
+                return bound(ft, name)
+            if isinstance(ft, FieldPointer):
+                return PtrSym(name, ft.view, offset_expr=Const(0, OFFSET_TYPE))
+            return Var(name, ft)
 
         def bound(t: StructType, base: str) -> StructVal:
-            return StructVal(t, {field: bound(ft, f"{base}_{field}")
-                                 if isinstance(ft, StructType) else Var(f"{base}_{field}", ft)
-                                 for field, ft in t.fields})
+            return StructVal(t, {field: part(ft, f"{base}_{field}") for field, ft in t.fields})
 
         self.used.add(ident)
         value = bound(t, ident)
@@ -130,8 +152,9 @@ class StructMixin:
         for field, ft in t.fields:
             if isinstance(ft, StructType):
                 fields[field] = self.struct_array(ft, f"{base}_{field}", dims, space)
-            elif isinstance(ft, FieldArray):
-                raise self.error(f"arrays of struct '{t.name}', which has the array member "
+            elif isinstance(ft, (FieldArray, FieldPointer)):
+                kind = "array" if isinstance(ft, FieldArray) else "pointer"
+                raise self.error(f"arrays of struct '{t.name}', which has the {kind} member "
                                  f"'{field}', not supported", None, UnsupportedError)
             else:
                 fields[field] = self._field_array(FieldArray(ft, dims), f"{base}_{field}",
@@ -192,6 +215,8 @@ class StructMixin:
                     raise self.error(f"initializer for array member '{field}' not supported",
                                      item, UnsupportedError)
                 parts[field] = None
+            elif isinstance(ft, FieldPointer):
+                parts[field] = self.pointer(item) if item is not None else None
             elif item is None:
                 parts[field] = _zero(ft)
             elif isinstance(item, Tree) and item.data == "init_list":
@@ -229,7 +254,42 @@ class StructMixin:
         part = value.parts[field]
         if part is None:
             raise self.error(f"member '{field}' has no value here", tree, UnsupportedError)
+        if isinstance(part, PtrSym):
+            return self.member_pointer(value, field, tree)
         return part
+
+    def member_pointer(self, value: StructVal, field: str, tree) -> PtrVal:
+        """The pointer a pointer member holds now."""
+        return self.pointer_part(value.parts[field], field, tree)
+
+    def pointer_part(self, part, field: str, tree) -> PtrVal:
+        """A pointer member's part (a pointer variable, or a value being copied) as the
+        pointer it holds now."""
+        if isinstance(part, PtrVal):
+            return part
+        if not isinstance(part, PtrSym) or part.root is None:
+            raise self.error(f"pointer member '{field}' is used before it points anywhere",
+                             tree)
+        offset = Var(part.offset_var, OFFSET_TYPE) if part.offset_var else part.offset_expr
+        return PtrVal(part.root, offset, part.view)
+
+    def pointer_member(self, tree) -> PtrSym | None:
+        """The pointer variable ``tree`` names when it is a struct's pointer member
+        (``s.elements``, what an assignment changes), else None."""
+        if not (isinstance(tree, Tree) and tree.data == "member"):
+            return None
+        base_tree, field = tree.children
+        if isinstance(base_tree, Tree) and base_tree.data == "name":
+            base = self.lookup(str(base_tree.children[0]))
+        elif isinstance(base_tree, Tree) and base_tree.data == "member":
+            base = self.operand(base_tree)
+        else:
+            return None
+        if isinstance(base, StructVal):
+            part = base.parts.get(str(field))
+            if isinstance(part, PtrSym):
+                return part
+        return None
 
     def assign_struct(self, target: StructVal, value: StructVal, tree) -> None:
         """``target = value`` field by field (``value``'s fields are read first, so
@@ -247,6 +307,15 @@ class StructMixin:
                 out[field] = self._read_all(part, tree)
             elif isinstance(ft, FieldArray) or part is None:
                 out[field] = part
+            elif isinstance(ft, FieldPointer):
+                p = self.member_pointer(value, field, tree)
+                offset = p.offset
+                if not isinstance(offset, (Const, Var)):
+                    tmp = self.fresh("field_off")
+                    self.emit(Declare(tmp, OFFSET_TYPE, ct.convert(offset, OFFSET_TYPE),
+                                      loc=self.cur_loc))
+                    offset = Var(tmp, OFFSET_TYPE)
+                out[field] = PtrVal(p.root, offset, p.view)
             else:
                 expr = self.value_of(part, tree)
                 if not isinstance(expr, (Const, Var)):
@@ -264,6 +333,9 @@ class StructMixin:
             elif isinstance(ft, FieldArray):
                 if value is not None:
                     self._copy_array(part, value, tree)
+            elif isinstance(ft, FieldPointer):
+                if value is not None:
+                    self.set_pointer(part, value, tree)
             elif value is not None:
                 self.write(part, value, tree)
 
@@ -291,6 +363,15 @@ class StructMixin:
             elif isinstance(ft, FieldArray):
                 raise self.error("'?:' on structs with array members not supported", tree,
                                  UnsupportedError)
+            elif isinstance(ft, FieldPointer):
+                p, q = self.member_pointer(a, field, tree), self.member_pointer(b, field, tree)
+                if p.root != q.root:
+                    raise self.error(f"'?:' picks pointer member '{field}' from two buffers "
+                                     f"('{p.root}' and '{q.root}'); its buffer must be known "
+                                     "statically", tree, UnsupportedError)
+                parts[field] = PtrVal(p.root, Select(cond, ct.convert(p.offset, OFFSET_TYPE),
+                                                     ct.convert(q.offset, OFFSET_TYPE),
+                                                     OFFSET_TYPE), p.view)
             else:
                 parts[field] = Select(cond, self.value_of(pa, tree), self.value_of(pb, tree),
                                       ft)

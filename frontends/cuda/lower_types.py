@@ -17,6 +17,7 @@ from kir.frontends.cuda.values import (
     CgType,
     ConstSym,
     FieldArray,
+    FieldPointer,
     StructType,
     TypeSym,
 )
@@ -256,9 +257,10 @@ class TypeMixin:
             for init_decl in inits:
                 declarator, init = (init_decl.children + [None])[:2]
                 pointers, is_ref, ident, dims = self.split_declarator(declarator)
-                if pointers or is_ref:
-                    raise self.error(f"pointer or reference member '{ident}' of struct "
-                                     f"'{name}' not supported", init_decl, UnsupportedError)
+                if len(pointers) > 1 or is_ref or (pointers and dims):
+                    raise self.error(f"member '{ident}' of struct '{name}': references, "
+                                     "pointers to pointers and arrays of pointers not "
+                                     "supported", init_decl, UnsupportedError)
                 if init is not None:
                     raise self.error(f"default member initializer of '{ident}' not supported",
                                      init, UnsupportedError)
@@ -266,7 +268,12 @@ class TypeMixin:
                 if base is None or base is AUTO or isinstance(base, CgType):
                     raise self.error(f"member '{ident}' of struct '{name}' has type {base}",
                                      init_decl, UnsupportedError)
-                if dims:
+                if pointers:
+                    if isinstance(base, StructType):
+                        raise self.error(f"member '{ident}' of struct '{name}': pointers to "
+                                         "structs not supported", init_decl, UnsupportedError)
+                    base = FieldPointer(base, ctype.const)
+                elif dims:
                     if isinstance(base, StructType):
                         raise self.error("arrays of structs inside a struct not supported",
                                          init_decl, UnsupportedError)

@@ -146,10 +146,25 @@ class FieldArray:
 
 
 @dataclass(frozen=True)
+class FieldPointer:
+    """A pointer member of a struct (``float* elements``, as in the CUDA programming guide's
+    ``Matrix``): in a struct value it is a pointer variable (:class:`PtrSym`), whose buffer
+    must be known statically like any pointer's."""
+
+    view: ValueType
+    const: bool = False
+    nbytes = 8
+
+    def __str__(self) -> str:
+        return f"{self.view}*"
+
+
+@dataclass(frozen=True)
 class StructType:
     """A POD struct: its fields in declaration order, each a scalar or vector type, a nested
-    StructType or a FieldArray. Structs never reach kir IR: a struct variable is one local
-    per field, an array of structs one array per field."""
+    StructType, a FieldArray or a FieldPointer. Structs never reach kir IR: a struct variable
+    is one local per field (a pointer variable for a pointer member), an array of structs one
+    array per field."""
 
     name: str
     fields: tuple[tuple[str, object], ...]

@@ -79,12 +79,23 @@ def run_original_cupy(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
     params, args = _original_arguments(loaded, inputs, trailing_defaults=False)
     namespace = qualified_name(loaded.source, loaded.kernel.name).rpartition("::")[0]
     dtypes = [_scalar_dtype(loaded, p) for p in params]
+    args = [_cupy_struct(p, a) if p.fields else a for p, a in zip(params, args)]
     results = run(loaded.source, loaded.kernel.name, args, dtypes, grid=bound.grid,
                   block=bound.block, shared_bytes=bound.shared_bytes,
                   template_args=[str(a) for a in _template_arguments(loaded, params,
                                                                      namespace)],
                   filename=str(loaded.path), include_dirs=loaded.include_dirs)
     return _outputs(loaded, params, results)
+
+
+def _cupy_struct(param, value) -> np.void:
+    """A struct argument as CuPy passes it (a numpy record); one holding pointers would need
+    device addresses in it, which CuPy does not write."""
+    if value.pointers:
+        raise KirError(f"the struct parameter {param.name!r} holds pointers: cupy-original "
+                       "cannot pass it", hint="run the original with --target "
+                       "emulate-original, or check kir's translation (--target mlx)")
+    return value.record
 
 
 def _scalar_dtype(loaded: Loaded, param) -> str | None:
@@ -111,7 +122,9 @@ def _original_arguments(loaded: Loaded, inputs: dict, trailing_defaults: bool):
 
 def _outputs(loaded: Loaded, params: list, results: list) -> dict[str, np.ndarray]:
     bound = loaded.bound
-    by_name = {p.name: r for p, r in zip(params, results)}
+    by_name = {}
+    for p, r in zip(params, results):  # a struct's result: its pointer members' buffers
+        by_name.update(r if isinstance(r, dict) else {p.name: r})
     return {name: np.asarray(by_name[name]).reshape(bound.shape(name))
             for name in bound.outputs}
 
@@ -138,26 +151,34 @@ def _original_argument(loaded: Loaded, param, inputs: dict):
     return _DEFAULT
 
 
-def _struct_argument(param, inputs: dict) -> np.void:
+def _struct_argument(param, inputs: dict):
     """A struct parameter's value from its fields' arguments (``p_theta``, ...): a numpy
-    record with the struct's C layout (numpy's aligned structs lay fields out as C does)."""
+    record with the struct's C layout (numpy's aligned structs lay fields out as C does),
+    its pointer members' buffers given beside it (the launcher writes their addresses)."""
+    from kir.backends.emulate.original import StructArgument
     from kir.ir.cops import np_dtype
     from kir.spec.schema import dtype_of
 
     def dtype(layout: tuple) -> np.dtype:
-        return np.dtype([(name, dtype(t) if isinstance(t, tuple) else np_dtype(dtype_of(t)))
+        return np.dtype([(name, dtype(t) if isinstance(t, tuple) else
+                          np.uint64 if t.endswith("*") else np_dtype(dtype_of(t)))
                          for name, t in layout], align=True)
 
-    def fill(record: np.ndarray, layout: tuple, base: str) -> None:
-        for field, t in layout:  # the names struct_fields gives: base_field, nested too
-            if isinstance(t, tuple):
-                fill(record[field], t, f"{base}_{field}")
-            else:
-                record[field] = inputs[f"{base}_{field}"]
-
     record = np.zeros((), dtype(param.layout))
-    fill(record, param.layout, param.name)
-    return record[()]
+    pointers: list[tuple[int, str, np.ndarray]] = []
+
+    def fill(record: np.ndarray, layout: tuple, base: str, at: int) -> None:
+        for field, t in layout:  # the names struct_fields gives: base_field, nested too
+            name, offset = f"{base}_{field}", at + record.dtype.fields[field][1]
+            if isinstance(t, tuple):
+                fill(record[field], t, name, offset)
+            elif t.endswith("*"):
+                pointers.append((offset, name, inputs[name]))
+            else:
+                record[field] = inputs[name]
+
+    fill(record, param.layout, param.name, 0)
+    return StructArgument(record[()], tuple(pointers))
 
 
 _DEFAULT = object()

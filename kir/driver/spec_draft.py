@@ -270,10 +270,18 @@ class _Drafter:
             elif param.name in self.struct_fields:
                 for name, dtype in self.struct_fields[param.name]:
                     self._add_size("N", GUESS, None)
-                    table[name] = {"value": "N", "dtype": dtype}
                     field = name[len(param.name) + 1:]
+                    if dtype.endswith("*"):  # a pointer member: a buffer
+                        table[name] = {"dtype": dtype[:-1], "shape": ["N"]}
+                        if name in accesses.get("written", set()):
+                            read = name in accesses.get("read", set())
+                            table[name]["role"] = "inout" if read else "out"
+                        what = "the shape is a guess"
+                    else:
+                        table[name] = {"value": "N", "dtype": dtype}
+                        what = "the value is a guess"
                     self.todo(("args", name), f"field {field} of the struct {param.name}: "
-                                              "the value is a guess")
+                                              f"{what}")
             else:
                 table[param.name] = self.scalar(param, text, keys)
         return table

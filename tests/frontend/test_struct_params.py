@@ -1,8 +1,10 @@
 """Kernel parameters of struct type, passed by value (``RopeParams p``), as inference engines
 pass their launch settings: one scalar argument per field (``p_head_dim``, nested structs
 flattened), named in the spec as ``p.head_dim = { ... }`` or ``p_head_dim = { ... }``, and
-the original kernel still run with the struct itself (``emulate-original``). Also
-``sincosf(x, &s, &c)``, which such kernels use."""
+the original kernel still run with the struct itself (``emulate-original``). Pointer
+members (the CUDA programming guide's ``Matrix { width, height, stride, elements }``) are
+buffers, and struct locals hold pointers as pointer variables. Also ``sincosf(x, &s, &c)``,
+which such kernels use."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from kir.spec import load_spec_text
 
 DATA = Path(__file__).parent / "data"
 ROPE = DATA / "rope_params.cu"
+MATRIX = DATA / "matrix_struct.cu"
 
 
 def test_fields_become_scalar_parameters_in_order():
@@ -46,6 +49,44 @@ def test_rope_with_a_parameter_struct_matches_numpy(target):
         loaded = load_kernel(ROPE, sizes=sizes)
         outcome = check_on_target(loaded, target, seed=1)
         assert outcome.result.ok, (sizes, outcome.result.describe())
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
+                                    "emulate-original"])
+def test_matrices_as_structs_with_element_pointers_multiply(target):
+    """Sub-matrices made by a helper returning a struct that points into its parent, read
+    and written through helpers taking the struct by value; the original kernel gets the
+    three structs with the buffers' addresses written into them."""
+    if target != "interp" and not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    loaded = load_kernel(MATRIX)
+    assert [p.name for p in loaded.kernel.params if p.is_buffer] == [
+        "A_elements", "B_elements", "C_elements"]
+    outcome = check_on_target(loaded, target, seed=2)
+    assert outcome.result.ok, outcome.result.describe()
+
+
+def test_a_pointer_member_keeps_one_buffer():
+    source = """
+    struct View { float* data; int n; };
+    __global__ void k(float* x, float* y, int flip) {
+        View v = {x, 4};
+        if (flip) v.data = y;
+        v.data[0] = 1.0f;
+    }"""
+    with pytest.raises(UnsupportedError, match="two buffers") as info:
+        load_cuda(source, "s.cu")
+    assert info.value.loc.line == 5
+    moved = load_cuda("""
+    struct View { float* data; int n; };
+    __global__ void k(float* x) {
+        View v = {x + 2, 4};
+        v.data += 1;
+        View w = v;
+        w.data[v.n - 4] = 5.0f;
+    }""", "s.cu")
+    out = run_kernel(moved, {"x": np.zeros(6, np.float32)}, {})
+    np.testing.assert_array_equal(out["x"], [0, 0, 0, 5, 0, 0])
 
 
 def test_dotted_and_flat_field_names_are_the_same_arguments():
@@ -97,6 +138,9 @@ def test_struct_parameters_kir_cannot_pass_are_refused_at_the_parameter():
     with pytest.raises(UnsupportedError, match="not supported"):
         load_cuda("struct A { float w; };\n__global__ void k(float* y, A* a) "
                   "{ y[0] = a->w; }", "s.cu")
+    with pytest.raises(UnsupportedError, match="pointer member 'p'"):
+        load_cuda("struct A { float* p; };\n__global__ void k(float* y) "
+                  "{ __shared__ A s[4]; y[0] = 0.0f; }", "s.cu")
 
 
 def test_sincos_writes_both_outputs_from_the_input_read_once():
@@ -129,6 +173,11 @@ def test_spec_init_drafts_one_argument_per_field(tmp_path):
     assert any("field tokens of the struct p" in todo for todo in draft.todos)
     spec = load_spec_text(draft.text, tmp_path / "rope.kir.toml")
     assert load_kernel(source, spec_path=spec).kernel.params[1].name == "p_tokens"
+    matrices = tmp_path / "matrix.cu"
+    matrices.write_text(MATRIX.read_text())
+    text = draft_spec(matrices).text
+    assert '\nC_elements = { dtype = "f32", shape = ["N"], role = "out" }' in text, text
+    assert '\nA_stride = { value = "N", dtype = "i32" }' in text, text
 
 
 @pytest.mark.nvcc
