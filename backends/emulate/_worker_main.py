@@ -52,6 +52,12 @@ def handle(request, libraries):
             slot.kind, slot.p = 3, ctypes.addressof(struct)
         else:
             slot.kind, slot.f = 2, float(value)
+    for setter, data in request.get("symbols", ()):  # __constant__ memory, set first
+        set_symbol = getattr(libraries[path], setter)
+        set_symbol.restype = ctypes.c_int
+        if set_symbol(ctypes.c_char_p(bytes(data)), ctypes.c_uint64(len(data))) != 0:
+            return {"rc": 2, "err": f"{setter}: {len(data)} bytes is not the symbol's size",
+                    "arrays": []}
     dims = (ctypes.c_uint32 * 9)(*request["dims"])
     err = ctypes.create_string_buffer(1 << 16)
     rc = entry(args, ctypes.c_int(len(request["args"])), dims, ctypes.c_uint64(request["smem"]),

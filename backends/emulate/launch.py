@@ -99,10 +99,13 @@ def poisoned_outputs(shapes: Sequence[Sequence[int]], dtypes: Sequence[Any],
 
 def run_launch(so_path: str, label: str, arrays: list[np.ndarray], args: list[tuple[str, Any]],
                dims: list[int], *, smem: int, returns: list[int], timeout: float,
-               sources: dict[str, str], stack_kib: int = DEFAULT_STACK_KIB) -> list[np.ndarray]:
-    """Run a compiled kernel in the worker process; the arrays listed in ``returns`` come back."""
+               sources: dict[str, str], stack_kib: int = DEFAULT_STACK_KIB,
+               symbols: list[tuple[str, bytes]] | None = None) -> list[np.ndarray]:
+    """Run a compiled kernel in the worker process; the arrays listed in ``returns`` come back.
+    ``symbols`` are ``(setter, bytes)``: exported functions the worker calls with the bytes
+    before the launch (what ``cudaMemcpyToSymbol`` copies into ``__constant__`` memory)."""
     reply = launch_reply(so_path, label, arrays, args, dims, smem=smem, returns=returns,
-                         timeout=timeout, stack_kib=stack_kib)
+                         timeout=timeout, stack_kib=stack_kib, symbols=symbols)
     if reply["rc"] != 0:
         raise runtime_error(reply["err"], sources)
     return reply["arrays"]
@@ -111,7 +114,8 @@ def run_launch(so_path: str, label: str, arrays: list[np.ndarray], args: list[tu
 def launch_reply(so_path: str, label: str, arrays: list[np.ndarray], args: list[tuple[str, Any]],
                  dims: list[int], *, smem: int, returns: list[int], timeout: float,
                  stack_kib: int = DEFAULT_STACK_KIB,
-                 check_roles: list[int] | None = None) -> dict[str, Any]:
+                 check_roles: list[int] | None = None,
+                 symbols: list[tuple[str, bytes]] | None = None) -> dict[str, Any]:
     """The worker's whole reply to one launch (``rc``, ``err``, ``arrays``, and ``check``, the
     checked build's report, when ``check_roles`` gives each array's role). bfloat16 arrays
     travel as uint16, so the worker needs no ml_dtypes."""
@@ -120,6 +124,8 @@ def launch_reply(so_path: str, label: str, arrays: list[np.ndarray], args: list[
                "stack_kib": int(stack_kib), "return": returns}
     if check_roles is not None:
         request["check"] = {"roles": list(check_roles)}
+    if symbols:
+        request["symbols"] = list(symbols)
     reply = run_request(request, timeout, f"emulated kernel '{label}'")
     reply["arrays"] = [back.view(arrays[i].dtype) if arrays[i].dtype.name == "bfloat16" else back
                        for i, back in zip(returns, reply["arrays"])]

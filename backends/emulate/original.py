@@ -51,11 +51,13 @@ def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
                       template_args: Sequence[int | str] = (), *, filename: str = "kernel.cu",
                       include_dirs: Sequence[str | Path] = (),
                       defines: dict[str, str] | None = None,
+                      constants: dict[str, np.ndarray] | None = None,
                       timeout: float = L.DEFAULT_TIMEOUT_S) -> list[np.ndarray | None]:
     """Run ``kernel_name`` from a user's original ``.cu`` text on ``grid`` blocks of ``block``
     threads. ``args`` are in the kernel's parameter order: arrays, numbers, or None for a null
     pointer, and may stop early (the parameters after them take their defaults);
-    ``template_args`` are integers or C++ type names. A :class:`StructArgument` passes a
+    ``template_args`` are integers or C++ type names; ``constants`` the contents of the
+    ``__constant__`` symbols the kernel reads, by name. A :class:`StructArgument` passes a
     struct. Returns each array argument's final contents (a new array), a struct's as a
     dict by its pointer members' names, None for the others."""
     sources: dict[str, str] = {}
@@ -79,6 +81,9 @@ def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
         # declaration names them; called through a struct, not a pointer, so C++ supplies
         # the defaults of the parameters after the ones given.
         f"namespace {namespace} {{" if namespace else "",
+        *[f"KIR_EMU_EXPORT int kir_set_symbol_{name}(const void* src, uint64_t n) {{ "
+          f"if (n != sizeof({name})) return 1; std::memcpy((void*)&{name}, src, n); "
+          "return 0; }" for name in (constants or {})],
         "struct KirCall {",
         f"  template <class... A> void operator()(A... a) const {{ {instance}(a...); }}",
         "};",
@@ -122,7 +127,10 @@ def run_original_cuda(cu_source: str, kernel_name: str, args: Sequence[Any],
     dims = L.cuda_dims(grid, block)
     results = iter(L.run_launch(str(so_path), kernel_name, buffers, launch_args, dims,
                                 smem=shared_bytes, returns=list(range(len(buffers))),
-                                timeout=timeout, sources=sources))
+                                timeout=timeout, sources=sources,
+                                symbols=[(f"kir_set_symbol_{name}",
+                                          np.ascontiguousarray(value).tobytes())
+                                         for name, value in (constants or {}).items()]))
     out: list = []
     for (kind, _), value in zip(launch_args, args):
         if kind == "s":  # in the order its buffers were added

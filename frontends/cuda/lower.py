@@ -16,6 +16,7 @@ from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_assign import AssignMixin
 from kir.frontends.cuda.lower_calls import CallMixin
 from kir.frontends.cuda.lower_cg import CgMixin
+from kir.frontends.cuda.lower_constant import ConstantMixin
 from kir.frontends.cuda.lower_decl import DeclMixin
 from kir.frontends.cuda.lower_expr import ExprMixin
 from kir.frontends.cuda.lower_inline import InlineMixin
@@ -89,7 +90,7 @@ def assigned_names(tree) -> set[str]:
 
 
 class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMixin, TypeMixin,
-              StructMixin, InlineMixin, CgMixin, PoolMixin):
+              StructMixin, InlineMixin, CgMixin, PoolMixin, ConstantMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``
     the rest of the file's device side (structs, names); ``args`` what the spec says of the
@@ -121,6 +122,10 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         # Incremented whenever a pointer test folds to a constant (a null argument, or a
         # present buffer compared with null): the branch it decides is then lowered alone.
         self.null_folds = 0
+        # __constant__ memory read so far (lower_constant): bound once, kernel parameters
+        self.constants_bound: set[str] = set()
+        self.implicit_params: list = []
+
     # ------------------------------------------------------------------ plumbing
 
     def loc_of(self, node) -> Loc | None:
@@ -207,6 +212,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         for scope in reversed(self.scopes):
             if ident in scope:
                 return scope[ident]
+        if self.bind_constant(ident):  # __constant__ memory, first read: now a parameter
+            return self.scopes[0].get(ident)
         return None
 
     def constant(self, tree, what: str, variable_length: bool = False):
@@ -254,8 +261,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.lower_stmt_list(body.children)
         self.pop_scope()
         stmts = tuple(self.prologue) + tuple(self.out)
-        return Kernel(str(ident), tuple(kparams), Block(stmts, loc=self.loc_of(body)),
-                      self.launch)
+        return Kernel(str(ident), tuple(kparams) + tuple(self.implicit_params),
+                      Block(stmts, loc=self.loc_of(body)), self.launch)
 
     def bind_template(self, template, values: dict[str, int | str]) -> None:
         for param in template.children:
@@ -338,7 +345,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
                 self.bind(ident, VarSym(local, ctype.base))
             else:
                 self.bind(ident, VarSym(ident, ctype.base))
-            return [Param(ident, ctype.base)]
+            return [Param(ident, ctype.base, loc=self.loc_of(ptree))]
         if len(pointers) > 1 or ctype.base is None:
             raise self.error(f"parameter '{ident}': only pointers to scalars or vectors are "
                              "supported", ptree, UnsupportedError)
@@ -352,7 +359,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
             self.prologue.append(Declare(sym.offset_var, OFFSET_TYPE, Const(0, OFFSET_TYPE),
                                          loc=self.loc_of(ptree)))
         self.bind(ident, sym)
-        return [Param(ident, PointerType(elem, "global", ctype.const, restrict))]
+        return [Param(ident, PointerType(elem, "global", ctype.const, restrict),
+                      loc=self.loc_of(ptree))]
 
     def _bind_absent(self, ident: str, pointer: bool, ctype, default, ptree) -> bool:
         """Bind a parameter the kernel does not take at run time: a pointer the spec says is

@@ -110,9 +110,10 @@ class StructMixin:
             if isinstance(ft, FieldPointer):
                 elem = ct.scalar_of(ft.view)
                 self.buffers[name] = BufferInfo(elem, "global", ft.const)
-                params.append(Param(name, PointerType(elem, "global", ft.const, False)))
+                params.append(Param(name, PointerType(elem, "global", ft.const, False),
+                                    loc=self.loc_of(tree)))
             else:
-                params.append(Param(name, ft))
+                params.append(Param(name, ft, loc=self.loc_of(tree)))
 
         def part(ft, name: str):
             if isinstance(ft, StructType):

@@ -48,6 +48,7 @@ class Program:
     template_names: frozenset[str]
     struct_types: dict[str, StructType] = field(default_factory=dict)
     broken: dict[str, KirError] = field(default_factory=dict)
+    constants: dict[str, Unit] = field(default_factory=dict)  # __constant__ memory by name
 
 
 def template_types(src: SourceMap, unit: Unit) -> set[str]:
@@ -99,7 +100,8 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
             functions.setdefault(unit.name, []).append(
                 FunctionSym(unit.name, unit.start, _parser_for(src, unit, type_names, templates),
                             src.text.startswith("template", unit.start)))
-    return Program(src, functions, struct_units, type_names, templates)
+    constants = {u.name: u for u in units if u.kind == "constant"}
+    return Program(src, functions, struct_units, type_names, templates, constants=constants)
 
 
 def _parser_for(src: SourceMap, unit: Unit, type_names: frozenset[str],

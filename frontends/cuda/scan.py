@@ -157,12 +157,22 @@ def scan_units(text: str) -> list[Unit]:
             out.append(Unit(declared[0], declared[1], start, end))
         elif first == "typedef":
             out.append(Unit("typedef", "", start, end))
+        elif "__constant__" in _IDENT.findall(unit.split("=", 1)[0]) \
+                and "(" not in unit.split("=", 1)[0].split("[", 1)[0]:
+            names = _CONSTANT_NAME.findall(unit.split("=", 1)[0])
+            if names:  # __constant__ memory: the kernels reading it take it as an argument
+                out.append(Unit("constant", names[-1], start, end))
         elif first in ("const", "constexpr", "static") and "(" not in unit.split("=", 1)[0]:
             heads = set(_IDENT.findall(unit.split("=", 1)[0]))
             if heads & {"const", "constexpr"} and not heads & {"__device__", "__constant__",
                                                               "__shared__", "char"}:
                 out.append(Unit("const", "", start, end))
     return out
+
+
+# The name a ``__constant__`` declaration declares: the identifier before its ``[``, ``=``
+# or ``;`` (``__constant__ float c_w[9];``, ``static __constant__ int c_n = 4;``).
+_CONSTANT_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?=\[|;|$)")
 
 
 def _top_level_paren(signature: str) -> int:

@@ -240,8 +240,9 @@ def check_spec_names(text: str, path: Path, kernel: Kernel, spec: Spec,
     from kir.frontends.cuda import kernel_params
 
     written = kernel_params(text, str(path), kernel.name, include_dirs)
-    names = [n for p in written for n in ([f for f, _ in p.fields] or [p.name])] \
-        or [p.name for p in kernel.params]
+    names = [n for p in written for n in ([f for f, _ in p.fields] or [p.name])]
+    # and what the kernel takes beyond its signature: the __constant__ memory it reads
+    names += [p.name for p in kernel.params if p.name not in names]
     for arg in spec.args:
         if arg not in names:
             from kir.spec.schema import _did_you_mean
@@ -306,6 +307,21 @@ def _check_grid(kernel: Kernel, bound: BoundSpec, text: str, path: Path) -> None
                            source_line=source_line_of(text, line) if at >= 0 else None)
 
 
+def _missing_argument(kernel: Kernel, param, spec: Spec) -> KirError:
+    """The spec gives no argument for ``param``: say where the parameter comes from (the
+    signature, a struct's field, ``__constant__`` memory) and what to add."""
+    kind = "buffer" if param.is_buffer else "scalar"
+    add = (f'{param.name} = {{ dtype = "...", shape = [...] }}' if param.is_buffer
+           else f'{param.name} = {{ value = "...", dtype = "{param.type}" }}')
+    error = spec.error(f"kernel {kernel.name} takes the {kind} {param.name!r} ({param.type}), "
+                       "which the spec's [args] does not give", "args",
+                       hint=f"add {add} to {spec.path.name} (a struct parameter's field p_f may "
+                            "be written p.f; __constant__ memory is named as its symbol)")
+    if param.loc is not None:
+        return KirError(error.message, param.loc, hint=error.hint)
+    return error
+
+
 def check_spec_fits(kernel: Kernel, spec: Spec) -> None:
     """Raise a KirError at the spec's argument when its dtype or kind (buffer or scalar)
     disagrees with the kernel's parameter: an ``f16`` spec for a ``float*`` would otherwise
@@ -315,7 +331,7 @@ def check_spec_fits(kernel: Kernel, spec: Spec) -> None:
     for param in kernel.params:
         arg = spec.args.get(param.name)
         if arg is None:
-            continue  # a missing argument is reported where the inputs are bound
+            raise _missing_argument(kernel, param, spec)
         if param.is_buffer != arg.is_buffer:
             what = "a buffer (pointer)" if param.is_buffer else "a scalar"
             fix = 'give it shape = [...]' if param.is_buffer else 'give it value = "..."'

@@ -65,8 +65,28 @@ def run_original(loaded: Loaded, inputs: dict, *, timeout: float = 60.0) -> dict
                                 block=bound.block, shared_bytes=bound.shared_bytes,
                                 template_args=_template_arguments(loaded, params),
                                 filename=str(loaded.path), include_dirs=loaded.include_dirs,
+                                constants=_constant_symbols(loaded, params, inputs),
                                 timeout=timeout)
     return _outputs(loaded, params, results)
+
+
+def _constant_symbols(loaded: Loaded, params: list, inputs: dict) -> dict[str, np.ndarray]:
+    """The ``__constant__`` memory the kernel reads (its parameters beyond the signature's),
+    each argument's value in the parameter's type: what the host would have copied there."""
+    from kir.ir.cops import np_dtype
+    from kir.ir.types import PointerType
+
+    out = {}
+    for param in _constant_params(loaded, params):
+        t = param.type.elem if isinstance(param.type, PointerType) else param.type
+        out[param.name] = np.asarray(inputs[param.name], dtype=np_dtype(t))
+    return out
+
+
+def _constant_params(loaded: Loaded, params: list) -> list:
+    """The kernel's parameters its signature does not have: ``__constant__`` memory."""
+    written = {n for p in params for n in ([f for f, _ in p.fields] or [p.name])}
+    return [p for p in loaded.kernel.params if p.name not in written]
 
 
 def run_original_cupy(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
@@ -79,6 +99,10 @@ def run_original_cupy(loaded: Loaded, inputs: dict) -> dict[str, np.ndarray]:
     params, args = _original_arguments(loaded, inputs, trailing_defaults=False)
     namespace = qualified_name(loaded.source, loaded.kernel.name).rpartition("::")[0]
     dtypes = [_scalar_dtype(loaded, p) for p in params]
+    if _constant_params(loaded, params):
+        raise KirError(f"kernel {loaded.kernel.name} reads __constant__ memory, which "
+                       "cupy-original does not fill", hint="run the original with --target "
+                       "emulate-original, or check kir's translation (--target mlx)")
     args = [_cupy_struct(p, a) if p.fields else a for p, a in zip(params, args)]
     results = run(loaded.source, loaded.kernel.name, args, dtypes, grid=bound.grid,
                   block=bound.block, shared_bytes=bound.shared_bytes,

@@ -284,7 +284,27 @@ class _Drafter:
                                               f"{what}")
             else:
                 table[param.name] = self.scalar(param, text, keys)
+        self.constant_memory(table, accesses.get("params", ()))
         return table
+
+    def constant_memory(self, table: dict, params) -> None:
+        """The ``__constant__`` memory the kernel reads: parameters of its kir IR that are
+        neither in its signature nor fields of a struct parameter."""
+        from kir.ir.types import PointerType
+
+        known = set(table)
+        for param in params:
+            if param.name in known:
+                continue
+            self._add_size("N", GUESS, None)
+            if isinstance(param.type, PointerType):
+                table[param.name] = {"dtype": str(param.type.elem), "shape": ["N"]}
+                what = "its size is a guess"
+            else:
+                table[param.name] = {"value": "N", "dtype": str(param.type)}
+                what = "its value is a guess"
+            self.todo(("args", param.name), "__constant__ memory the kernel reads (what the "
+                                            f"host copies there with cudaMemcpyToSymbol): {what}")
 
     def scalar(self, param: ParamDecl, text: str | None, keys) -> dict:
         dtype = _dtype(param.type_words, self.types)
@@ -628,7 +648,7 @@ def _accesses(kernel_source: str, file: str, signature: Signature,
     atomic = {n.buffer for n in kernel.walk() if isinstance(n, ir.Atomic)}
     plain = {n.buffer for n in kernel.walk() if isinstance(n, (ir.Store, ir.MatrixStore))}
     return {"written": written, "read": read, "atomic_only": (atomic - plain) - read,
-            "known": {p.name for p in kernel.params}}, None
+            "known": {p.name for p in kernel.params}, "params": kernel.params}, None
 
 
 def _text_accesses(source: str, signature: Signature) -> dict[str, set[str]]:

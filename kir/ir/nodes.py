@@ -486,6 +486,7 @@ class Param(Node):
 
     name: str
     type: Type
+    loc: Loc | None = _loc()
 
     @property
     def is_buffer(self) -> bool:

@@ -1,0 +1,96 @@
+"""``__constant__`` memory in the CUDA lowering (a mixin of the Lowerer).
+
+A file-scope ``__constant__ float c_filter[9];`` is filled by the host before the launch
+(``cudaMemcpyToSymbol``), so to kir it is one more input of the kernels that read it: the
+first read makes it a kernel parameter named as the symbol, after the declared ones — a
+read-only buffer for an array, a scalar for a scalar, one argument per field for a struct
+(as a struct parameter's, :mod:`kir.frontends.cuda.lower_struct`). The spec gives it like
+any argument (``c_filter = { dtype = "f32", shape = [9] }``), and the emitted kernels take it
+as an input, which on Apple GPUs and in MLX is what constant data is anyway. A
+``__constant__`` declared with its values (``= {0.25f, 0.5f, 0.25f}``) is a constant of the
+kernel: a scalar is folded, an array becomes a local table.
+"""
+
+from __future__ import annotations
+
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.parser import parse_unit
+from kir.frontends.cuda.values import ArraySym, BufferInfo, StructType, VarSym
+
+from kir.errors import UnsupportedError
+from kir.ir import Param
+from kir.ir.types import PointerType, ScalarType, VectorType
+
+
+class ConstantMixin:
+    """File-scope ``__constant__`` symbols bound on first use; relies on the Lowerer."""
+
+    def bind_constant(self, ident: str) -> bool:
+        """Bind the file's ``__constant__`` ``ident`` in the outermost scope (adding the
+        kernel parameters it becomes to ``self.implicit_params``); False when the file has
+        no such symbol."""
+        program = self.program
+        unit = program.constants.get(ident) if program is not None else None
+        if unit is None or ident in self.constants_bound:
+            return False
+        self.constants_bound.add(ident)
+        tree = parse_unit(program.src, unit.start, unit.end, "top_decl", program.type_names,
+                          program.template_names)
+        decl = tree.children[0] if tree.data == "top_decl" else tree
+        saved = (self.scopes, self.offset, self.cur_loc, self.out)
+        self.scopes, self.offset, self.out = [self.scopes[0]], unit.start, []
+        try:
+            self.cur_loc = self.loc_of(decl)
+            specs, *inits = decl.children
+            ctype = self.resolve_specs(specs)
+            quals = set(self.last_qualifiers)
+            for init_decl in inits:
+                declarator, init = (init_decl.children + [None])[:2]
+                pointers, is_ref, name, dims = self.split_declarator(declarator)
+                if name != ident:
+                    continue
+                if pointers or is_ref:
+                    raise self.error(f"__constant__ pointer or reference '{ident}' not "
+                                     "supported", init_decl, UnsupportedError)
+                if init is not None:  # values in the source: a constant of the kernel
+                    self.declare(ctype, (quals - {"__constant__"}) | {"const"}, declarator,
+                                 init, init_decl)
+                else:
+                    self._constant_parameter(ident, ctype.base, dims, init_decl)
+            self.prologue.extend(self.out)
+        finally:
+            self.scopes, self.offset, self.cur_loc, self.out = saved
+        return True
+
+    def _constant_parameter(self, ident: str, base, dims: list, tree) -> None:
+        """``__constant__`` memory the host fills: a kernel parameter."""
+        if isinstance(base, StructType):
+            if dims:
+                raise self.error(f"__constant__ array of structs '{ident}' not supported",
+                                 tree, UnsupportedError)
+            self.implicit_params.extend(self.struct_kernel_param(ident, base, False, tree))
+            return
+        if not isinstance(base, (ScalarType, VectorType)):
+            raise self.error(f"__constant__ '{ident}' of type {base} not supported", tree,
+                             UnsupportedError)
+        self.used.add(ident)
+        if not dims:
+            if isinstance(base, VectorType):
+                raise self.error(f"__constant__ vector '{ident}' not supported (declare it "
+                                 "as an array of its elements)", tree, UnsupportedError)
+            self.bind(ident, VarSym(ident, base))
+            self.implicit_params.append(Param(ident, base, loc=self.loc_of(tree)))
+            return
+        sizes = []
+        for d in dims:
+            if d is None:
+                raise self.error(f"__constant__ array '{ident}' needs a size", tree)
+            n = self.constant(d, "array size")
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                raise self.error(f"array size {n} of '{ident}' must be a positive integer", d)
+            sizes.append(n)
+        elem = ct.scalar_of(base)
+        self.buffers[ident] = BufferInfo(elem, "global", True)
+        self.bind(ident, ArraySym(ident, base, tuple(sizes), "global"))
+        self.implicit_params.append(Param(ident, PointerType(elem, "global", True, False),
+                                          loc=self.loc_of(tree)))

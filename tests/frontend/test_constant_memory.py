@@ -1,0 +1,90 @@
+"""``__constant__`` memory: what the host fills (``cudaMemcpyToSymbol``) is one more input
+of the kernels that read it, a parameter named as the symbol and given in the spec; what the
+source gives values to is a constant of the kernel. The original file still runs with its
+symbols set (``emulate-original``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kir.backends.emulate import emulator_available
+from kir.frontends.cuda import load_cuda
+
+from kir.driver.load import load_kernel
+from kir.driver.runners import check_on_target
+from kir.errors import KirError, UnsupportedError
+from kir.interp.run import run_kernel
+from kir.spec import load_spec_text
+
+DATA = Path(__file__).parent / "data"
+CONV = DATA / "conv_rows.cu"
+
+
+def test_constant_memory_read_by_the_kernel_becomes_parameters_after_its_own():
+    kernel = load_kernel(CONV).kernel
+    assert [(p.name, str(p.type)) for p in kernel.params] == [
+        ("d_Dst", "f32* global"), ("d_Src", "f32* global const"), ("imageH", "i32"),
+        ("c_width", "i32"), ("c_Kernel", "f32* global const")]
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
+                                    "emulate-original"])
+def test_a_separable_convolution_row_pass_with_its_filter_in_constant_memory(target):
+    if target != "interp" and not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    for sizes in ({}, {"W": 70, "H": 7}):
+        outcome = check_on_target(load_kernel(CONV, sizes=sizes), target, seed=3)
+        assert outcome.result.ok, (sizes, outcome.result.describe())
+
+
+def test_constants_with_values_in_the_source_are_the_kernels_own():
+    kernel = load_cuda("""
+    __constant__ float c_taps[3] = {0.25f, 0.5f, 0.25f};
+    __constant__ int c_offset = 1;
+    struct Scale { float mul; float add; };
+    __constant__ Scale c_scale;
+    __global__ void k(float* y, const float* x) {
+        for (int i = 0; i < 4; ++i) {
+            float s = 0.0f;
+            for (int j = 0; j < 3; ++j) s += c_taps[j] * x[i + j];
+            y[i] = (s + c_offset) * c_scale.mul + c_scale.add;
+        }
+    }""", "c.cu")
+    assert [p.name for p in kernel.params] == ["y", "x", "c_scale_mul", "c_scale_add"]
+    x = np.arange(6, dtype=np.float32)
+    out = run_kernel(kernel, {"y": np.zeros(4, np.float32), "x": x, "c_scale_mul": 2.0,
+                              "c_scale_add": 0.5}, {})
+    want = [(0.25 * x[i] + 0.5 * x[i + 1] + 0.25 * x[i + 2] + 1) * 2 + 0.5 for i in range(4)]
+    np.testing.assert_allclose(out["y"], want, rtol=1e-6)
+
+
+def test_a_constant_the_spec_does_not_give_is_named_at_its_declaration():
+    text = (DATA / "conv_rows.kir.toml").read_text().replace(
+        'c_Kernel = { dtype = "f32", shape = [9] }\n', "")
+    spec = load_spec_text(text, DATA / "conv_rows.kir.toml")
+    with pytest.raises(KirError, match="takes the buffer 'c_Kernel'") as info:
+        load_kernel(CONV, spec_path=spec)
+    assert (info.value.loc.file, info.value.loc.line) == (str(CONV), 8)
+    assert "c_Kernel = { dtype" in info.value.hint
+
+
+def test_constant_memory_kir_cannot_pass_is_refused_where_it_is_declared():
+    with pytest.raises(UnsupportedError, match="__constant__ pointer"):
+        load_cuda("__constant__ float* c_p;\n__global__ void k(float* y) { y[0] = c_p[0]; }",
+                  "c.cu")
+    with pytest.raises(UnsupportedError, match="__constant__ memory"):
+        load_cuda("__global__ void k(float* y) { __constant__ float c[2]; y[0] = c[0]; }",
+                  "c.cu")
+
+
+def test_spec_init_drafts_the_constant_memory_a_kernel_reads(tmp_path):
+    from kir.driver.spec_draft import draft_spec
+
+    source = tmp_path / "conv.cu"
+    source.write_text(CONV.read_text())
+    draft = draft_spec(source)
+    assert '\nc_Kernel = { dtype = "f32", shape = ["N"] }' in draft.text, draft.text
+    assert '\nc_width = { value = "N", dtype = "i32" }' in draft.text, draft.text
+    assert any("cudaMemcpyToSymbol" in todo for todo in draft.todos)
