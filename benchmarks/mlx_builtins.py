@@ -62,4 +62,6 @@ def builtin(name: str, inputs: dict):
     if name == "colmajor":
         # Stored by columns: C's array [N][M] is B's [N][K] times A's [K][M].
         return "b @ a", lambda: a["B"] @ a["A"]
+    if name == "struct_matmul":  # matrices as structs (tests/frontend/data)
+        return "a @ b", lambda: a["A_elements"] @ a["B_elements"]
     return None

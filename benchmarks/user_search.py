@@ -87,6 +87,10 @@ CASES = {
                    {"Z": 8, "M": 1024, "N": 1024, "K": 1024}, 90, "bmm", 0.5),
     "colmajor-2048": ("tests/rules/data/sgemm_colmajor.cu", None,
                       {"M": 2048, "N": 2048, "K": 2048}, 90, "colmajor", 0.5),
+    # The CUDA programming guide's style (tests/frontend/data): matrices passed as structs
+    # with an elements pointer, sub-matrices made by a helper returning a struct.
+    "struct-matmul-2048": ("tests/frontend/data/matrix_struct.cu", None,
+                           {"M": 2048, "N": 2048, "K": 2048}, 90, "struct_matmul", 0.5),
 }
 _BEST = re.compile(r"best: ([0-9.e+-]+) ms.*?(?:x([0-9.e+-]+) over the unrewritten kernel "
                    r"\(([0-9.e+-]+) ms\))?, (\d+) steps, (\d+) evaluations \((\d+) from the "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_expr import Value, scale
+from kir.frontends.cuda.lower_view_struct import ViewStruct
 from kir.frontends.cuda.values import (
     OFFSET_TYPE,
     ArraySym,
@@ -109,6 +110,10 @@ class AssignMixin:
             if self.is_byte_pool(p.root) and ct.scalar_of(p.view) in (I8, U8) \
                     and ct.scalar_of(target.base) not in (I8, U8):
                 return self.type_byte_pool(p, target.base, tree)
+            retyped = self.retype_pool(p, target.base) \
+                if ct.scalar_of(target.base) != root_elem else None
+            if retyped is not None:
+                return retyped
             if ct.scalar_of(target.base) != root_elem:
                 raise self.error(f"reinterpreting a {root_elem} buffer as "
                                  f"{ct.scalar_of(target.base)} not supported", tree,
@@ -163,6 +168,8 @@ class AssignMixin:
     def _value_init(self, base, tree) -> Value:
         if isinstance(base, CgType):
             return CgVal(base)
+        if isinstance(base, ViewStruct):  # Pool<T>(): the pointer it converts to
+            return self.view_struct_pointer(base, tree)
         if isinstance(base, StructType):
             return self.struct_from_list(base, [], tree)
         if isinstance(base, VectorType):

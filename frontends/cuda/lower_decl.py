@@ -182,7 +182,8 @@ class DeclMixin:
                 raise self.error("extern __shared__ arrays must be declared as name[]", tree)
             if self.dynamic_shared is not None:
                 first = self.dynamic_shared
-                if first.elem != base:
+                # declared again as the type it had before a cast retyped it (lower_pool)
+                if first.elem != base and self.__dict__.get("_pool_declared") != base:
                     self._unsupported("several extern __shared__ arrays of different types",
                                       tree)
                 self.bind(ident, first)

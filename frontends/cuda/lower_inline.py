@@ -84,8 +84,10 @@ class InlineMixin:
             if template is not None:
                 self._bind_function_template(name, template, given, param_trees, args, tree)
             ret = self.resolve_specs(specs)
-            if pointers:
-                raise self.error(f"__device__ function '{name}' returns a pointer", tree,
+            if pointers and (len(pointers) > 1 or not isinstance(
+                    ret.base, (ScalarType, VectorType))):
+                raise self.error(f"__device__ function '{name}' returns a pointer to "
+                                 f"{'a pointer' if len(pointers) > 1 else ret.base}", tree,
                                  UnsupportedError)
             infos = [self.param_info(p) for p in param_trees]
             for info in infos[len(args):]:
@@ -99,7 +101,8 @@ class InlineMixin:
                 ret.base, (ScalarType, VectorType, StructType)):
             raise self.error(f"__device__ function '{name}' returns {ret.base}", tree,
                              UnsupportedError)
-        return self.inline_body(fn, ret.base, bindings + defaults, body, tree, callee)
+        ret_type = PointerReturn(ret.base) if pointers else ret.base
+        return self.inline_body(fn, ret_type, bindings + defaults, body, tree, callee)
 
     @staticmethod
     def param_list(params) -> list:
@@ -316,6 +319,9 @@ class InlineMixin:
         result = None
         if isinstance(ret_type, StructType):
             result = self.struct_local(ret_type, f"{fn.name}_ret")
+        elif isinstance(ret_type, PointerReturn):  # a pointer variable; its buffer static
+            result = PtrSym(None, ret_type.view, self.fresh(f"{fn.name}_ret_off"))
+            self.emit(Declare(result.offset_var, OFFSET_TYPE, loc=self.cur_loc))
         elif ret_type is not None:
             result = self.fresh(f"{fn.name}_ret")
             self.emit(Declare(result, ret_type, loc=self.cur_loc))
@@ -351,7 +357,19 @@ class InlineMixin:
             return Const(0, I32)
         if isinstance(result, StructVal):
             return result
+        if isinstance(result, PtrSym):
+            if result.root is None:
+                raise self.error(f"'{fn.name}' returns no pointer into a buffer or array",
+                                 call_tree, UnsupportedError)
+            return PtrVal(result.root, Var(result.offset_var, OFFSET_TYPE), result.view)
         return Var(result, ret_type)
+
+
+class PointerReturn:
+    """The return type of a ``__device__`` function returning a pointer to ``view``."""
+
+    def __init__(self, view) -> None:
+        self.view = view
 
 
 def _type_of(arg, pointer: bool):

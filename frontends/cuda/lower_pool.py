@@ -11,6 +11,8 @@ element size.
 
 from __future__ import annotations
 
+import dataclasses
+
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.values import BufferInfo, PtrVal
 
@@ -31,7 +33,10 @@ class PoolMixin:
     def byte_pool_used(self, root: str, tree, view=U8) -> None:
         """A read, write or kept pointer of the byte array as bytes (``view`` is the type it
         is seen as): refused once the array is typed, remembered (and refused at the cast)
-        before."""
+        before. Any use of the dynamic shared array is remembered (see :meth:`retype_pool`)."""
+        sym = self.dynamic_shared
+        if sym is not None and sym.name == root:
+            self.__dict__.setdefault("_pool_touched", tree)
         if not self.is_byte_pool(root) or ct.scalar_of(view) not in (I8, U8):
             return
         if self.buffers[root].elem not in (I8, U8):
@@ -64,6 +69,26 @@ class PoolMixin:
                              for a in self.prologue]
             self.buffers[p.root] = BufferInfo(elem, "shared")
         return PtrVal(p.root, ct.convert(offset, p.offset.type), target)
+
+
+    def retype_pool(self, p: PtrVal, target) -> PtrVal | None:
+        """``(float*)pool`` for a dynamic shared array declared with another element type of
+        the same size (``extern __shared__ int smem[]``, raw memory to the code that casts
+        it) and not used before: the array holds the cast's type from now on. None when that
+        does not apply (the cast is then judged as any other)."""
+        sym, elem = self.dynamic_shared, ct.scalar_of(target)
+        held = self.buffers[p.root].elem if p.root in self.buffers else None
+        if sym is None or sym.name != p.root or self.is_byte_pool(p.root) or held is None \
+                or held == elem or held.nbytes != elem.nbytes \
+                or "_pool_touched" in self.__dict__:
+            return None
+        self.prologue = [Alloc(a.name, elem, a.size, "shared", True, loc=a.loc)
+                         if isinstance(a, Alloc) and a.name == p.root else a
+                         for a in self.prologue]
+        self.buffers[p.root] = BufferInfo(elem, "shared")
+        self.__dict__.setdefault("_pool_declared", sym.elem)
+        self.dynamic_shared = dataclasses.replace(sym, elem=target)
+        return PtrVal(p.root, p.offset, target)
 
 
 def _divided(expr: Expr, k: int) -> Expr | None:

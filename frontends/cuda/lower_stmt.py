@@ -8,7 +8,7 @@ condition without side effects and an update that only assigns the loop variable
 
 from __future__ import annotations
 
-from kir.frontends.cuda.values import StructVal
+from kir.frontends.cuda.values import PtrSym, StructVal
 from lark import Tree
 
 from kir.errors import UnsupportedError
@@ -182,7 +182,9 @@ class StmtMixin:
             self.emit(Return(loc=self.cur_loc))
             return
         fn = self.fn_stack[-1]
-        if value_tree is not None and isinstance(fn.result, StructVal):
+        if value_tree is not None and isinstance(fn.result, PtrSym):  # returns a pointer
+            self.set_pointer(fn.result, self.pointer(value_tree), value_tree)
+        elif value_tree is not None and isinstance(fn.result, StructVal):
             self.assign_struct(fn.result, self.struct_value(fn.result.type, value_tree),
                                value_tree)
         elif value_tree is not None:

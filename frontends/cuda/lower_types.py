@@ -103,9 +103,14 @@ class TypeMixin:
         name = normalize_name(word)
         if name in CG_TYPES or "cg::" + name in CG_TYPES and name in self.program.type_names:
             return self._cg_type(CG_TYPES.get(name) or CG_TYPES["cg::" + name], tree, targs)
+        for candidate in qualified_suffixes(name):
+            view = self.view_struct(candidate, targs)  # converts to a pointer, holds nothing
+            if view is not None:
+                return view
         if targs is not None:
             raise self.error(f"template type '{word}' not supported (only cooperative groups' "
-                             "templates)", tree, UnsupportedError)
+                             "templates and data-free structs converting to a pointer)", tree,
+                             UnsupportedError)
         for candidate in qualified_suffixes(name):
             if candidate in self.typedefs:
                 return self.typedefs[candidate]

@@ -217,8 +217,8 @@ def load_kernel(
         from kir.spec.index_range import check_index_range
         from kir.spec.offsets import apply_offsets
 
+        check_spec_names(text, path, kernel, bound.spec, dirs)  # a misspelling first
         check_spec_fits(kernel, bound.spec)
-        check_spec_names(text, path, kernel, bound.spec, dirs)
         kernel = apply_offsets(kernel, bound)  # launch-time pointer offsets (spec `offset`)
         check_index_range(kernel, bound)  # before any input is allocated or run
     return Loaded(kernel, bound, path, text, dirs)

@@ -165,8 +165,20 @@ class BoundSpec:
         values: dict[str, int | str] = dict(self.sizes)
         for name, expr in self.spec.templates.items():
             values[name] = expr if expr in SCALARS else \
-                self._count(expr, f"template {name}", "templates", name)
+                self._integer(expr, f"template {name}", "templates", name)
         return values
+
+    def _integer(self, expr: str, what: str, *keys: str) -> int:
+        """A size expression that must come out an integer (a template value: zero, a
+        negative offset and a bool's 0 or 1 are values too)."""
+        value = self._eval(expr, *keys)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int):
+            raise self.spec.error(
+                f"{what}: {expr!r} = {value!r} with sizes {self._sizes_text()}; it must be an "
+                "integer", *keys, hint="use ceil(...) or // for divisions")
+        return value
 
     def launch(self) -> Launch:
         """The launch as kir IR: grid as the spec's expressions, block and shared bytes as

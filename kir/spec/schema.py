@@ -305,9 +305,11 @@ class _Checker:
                 raise self.fail(f"check overrides unknown size {name!r}", "check", name,
                                 hint=_did_you_mean(name, sizes)
                                 or f"sizes: {', '.join(sizes) or 'none'}")
-        templates = self.table(data.get("templates", {}), "templates")
+        templates = dict(self.table(data.get("templates", {}), "templates"))
         for name, expr in templates.items():
-            if not (isinstance(expr, str) and expr in SCALARS):  # a dtype: `typename T`
+            if isinstance(expr, bool) or expr in ("true", "false"):  # template <bool B>
+                templates[name] = "1" if expr in (True, "true") else "0"
+            elif not (isinstance(expr, str) and expr in SCALARS):  # a dtype: `typename T`
                 self.expr(expr, sizes, "templates", name)
         include = data.get("include", [])
         if not isinstance(include, list) or not all(isinstance(d, str) for d in include):

@@ -1,0 +1,129 @@
+"""Structs that hold no data and are used through a conversion to a pointer (a mixin of the
+Lowerer).
+
+CUDA code that templates over the element type cannot declare ``extern __shared__ T s[]``
+(the declarations of different instances would clash), so it wraps the dynamic shared
+memory in a struct with no data members whose conversion operator returns it as ``T*``::
+
+    template <class T> struct Pool { __device__ operator T*() { extern __shared__ int m[];
+                                                                return (T*)m; } };
+    T* sdata = Pool<T>();
+
+Such an object has no value but the pointer it converts to, so kir lowers ``Pool<T>()`` to
+that pointer: the operator's body inlined like a ``__device__`` function returning a pointer,
+the struct's template parameters bound to the arguments given. Recognized by structure (no
+data members, a non-const ``operator X*()``), never by name. Structs with data members and
+member functions stay refused where they are parsed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kir.frontends.cuda.lower_inline import PointerReturn
+from kir.frontends.cuda.parser import parse_unit
+from kir.frontends.cuda.values import TypeSym
+
+# ``operator T *() {`` / ``operator const T*() const {``: the type, and whether it is const
+_CONVERSION = re.compile(r"\boperator\s+((?:const\s+)?[A-Za-z_][\w:]*)\s*\*\s*\(\s*\)\s*"
+                         r"(const\s*)?\{")
+_TEMPLATE_PARAMS = re.compile(r"(?:class|typename)\s+([A-Za-z_]\w*)")
+_MEMBER_DATA = re.compile(r";")
+
+
+class ViewStruct:
+    """A data-free struct converting to a pointer: its name, the unit's text offsets of the
+    chosen ``operator X*()``'s body, ``X`` and the struct's template parameters."""
+
+    def __init__(self, name: str, body_start: int, body_end: int, view: str,
+                 params: tuple[str, ...], targs=None) -> None:
+        self.name, self.body_start, self.body_end = name, body_start, body_end
+        self.view, self.params, self.targs = view, params, targs  # targs: as written
+
+    def __str__(self) -> str:
+        return f"struct {self.name}"
+
+
+class ViewStructMixin:
+    """``S<T>()`` for a data-free struct with a conversion to a pointer; relies on the
+    Lowerer."""
+
+    def view_struct(self, name: str, targs=None) -> ViewStruct | None:
+        """The struct ``name`` (with the template arguments ``targs`` as written) as a
+        :class:`ViewStruct`, or None when it holds data or has no conversion operator to a
+        pointer."""
+        unit = self.program.struct_units.get(name)
+        if unit is None:
+            return None
+        text = self.src.text[unit.start:unit.end]
+        params: tuple[str, ...] = ()
+        if text.startswith("template"):
+            header_end = text.find(">") + 1
+            params = tuple(_TEMPLATE_PARAMS.findall(text[:header_end]))
+        conversions = list(_CONVERSION.finditer(text))
+        if not conversions:
+            return None
+        chosen = next((m for m in conversions if not m.group(2)), conversions[0])
+        if _data_members(text, conversions):
+            return None
+        open_at = unit.start + chosen.end() - 1
+        close_at = _closing_brace(self.src.text, open_at)
+        if close_at < 0:
+            return None
+        view = chosen.group(1).replace("const", "").strip()
+        return ViewStruct(name, open_at, close_at + 1, view, params, targs)
+
+    def view_struct_pointer(self, struct: ViewStruct, tree):
+        """The pointer ``struct<targs>()`` converts to: its operator's body inlined."""
+        targs = struct.targs
+        args = [a for a in (targs.children if targs is not None else []) if a is not None]
+        if len(args) != len(struct.params):
+            raise self.error(f"{struct} takes {len(struct.params)} template argument(s), "
+                             f"got {len(args)}", tree)
+        callee = {param: TypeSym(self.template_arg(arg)) for param, arg in
+                  zip(struct.params, args)}
+        body = parse_unit(self.src, struct.body_start, struct.body_end, "compound",
+                          self.program.type_names | set(struct.params),
+                          self.program.template_names)
+        saved = self.scopes
+        self.scopes = [self.scopes[0], callee]
+        try:
+            view = self.named_type(struct.view, tree)
+        finally:
+            self.scopes = saved
+        fn = _Operator(f"{struct.name}_view", struct.body_start)
+        return self.inline_body(fn, PointerReturn(view), [], body, tree, callee)
+
+
+class _Operator:
+    """What :meth:`inline_body` reads of a function: its name and text offset."""
+
+    def __init__(self, name: str, offset: int) -> None:
+        self.name, self.offset = name, offset
+
+
+def _data_members(text: str, conversions: list) -> bool:
+    """Whether the struct's body declares anything but its conversion operators."""
+    body = text[text.find("{", text.find("struct")) + 1:text.rfind("}")]
+    start = text.find("{", text.find("struct")) + 1
+    kept, at = [], 0
+    for match in conversions:  # cut each operator out, header and body
+        begin = match.start() - start
+        end = _closing_brace(body, match.end() - 1 - start)
+        kept.append(body[at:begin])
+        at = end + 1 if end >= 0 else len(body)
+    kept.append(body[at:])
+    rest = re.sub(r"__device__|__host__|__forceinline__|inline|public\s*:|\s", "", "".join(kept))
+    return bool(_MEMBER_DATA.sub("", rest))
+
+
+def _closing_brace(text: str, open_at: int) -> int:
+    depth = 0
+    for k in range(open_at, len(text)):
+        if text[k] == "{":
+            depth += 1
+        elif text[k] == "}":
+            depth -= 1
+            if depth == 0:
+                return k
+    return -1
