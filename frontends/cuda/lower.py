@@ -45,6 +45,8 @@ from kir.frontends.cuda.values import (
 from lark import Token, Tree
 
 from kir.errors import KirError, Loc, UnsupportedError
+from kir.ir.copies import forward_single_writes, propagate_copies
+from kir.ir.dead import drop_dead_locals
 from kir.ir import Block, Const, Declare, Kernel, Launch, Param, Stmt, Var
 from kir.ir.types import I32, PointerType, ScalarType
 
@@ -126,6 +128,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.null_folds = 0
         # __constant__ memory read so far (lower_constant): bound once, kernel parameters
         self.constants_bound: set[str] = set()
+        self.structs_taken_apart = False  # a struct local or parameter was made (lower_struct)
         self.implicit_params: list = []
 
     # ------------------------------------------------------------------ plumbing
@@ -263,8 +266,15 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.lower_stmt_list(body.children)
         self.pop_scope()
         stmts = tuple(self.prologue) + tuple(self.out)
-        return Kernel(str(ident), tuple(kparams) + tuple(self.implicit_params),
-                      Block(stmts, loc=self.loc_of(body)), self.launch)
+        kernel = Kernel(str(ident), tuple(kparams) + tuple(self.implicit_params),
+                        Block(stmts, loc=self.loc_of(body)), self.launch)
+        if not self.structs_taken_apart:
+            return kernel
+        # The field-by-field copies of structs (each by-value argument, return, assignment)
+        # hide the kernel's structure from the rules (a k-tile loop "writes" the sub-matrix
+        # struct it only reads): forward them. Other kernels keep every local as written,
+        # so their dumps, traces and loop labels stay as they were.
+        return drop_dead_locals(forward_single_writes(propagate_copies(kernel)))
 
     def bind_template(self, template, values: dict[str, int | str]) -> None:
         for param in template.children:

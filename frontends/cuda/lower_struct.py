@@ -66,6 +66,7 @@ class StructMixin:
     def struct_local(self, t: StructType, base: str, init: StructVal | None = None,
                      tree=None) -> StructVal:
         """Declare one local per field of ``t`` (initialized from ``init`` when given)."""
+        self.structs_taken_apart = True
         parts: dict[str, object] = {}
         for field, ft in t.fields:
             value = init.parts[field] if init is not None else None
@@ -96,6 +97,7 @@ class StructMixin:
                             tree) -> list[Param]:
         """A kernel parameter of struct type, by value: one parameter per field (see the
         module text), bound as the struct; a kernel that assigns to it gets a local copy."""
+        self.structs_taken_apart = True
         params: list[Param] = []
         for name, ft in struct_fields(t, ident):
             if isinstance(ft, FieldArray):

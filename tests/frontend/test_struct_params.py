@@ -66,6 +66,27 @@ def test_matrices_as_structs_with_element_pointers_multiply(target):
     assert outcome.result.ok, outcome.result.describe()
 
 
+def test_rules_read_the_struct_gemm_as_the_tiled_matmul_it_is():
+    """The struct copies of each sub-matrix (width, height, stride, elements at every
+    by-value argument and return) are gone from the IR, so the k-tile loop only loads its
+    two tiles and multiplies: warp-tile-matmul applies, and the result stays right."""
+    from kir.driver.registry import load_registry
+    from kir.rules import apply_trace, context_for, parse_step
+
+    loaded = load_kernel(MATRIX)
+    written = {n.name for n in loaded.kernel.walk() if type(n).__name__ in ("Declare",
+                                                                             "Assign")}
+    assert not {n for n in written if "width" in n or "height" in n}, written
+    registry = load_registry()
+    ctx = context_for(loaded)
+    tiled = apply_trace(loaded.kernel, [parse_step("warp-tile-matmul{loop=L1}", registry)],
+                        registry, ctx, strict=True).kernel
+    import dataclasses
+
+    outcome = check_on_target(dataclasses.replace(loaded, kernel=tiled), "interp", seed=1)
+    assert outcome.result.ok, outcome.result.describe()
+
+
 def test_a_pointer_member_keeps_one_buffer():
     source = """
     struct View { float* data; int n; };
