@@ -22,6 +22,7 @@ import re
 
 from kir.frontends.cuda.lower_inline import PointerReturn
 from kir.frontends.cuda.parser import parse_unit
+from kir.frontends.cuda.scan import closing_bracket
 from kir.frontends.cuda.values import TypeSym
 
 # ``operator T *() {`` / ``operator const T*() const {``: the type, and whether it is const
@@ -67,7 +68,7 @@ class ViewStructMixin:
         if _data_members(text, conversions):
             return None
         open_at = unit.start + chosen.end() - 1
-        close_at = _closing_brace(self.src.text, open_at)
+        close_at = closing_bracket(self.src.text, open_at)
         if close_at < 0:
             return None
         view = chosen.group(1).replace("const", "").strip()
@@ -109,21 +110,9 @@ def _data_members(text: str, conversions: list) -> bool:
     kept, at = [], 0
     for match in conversions:  # cut each operator out, header and body
         begin = match.start() - start
-        end = _closing_brace(body, match.end() - 1 - start)
+        end = closing_bracket(body, match.end() - 1 - start)
         kept.append(body[at:begin])
         at = end + 1 if end >= 0 else len(body)
     kept.append(body[at:])
     rest = re.sub(r"__device__|__host__|__forceinline__|inline|public\s*:|\s", "", "".join(kept))
     return bool(_MEMBER_DATA.sub("", rest))
-
-
-def _closing_brace(text: str, open_at: int) -> int:
-    depth = 0
-    for k in range(open_at, len(text)):
-        if text[k] == "{":
-            depth += 1
-        elif text[k] == "}":
-            depth -= 1
-            if depth == 0:
-                return k
-    return -1

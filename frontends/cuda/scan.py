@@ -185,7 +185,7 @@ def _top_level_paren(signature: str) -> int:
             return -1
         before = signature[:i].rstrip()
         if before.endswith(("__launch_bounds__", "__align__", "alignas")):
-            close = _closing_paren(signature, i)
+            close = closing_bracket(signature, i)
             if close < 0:
                 return -1
             i = close + 1
@@ -193,12 +193,16 @@ def _top_level_paren(signature: str) -> int:
         return i
 
 
-def _closing_paren(text: str, open_at: int) -> int:
+def closing_bracket(text: str, open_at: int) -> int:
+    """Offset of the bracket closing the ``(``, ``[`` or ``{`` at ``open_at`` (nested ones
+    of the same kind skipped), or -1 when the text ends first."""
+    opening = text[open_at]
+    closing = {"(": ")", "[": "]", "{": "}"}[opening]
     depth = 0
     for k in range(open_at, len(text)):
-        if text[k] == "(":
+        if text[k] == opening:
             depth += 1
-        elif text[k] == ")":
+        elif text[k] == closing:
             depth -= 1
             if depth == 0:
                 return k
