@@ -9,8 +9,9 @@ and ``return`` copy field by field; a reference binds the caller's fields themse
 A struct passed to the kernel by value (``RopeParams p``) is one scalar parameter per field,
 named ``p_field`` (``p_inner_field`` for a nested struct): the spec gives each, as
 ``p.field = { value = ... }`` or ``p_field = { ... }``, and the emitted kernel takes them
-one by one. Pointers to structs in buffers are outside the subset: a spec describes buffers
-of scalars.
+one by one. A pointer member (``float* elements``) is a pointer variable in a struct local
+(its buffer known statically, as any pointer's) and a buffer argument of a struct parameter.
+Pointers to structs in buffers are outside the subset: a spec describes buffers of scalars.
 """
 
 from __future__ import annotations
