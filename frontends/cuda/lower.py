@@ -17,6 +17,7 @@ from kir.frontends.cuda.lower_assign import AssignMixin
 from kir.frontends.cuda.lower_calls import CallMixin
 from kir.frontends.cuda.lower_cg import CgMixin
 from kir.frontends.cuda.lower_constant import ConstantMixin
+from kir.frontends.cuda.lower_functor import FunctorMixin
 from kir.frontends.cuda.lower_view_struct import ViewStructMixin
 from kir.frontends.cuda.lower_decl import DeclMixin
 from kir.frontends.cuda.lower_expr import ExprMixin
@@ -94,7 +95,7 @@ def assigned_names(tree) -> set[str]:
 
 class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMixin, TypeMixin,
               StructMixin, InlineMixin, CgMixin, PoolMixin, ConstantMixin,
-              ViewStructMixin):
+              ViewStructMixin, FunctorMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``
     the rest of the file's device side (structs, names); ``args`` what the spec says of the

@@ -18,6 +18,8 @@ from kir.frontends.cuda.values import (
     ConstSym,
     FieldArray,
     FieldPointer,
+    FunctorStruct,
+    FunctorVal,
     MemRef,
     NullVal,
     PtrSym,
@@ -170,6 +172,8 @@ class AssignMixin:
             return CgVal(base)
         if isinstance(base, ViewStruct):  # Pool<T>(): the pointer it converts to
             return self.view_struct_pointer(base, tree)
+        if isinstance(base, FunctorStruct):  # MaxOp<T>(): a function object
+            return FunctorVal(base)
         if isinstance(base, StructType):
             return self.struct_from_list(base, [], tree)
         if isinstance(base, VectorType):

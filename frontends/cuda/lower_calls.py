@@ -11,7 +11,7 @@ import numpy as np
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import normalize_name
-from kir.frontends.cuda.values import MemRef, RefSym
+from kir.frontends.cuda.values import FunctorVal, MemRef, RefSym
 
 from lark import Tree
 
@@ -98,7 +98,10 @@ class CallMixin:
     """Calls to builtins and to ``__device__`` functions."""
 
     def lower_call(self, name: str, arg_trees: list, tree, discard: bool, targs=None):
-        if self.lookup(name) is not None:
+        sym = self.lookup(name)
+        if isinstance(sym, FunctorVal) and targs is None:  # op(a, b): a function object
+            return self.call_functor(sym, arg_trees, tree, discard)
+        if sym is not None:
             raise self.error(f"'{name}' is not a function", tree)
         name = self.function_name(name)
         if name in self.functions:

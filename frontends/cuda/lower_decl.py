@@ -9,6 +9,8 @@ from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_cg import Dim3Val
 from kir.frontends.cuda.lower_stmt import closed
 from kir.frontends.cuda.values import (
+    FunctorStruct,
+    FunctorVal,
     AUTO,
     OFFSET_TYPE,
     ArraySym,
@@ -66,6 +68,13 @@ class DeclMixin:
             return self._declare_group(ident, base, dims, init, tree)
         if isinstance(base, StructType) and not pointers:
             return self.declare_struct(ident, base, dims, quals, init, tree)
+        if isinstance(base, FunctorStruct) and not pointers and not dims:
+            value = self.operand(init) if init is not None and not (
+                isinstance(init, Tree) and init.data == "init_list") else FunctorVal(base)
+            if not isinstance(value, FunctorVal):
+                raise self.error(f"'{ident}' of {base} initialized from something else", tree)
+            self.bind(ident, value)  # a function object holds no data: nothing declared
+            return
         if isinstance(base, StructType):
             self._unsupported(f"pointers to structs ({base})", tree)
         if pointers:
@@ -126,7 +135,7 @@ class DeclMixin:
 
     def _declare_auto(self, ident: str, quals: set, init, tree) -> None:
         value = self.operand(init)
-        if isinstance(value, (CgVal, Dim3Val)):
+        if isinstance(value, (CgVal, Dim3Val, FunctorVal)):
             self.bind(ident, value)
             return
         if isinstance(value, StructVal):

@@ -24,6 +24,7 @@ from kir.frontends.cuda.lower_ptrtest import (
 from kir.frontends.cuda.lower_struct import StructArrVal
 from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
 from kir.frontends.cuda.values import (
+    FunctorVal,
     NULL_POINTER,
     OFFSET_TYPE,
     ArraySym,
@@ -321,7 +322,7 @@ class ExprMixin(PointerTestMixin):
                         if found is not None), None)
         if isinstance(sym, RefSym):
             return sym.target
-        if isinstance(sym, (StructVal, CgVal)):
+        if isinstance(sym, (StructVal, CgVal, FunctorVal)):
             return sym
         if isinstance(sym, StructArraySym):
             return StructArrVal(sym)
@@ -424,6 +425,10 @@ class ExprMixin(PointerTestMixin):
             return self.lower_call(str(callee.children[0]), arg_trees, tree, discard,
                                    callee.children[1])
         if not (isinstance(callee, Tree) and callee.data == "name"):
+            made = self.operand(callee) if isinstance(callee, Tree) and callee.data in (
+                "func_cast", "brace_cast") else None
+            if isinstance(made, FunctorVal):  # MaxOp<T>()(a, b)
+                return self.call_functor(made, arg_trees, tree, discard)
             raise self.error("call of something that is not a function name (function "
                              "pointers not supported)", tree, UnsupportedError)
         return self.lower_call(str(callee.children[0]), arg_trees, tree, discard)

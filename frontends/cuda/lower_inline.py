@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.values import (
+    FunctorStruct,
+    FunctorVal,
     NULL_POINTER,
     OFFSET_TYPE,
     ArrVal,
@@ -58,8 +60,11 @@ class ParamInfo:
 class InlineMixin:
     """Device function calls; relies on the Lowerer for scopes, types and emission."""
 
-    def inline_call(self, name: str, arg_trees: list, tree, discard: bool, targs=None):
-        """Inline a ``__device__`` function call; its value is a fresh result variable."""
+    def inline_call(self, name: str, arg_trees: list, tree, discard: bool, targs=None,
+                    bound: dict | None = None):
+        """Inline a ``__device__`` function call; its value is a fresh result variable.
+        ``bound`` names the callee sees besides its parameters (a function object's
+        template parameters)."""
         from kir.frontends.cuda.lower import returns_reference, split_function
 
         if any(ctx.name == name for ctx in self.fn_stack):
@@ -77,7 +82,7 @@ class InlineMixin:
             raise self.error(f"'{name}' is not a template", tree)
         param_trees = self.param_list(params)
         caller = (self.scopes, self.offset)
-        callee: dict[str, object] = {}
+        callee: dict[str, object] = dict(bound or {})
         self.scopes, self.offset = [self.scopes[0], callee], fn.offset
         defaults = []
         try:
@@ -249,6 +254,11 @@ class InlineMixin:
         ident, base = info.ident, info.base
         if ident is None:
             return None, None  # an unnamed parameter: the argument is evaluated, not bound
+        if isinstance(arg, FunctorVal) or isinstance(base, FunctorStruct):
+            if not isinstance(arg, FunctorVal):
+                raise self.error(f"argument for '{ident}' of '{fname}' is not a {base}", atree,
+                                 UnsupportedError)
+            return ident, arg
         if isinstance(arg, CgVal) or isinstance(base, CgType):
             if not isinstance(arg, CgVal):
                 raise self.error(f"argument for '{ident}' of '{fname}' is not a {base}", atree,
@@ -332,7 +342,7 @@ class InlineMixin:
         for ident, value in bindings:
             if ident is None:
                 continue
-            if isinstance(value, (VarSym, PtrSym, RefSym, CgVal, StructVal)):
+            if isinstance(value, (VarSym, PtrSym, RefSym, CgVal, StructVal, FunctorVal)):
                 scope[ident] = value
             elif isinstance(value, PtrVal):
                 var = self.fresh(ident)
@@ -380,7 +390,7 @@ def _type_of(arg, pointer: bool):
         if isinstance(arg, ArrVal):
             return arg.sym.elem
         return None
-    if isinstance(arg, StructVal):
+    if isinstance(arg, (StructVal, FunctorVal)):
         return arg.type
     if isinstance(arg, (Expr, MemRef)) and isinstance(arg.type, (ScalarType, VectorType)):
         return arg.type

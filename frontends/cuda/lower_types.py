@@ -104,9 +104,10 @@ class TypeMixin:
         if name in CG_TYPES or "cg::" + name in CG_TYPES and name in self.program.type_names:
             return self._cg_type(CG_TYPES.get(name) or CG_TYPES["cg::" + name], tree, targs)
         for candidate in qualified_suffixes(name):
-            view = self.view_struct(candidate, targs)  # converts to a pointer, holds nothing
-            if view is not None:
-                return view
+            # data-free structs: a function object, or one converting to a pointer
+            made = self.functor_struct(candidate, targs) or self.view_struct(candidate, targs)
+            if made is not None:
+                return made
         if targs is not None:
             raise self.error(f"template type '{word}' not supported (only cooperative groups' "
                              "templates and data-free structs converting to a pointer)", tree,

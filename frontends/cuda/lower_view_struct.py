@@ -29,7 +29,6 @@ from kir.frontends.cuda.values import TypeSym
 _CONVERSION = re.compile(r"\boperator\s+((?:const\s+)?[A-Za-z_][\w:]*)\s*\*\s*\(\s*\)\s*"
                          r"(const\s*)?\{")
 _TEMPLATE_PARAMS = re.compile(r"(?:class|typename)\s+([A-Za-z_]\w*)")
-_MEMBER_DATA = re.compile(r";")
 
 
 class ViewStruct:
@@ -65,7 +64,7 @@ class ViewStructMixin:
         if not conversions:
             return None
         chosen = next((m for m in conversions if not m.group(2)), conversions[0])
-        if _data_members(text, conversions):
+        if not data_free(text):
             return None
         open_at = unit.start + chosen.end() - 1
         close_at = closing_bracket(self.src.text, open_at)
@@ -103,16 +102,34 @@ class _Operator:
         self.name, self.offset = name, offset
 
 
-def _data_members(text: str, conversions: list) -> bool:
-    """Whether the struct's body declares anything but its conversion operators."""
-    body = text[text.find("{", text.find("struct")) + 1:text.rfind("}")]
-    start = text.find("{", text.find("struct")) + 1
-    kept, at = [], 0
-    for match in conversions:  # cut each operator out, header and body
-        begin = match.start() - start
-        end = closing_bracket(body, match.end() - 1 - start)
-        kept.append(body[at:begin])
-        at = end + 1 if end >= 0 else len(body)
-    kept.append(body[at:])
-    rest = re.sub(r"__device__|__host__|__forceinline__|inline|public\s*:|\s", "", "".join(kept))
-    return bool(_MEMBER_DATA.sub("", rest))
+def data_free(text: str) -> bool:
+    """Whether a struct's text declares member functions only: no data members (``static``
+    members are not data of an object)."""
+    open_at = text.find("{", text.find("struct"))
+    close_at = closing_bracket(text, open_at) if open_at >= 0 else -1
+    if close_at < 0:
+        return False
+    body = text[open_at + 1:close_at]
+    while True:  # every function body becomes the end of its declaration
+        flat = re.sub(r"\{[^{}]*\}", ";", body)
+        if flat == body:
+            break
+        body = flat
+    for segment in body.split(";"):
+        words = re.sub(r"\b(public|private|protected)\s*:", "", segment).strip()
+        if words and "(" not in words and not words.startswith("static"):
+            return False
+    return True
+
+
+def member_span(text: str, at: int) -> tuple[int, int] | None:
+    """The span of the member function whose name starts at ``at`` in a struct's text:
+    from its first qualifier (after the previous member) to its body's closing brace."""
+    start = max(text.rfind(c, 0, at) for c in ";{}") + 1
+    while start < at and text[start].isspace():
+        start += 1
+    paren = text.find("(", text.find(")", at) + 1)  # the parameter list after "operator()"
+    close = closing_bracket(text, paren) if paren >= 0 else -1
+    body = text.find("{", close) if close >= 0 else -1
+    end = closing_bracket(text, body) if body >= 0 else -1
+    return (start, end + 1) if end >= 0 else None

@@ -241,3 +241,23 @@ class TypeSym:
 
     type: object
     missing: str = ""
+
+
+class FunctorStruct:
+    """A data-free struct with ``operator()``: its name, the operator's text span in the
+    file, the struct's template parameters and the arguments written (``targs``)."""
+
+    def __init__(self, name: str, start: int, end: int, params: tuple[str, ...],
+                 targs=None) -> None:
+        self.name, self.start, self.end, self.params, self.targs = name, start, end, params, targs
+
+    def __str__(self) -> str:
+        return f"struct {self.name}"
+
+
+class FunctorVal:
+    """A function object: a value of a :class:`FunctorStruct` (it holds no data)."""
+
+    def __init__(self, struct: FunctorStruct) -> None:
+        self.struct = struct
+        self.type = struct

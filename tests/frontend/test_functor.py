@@ -1,0 +1,43 @@
+"""Function objects: data-free structs with ``operator()`` (``MaxOp<T>``), called as
+``Op()(a, b)`` or through a name, passed by value to inlined template functions whose
+``typename Op`` they deduce; the call operator is inlined like a ``__device__`` function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kir.backends.emulate import emulator_available
+from kir.frontends.cuda import load_cuda
+
+from kir.driver.load import load_kernel
+from kir.driver.runners import check_on_target
+from kir.errors import KirError, UnsupportedError
+
+ROWS = Path(__file__).parent / "data" / "functor_rows.cu"
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
+                                    "emulate-original"])
+def test_row_statistics_through_function_objects(target):
+    if target != "interp" and not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    for sizes in ({}, {"C": 37}):
+        outcome = check_on_target(load_kernel(ROWS, sizes=sizes), target, seed=5)
+        assert outcome.result.ok, (sizes, outcome.result.describe())
+
+
+def test_the_call_operator_is_inlined_under_a_c_name():
+    names = {getattr(n, "name", "") for n in load_kernel(ROWS).kernel.walk()}
+    assert "MaxOp_call_ret" in names and not any("::" in n or "(" in n for n in names)
+
+
+def test_what_a_function_object_cannot_be_is_refused():
+    with pytest.raises(UnsupportedError, match="operator overloading not supported"):
+        load_cuda("""
+        struct Scaled { float k; __device__ float operator()(float x) const { return k * x; } };
+        __global__ void f(float* y) { Scaled s{2.0f}; y[0] = s(y[0]); }""", "s.cu")
+    with pytest.raises(KirError, match="takes 1 template argument"):
+        load_cuda("""
+        template <typename T> struct Neg { __device__ T operator()(T x) const { return -x; } };
+        __global__ void f(float* y) { y[0] = Neg()(y[0]); }""", "s.cu")
