@@ -1,5 +1,5 @@
 """The IR cleanups the CUDA frontend runs on kernels whose structs it took apart
-(kir.ir.copies, kir.ir.dead): copies of unchanging values propagated, values recomputed in a
+(kir.analysis.copies, kir.analysis.dead): copies of unchanging values propagated, values recomputed in a
 loop or used at once forwarded, unread locals dropped; each keeps what the kernel computes."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from kir.frontends.cuda import load_cuda
 
 from kir.interp.run import run_kernel
 from kir.ir import Atomic, Declare, Var
-from kir.ir.copies import forward_single_writes, propagate_copies
-from kir.ir.dead import drop_dead_locals
+from kir.analysis.copies import forward_single_writes, propagate_copies
+from kir.analysis.dead import drop_dead_locals
 
 
 def _locals(kernel) -> set[str]:

@@ -46,8 +46,8 @@ from kir.frontends.cuda.values import (
 from lark import Token, Tree
 
 from kir.errors import KirError, Loc, UnsupportedError
-from kir.ir.copies import forward_single_writes, propagate_copies
-from kir.ir.dead import drop_dead_locals
+from kir.analysis.copies import forward_single_writes, propagate_copies
+from kir.analysis.dead import drop_dead_locals
 from kir.ir import Block, Const, Declare, Kernel, Launch, Param, Stmt, Var
 from kir.ir.types import I32, PointerType, ScalarType
 

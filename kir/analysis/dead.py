@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from kir.ir.nodes import Assign, Atomic, Block, Declare, Kernel, Node, Var, transform
+from kir.analysis.walk import used_vars
+from kir.ir.nodes import Assign, Atomic, Block, Declare, Kernel, Node, transform
 
 
 def drop_dead_locals(kernel: Kernel) -> Kernel:
     """``kernel`` without the locals no expression reads (repeated: dropping one local's
     assignments can leave another unread)."""
     while True:
-        read = {n.name for n in kernel.walk() if isinstance(n, Var)}
+        read = used_vars(kernel)
         read |= {n.result for n in kernel.walk() if isinstance(n, Atomic) and n.result}
         dead = {n.name for n in kernel.walk()
                 if isinstance(n, Declare) and n.name not in read}

@@ -10,13 +10,14 @@ parameter no statement writes, or with a local written once, at the top level of
 kernel's body, by its declaration, where it then holds that value for the rest of the
 kernel. A read before the one write would read an uninitialized local (undefined in C), so
 giving it the value is allowed too. The copies left unread go with
-:func:`kir.ir.dead.drop_dead_locals`.
+:func:`kir.analysis.dead.drop_dead_locals`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from kir.analysis.walk import used_vars
 from kir.ir.edit import substitute
 from kir.ir.nodes import (
     Assign,
@@ -43,27 +44,16 @@ def propagate_copies(kernel: Kernel) -> Kernel:
     """``kernel`` with reads of single-write copies of unchanging values replaced by those
     values (repeated along chains of copies)."""
     while True:
-        writes: Counter = Counter()
-        copied: dict[str, Var] = {}
+        writes, read = _writes(kernel), used_vars(kernel)
+        copied: dict[str, Var] = {}  # a local written with a variable, by that variable
         declared: dict[str, object] = {}
-        read: set[str] = set()
         for node in kernel.walk():
-            if isinstance(node, Var):
-                read.add(node.name)
-            elif isinstance(node, Declare):
+            if isinstance(node, Declare):
                 declared[node.name] = node.type
-                if node.init is not None:
-                    writes[node.name] += 1
-                    if isinstance(node.init, Var):
-                        copied[node.name] = node.init
-            elif isinstance(node, Assign):
-                writes[node.name] += 1
-                if isinstance(node.value, Var):
-                    copied[node.name] = node.value
-            elif isinstance(node, For):
-                writes[node.var] += 2  # written every iteration
-            elif isinstance(node, Atomic) and node.result:
-                writes[node.result] += 1
+                if isinstance(node.init, Var):
+                    copied[node.name] = node.init
+            elif isinstance(node, Assign) and isinstance(node.value, Var):
+                copied[node.name] = node.value
         params = {p.name for p in kernel.params}
         top = {s.name for s in kernel.body.stmts
                if isinstance(s, Declare) and s.init is not None}
@@ -82,8 +72,9 @@ _PURE = (Var, Const, Binary, Unary, Cast, Select, Special)
 
 
 def forward_single_writes(kernel: Kernel) -> Kernel:
-    """``kernel`` with each local written once by a pure expression (no loads) replaced by
-    that expression where it is read: ``let off = A_off + 16 * m`` in a loop over ``m``
+    """``kernel`` with each local written once by a pure expression replaced by that
+    expression where it is read (one that loads only where it is used at once, see
+    :func:`_used_next`): ``let off = A_off + 16 * m`` in a loop over ``m``
     becomes the expression itself in the loads that use it, so a rule reads the loads'
     indices as the affine functions of ``m`` they are. Allowed when every variable the
     expression reads keeps its value while the local lives: a parameter never written, a
@@ -101,6 +92,7 @@ def forward_single_writes(kernel: Kernel) -> Kernel:
 
 
 def _writes(kernel: Kernel) -> Counter:
+    """How many statements write each variable (a loop counter counts twice)."""
     writes: Counter = Counter()
     for node in kernel.walk():
         if isinstance(node, Declare) and node.init is not None or isinstance(node, Assign):
@@ -123,7 +115,7 @@ def _forwardable(block: Block, writes: Counter, read: set, steady: frozenset,
             value = stmt.init if stmt.init is not None else next(
                 (s.value for s in block.stmts[i + 1:]
                  if isinstance(s, Assign) and s.name == stmt.name), None)
-            if value is not None and stmt.name in read and stmt.name not in _var_names(value) \
+            if value is not None and stmt.name in read and stmt.name not in used_vars(value) \
                     and value.type == stmt.type and (
                         (in_loop or isinstance(value, (Var, Const)))
                         and _reads_only(value, usable)
@@ -147,9 +139,9 @@ def _used_next(block: Block, at: int, name: str, value, read) -> bool:
     ret``, what an inlined function returning a load leaves; ``v = acc; C[i] = v``)."""
     if read[name] != 1 or not all(isinstance(n, (*_PURE, Load)) for n in value.walk()):
         return False
-    depends = _var_names(value)
+    depends = used_vars(value)
     for stmt in block.stmts[at + 1:]:
-        if name in {n.name for n in stmt.walk() if isinstance(n, Var)}:
+        if name in used_vars(stmt):
             return isinstance(stmt, (Store, Assign, Declare))
         if isinstance(stmt, Assign) and stmt.name == name:
             continue  # the one write, when the declaration has no value
@@ -172,9 +164,5 @@ def _blocks_of(stmt) -> list:
     return []
 
 
-def _var_names(expr) -> set[str]:
-    return {n.name for n in expr.walk() if isinstance(n, Var)}
-
-
 def _reads_only(expr, usable: set) -> bool:
-    return all(isinstance(n, _PURE) for n in expr.walk()) and _var_names(expr) <= usable
+    return all(isinstance(n, _PURE) for n in expr.walk()) and used_vars(expr) <= usable
