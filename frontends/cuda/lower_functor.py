@@ -15,15 +15,9 @@ from __future__ import annotations
 
 import re
 
-from kir.frontends.cuda.lower_view_struct import (
-    _TEMPLATE_PARAMS,
-    data_free,
-    member_span,
-)
 from kir.frontends.cuda.parser import parse_unit
-from kir.frontends.cuda.values import FunctionSym, FunctorStruct, FunctorVal, TypeSym
-
-from kir.errors import UnsupportedError
+from kir.frontends.cuda.scan import closing_bracket
+from kir.frontends.cuda.values import FunctionSym, FunctorStruct, FunctorVal
 
 # ``operator()`` / ``operator ()`` followed by its parameter list
 _CALL = re.compile(r"\boperator\s*\(\s*\)\s*\(")
@@ -50,31 +44,20 @@ class FunctorMixin:
     def functor_struct(self, name: str, targs=None) -> FunctorStruct | None:
         """The struct ``name`` as a :class:`FunctorStruct`, or None when it holds data or
         has no call operator."""
-        unit = self.program.struct_units.get(name)
-        if unit is None:
+        found = self.data_free_struct(name)
+        call = _CALL.search(found[1]) if found is not None else None
+        if call is None:
             return None
-        text = self.src.text[unit.start:unit.end]
-        found = _CALL.search(text)
-        if found is None or not data_free(text):
-            return None
-        span = member_span(text, found.start())
+        unit, text, params = found
+        span = _member_span(text, call.start())
         if span is None:
             return None
-        params: tuple[str, ...] = ()
-        if text.startswith("template"):
-            params = tuple(_TEMPLATE_PARAMS.findall(text[:text.find(">") + 1]))
         return FunctorStruct(name, unit.start + span[0], unit.start + span[1], params, targs)
 
     def call_functor(self, value: FunctorVal, arg_trees: list, tree, discard: bool):
         """``op(a, b)``: the struct's ``operator()`` inlined on the arguments."""
         struct = value.struct
-        written = [a for a in (struct.targs.children if struct.targs is not None else [])
-                   if a is not None]
-        if len(written) != len(struct.params):
-            raise self.error(f"{struct} takes {len(struct.params)} template argument(s), "
-                             f"got {len(written)}", tree, UnsupportedError)
-        bound = {param: TypeSym(self.template_arg(arg))
-                 for param, arg in zip(struct.params, written)}
+        bound = self.struct_template_scope(struct, tree)
         made = self.__dict__.setdefault("_functor_calls", {})  # struct -> function name
         name = made.get(struct.name)
         if name is None:  # a C name (locals are named after it), none of the file's own
@@ -92,3 +75,16 @@ class FunctorMixin:
                 lambda: parse_unit(src, struct.start, struct.end, "function_def", names,
                                    self.program.template_names))]
         return self.inline_call(name, arg_trees, tree, discard, bound=bound)
+
+
+def _member_span(text: str, at: int) -> tuple[int, int] | None:
+    """The span of the ``operator()`` starting at ``at`` in a struct's text: from its first
+    qualifier (after the previous member) to its body's closing brace."""
+    start = max(text.rfind(c, 0, at) for c in ";{}") + 1
+    while start < at and text[start].isspace():
+        start += 1
+    paren = text.find("(", text.find(")", at) + 1)  # the parameter list after "operator()"
+    close = closing_bracket(text, paren) if paren >= 0 else -1
+    body = text.find("{", close) if close >= 0 else -1
+    end = closing_bracket(text, body) if body >= 0 else -1
+    return (start, end + 1) if end >= 0 else None

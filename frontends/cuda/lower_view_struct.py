@@ -22,13 +22,13 @@ import re
 
 from kir.frontends.cuda.lower_inline import PointerReturn
 from kir.frontends.cuda.parser import parse_unit
+from kir.frontends.cuda.program import template_parameters
 from kir.frontends.cuda.scan import closing_bracket
 from kir.frontends.cuda.values import TypeSym
 
 # ``operator T *() {`` / ``operator const T*() const {``: the type, and whether it is const
 _CONVERSION = re.compile(r"\boperator\s+((?:const\s+)?[A-Za-z_][\w:]*)\s*\*\s*\(\s*\)\s*"
                          r"(const\s*)?\{")
-_TEMPLATE_PARAMS = re.compile(r"(?:class|typename)\s+([A-Za-z_]\w*)")
 
 
 class ViewStruct:
@@ -48,24 +48,38 @@ class ViewStructMixin:
     """``S<T>()`` for a data-free struct with a conversion to a pointer; relies on the
     Lowerer."""
 
-    def view_struct(self, name: str, targs=None) -> ViewStruct | None:
-        """The struct ``name`` (with the template arguments ``targs`` as written) as a
-        :class:`ViewStruct`, or None when it holds data or has no conversion operator to a
-        pointer."""
+    def data_free_struct(self, name: str) -> tuple[object, str, tuple[str, ...]] | None:
+        """The struct ``name``'s unit, text and template parameters when it holds no data
+        (what both kinds of data-free struct, this module's and ``lower_functor``'s, start
+        from), else None."""
         unit = self.program.struct_units.get(name)
         if unit is None:
             return None
         text = self.src.text[unit.start:unit.end]
-        params: tuple[str, ...] = ()
-        if text.startswith("template"):
-            header_end = text.find(">") + 1
-            params = tuple(_TEMPLATE_PARAMS.findall(text[:header_end]))
-        conversions = list(_CONVERSION.finditer(text))
-        if not conversions:
-            return None
-        chosen = next((m for m in conversions if not m.group(2)), conversions[0])
         if not data_free(text):
             return None
+        return unit, text, template_parameters(self.src, unit)
+
+    def struct_template_scope(self, struct, tree) -> dict[str, TypeSym]:
+        """A data-free struct's template parameters bound to the arguments written."""
+        targs = struct.targs
+        args = [a for a in (targs.children if targs is not None else []) if a is not None]
+        if len(args) != len(struct.params):
+            raise self.error(f"{struct} takes {len(struct.params)} template argument(s), "
+                             f"got {len(args)}", tree)
+        return {param: TypeSym(self.template_arg(arg))
+                for param, arg in zip(struct.params, args)}
+
+    def view_struct(self, name: str, targs=None) -> ViewStruct | None:
+        """The struct ``name`` (with the template arguments ``targs`` as written) as a
+        :class:`ViewStruct`, or None when it holds data or has no conversion operator to a
+        pointer."""
+        found = self.data_free_struct(name)
+        conversions = list(_CONVERSION.finditer(found[1])) if found is not None else []
+        if not conversions:
+            return None
+        unit, _, params = found
+        chosen = next((m for m in conversions if not m.group(2)), conversions[0])
         open_at = unit.start + chosen.end() - 1
         close_at = closing_bracket(self.src.text, open_at)
         if close_at < 0:
@@ -75,13 +89,7 @@ class ViewStructMixin:
 
     def view_struct_pointer(self, struct: ViewStruct, tree):
         """The pointer ``struct<targs>()`` converts to: its operator's body inlined."""
-        targs = struct.targs
-        args = [a for a in (targs.children if targs is not None else []) if a is not None]
-        if len(args) != len(struct.params):
-            raise self.error(f"{struct} takes {len(struct.params)} template argument(s), "
-                             f"got {len(args)}", tree)
-        callee = {param: TypeSym(self.template_arg(arg)) for param, arg in
-                  zip(struct.params, args)}
+        callee = self.struct_template_scope(struct, tree)
         body = parse_unit(self.src, struct.body_start, struct.body_end, "compound",
                           self.program.type_names | set(struct.params),
                           self.program.template_names)
@@ -120,16 +128,3 @@ def data_free(text: str) -> bool:
         if words and "(" not in words and not words.startswith("static"):
             return False
     return True
-
-
-def member_span(text: str, at: int) -> tuple[int, int] | None:
-    """The span of the member function whose name starts at ``at`` in a struct's text:
-    from its first qualifier (after the previous member) to its body's closing brace."""
-    start = max(text.rfind(c, 0, at) for c in ";{}") + 1
-    while start < at and text[start].isspace():
-        start += 1
-    paren = text.find("(", text.find(")", at) + 1)  # the parameter list after "operator()"
-    close = closing_bracket(text, paren) if paren >= 0 else -1
-    body = text.find("{", close) if close >= 0 else -1
-    end = closing_bracket(text, body) if body >= 0 else -1
-    return (start, end + 1) if end >= 0 else None

@@ -57,9 +57,16 @@ def template_types(src: SourceMap, unit: Unit) -> set[str]:
     parser must see them as type names."""
     text = src.text[unit.start:unit.end]
     local = set(_LOCAL_USING.findall(text)) | set(_LOCAL_TYPEDEF.findall(text))
+    return local | set(template_parameters(src, unit))
+
+
+def template_parameters(src: SourceMap, unit: Unit) -> tuple[str, ...]:
+    """The ``typename``/``class`` parameters of a unit's ``template<...>`` header, in order
+    (what template arguments bind to); none for a unit that is not a template."""
+    text = src.text[unit.start:unit.end]
     if not text.startswith("template"):
-        return local
-    return local | set(_TEMPLATE_TYPES.findall(text[:text.find(">") + 1]))
+        return ()
+    return tuple(_TEMPLATE_TYPES.findall(text[:text.find(">") + 1]))
 
 
 def unit_type_name(src: SourceMap, unit: Unit) -> str | None:
