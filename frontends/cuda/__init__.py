@@ -70,6 +70,11 @@ class KernelParam:
     # the same struct as nested ``(field, dtype or nested fields)`` pairs: its C layout
     layout: tuple = ()
 
+    @property
+    def argument_names(self) -> tuple[str, ...]:
+        """The spec arguments this parameter takes: its fields' for a struct, else its own."""
+        return tuple(name for name, _ in self.fields) or (self.name,)
+
 
 @dataclass(frozen=True)
 class TemplateParam:

@@ -240,7 +240,7 @@ def check_spec_names(text: str, path: Path, kernel: Kernel, spec: Spec,
     from kir.frontends.cuda import kernel_params
 
     written = kernel_params(text, str(path), kernel.name, include_dirs)
-    names = [n for p in written for n in ([f for f, _ in p.fields] or [p.name])]
+    names = [n for p in written for n in p.argument_names]
     # and what the kernel takes beyond its signature: the __constant__ memory it reads
     names += [p.name for p in kernel.params if p.name not in names]
     for arg in spec.args:
@@ -313,13 +313,13 @@ def _missing_argument(kernel: Kernel, param, spec: Spec) -> KirError:
     kind = "buffer" if param.is_buffer else "scalar"
     add = (f'{param.name} = {{ dtype = "...", shape = [...] }}' if param.is_buffer
            else f'{param.name} = {{ value = "...", dtype = "{param.type}" }}')
-    error = spec.error(f"kernel {kernel.name} takes the {kind} {param.name!r} ({param.type}), "
-                       "which the spec's [args] does not give", "args",
-                       hint=f"add {add} to {spec.path.name} (a struct parameter's field p_f may "
-                            "be written p.f; __constant__ memory is named as its symbol)")
+    message = (f"kernel {kernel.name} takes the {kind} {param.name!r} ({param.type}), which "
+               "the spec's [args] does not give")
+    hint = (f"add {add} to {spec.path.name} (a struct parameter's field p_f may be written "
+            "p.f; __constant__ memory is named as its symbol)")
     if param.loc is not None:
-        return KirError(error.message, param.loc, hint=error.hint)
-    return error
+        return KirError(message, param.loc, hint=hint)
+    return spec.error(message, "args", hint=hint)
 
 
 def check_spec_fits(kernel: Kernel, spec: Spec) -> None:

@@ -85,7 +85,7 @@ def _constant_symbols(loaded: Loaded, params: list, inputs: dict) -> dict[str, n
 
 def _constant_params(loaded: Loaded, params: list) -> list:
     """The kernel's parameters its signature does not have: ``__constant__`` memory."""
-    written = {n for p in params for n in ([f for f, _ in p.fields] or [p.name])}
+    written = {n for p in params for n in p.argument_names}
     return [p for p in loaded.kernel.params if p.name not in written]
 
 

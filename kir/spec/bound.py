@@ -48,14 +48,7 @@ class BoundSpec:
 
     def _count(self, expr: str, what: str, *keys: str) -> int:
         """A size expression that must come out a positive integer."""
-        value = self._eval(expr, *keys)
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int) or value <= 0:
-            raise self.spec.error(
-                f"{what}: {expr!r} = {value!r} with sizes {self._sizes_text()}; it must be a "
-                "positive integer", *keys, hint="use ceil(...) or // for divisions")
-        return value
+        return self._integer(expr, what, *keys, positive=True)
 
     def _sizes_text(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.sizes.items())
@@ -168,16 +161,17 @@ class BoundSpec:
                 self._integer(expr, f"template {name}", "templates", name)
         return values
 
-    def _integer(self, expr: str, what: str, *keys: str) -> int:
-        """A size expression that must come out an integer (a template value: zero, a
-        negative offset and a bool's 0 or 1 are values too)."""
+    def _integer(self, expr: str, what: str, *keys: str, positive: bool = False) -> int:
+        """A size expression that must come out an integer, a positive one when
+        ``positive`` (a template value may be zero, a negative offset, a bool's 0 or 1)."""
         value = self._eval(expr, *keys)
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        if not isinstance(value, int):
+        if not isinstance(value, int) or positive and value <= 0:
             raise self.spec.error(
-                f"{what}: {expr!r} = {value!r} with sizes {self._sizes_text()}; it must be an "
-                "integer", *keys, hint="use ceil(...) or // for divisions")
+                f"{what}: {expr!r} = {value!r} with sizes {self._sizes_text()}; it must be "
+                f"{'a positive' if positive else 'an'} integer", *keys,
+                hint="use ceil(...) or // for divisions")
         return value
 
     def launch(self) -> Launch:
