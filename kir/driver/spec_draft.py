@@ -269,19 +269,10 @@ class _Drafter:
                 table[param.name] = self.buffer(param, text, keys, accesses)
             elif param.name in self.struct_fields:
                 for name, dtype in self.struct_fields[param.name]:
-                    self._add_size("N", GUESS, None)
                     field = name[len(param.name) + 1:]
-                    if dtype.endswith("*"):  # a pointer member: a buffer
-                        table[name] = {"dtype": dtype[:-1], "shape": ["N"]}
-                        if name in accesses.get("written", set()):
-                            read = name in accesses.get("read", set())
-                            table[name]["role"] = "inout" if read else "out"
-                        what = "the shape is a guess"
-                    else:
-                        table[name] = {"value": "N", "dtype": dtype}
-                        what = "the value is a guess"
-                    self.todo(("args", name), f"field {field} of the struct {param.name}: "
-                                              f"{what}")
+                    table[name] = self.guessed(name, dtype.rstrip("*"), dtype.endswith("*"),
+                                               accesses, f"field {field} of the struct "
+                                                         f"{param.name}")
             else:
                 table[param.name] = self.scalar(param, text, keys)
         self.constant_memory(table, accesses.get("params", ()))
@@ -294,17 +285,26 @@ class _Drafter:
 
         known = set(table)
         for param in params:
-            if param.name in known:
-                continue
-            self._add_size("N", GUESS, None)
-            if isinstance(param.type, PointerType):
-                table[param.name] = {"dtype": str(param.type.elem), "shape": ["N"]}
-                what = "its size is a guess"
-            else:
-                table[param.name] = {"value": "N", "dtype": str(param.type)}
-                what = "its value is a guess"
-            self.todo(("args", param.name), "__constant__ memory the kernel reads (what the "
-                                            f"host copies there with cudaMemcpyToSymbol): {what}")
+            if param.name not in known:
+                pointer = isinstance(param.type, PointerType)
+                table[param.name] = self.guessed(
+                    param.name, str(param.type.elem if pointer else param.type), pointer, {},
+                    "__constant__ memory the kernel reads (what the host copies there with "
+                    "cudaMemcpyToSymbol)")
+
+    def guessed(self, name: str, dtype: str, buffer: bool, accesses: dict, what: str) -> dict:
+        """An argument the signature shows no value or size of (a struct's field, constant
+        memory): sized or valued N, its role from what the kernel does with it, a TODO
+        saying ``what`` it is."""
+        self._add_size("N", GUESS, None)
+        if not buffer:
+            self.todo(("args", name), f"{what}: the value is a guess")
+            return {"value": "N", "dtype": dtype}
+        entry: dict = {"dtype": dtype, "shape": ["N"]}
+        if name in accesses.get("written", set()):
+            entry["role"] = "inout" if name in accesses.get("read", set()) else "out"
+        self.todo(("args", name), f"{what}: the shape is a guess")
+        return entry
 
     def scalar(self, param: ParamDecl, text: str | None, keys) -> dict:
         dtype = _dtype(param.type_words, self.types)
