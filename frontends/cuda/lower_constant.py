@@ -81,14 +81,7 @@ class ConstantMixin:
             self.bind(ident, VarSym(ident, base))
             self.implicit_params.append(Param(ident, base, loc=self.loc_of(tree)))
             return
-        sizes = []
-        for d in dims:
-            if d is None:
-                raise self.error(f"__constant__ array '{ident}' needs a size", tree)
-            n = self.constant(d, "array size")
-            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-                raise self.error(f"array size {n} of '{ident}' must be a positive integer", d)
-            sizes.append(n)
+        sizes = self.array_sizes(ident, dims, tree, "__constant__ array", variable_length=False)
         elem = ct.scalar_of(base)
         self.buffers[ident] = BufferInfo(elem, "global", True)
         self.bind(ident, ArraySym(ident, base, tuple(sizes), "global"))

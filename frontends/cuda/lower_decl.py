@@ -182,6 +182,20 @@ class DeclMixin:
         elems += [ct.convert(Const(0, I32), base.elem)] * (base.count - len(elems))
         return MakeVector(tuple(elems), base)
 
+    def array_sizes(self, ident: str, dims: list, tree, what: str = "array",
+                    variable_length: bool = True) -> list[int]:
+        """The sizes of an array declaration's dimensions, each a positive compile-time
+        integer (a located error otherwise; ``what`` names the array's kind in it)."""
+        sizes = []
+        for d in dims:
+            if d is None:
+                raise self.error(f"{what} '{ident}' needs a size", tree)
+            n = self.constant(d, "array size", variable_length=variable_length)
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                raise self.error(f"array size {n} of '{ident}' must be a positive integer", d)
+            sizes.append(n)
+        return sizes
+
     def _declare_array(self, ident: str, base, dims: list, quals: set, init, tree) -> None:
         shared = "__shared__" in quals
         elem = ct.scalar_of(base)
@@ -202,15 +216,7 @@ class DeclMixin:
             self.dynamic_shared = sym
             self.prologue.append(Alloc(name, elem, size, "shared", True, loc=self.cur_loc))
         else:
-            sizes = []
-            for d in dims:
-                if d is None:
-                    raise self.error(f"array '{ident}' needs a size", tree)
-                n = self.constant(d, "array size", variable_length=True)
-                if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-                    raise self.error(f"array size {n} of '{ident}' must be a positive integer",
-                                     d)
-                sizes.append(n)
+            sizes = self.array_sizes(ident, dims, tree)
             total = count_of(base)
             for n in sizes:
                 total *= n

@@ -172,15 +172,7 @@ class StructMixin:
             if init is not None:
                 raise self.error("arrays of structs with an initializer not supported", tree,
                                  UnsupportedError)
-            sizes = []
-            for d in dims:
-                if d is None:
-                    raise self.error(f"array '{ident}' needs a size", tree)
-                n = self.constant(d, "array size", variable_length=True)
-                if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-                    raise self.error(f"array size {n} of '{ident}' must be a positive integer",
-                                     d)
-                sizes.append(n)
+            sizes = self.array_sizes(ident, dims, tree)
             space = "shared" if "__shared__" in quals else "local"
             if not sizes:  # a __shared__ struct scalar: an array of one
                 sym = self.struct_array(t, ident, (1,), space)
