@@ -63,12 +63,16 @@ class PoolMixin:
             raise self.error(f"byte offset into '{p.root}' is not a multiple of "
                              f"sizeof({elem}) that kir can prove", tree, UnsupportedError)
         if held in (I8, U8):
-            size = self.launch.shared_bytes // elem.nbytes
-            self.prologue = [Alloc(a.name, elem, size, "shared", True, loc=a.loc)
-                             if isinstance(a, Alloc) and a.name == p.root else a
-                             for a in self.prologue]
-            self.buffers[p.root] = BufferInfo(elem, "shared")
+            self._pool_holds(p.root, elem, self.launch.shared_bytes // elem.nbytes)
         return PtrVal(p.root, ct.convert(offset, p.offset.type), target)
+
+    def _pool_holds(self, root: str, elem, size: int) -> None:
+        """The dynamic shared array ``root`` holds ``size`` elements of ``elem`` from now on
+        (its allocation and what the lowering knows of it)."""
+        self.prologue = [Alloc(a.name, elem, size, "shared", True, loc=a.loc)
+                         if isinstance(a, Alloc) and a.name == root else a
+                         for a in self.prologue]
+        self.buffers[root] = BufferInfo(elem, "shared")
 
 
     def retype_pool(self, p: PtrVal, target) -> PtrVal | None:
@@ -82,10 +86,7 @@ class PoolMixin:
                 or held == elem or held.nbytes != elem.nbytes \
                 or "_pool_touched" in self.__dict__:
             return None
-        self.prologue = [Alloc(a.name, elem, a.size, "shared", True, loc=a.loc)
-                         if isinstance(a, Alloc) and a.name == p.root else a
-                         for a in self.prologue]
-        self.buffers[p.root] = BufferInfo(elem, "shared")
+        self._pool_holds(p.root, elem, self.launch.shared_bytes // elem.nbytes)
         self.__dict__.setdefault("_pool_declared", sym.elem)
         self.dynamic_shared = dataclasses.replace(sym, elem=target)
         return PtrVal(p.root, p.offset, target)
