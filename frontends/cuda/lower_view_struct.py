@@ -52,13 +52,13 @@ class ViewStructMixin:
         """The struct ``name``'s unit, text and template parameters when it holds no data
         (what both kinds of data-free struct, this module's and ``lower_functor``'s, start
         from), else None."""
-        unit = self.program.struct_units.get(name)
-        if unit is None:
-            return None
-        text = self.src.text[unit.start:unit.end]
-        if not data_free(text):
-            return None
-        return unit, text, template_parameters(self.src, unit)
+        known = self.program.data_free
+        if name not in known:
+            unit = self.program.struct_units.get(name)
+            text = self.src.text[unit.start:unit.end] if unit is not None else ""
+            known[name] = (unit, text, template_parameters(self.src, unit)) \
+                if unit is not None and data_free(text) else None
+        return known[name]
 
     def struct_template_scope(self, struct, tree) -> dict[str, TypeSym]:
         """A data-free struct's template parameters bound to the arguments written."""

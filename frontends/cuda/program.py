@@ -49,6 +49,9 @@ class Program:
     struct_types: dict[str, StructType] = field(default_factory=dict)
     broken: dict[str, KirError] = field(default_factory=dict)
     constants: dict[str, Unit] = field(default_factory=dict)  # __constant__ memory by name
+    # struct name -> (unit, text, template parameters) when it holds no data, else None:
+    # read once (lower_view_struct.data_free_struct), asked at every use of the type
+    data_free: dict[str, tuple | None] = field(default_factory=dict)
 
 
 def template_types(src: SourceMap, unit: Unit) -> set[str]:
