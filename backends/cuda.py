@@ -69,7 +69,7 @@ CUDA = Dialect(
                   "u64": "unsigned long long", "f16": "__half", "bf16": "__nv_bfloat16",
                   "f32": "float", "f64": "double"},
     vector_elems={"f32": "float", "i32": "int", "u32": "uint", "f64": "double", "i8": "char",
-                  "u8": "uchar"},
+                  "u8": "uchar", "f16": "half"},
     make_vector="make_{type}({elems})",
     shared_qualifier="__shared__",
     aligned_array="{qual}__align__(16) {elem} {name}[{size}]",

@@ -82,6 +82,24 @@ inline __half2 __float2half2_rn(float a) { return __half2((__half)a, (__half)a);
 inline float __low2float(__half2 v) { return (float)v.x; }
 inline float __high2float(__half2 v) { return (float)v.y; }
 inline float2 __half22float2(__half2 v) { return float2((float)v.x, (float)v.y); }
+inline __half2 make_half2(__half a, __half b) { return __half2(a, b); }
+inline __half2 __half2half2(__half a) { return __half2(a, a); }
+inline __half2 __float22half2_rn(float2 v) { return __half2((__half)v.x, (__half)v.y); }
+inline __half __low2half(__half2 v) { return v.x; }
+inline __half __high2half(__half2 v) { return v.y; }
+inline __half2 __hsub2(__half2 a, __half2 b) { return a - b; }
+inline __half2 __h2div(__half2 a, __half2 b) { return a / b; }
+inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return a * b + c; }
+inline __half2 __hneg2(__half2 a) { return -a; }
+inline __half __hmax(__half a, __half b) { return a > b ? a : b; }
+inline __half __hmin(__half a, __half b) { return a < b ? a : b; }
+inline __half2 __hmax2(__half2 a, __half2 b) { return __half2(__hmax(a.x, b.x), __hmax(a.y, b.y)); }
+inline __half2 __hmin2(__half2 a, __half2 b) { return __half2(__hmin(a.x, b.x), __hmin(a.y, b.y)); }
+inline __half2 __lowhigh2highlow(__half2 a) { return __half2(a.y, a.x); }
+inline __half __hsub(__half a, __half b) { return (__half)((float)a - (float)b); }
+inline __half __hdiv(__half a, __half b) { return (__half)((float)a / (float)b); }
+inline __half __hfma(__half a, __half b, __half c) { return (__half)((float)a * (float)b + (float)c); }
+inline __half __hneg(__half a) { return -a; }
 inline __half2 __hadd2(__half2 a, __half2 b) { return a + b; }
 inline __half2 __hmul2(__half2 a, __half2 b) { return a * b; }
 struct __nv_bfloat16 {
@@ -117,6 +135,10 @@ inline float __bfloat162float(__nv_bfloat16 b) { return (float)b; }
 #ifndef INFINITY
 #define INFINITY (__builtin_inff())
 #endif
+// math_constants.h (its include is dropped like every CUDA header's)
+#define CUDART_INF_F (__builtin_inff())
+#define CUDART_NAN_F (__builtin_nanf(""))
+#define CUDART_INF (__builtin_inf())
 
 // ---------------------------------------------------------------- math
 template <class A, class B>

@@ -155,8 +155,13 @@ def rewrite_extern_shared(text: str) -> str:
 
 
 def strip_metal_includes(text: str) -> str:
-    """Comment out ``#include <metal_*>`` (the shim provides them)."""
-    return re.sub(r"(?m)^([ \t]*#\s*include\s*<metal_\w+>)", r"// \1", text)
+    """Comment out ``#include <metal_*>`` (the shim provides them), and write Metal's half
+    literals (``1.5h``, a suffix C++ has not) as conversions of float ones."""
+    text = re.sub(r"(?m)^([ \t]*#\s*include\s*<metal_\w+>)", r"// \1", text)
+    return _HALF_LITERAL.sub(r"half(\1f)", text)
+
+
+_HALF_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)[hH]\b")
 
 
 def strip_host_code(text: str, keep_kernel: str | None = None) -> str:

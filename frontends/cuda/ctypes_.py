@@ -40,7 +40,7 @@ NAMED_TYPES: dict[str, ValueType] = {
     "double2": VectorType(F64, 2), "uintptr_t": U64, "intptr_t": I64, "nv_bfloat16": BF16,
     "int8_t": I8, "uint8_t": U8, "uchar": U8, "uchar2": VectorType(U8, 2),
     "uchar3": VectorType(U8, 3), "uchar4": VectorType(U8, 4), "char2": VectorType(I8, 2),
-    "char4": VectorType(I8, 4),
+    "char4": VectorType(I8, 4), "half2": VectorType(F16, 2), "__half2": VectorType(F16, 2),
 }
 #: C type keywords (every other type word is a name: a typedef, struct, template parameter).
 KEYWORD_TYPES = frozenset({"void", "bool", "char", "short", "int", "long", "float", "double",
@@ -49,13 +49,14 @@ KEYWORD_TYPES = frozenset({"void", "bool", "char", "short", "int", "long", "floa
 UNSUPPORTED_TYPES = {
     "short": "short integer types", "int16_t": "short integer types",
     "uint16_t": "short integer types",
-    "half2": "half2 vectors", "__half2": "half2 vectors", "dim3": "dim3 values in device code",
+    "dim3": "dim3 values in device code",
     "ushort": "short integer types",
     "__nv_bfloat162": "bf16 pairs (__nv_bfloat162)", "nv_bfloat162": "bf16 pairs (__nv_bfloat162)",
     "bfloat16": "the bfloat16 name (use __nv_bfloat16)",
 }
 QUALIFIERS = frozenset({
-    "const", "volatile", "constexpr", "static", "inline", "extern", "register", "__global__",
+    "const", "volatile", "constexpr", "static", "inline", "__inline__", "__inline", "extern",
+    "register", "__global__",
     "__device__", "__host__", "__forceinline__", "__noinline__", "__shared__", "__constant__",
     "__restrict__", "__restrict",
 })

@@ -26,6 +26,10 @@ from kir.frontends.cuda.lower_pool import PoolMixin
 from kir.frontends.cuda.lower_stmt import StmtMixin
 from kir.frontends.cuda.lower_struct import StructMixin
 from kir.frontends.cuda.lower_switch import SwitchMixin
+from kir.frontends.cuda.lower_half2 import Half2Mixin
+from kir.frontends.cuda.lower_methods import MethodMixin
+from kir.frontends.cuda.lower_operators import OperatorMixin
+from kir.frontends.cuda.lower_struct_def import StructDefMixin
 from kir.frontends.cuda.lower_types import TypeMixin, dtype_type
 from kir.frontends.cuda.parser import SourceMap, error
 from kir.frontends.cuda.values import (
@@ -95,7 +99,8 @@ def assigned_names(tree) -> set[str]:
 
 class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMixin, TypeMixin,
               StructMixin, InlineMixin, CgMixin, PoolMixin, ConstantMixin,
-              ViewStructMixin, FunctorMixin):
+              ViewStructMixin, FunctorMixin, StructDefMixin, MethodMixin, OperatorMixin,
+              Half2Mixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``
     the rest of the file's device side (structs, names); ``args`` what the spec says of the
@@ -282,6 +287,9 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
             if param.data == "template_type":
                 self._bind_type_param(param, values)
                 continue
+            if param.data == "template_template":
+                raise self.error("a kernel's template template parameter not supported (a "
+                                 "spec gives types and values only)", param, UnsupportedError)
             specs, ident = param.children[0], str(param.children[1])
             default = param.children[2] if len(param.children) > 2 else None
             t = self.resolve_specs(specs).base

@@ -112,6 +112,8 @@ class AssignMixin:
             if self.is_byte_pool(p.root) and ct.scalar_of(p.view) in (I8, U8) \
                     and ct.scalar_of(target.base) not in (I8, U8):
                 return self.type_byte_pool(p, target.base, tree)
+            if isinstance(target.base, StructType):
+                return self.struct_pointer(p, target.base, root_elem, tree)
             retyped = self.retype_pool(p, target.base) \
                 if ct.scalar_of(target.base) != root_elem else None
             if retyped is not None:
@@ -218,16 +220,22 @@ class AssignMixin:
         if member is not None:  # s.elements = ..., s.elements += n
             return self.assign_pointer(member, op, rhs_tree, tree)
         target = self.operand(lhs_tree)
-        if isinstance(target, StructVal):
-            if op != "=":
-                raise self.error(f"operator '{op}' on a struct", tree, UnsupportedError)
-            self.assign_struct(target, self.struct_value(target.type, rhs_tree), tree)
-            return target
         if isinstance(target, RefSym):
             target = target.target
+        if op != "=":  # a += b: the file's operator+= where it defines one for the types
+            rhs = self.operand(rhs_tree)
+            if self.user_operator(op, [target, rhs], [lhs_tree, rhs_tree], tree) is not None:
+                return target
+            if isinstance(target, StructVal):
+                raise self.error(f"operator '{op}' on {target.type}, which defines no "
+                                 f"operator{op}", tree)
+            value = self._apply_binary(op[:-1], target, rhs, tree)
+            self.write(target, value, tree)
+            return target
+        if isinstance(target, StructVal):
+            self.assign_struct(target, self.struct_value(target.type, rhs_tree), tree)
+            return target
         value = self.rvalue(rhs_tree)
-        if op != "=":
-            value = self._apply_binary(op[:-1], target, value, tree)
         self.write(target, value, tree)
         return target  # read again by whoever uses the value: it is the assigned one
 

@@ -11,7 +11,9 @@ import numpy as np
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import normalize_name
-from kir.frontends.cuda.values import FunctorVal, MemRef, RefSym
+from kir.frontends.cuda.lower_half2 import HALF2_CALLS
+from kir.frontends.cuda.lower_methods import MethodRef
+from kir.frontends.cuda.values import FunctorVal, MemRef, RefSym, StructVal
 
 from lark import Tree
 
@@ -101,8 +103,16 @@ class CallMixin:
         sym = self.lookup(name)
         if isinstance(sym, FunctorVal) and targs is None:  # op(a, b): a function object
             return self.call_functor(sym, arg_trees, tree, discard)
+        if isinstance(sym, MethodRef) and targs is None:  # a sibling member function
+            return self.call_method(sym.this, sym.struct, sym.name, arg_trees, tree, discard)
+        if isinstance(sym, StructVal) and targs is None:  # s(...): its operator()
+            return self.call_method(sym, sym.type, "operator()", arg_trees, tree, discard)
         if sym is not None:
             raise self.error(f"'{name}' is not a function", tree)
+        if targs is None:
+            made = self.static_method_call(name, arg_trees, tree, discard)
+            if made is not None:
+                return made
         name = self.function_name(name)
         if name in self.functions:
             return self.inline_call(name, arg_trees, tree, discard, targs)
@@ -138,6 +148,8 @@ class CallMixin:
             return self._vote(name, arg_trees, tree)
         if name in ATOMICS:
             return self._atomic(ATOMICS[name], arg_trees, tree, discard)
+        if name in HALF2_CALLS:
+            return self.half2_call(name, arg_trees, tree)
         if name in VECTORS:
             t = VECTORS[name]
             self._arity(name, arg_trees, t.count, t.count, tree)

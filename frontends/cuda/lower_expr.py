@@ -21,6 +21,7 @@ from kir.frontends.cuda.lower_ptrtest import (
     PointerTestMixin,
     pointerish,
 )
+from kir.frontends.cuda.lower_methods import MethodRef
 from kir.frontends.cuda.lower_struct import StructArrVal
 from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
 from kir.frontends.cuda.values import (
@@ -37,6 +38,7 @@ from kir.frontends.cuda.values import (
     PtrVal,
     RefSym,
     StructArraySym,
+    StructType,
     StructVal,
     TypeSym,
     VarSym,
@@ -84,7 +86,12 @@ class ExprMixin(PointerTestMixin):
 
     def pointer(self, tree) -> PtrVal:
         """Lower ``tree`` to a pointer value (arrays decay to pointers)."""
-        value = self.as_pointer(self.operand(tree), tree)
+        operand = self.operand(tree)
+        value = self.as_pointer(operand, tree)
+        if value is None and isinstance(operand, StructVal):
+            raise self.error(f"{operand.type} used as a pointer (a struct with data members "
+                             "converts to nothing in kir: conversion operators are read on "
+                             "structs without data only)", tree, UnsupportedError)
         if value is None:
             raise self.error("expected a pointer into a buffer or array", tree)
         return value
@@ -171,6 +178,13 @@ class ExprMixin(PointerTestMixin):
                 return self._ptr_add(pa, ct.unary("-", self._value(b, tree)), tree)
             what = "pointer difference" if op == "-" else f"operator '{op}' on pointers"
             raise self.error(f"{what} not supported", tree, UnsupportedError)
+        made = self.user_operator(op, [a, b], [tree.children[0], tree.children[-1]], tree)
+        if made is not None:
+            return made
+        a, b = self._value(a, tree), self._value(b, tree)
+        made = self.half2_operator(op, [a, b])
+        if made is not None:
+            return made
         try:
             return ct.binary(op, self._value(a, tree), self._value(b, tree))
         except TypeError as exc:
@@ -234,8 +248,15 @@ class ExprMixin(PointerTestMixin):
         return Var(tmp, t)
 
     def _unary(self, op: str, tree) -> Expr:
+        value = self.operand(tree.children[-1])
+        made = self.user_operator(op, [value], [tree.children[-1]], tree)
+        if made is not None:
+            return made
+        made = self.half2_operator(op, [self._value(value, tree)])
+        if made is not None:
+            return made
         try:
-            return ct.unary(op, self.rvalue(tree.children[-1]))
+            return ct.unary(op, self._value(value, tree))
         except TypeError as exc:
             raise self.error(str(exc), tree, UnsupportedError) from None
 
@@ -261,6 +282,8 @@ class ExprMixin(PointerTestMixin):
 
     def _x_deref(self, tree, discard) -> MemRef:
         value = self.operand(tree.children[-1])
+        if isinstance(value, StructVal):  # *this inside a member function
+            return value
         if isinstance(value, NullVal):
             raise self.error("a null pointer is read or written here (the spec gives it as "
                              "null, or it defaults to null)", tree, UnsupportedError)
@@ -268,6 +291,8 @@ class ExprMixin(PointerTestMixin):
         if p is None:
             raise self.error("expected a pointer into a buffer or array", tree.children[-1])
         self.byte_pool_used(p.root, tree, p.view)
+        if isinstance(p.view, StructType):  # *reinterpret_cast<const S*>(p)
+            return self.struct_in_memory(p.root, p.offset, p.view)
         return MemRef(p.root, p.offset, p.view)
 
     def _x_addr(self, tree, discard) -> PtrVal:
@@ -310,6 +335,11 @@ class ExprMixin(PointerTestMixin):
         raise self.error("lambda expressions not supported", tree, UnsupportedError)
 
     def _x_arrow(self, tree, discard):
+        value = self.operand(tree.children[0])
+        if isinstance(value, PtrVal) and isinstance(value.view, StructType):
+            value = self.struct_in_memory(value.root, value.offset, value.view)
+        if isinstance(value, StructVal):  # this->field, or p->field for a struct over a buffer
+            return self.struct_member(value, str(tree.children[1]), tree)
         raise self.error(f"struct member access '->{tree.children[1]}' not supported", tree,
                          UnsupportedError)
 
@@ -328,6 +358,8 @@ class ExprMixin(PointerTestMixin):
             return StructArrVal(sym)
         if isinstance(sym, TypeSym):
             raise self.error(f"type '{ident}' used as a value", tree)
+        if sym is None and ident == "this":
+            raise self.error("'this' outside a member function", tree, UnsupportedError)
         if sym is None and ident in ("nullptr", "NULL"):
             return NULL_POINTER
         if sym is None and "numeric_limits" in ident:
@@ -351,7 +383,11 @@ class ExprMixin(PointerTestMixin):
             return ct.FLOAT_CONSTANTS[ident]
         if ident in SPECIAL_OBJECTS:
             raise self.error(f"'{ident}' must be used as {ident}.x, .y or .z", tree)
-        if ident in self.functions:
+        if sym is None and "::" in ident:
+            value = self.member_constant(ident)
+            if value is not None:
+                return value
+        if ident in self.functions or isinstance(sym, MethodRef):
             raise self.error(f"function '{ident}' used as a value (function pointers not "
                              "supported)", tree, UnsupportedError)
         raise self.error(f"unknown identifier '{ident}'", tree)
@@ -388,6 +424,8 @@ class ExprMixin(PointerTestMixin):
     def _x_index(self, tree, discard) -> Value:
         base_tree, index_tree = tree.children
         base = self.operand(base_tree)
+        if isinstance(base, StructVal):  # s[i]: its operator[]
+            return self.call_method(base, base.type, "operator[]", [index_tree], tree, discard)
         index = self.rvalue(index_tree)
         if not ct.index_type_ok(index.type):
             raise self.error(f"array index of type {index.type} (must be an integer)",
@@ -403,6 +441,9 @@ class ExprMixin(PointerTestMixin):
         if isinstance(base, PtrVal):
             self.byte_pool_used(base.root, tree, base.view)
             step = scale(index, count_of(base.view))
+            if isinstance(base.view, StructType):
+                return self.struct_in_memory(base.root, add_offsets(base.offset, step),
+                                             base.view)
             return MemRef(base.root, add_offsets(base.offset, step), base.view)
         if isinstance(base, StructArrVal):
             return self.struct_element(base, index)
@@ -419,19 +460,41 @@ class ExprMixin(PointerTestMixin):
             method = str(callee.children[1])
             if isinstance(obj, CgVal):
                 return self.cg_method(obj.type, method, arg_trees, tree)
+            if isinstance(obj, StructVal):
+                return self.call_method(obj, obj.type, method, arg_trees, tree, discard)
             raise self.error(f"method call '.{method}()' not supported (member functions)",
                              tree, UnsupportedError)
+        if isinstance(callee, Tree) and callee.data == "arrow":  # this->f(...)
+            obj = self.operand(callee.children[0])
+            if isinstance(obj, PtrVal) and isinstance(obj.view, StructType):
+                obj = self.struct_in_memory(obj.root, obj.offset, obj.view)
+            if isinstance(obj, StructVal):
+                return self.call_method(obj, obj.type, str(callee.children[1]), arg_trees,
+                                        tree, discard)
+        if isinstance(callee, Tree) and callee.data == "template_member":  # S<T>::f(...)
+            struct, member = self.template_member(callee)
+            return self.call_method(None, struct, member, arg_trees, tree, discard)
         if isinstance(callee, Tree) and callee.data == "template_id":
             return self.lower_call(str(callee.children[0]), arg_trees, tree, discard,
                                    callee.children[1])
         if not (isinstance(callee, Tree) and callee.data == "name"):
             made = self.operand(callee) if isinstance(callee, Tree) and callee.data in (
-                "func_cast", "brace_cast") else None
+                "func_cast", "brace_cast", "call", "index") else None
             if isinstance(made, FunctorVal):  # MaxOp<T>()(a, b)
                 return self.call_functor(made, arg_trees, tree, discard)
+            if isinstance(made, StructVal):  # s.scaled()(x): the object's operator()
+                return self.call_method(made, made.type, "operator()", arg_trees, tree,
+                                        discard)
             raise self.error("call of something that is not a function name (function "
                              "pointers not supported)", tree, UnsupportedError)
         return self.lower_call(str(callee.children[0]), arg_trees, tree, discard)
+
+    def _x_template_member(self, tree, discard):
+        struct, member = self.template_member(tree)
+        value = next((c for name, c in struct.statics if name == member), None)
+        if value is None:
+            raise self.error(f"{struct} has no static constant '{member}'", tree)
+        return value
 
     def _x_template_id(self, tree, discard):
         raise self.error(f"'{tree.children[0]}<...>' must be called", tree)

@@ -33,6 +33,7 @@ from kir.frontends.cuda.values import (
     RefSym,
     StructType,
     StructVal,
+    TemplateName,
     TypeSym,
     VarSym,
 )
@@ -61,28 +62,30 @@ class InlineMixin:
     """Device function calls; relies on the Lowerer for scopes, types and emission."""
 
     def inline_call(self, name: str, arg_trees: list, tree, discard: bool, targs=None,
-                    bound: dict | None = None):
+                    bound: dict | None = None, args: list | None = None):
         """Inline a ``__device__`` function call; its value is a fresh result variable.
         ``bound`` names the callee sees besides its parameters (a function object's
-        template parameters)."""
+        template parameters, a member function's object); ``args`` the arguments when
+        the caller has evaluated them already (an operator's operands)."""
         from kir.frontends.cuda.lower import returns_reference, split_function
 
         if any(ctx.name == name for ctx in self.fn_stack):
             raise self.error(f"recursion ('{name}' calls itself) not supported", tree,
                              UnsupportedError)
-        args = [self.operand(a) for a in arg_trees]
+        if args is None:
+            args = [self.operand(a) for a in arg_trees]
         given = [(self.template_arg(a), a) for a in
                  (targs.children if targs is not None else []) if a is not None]
         fn = self.function_for(name, args, arg_trees, tree)
-        if returns_reference(fn.tree):
-            raise self.error(f"__device__ function '{name}' returns a reference", tree,
-                             UnsupportedError)
         template, specs, pointers, _ident, params, body = split_function(fn.tree)
         if template is None and targs is not None:
             raise self.error(f"'{name}' is not a template", tree)
         param_trees = self.param_list(params)
-        caller = (self.scopes, self.offset)
+        caller = (self.scopes, self.offset, self.cur_loc)
         callee: dict[str, object] = dict(bound or {})
+        # errors binding the template arguments are the call's: located there, not in the
+        # callee's text (whose offset the parameters' trees need)
+        self.cur_loc = self.loc_of(tree)
         self.scopes, self.offset = [self.scopes[0], callee], fn.offset
         defaults = []
         try:
@@ -99,7 +102,7 @@ class InlineMixin:
                 defaults.append(self.bind_argument(info, self.operand(info.default),
                                                    info.default, name))
         finally:
-            self.scopes, self.offset = caller
+            self.scopes, self.offset, self.cur_loc = caller
         bindings = [self.bind_argument(info, arg, atree, name)
                     for info, arg, atree in zip(infos, args, arg_trees)]
         if isinstance(ret.base, CgType) or ret.base is not None and not isinstance(
@@ -107,7 +110,8 @@ class InlineMixin:
             raise self.error(f"__device__ function '{name}' returns {ret.base}", tree,
                              UnsupportedError)
         ret_type = PointerReturn(ret.base) if pointers else ret.base
-        return self.inline_body(fn, ret_type, bindings + defaults, body, tree, callee)
+        return self.inline_body(fn, ret_type, bindings + defaults, body, tree, callee,
+                                reference=returns_reference(fn.tree))
 
     @staticmethod
     def param_list(params) -> list:
@@ -183,17 +187,24 @@ class InlineMixin:
         from kir.frontends.cuda.lower import param_parts
 
         if len(given) > len(template.children):
-            raise self.error(f"too many template arguments for '{name}'", tree)
+            raise self.error(f"too many template arguments for '{name}'", None)
         unbound = {}
         for k, param in enumerate(template.children):
+            if param.data == "template_template":  # template <typename> class Op
+                self._bind_template_template(name, param, given[k] if k < len(given) else None,
+                                             tree)
+                continue
             is_type = param.data == "template_type"
             ident = str(param.children[0] if is_type else param.children[1])
             if k < len(given):
                 value, _arg_tree = given[k]
+                if isinstance(value, TemplateName):
+                    raise self.error(f"template argument {k + 1} of '{name}' is the template "
+                                     f"'{value.name}' without its arguments", None)
                 if is_type == isinstance(value, Const):
                     what = "a type" if is_type else "a value"
                     raise self.error(f"template argument {k + 1} of '{name}' must be {what}",
-                                     tree)
+                                     None)
                 self.bind(ident, TypeSym(value) if is_type else self._template_const(
                     param, value))
             elif is_type:
@@ -222,9 +233,20 @@ class InlineMixin:
                 default = param.children[2] if len(param.children) > 2 else None
                 if default is None:
                     raise self.error(f"cannot deduce template parameter '{ident}' of "
-                                     f"'{name}': write {name}<...>(...)", tree)
+                                     f"'{name}': write {name}<...>(...)", None)
                 value = Const(self.constant(default, f"default of '{ident}'"), I32)
                 self.bind(ident, self._template_const(param, value))
+
+    def _bind_template_template(self, name: str, param, given, tree) -> None:
+        ident = str(param.children[-1])
+        if given is None:
+            raise self.error(f"cannot deduce template template parameter '{ident}' of "
+                             f"'{name}': write {name}<...>(...)", None)
+        value, _arg_tree = given
+        if not isinstance(value, TemplateName):
+            raise self.error(f"template argument for '{ident}' of '{name}' must be the name "
+                             "of a struct template", None)
+        self.bind(ident, value)
 
     def _template_const(self, param, value: Const) -> ConstSym:
         t = self.resolve_specs(param.children[0]).base
@@ -319,15 +341,24 @@ class InlineMixin:
     # ------------------------------------------------------------------------ body
 
     def inline_body(self, fn: FunctionSym, ret_type, bindings: list, body, call_tree,
-                    callee: dict | None = None):
-        """Emit the body of ``fn`` with parameters bound; return its result value."""
+                    callee: dict | None = None, reference: bool = False):
+        """Emit the body of ``fn`` with parameters bound; return its result value. A
+        function returning a reference (``reference``) must end in its only ``return``:
+        its value is the lvalue that names (``return payload[i];``), not a copy."""
         returns = sum(1 for t in body.iter_subtrees()
                       if t.data in ("return_stmt", "return_init"))
         last = body.children[-1] if body.children else None
         single_exit = returns == 0 or (returns == 1 and isinstance(last, Tree)
                                        and last.data in ("return_stmt", "return_init"))
+        if reference and not (returns == 1 and single_exit and last.data == "return_stmt"
+                              and last.children[-1] is not None):
+            raise self.error(f"'{fn.name}' returns a reference: kir inlines such a function "
+                             "only when it ends in its one return statement", call_tree,
+                             UnsupportedError)
         result = None
-        if isinstance(ret_type, StructType):
+        if reference:
+            ret_type = None  # no result variable: the returned lvalue is the value
+        elif isinstance(ret_type, StructType):
             result = self.struct_local(ret_type, f"{fn.name}_ret")
         elif isinstance(ret_type, PointerReturn):  # a pointer variable; its buffer static
             result = PtrSym(None, ret_type.view, self.fresh(f"{fn.name}_ret_off"))
@@ -359,6 +390,10 @@ class InlineMixin:
         self.offset = fn.offset
         self.fn_stack.append(FnContext(fn.name, result, ret_type, done))
         try:
+            if reference:
+                self.lower_stmt_list(body.children[:-1])
+                self.cur_loc = self.loc_of(last)
+                return self.operand(last.children[-1])
             self.lower_stmt_list(body.children)
         finally:
             self.fn_stack.pop()

@@ -261,6 +261,19 @@ class StmtMixin:
         orelse = self.block_of(else_tree) if else_tree is not None else None
         self.emit(If(cond, then, orelse, loc=loc))
 
+    def _s_if_constexpr_stmt(self, tree) -> None:
+        """``if constexpr``: the condition is a constant, and only the branch it selects is
+        lowered (C++ does not instantiate the other, which may not compile here)."""
+        cond_tree, then_tree, else_tree = (tree.children[1:] + [None])[:3]
+        value = self.constant(cond_tree, "an 'if constexpr' condition")
+        live = then_tree if value else else_tree
+        if live is not None:
+            self.push_scope()
+            try:
+                self.lower_stmt(live)
+            finally:
+                self.pop_scope()
+
     def loop_body(self, tree) -> Block:
         fn = self.fn_stack[-1] if self.fn_stack else None
         if fn:

@@ -35,7 +35,7 @@ from kir.frontends.cuda.values import (
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import Alloc, Const, Declare, Expr, Load, MakeVector, Param, Select, Store, Var
+from kir.ir import Alloc, Const, Declare, Expr, Load, MakeVector, Param, Select, Var
 from kir.ir.types import I32, PointerType, VectorType
 
 
@@ -77,7 +77,7 @@ class StructMixin:
                 arr = self._field_array(ft, f"{base}_{field}", "local")
                 parts[field] = ArrVal(arr)
                 if value is not None:
-                    self._copy_array(ArrVal(arr), value, tree)
+                    self._copy_array(ArrVal(arr), value, ft, tree)
             elif isinstance(ft, FieldPointer):
                 sym = PtrSym(None, ft.view, self.fresh(f"{base}_{field}_off"))
                 init_offset = None
@@ -168,6 +168,8 @@ class StructMixin:
     def declare_struct(self, ident: str, t: StructType, dims: list, quals: set, init,
                        tree) -> None:
         """``Pair p;``, ``Pair p = q;``, ``Pair p = {a, b};``, ``__shared__ Pair s[32];``."""
+        if init is None and t.default_constructor:
+            self.refuse_constructors(t, tree)
         if dims or "__shared__" in quals:
             if init is not None:
                 raise self.error("arrays of structs with an initializer not supported", tree,
@@ -185,6 +187,15 @@ class StructMixin:
             value = self.struct_value(t, init, tree)
         self.bind(ident, self.struct_local(t, ident, value, tree))
 
+    def refuse_constructors(self, t: StructType, tree) -> None:
+        """kir does not run a struct's constructors, so it refuses to make such a struct
+        (default-initialized with its own default constructor, or from a braced list when
+        it has any) rather than leave it as the constructor would not."""
+        if t.constructors:
+            raise self.error(f"{t} has a constructor, which kir does not run: initialize its "
+                             "members instead (a struct without constructors)", tree,
+                             UnsupportedError)
+
     def struct_value(self, t: StructType, tree, where=None) -> StructVal:
         """The value of an initializer for a ``t``: a braced list or a struct expression."""
         if isinstance(tree, Tree) and tree.data in ("init_list", "return_init"):
@@ -198,6 +209,7 @@ class StructMixin:
 
     def struct_from_list(self, t: StructType, items: list, tree) -> StructVal:
         """``{a, b}`` for a struct: fields in order, missing ones zero."""
+        self.refuse_constructors(t, tree)
         if len(items) > len(t.fields):
             raise self.error(f"too many initializers for {t}", tree)
         parts: dict[str, object] = {}
@@ -245,6 +257,9 @@ class StructMixin:
         return StructVal(sym.type, parts)
 
     def struct_member(self, value: StructVal, field: str, tree):
+        static = next((c for name, c in value.type.statics if name == field), None)
+        if static is not None:
+            return static
         if value.type.field(field) is None:
             raise self.error(f"{value.type} has no member '{field}'", tree)
         part = value.parts[field]
@@ -328,26 +343,59 @@ class StructMixin:
                 self._write_all(part, value, tree)
             elif isinstance(ft, FieldArray):
                 if value is not None:
-                    self._copy_array(part, value, tree)
+                    self._copy_array(part, value, ft, tree)
             elif isinstance(ft, FieldPointer):
                 if value is not None:
                     self.set_pointer(part, value, tree)
             elif value is not None:
                 self.write(part, value, tree)
 
-    def _copy_array(self, target: ArrVal, source, tree) -> None:
-        if not isinstance(source, ArrVal) or source.sym.dims != target.sym.dims:
+    def _copy_array(self, target: ArrVal | PtrVal, source, ft: FieldArray, tree) -> None:
+        """Array member ``ft`` copied element by element; either side may be a local array
+        (``ArrVal``) or, for a struct read over a buffer, a run of the buffer (``PtrVal``)."""
+        if not isinstance(source, (ArrVal, PtrVal)) or any(
+                isinstance(side, ArrVal) and side.sym.dims != ft.dims
+                for side in (source, target)):
             raise self.error("array member copied from something else", tree,
                              UnsupportedError)
-        elem = target.sym.elem
-        step = count_of(elem)
-        total = 1
-        for n in target.sym.dims:
+        elem, total = ft.elem, 1
+        for n in ft.dims:
             total *= n
+        step = count_of(elem)
         for k in range(total):
-            index = Const(k * step, I32)
-            self.emit(Store(target.sym.name, index, Load(source.sym.name, index, elem),
-                            loc=self.cur_loc))
+            read = _element(source, k * step, elem)
+            self.write(_element(target, k * step, elem), Load(read.buffer, read.index, elem),
+                       tree)
+
+    # ---------------------------------------------------------- structs over buffers
+
+    def struct_pointer(self, p: PtrVal, t: StructType, root_elem, tree) -> PtrVal:
+        """``reinterpret_cast<const S*>(p)``: a pointer seeing the buffer as ``S`` values,
+        allowed when every member of ``S`` is made of the buffer's element type."""
+        elem, _count = t.scalars()
+        if elem != root_elem:
+            raise self.error(f"reading {t} over a {root_elem} buffer needs all its members "
+                             f"made of {root_elem} (scalars, vectors, one-dimensional arrays)",
+                             tree, UnsupportedError)
+        return PtrVal(p.root, p.offset, t)
+
+    def struct_in_memory(self, root: str, offset: Expr, t: StructType) -> StructVal:
+        """The struct ``t`` stored at scalar ``offset`` of buffer or array ``root``: its
+        members as memory references (an array member as a pointer to its first
+        element)."""
+        self.structs_taken_apart = True
+        parts: dict[str, object] = {}
+        at = 0
+        for field, ft in t.fields:
+            where = offset if at == 0 else ct.binary("+", offset, Const(at, offset.type))
+            if isinstance(ft, StructType):
+                parts[field] = self.struct_in_memory(root, where, ft)
+            elif isinstance(ft, FieldArray):
+                parts[field] = PtrVal(root, where, ft.elem)
+            else:
+                parts[field] = MemRef(root, where, ft)
+            at += count_of(ft.elem) * ft.dims[0] if isinstance(ft, FieldArray) else count_of(ft)
+        return StructVal(t, parts)
 
     def struct_select(self, cond: Expr, a: StructVal, b: StructVal, tree) -> StructVal:
         """``cond ? a : b`` on structs: a field-by-field select (an rvalue)."""
@@ -380,6 +428,14 @@ class StructMixin:
         if is_ref:
             return arg
         return self.struct_local(arg.type, ident, arg, atree)
+
+
+def _element(value, at: int, elem) -> MemRef:
+    if isinstance(value, ArrVal):
+        return MemRef(value.sym.name, Const(at, I32), elem)
+    index = value.offset if at == 0 else ct.binary("+", value.offset,
+                                                   Const(at, value.offset.type))
+    return MemRef(value.root, index, elem)
 
 
 def _zero(t) -> Expr:

@@ -1,5 +1,6 @@
 """Types for the CUDA lowering (a mixin of the Lowerer): type specifiers to types, typedefs
-and ``using`` aliases, enums, POD struct definitions, and ``typename`` template parameters.
+and ``using`` aliases, enums, and ``typename`` template parameters (struct definitions:
+``lower_struct_def``).
 
 A type here is a kir scalar or vector type, a :class:`StructType` (never in kir IR: its
 values are one local per field), a :class:`CgType` (cooperative groups), ``AUTO`` or None
@@ -11,19 +12,17 @@ then CUDA's builtin names. ``std::`` and ``cuda::std::`` qualifications are drop
 from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.parser import normalize_name, parse_unit, qualified_suffixes
+from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
 from kir.frontends.cuda.values import (
     AUTO,
     CgType,
     ConstSym,
-    FieldArray,
-    FieldPointer,
-    StructType,
+    TemplateName,
     TypeSym,
 )
 from lark import Token, Tree
 
-from kir.errors import KirError, UnsupportedError
+from kir.errors import UnsupportedError
 from kir.ir import Const
 from kir.ir.types import I32, SCALARS, ScalarType, VectorType
 
@@ -31,7 +30,6 @@ from kir.ir.types import I32, SCALARS, ScalarType, VectorType
 CG_TYPES = {"cg::thread_block": "block", "cg::thread_block_tile": "tile", "cg::grid_group": "grid",
             "cg::thread_group": "group", "cg::coalesced_group": "coalesced", "cg::plus": "plus",
             "cg::greater": "greater", "cg::less": "less"}
-MAX_STRUCT_DEPTH = 16
 
 
 class TypeMixin:
@@ -96,6 +94,8 @@ class TypeMixin:
     def named_type(self, word: str, tree, targs=None):
         """The type a (possibly qualified) type name stands for."""
         sym = self.lookup(word)
+        if isinstance(sym, TemplateName):  # a template template parameter: what it names
+            word, sym = sym.name, None
         if isinstance(sym, TypeSym):
             if sym.type is None:
                 raise self.error(sym.missing, tree, UnsupportedError)
@@ -109,9 +109,11 @@ class TypeMixin:
             if made is not None:
                 return made
         if targs is not None:
+            for candidate in qualified_suffixes(name):
+                if candidate in self.program.struct_units:
+                    return self.struct_type(candidate, tree, targs)
             raise self.error(f"template type '{word}' not supported (only cooperative groups' "
-                             "templates and data-free structs converting to a pointer)", tree,
-                             UnsupportedError)
+                             "templates and the file's own structs)", tree, UnsupportedError)
         for candidate in qualified_suffixes(name):
             if candidate in self.typedefs:
                 return self.typedefs[candidate]
@@ -141,7 +143,11 @@ class TypeMixin:
         return ct.CType(base.base, len(pointers), base.const)
 
     def template_arg(self, tree):
-        """A template argument: a type (a ``type_name``) or a constant expression's value."""
+        """A template argument: a type (a ``type_name``), a struct template's name (for a
+        template template parameter) or a constant expression's value."""
+        named = self.template_name(tree)
+        if named is not None:
+            return named
         if isinstance(tree, Tree) and tree.data == "type_name":
             ctype = self.resolve_type_name(tree)
             if ctype.pointers:
@@ -151,6 +157,25 @@ class TypeMixin:
         if isinstance(tree, Tree) and tree.data == "name" and self.names_type(tree):
             return self.named_type(str(tree.children[0]), tree)
         return Const(self.constant(tree, "a template argument"), I32)
+
+    def template_name(self, tree) -> TemplateName | None:
+        """``tree`` as a :class:`TemplateName` when it is the bare name of a struct template
+        (or of a template template parameter), else None."""
+        if not (isinstance(tree, Tree) and tree.data == "type_name" and len(tree.children) == 1
+                and len(tree.children[0].children) == 1):
+            return None
+        words = [c for spec in tree.children[0].children for c in spec.children
+                 if c is not None]
+        if len(words) != 1 or not isinstance(words[0], Token):
+            return None
+        word = str(words[0])
+        sym = self.lookup(word)
+        if isinstance(sym, TemplateName):
+            return sym
+        unit = self.program.struct_units.get(normalize_name(word))
+        if sym is None and unit is not None and self.src.text.startswith("template", unit.start):
+            return TemplateName(normalize_name(word))
+        return None
 
     def names_type(self, tree) -> bool:
         return isinstance(self.lookup(str(tree.children[0])), TypeSym)
@@ -213,92 +238,6 @@ class TypeMixin:
                 constants[f"{type_name}::{ident}"] = const
         if type_name is not None and table is not None:
             table[type_name] = I32
-
-    # ---------------------------------------------------------------------- structs
-
-    def struct_type(self, name: str, tree) -> StructType:
-        """The StructType of the file's struct ``name``, parsed on first use."""
-        program = self.program
-        if name in program.struct_types:
-            return program.struct_types[name]
-        if self.__dict__.setdefault("_struct_depth", 0) > MAX_STRUCT_DEPTH:
-            raise self.error(f"struct '{name}' nests more than {MAX_STRUCT_DEPTH} deep", tree)
-        unit = program.struct_units[name]
-        saved = (self.scopes, self.offset, self.cur_loc)
-        self._struct_depth += 1
-        try:
-            if program.src.text.startswith("template", unit.start):
-                raise _located(program.src, unit.start, f"template struct '{name}' not "
-                               "supported (only plain structs)")
-            try:
-                def_tree = parse_unit(program.src, unit.start, unit.end, "top_decl",
-                                      program.type_names, program.template_names)
-            except KirError as exc:
-                if "unexpected '('" in exc.message:  # a member function or constructor
-                    raise UnsupportedError(f"member functions of struct '{name}' not "
-                                           "supported (only plain data members)", exc.loc,
-                                           source_line=exc.source_line) from None
-                raise
-            if def_tree.data == "top_decl":
-                def_tree = def_tree.children[0]
-            self.scopes, self.offset = [self.scopes[0]], unit.start
-            self.cur_loc = self.loc_of(def_tree)
-            struct = self._struct_from(name, def_tree)
-        finally:
-            self._struct_depth -= 1
-            self.scopes, self.offset, self.cur_loc = saved
-        program.struct_types[name] = struct
-        return struct
-
-    def _struct_from(self, name: str, tree) -> StructType:
-        fields: list[tuple[str, object]] = []
-        for decl in tree.children:
-            if not (isinstance(decl, Tree) and decl.data == "declaration"):
-                continue
-            specs, *inits = decl.children
-            ctype = self.resolve_specs(specs)
-            if self.last_qualifiers & {"static", "__shared__", "__constant__"}:
-                raise self.error(f"static members of struct '{name}' not supported", decl,
-                                 UnsupportedError)
-            for init_decl in inits:
-                declarator, init = (init_decl.children + [None])[:2]
-                pointers, is_ref, ident, dims = self.split_declarator(declarator)
-                if len(pointers) > 1 or is_ref or (pointers and dims):
-                    raise self.error(f"member '{ident}' of struct '{name}': references, "
-                                     "pointers to pointers and arrays of pointers not "
-                                     "supported", init_decl, UnsupportedError)
-                if init is not None:
-                    raise self.error(f"default member initializer of '{ident}' not supported",
-                                     init, UnsupportedError)
-                base = ctype.base
-                if base is None or base is AUTO or isinstance(base, CgType):
-                    raise self.error(f"member '{ident}' of struct '{name}' has type {base}",
-                                     init_decl, UnsupportedError)
-                if pointers:
-                    if isinstance(base, StructType):
-                        raise self.error(f"member '{ident}' of struct '{name}': pointers to "
-                                         "structs not supported", init_decl, UnsupportedError)
-                    base = FieldPointer(base, ctype.const)
-                elif dims:
-                    if isinstance(base, StructType):
-                        raise self.error("arrays of structs inside a struct not supported",
-                                         init_decl, UnsupportedError)
-                    sizes = tuple(int(self.constant(d, "array size")) for d in dims
-                                  if d is not None)
-                    if len(sizes) != len(dims) or any(n <= 0 for n in sizes):
-                        raise self.error(f"array member '{ident}' needs positive sizes",
-                                         init_decl)
-                    base = FieldArray(base, sizes)
-                fields.append((ident, base))
-        if not fields:
-            raise self.error(f"struct '{name}' has no data members", tree, UnsupportedError)
-        return StructType(name, tuple(fields))
-
-
-def _located(src, offset: int, message: str) -> UnsupportedError:
-    loc = src.loc(offset)
-    return UnsupportedError(message, loc, source_line=src.source_line(loc))
-
 
 def dtype_type(name: str) -> ScalarType | VectorType | None:
     """The kir type a spec dtype name stands for (``"f32"``), or None."""

@@ -145,7 +145,7 @@ def get_parser() -> lark.Lark:
     if _PARSER is None:
         grammar = resources.files("kir.grammar").joinpath("cuda.lark").read_text()
         _PARSER = lark.Lark(grammar, parser="lalr", lexer="contextual",
-                            start=["function_def", "top_decl", "compound"],
+                            start=["function_def", "top_decl", "compound", "template_header"],
                             postlex=_POSTLEX, maybe_placeholders=True, cache=True)
         for term in _PARSER.terminals:
             if term.pattern.type == "str":
@@ -158,7 +158,7 @@ _UNSUPPORTED_WORDS = {
     "asm": "inline assembly", "__asm__": "inline assembly", "__asm": "inline assembly",
     "new": "operator new", "delete": "operator delete", "class": "class definitions",
     "union": "unions", "throw": "exceptions", "try": "exceptions", "catch": "exceptions",
-    "this": "'this'", "operator": "operator overloading", "virtual": "virtual functions",
+    "operator": "operator overloading", "virtual": "virtual functions",
     "typeid": "typeid", "texture": "texture references",
     "__shfl": "__shfl without _sync (deprecated)", "wchar_t": "char types",
     "char16_t": "char types", "char32_t": "char types",
@@ -198,6 +198,17 @@ def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
             what = "dependent type names ('typename X::Y')"
         if what is not None:
             raise error(f"{what} not supported", offset + m.start(), src, UnsupportedError)
+
+
+def template_header_length(text: str) -> int:
+    """The length of ``text``'s leading ``template<...>`` header (angle brackets balanced,
+    so ``template <template <typename> class Op>`` is one header)."""
+    depth = 0
+    for k in range(text.find("<"), len(text)):
+        depth += {"<": 1, ">": -1}.get(text[k], 0)
+        if depth == 0:
+            return k + 1
+    return len(text)
 
 
 def error(message: str, offset: int, src: SourceMap, cls: type[KirError] = KirError) -> KirError:
@@ -240,7 +251,7 @@ def parse_unit(src: SourceMap, start: int, end: int, rule: str,
     text = src.text[start:end]
     template_end = 0
     if text.lstrip().startswith("template"):
-        template_end = text.find(">") + 1
+        template_end = template_header_length(text)
     _prescan(text, start, src, template_end)
     parser = get_parser()
     with _LOCK:

@@ -14,8 +14,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kir.frontends.cuda.parser import BUILTIN_TYPE_NAMES, SourceMap, parse_unit
+from kir.frontends.cuda.parser import (
+    BUILTIN_TYPE_NAMES,
+    SourceMap,
+    parse_unit,
+    template_header_length,
+)
 from kir.frontends.cuda.scan import Unit
+from kir.frontends.cuda.struct_text import PatchedSource, operator_word
 from kir.frontends.cuda.values import FunctionSym, StructType
 
 from kir.errors import KirError
@@ -52,6 +58,8 @@ class Program:
     # struct name -> (unit, text, template parameters) when it holds no data, else None:
     # read once (lower_view_struct.data_free_struct), asked at every use of the type
     data_free: dict[str, tuple | None] = field(default_factory=dict)
+    # struct name -> its member functions (struct_text.MemberFunction), read once
+    methods: dict[str, list] = field(default_factory=dict)
 
 
 def template_types(src: SourceMap, unit: Unit) -> set[str]:
@@ -69,7 +77,7 @@ def template_parameters(src: SourceMap, unit: Unit) -> tuple[str, ...]:
     text = src.text[unit.start:unit.end]
     if not text.startswith("template"):
         return ()
-    return tuple(_TEMPLATE_TYPES.findall(text[:text.find(">") + 1]))
+    return tuple(_TEMPLATE_TYPES.findall(text[:template_header_length(text)]))
 
 
 def unit_type_name(src: SourceMap, unit: Unit) -> str | None:
@@ -107,8 +115,10 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
     functions: dict[str, list[FunctionSym]] = {}
     for unit in units:
         if unit.kind == "device":
+            operator = unit.name.startswith("operator")  # a free operator: a C name inlined
             functions.setdefault(unit.name, []).append(
-                FunctionSym(unit.name, unit.start, _parser_for(src, unit, type_names, templates),
+                FunctionSym("operator_" + operator_word(unit.name[8:]) if operator else unit.name,
+                            unit.start, _parser_for(src, unit, type_names, templates),
                             src.text.startswith("template", unit.start)))
     constants = {u.name: u for u in units if u.kind == "constant"}
     return Program(src, functions, struct_units, type_names, templates, constants=constants)
@@ -118,7 +128,12 @@ def _parser_for(src: SourceMap, unit: Unit, type_names: frozenset[str],
                 templates: frozenset[str]):
     def parse():
         check_size(src, unit)
-        return parse_unit(src, unit.start, unit.end, "function_def",
+        text = src
+        if unit.name.startswith("operator"):  # its name read as a plain identifier
+            found = re.search(r"\boperator\s*[^\w\s(]+", src.text[unit.start:unit.end])
+            text = PatchedSource(src, [(unit.start + found.start(), unit.start + found.end(),
+                                        operator_word(unit.name[8:]))])
+        return parse_unit(text, unit.start, unit.end, "function_def",
                           type_names | template_types(src, unit), templates)
     return parse
 

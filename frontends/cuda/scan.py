@@ -23,6 +23,7 @@ _SCOPE_OPENER = re.compile(r'^\s*(namespace\b[\w\s:]*|extern\s*"C"\s*)$')
 _LINKAGE = re.compile(r'extern\s*"C(?:\+\+)?"\s*')
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _FN_NAME = re.compile(r"([A-Za-z_]\w*)\s*$")
+_FREE_OPERATOR = re.compile(r"\boperator\s*([^\w\s(]+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,10 @@ def scan_units(text: str) -> list[Unit]:
                 signature = _strip_template(header)
                 paren = _top_level_paren(signature)
                 match = _FN_NAME.search(signature[:paren]) if paren >= 0 else None
-                if match:
+                operator = _FREE_OPERATOR.search(signature[:paren]) if paren >= 0 else None
+                if operator:  # float3 operator+(float3 a, float3 b)
+                    out.append(Unit("device", "operator" + operator.group(1), start, end))
+                elif match:
                     kind = "global" if "__global__" in words else "device"
                     out.append(Unit(kind, match.group(1), start, end))
             continue

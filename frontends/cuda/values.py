@@ -19,8 +19,11 @@ ValueType = ScalarType | VectorType
 OFFSET_TYPE = I32
 
 
-def count_of(t: ValueType) -> int:
-    """Scalar elements one value of ``t`` occupies in a buffer."""
+def count_of(t) -> int:
+    """Scalar elements one value of ``t`` occupies in a buffer (a struct seen over a buffer
+    of its one scalar type: all of its members')."""
+    if isinstance(t, StructType):
+        return t.scalars()[1]
     return t.count if isinstance(t, VectorType) else 1
 
 
@@ -168,9 +171,40 @@ class StructType:
 
     name: str
     fields: tuple[tuple[str, object], ...]
+    # What member functions see besides the fields (not part of the type's identity, which
+    # the name holds with its template arguments): the struct's name as written in the
+    # file, its template parameters' values (a type, or a Const) and its static constants.
+    base: str = field(default="", compare=False)
+    template: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+    statics: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+    # user-written constructors (kir runs none): any, and one taking no arguments
+    constructors: bool = field(default=False, compare=False)
+    default_constructor: bool = field(default=False, compare=False)
 
     def field(self, name: str) -> object | None:
         return next((t for n, t in self.fields if n == name), None)
+
+    def scalars(self) -> tuple[ScalarType | None, int]:
+        """The one scalar type every member is made of (scalars, vectors, one-dimensional
+        arrays, nested such structs) and how many, so that the struct can be read over a
+        buffer of that type (``*reinterpret_cast<const Packed*>(p)``); (None, 0) when the
+        members differ or one is a pointer."""
+        kinds, total = set(), 0
+        for _name, t in self.fields:
+            if isinstance(t, StructType):
+                elem, n = t.scalars()
+            elif isinstance(t, FieldArray):
+                elem, n = (t.elem.elem if isinstance(t.elem, VectorType) else t.elem,
+                           count_of(t.elem) * t.dims[0]) if len(t.dims) == 1 else (None, 0)
+            elif isinstance(t, (ScalarType, VectorType)):
+                elem, n = (t.elem if isinstance(t, VectorType) else t), count_of(t)
+            else:
+                elem, n = None, 0
+            if elem is None:
+                return None, 0
+            kinds.add(elem)
+            total += n
+        return (kinds.pop(), total) if len(kinds) == 1 else (None, 0)
 
     def __str__(self) -> str:
         return f"struct {self.name}"
@@ -241,6 +275,14 @@ class TypeSym:
 
     type: object
     missing: str = ""
+
+
+@dataclass(frozen=True)
+class TemplateName:
+    """A struct template's name given to a template template parameter
+    (``WarpAllReduce<MaxOp, float>`` binds ``ReductionOp`` to ``MaxOp``)."""
+
+    name: str
 
 
 class FunctorStruct:

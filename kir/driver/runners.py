@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from kir.driver.load import Loaded
-from kir.errors import KirError
+from kir.errors import KirError, UnsupportedError
 from kir.spec.compare import CheckResult, compare_outputs
 
 Runner = Callable[[Loaded, dict], dict[str, np.ndarray]]
@@ -61,6 +61,7 @@ def run_original(loaded: Loaded, inputs: dict, *, timeout: float = 60.0) -> dict
     require_emulator()
     bound = loaded.bound
     params, args = _original_arguments(loaded, inputs, trailing_defaults=True)
+    _refuse_three_vector_buffers(loaded, params)
     results = run_original_cuda(loaded.source, loaded.kernel.name, args, grid=bound.grid,
                                 block=bound.block, shared_bytes=bound.shared_bytes,
                                 template_args=_template_arguments(loaded, params),
@@ -68,6 +69,24 @@ def run_original(loaded: Loaded, inputs: dict, *, timeout: float = 60.0) -> dict
                                 constants=_constant_symbols(loaded, params, inputs),
                                 timeout=timeout)
     return _outputs(loaded, params, results)
+
+
+def _refuse_three_vector_buffers(loaded: Loaded, params: list) -> None:
+    """The emulator's CUDA header lays a 3-vector out in 16 bytes (Metal's layout), CUDA in
+    12: a buffer of them would be read at the wrong places, so such a kernel is refused."""
+    for p in params:
+        if p.pointer and p.type_word and p.type_word.rstrip("3") != p.type_word \
+                and p.type_word[:-1] in _THREE_VECTOR_ELEMENTS:
+            raise UnsupportedError(
+                f"emulate-original cannot run '{loaded.kernel.name}': parameter '{p.name}' is "
+                f"a {p.type_word} buffer, which the emulator lays out in 16 bytes per element "
+                "(CUDA: 12)", next((q.loc for q in loaded.kernel.params if q.name == p.name),
+                                   None),
+                hint="check kir's translation with --target emulate-cuda or emulate-metal")
+
+
+_THREE_VECTOR_ELEMENTS = {"float", "int", "uint", "double", "char", "uchar", "short",
+                          "ushort", "long", "ulong", "longlong", "ulonglong", "half"}
 
 
 def _constant_symbols(loaded: Loaded, params: list, inputs: dict) -> dict[str, np.ndarray]:

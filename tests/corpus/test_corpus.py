@@ -1,6 +1,6 @@
 """kir's own corpus of realistic kernels (tests/corpus, see its README): what the frontend
 lowers and refuses, every spec'd kernel against its numpy reference on the interpreter at
-two sizes, and 26 of them — chosen to cover the C++ and CUDA constructs the corpus exercises —
+two sizes, and 27 of them — chosen to cover the C++ and CUDA constructs the corpus exercises —
 on the interpreter, on the emulator as the ORIGINAL file (emulate-original) and as emitted
 Metal (emulate-metal), all agreeing. The GPU check (emitted CUDA through MLX against the
 original through CuPy) is the cuda-marked test at the end and benchmarks/corpus_gpu.py."""
@@ -24,7 +24,6 @@ SPECS = sorted(CORPUS.glob("*.kir.toml"))
 # Every refusal, by file and kernel: what the frontend does not take, and why. A kernel
 # that starts lowering (or a new refusal) shows up here.
 EXPECTED_REFUSALS = {
-    ("elementwise_macros.cu", "mul_h2"): "half2 vectors",
     ("infer_norm.cu", "cub_sum_rows_kernel"): "dependent type names",
 }
 
@@ -56,6 +55,7 @@ THREE_WAY = {
     "histogram.remove": "atomicSub on an output",
     "image.rgba_to_grey": "uchar4 in, unsigned char out",
     "softmax_variants.smem_bytes": "extern __shared__ char carved by reinterpret_cast",
+    "elementwise_macros.mul_h2": "__half2 operator* from cuda_fp16.h, lane-wise",
 }
 
 

@@ -1,0 +1,123 @@
+"""``__half2`` and the ``cuda_fp16.h`` intrinsics on it (a mixin of the Lowerer).
+
+Inference kernels move half-precision data two at a time: ``__half2`` is kir's ``f16x2``
+vector (a ``const __half2*`` parameter is a buffer of f16 read two elements at a time, as a
+``float4*`` is one of f32), and the paired intrinsics (``__hadd2``, ``__hfma2``,
+``__half22float2``, ``__floats2half2_rn`` ...) are lowered lane by lane into f16 scalar
+arithmetic and conversions, which every back end already prints (Metal's ``half2``, CUDA's
+``half2``/``make_half2``). The scalar forms (``__hadd``, ``__hmul`` ...) are the same
+operations on one lane, and ``a * b`` on two ``__half2`` is ``__hmul2`` (cuda_fp16.h's
+operators).
+"""
+
+from __future__ import annotations
+
+from kir.frontends.cuda import ctypes_ as ct
+
+from kir.errors import UnsupportedError
+from kir.ir import Component, Const, Declare, Expr, MakeVector, Select, Var
+from kir.ir.types import BOOL, F16, F32, VectorType
+
+HALF2 = VectorType(F16, 2)
+FLOAT2 = VectorType(F32, 2)
+
+# name -> (lanes the operation works on: 2 paired, 1 scalar; the C operator or function)
+_ARITHMETIC = {
+    "__hadd2": (2, "+"), "__hsub2": (2, "-"), "__hmul2": (2, "*"), "__h2div": (2, "/"),
+    "__hfma2": (2, "fma"), "__hneg2": (2, "neg"), "__hmax2": (2, "max"), "__hmin2": (2, "min"),
+    "__hadd": (1, "+"), "__hsub": (1, "-"), "__hmul": (1, "*"), "__hdiv": (1, "/"),
+    "__hfma": (1, "fma"), "__hneg": (1, "neg"), "__hmax": (1, "max"), "__hmin": (1, "min"),
+}
+_ARITY = {"fma": 3, "neg": 1}
+# name -> (argument count, what is built)
+_PACKING = {
+    "__halves2half2": 2, "make_half2": 2, "__floats2half2_rn": 2, "__float2half2_rn": 1,
+    "__half2half2": 1, "__float22half2_rn": 1, "__half22float2": 1, "__low2float": 1,
+    "__high2float": 1, "__low2half": 1, "__high2half": 1, "__lowhigh2highlow": 1,
+}
+HALF2_CALLS = frozenset(_ARITHMETIC) | frozenset(_PACKING)
+
+
+class Half2Mixin:
+    """``cuda_fp16.h`` paired intrinsics; relies on the Lowerer."""
+
+    def half2_call(self, name: str, arg_trees: list, tree) -> Expr:
+        """The value of intrinsic ``name`` (one of :data:`HALF2_CALLS`)."""
+        if name in _ARITHMETIC:
+            lanes, op = _ARITHMETIC[name]
+            self._arity(name, arg_trees, _ARITY.get(op, 2), _ARITY.get(op, 2), tree)
+            want = HALF2 if lanes == 2 else F16
+            args = [self._half_operand(a, want, name) for a in arg_trees]
+            if lanes == 1:
+                return _lane_op(op, args)
+            return MakeVector(tuple(_lane_op(op, [Component(a, k, F16) for a in args])
+                                    for k in range(2)), HALF2)
+        count = _PACKING[name]
+        self._arity(name, arg_trees, count, count, tree)
+        if name in ("__halves2half2", "make_half2", "__floats2half2_rn"):
+            return MakeVector(tuple(ct.convert(self.rvalue(a), F16) for a in arg_trees), HALF2)
+        if name in ("__float2half2_rn", "__half2half2"):
+            lane = self._half_operand(arg_trees[0], F16 if name == "__half2half2" else F32,
+                                      name)
+            lane = ct.convert(lane, F16)
+            return MakeVector((lane, lane), HALF2)
+        if name == "__float22half2_rn":
+            pair = self._half_operand(arg_trees[0], FLOAT2, name)
+            return MakeVector(tuple(ct.convert(Component(pair, k, F32), F16)
+                                    for k in range(2)), HALF2)
+        pair = self._half_operand(arg_trees[0], HALF2, name)
+        if name == "__half22float2":
+            return MakeVector(tuple(ct.convert(Component(pair, k, F16), F32)
+                                    for k in range(2)), FLOAT2)
+        if name == "__lowhigh2highlow":
+            return MakeVector((Component(pair, 1, F16), Component(pair, 0, F16)), HALF2)
+        lane = Component(pair, 0 if "low" in name else 1, F16)
+        return ct.convert(lane, F32) if name.endswith("float") else lane
+
+    def half2_operator(self, op: str, values: list[Expr]) -> Expr | None:
+        """``a * b``, ``a + b``, ``-a`` ... on ``__half2`` values (cuda_fp16.h defines
+        these operators lane-wise), else None."""
+        if op not in ("+", "-", "*", "/") or not all(
+                isinstance(v, Expr) and v.type == HALF2 for v in values):
+            return None
+        held = [self._held(v) for v in values]
+        lane_op = "neg" if len(held) == 1 else op
+        return MakeVector(tuple(_lane_op(lane_op, [Component(v, k, F16) for v in held])
+                                for k in range(2)), HALF2)
+
+    def _held(self, value: Expr) -> Expr:
+        """``value`` as a local or constant (its lanes are read one by one)."""
+        if isinstance(value, (Var, Const)):
+            return value
+        var = self.fresh("h2")
+        self.emit(Declare(var, value.type, value, loc=self.cur_loc))
+        return Var(var, value.type)
+
+    def _half_operand(self, arg_tree, want, name: str) -> Expr:
+        """An intrinsic's argument of type ``want``, held in a local when it is a vector
+        computed here (its lanes are read one by one)."""
+        value = self.rvalue(arg_tree)
+        if isinstance(want, VectorType):
+            if value.type != want:
+                raise self.error(f"'{name}' takes a {_c_name(want)}, not {value.type}",
+                                 arg_tree, UnsupportedError)
+            return self._held(value)
+        return ct.convert(value, want)
+
+
+def _lane_op(op: str, args: list[Expr]) -> Expr:
+    if op == "neg":
+        return ct.unary("-", args[0])
+    if op == "fma":
+        return ct.binary("+", ct.binary("*", args[0], args[1]), args[2])
+    if op in ("max", "min"):
+        pick = ct.binary(">" if op == "max" else "<", args[0], args[1])
+        return Select(ct.convert(pick, BOOL), args[0], args[1], F16)
+    return ct.binary(op, args[0], args[1])
+
+
+def _c_name(t: VectorType) -> str:
+    return "__half2" if t == HALF2 else "float2"
+
+
+__all__ = ["HALF2", "HALF2_CALLS", "Half2Mixin"]

@@ -1,0 +1,199 @@
+"""Struct definitions in the CUDA lowering (a mixin of the Lowerer).
+
+A struct's text is parsed the first time a type names it, and again for each other list of
+template arguments (``Packed128<float>`` and ``Packed128<int>`` are two types, the name with
+its arguments their identity). What is read: data members (scalars, vectors, nested structs,
+arrays, pointers), ``static const``/``constexpr`` members with a constant value (named as
+``S::size``, ``s.size`` or plainly inside the struct), and where the member functions are
+(``struct_text.member_functions``: their spans are blanked for this parse; each is parsed
+when first called, see ``lower_methods``). Constructors written in the struct are noted:
+kir does not run them, so declaring such a struct is refused where it happens.
+"""
+
+from __future__ import annotations
+
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.lower_stmt import closed
+from kir.frontends.cuda.parser import parse_unit, template_header_length
+from kir.frontends.cuda.program import template_parameters
+from kir.frontends.cuda.struct_text import PatchedSource, blank, member_functions
+from kir.frontends.cuda.values import (
+    AUTO,
+    CgType,
+    ConstSym,
+    FieldArray,
+    FieldPointer,
+    StructType,
+    TypeSym,
+)
+from lark import Tree
+
+from kir.errors import UnsupportedError
+from kir.ir import Const
+
+MAX_STRUCT_DEPTH = 16
+
+
+class StructDefMixin:
+    """Struct definitions to :class:`StructType`; relies on the Lowerer."""
+
+    def struct_members(self, name: str) -> list:
+        """The member functions of the file's struct ``name`` (read once per file)."""
+        known = self.program.methods
+        if name not in known:
+            unit = self.program.struct_units[name]
+            known[name] = member_functions(self.src.text[unit.start:unit.end], unit.start)
+        return known[name]
+
+    def struct_type(self, name: str, tree, targs=None) -> StructType:
+        """The StructType of the file's struct ``name`` with template arguments ``targs``
+        (as written, evaluated in the current scope), parsed on first use."""
+        program = self.program
+        unit = program.struct_units[name]
+        text = program.src.text
+        header_end = unit.start + template_header_length(text[unit.start:unit.end]) \
+            if text.startswith("template", unit.start) else -1
+        if header_end < 0 and targs is not None:
+            raise self.error(f"struct '{name}' is not a template", tree)
+        params = set(template_parameters(program.src, unit))
+        template = self._struct_template(name, unit.start, header_end, targs, tree, params) \
+            if header_end >= 0 else {}
+        key = name if header_end < 0 else f"{name}<{', '.join(map(_arg_text, template.values()))}>"
+        if key in program.struct_types:
+            return program.struct_types[key]
+        if self.__dict__.setdefault("_struct_depth", 0) > MAX_STRUCT_DEPTH:
+            raise self.error(f"struct '{name}' nests more than {MAX_STRUCT_DEPTH} deep", tree)
+        members = self.struct_members(name)
+        hidden = [(m.start, m.end, blank(text, m.start, m.end)) for m in members]
+        if header_end >= 0:
+            hidden.append((unit.start, header_end, blank(text, unit.start, header_end)))
+        src = PatchedSource(program.src, hidden)
+        saved = (self.scopes, self.offset, self.cur_loc)
+        self._struct_depth += 1
+        try:
+            def_tree = parse_unit(src, unit.start, unit.end, "top_decl",
+                                  program.type_names | params,
+                                  program.template_names)
+            if def_tree.data == "top_decl":
+                def_tree = def_tree.children[0]
+            scope = {param: TypeSym(v) if not isinstance(v, Const) else ConstSym(v)
+                     for param, v in template.items()}
+            self.scopes, self.offset = [self.scopes[0], scope], unit.start
+            self.cur_loc = self.loc_of(def_tree)
+            fields, statics = self._struct_members_of(name, def_tree)
+        finally:
+            self._struct_depth -= 1
+            self.scopes, self.offset, self.cur_loc = saved
+        constructors = [m for m in members if m.name == name and m.has_body]
+        struct = StructType(key, fields, name, tuple(template.items()), statics,
+                            bool(constructors),
+                            any(_takes_nothing(text, m.name_end) for m in constructors))
+        program.struct_types[key] = struct
+        return struct
+
+    def _struct_template(self, name: str, start: int, header_end: int, targs,
+                         tree, params: set[str]) -> dict[str, object]:
+        """A struct template's parameters bound to ``targs`` (then their defaults): each a
+        type or a ``Const``."""
+        program = self.program
+        header = parse_unit(program.src, start, header_end, "template_header",
+                            program.type_names | params,
+                            program.template_names)
+        given = [(self.template_arg(a), a) for a in
+                 (targs.children if targs is not None else []) if a is not None]
+        saved = self.scopes
+        self.scopes = [self.scopes[0], {}]
+        try:
+            self._bind_function_template(name, header, given, [], [], tree)
+            bound = self.scopes[1]
+        finally:
+            self.scopes = saved
+        values: dict[str, object] = {}
+        for param, sym in bound.items():
+            if isinstance(sym, TypeSym) and sym.type is None:
+                raise self.error(f"struct template '{name}' needs its template arguments: "
+                                 f"write {name}<...>", tree)
+            values[param] = sym.type if isinstance(sym, TypeSym) else sym.value
+        return values
+
+    def _struct_members_of(self, name: str, tree) -> tuple[tuple, tuple]:
+        fields: list[tuple[str, object]] = []
+        statics: list[tuple[str, object]] = []
+        for decl in tree.children:
+            if not (isinstance(decl, Tree) and decl.data == "declaration"):
+                continue
+            specs, *inits = decl.children
+            ctype = self.resolve_specs(specs)
+            quals = set(self.last_qualifiers)
+            if "static" in quals and quals & {"const", "constexpr"} and not ctype.pointers:
+                statics.extend(self._static_member(name, ctype.base, inits))
+                continue
+            if quals & {"static", "__shared__", "__constant__"}:
+                raise self.error(f"static members of struct '{name}' not supported (only "
+                                 "'static constexpr' constants)", decl, UnsupportedError)
+            for init_decl in inits:
+                fields.append(self._data_member(name, ctype, init_decl))
+        if not fields:
+            raise self.error(f"struct '{name}' has no data members", tree, UnsupportedError)
+        return tuple(fields), tuple(statics)
+
+    def _static_member(self, name: str, base, inits: list) -> list[tuple[str, Const]]:
+        """``static constexpr int size = 4;``: constants, bound at once (later members
+        may use them, as ``T payload[size];`` does)."""
+        out = []
+        for init_decl in inits:
+            declarator, init = (init_decl.children + [None])[:2]
+            ident = self.split_declarator(declarator)[2]
+            if init is None or not isinstance(base, ct.ScalarType):
+                raise self.error(f"static member '{ident}' of struct '{name}' must be a "
+                                 "scalar constant with its value", init_decl, UnsupportedError)
+            stmts, value = self.capture(lambda: self.coerce(self.rvalue(init), base, init))
+            if stmts or not closed(value) or not isinstance(value, Const):
+                raise self.error(f"static member '{ident}' of struct '{name}' must have a "
+                                 "compile-time constant value", init, UnsupportedError)
+            self.bind(ident, ConstSym(value))
+            out.append((ident, value))
+        return out
+
+    def _data_member(self, name: str, ctype, init_decl) -> tuple[str, object]:
+        declarator, init = (init_decl.children + [None])[:2]
+        pointers, is_ref, ident, dims = self.split_declarator(declarator)
+        if len(pointers) > 1 or is_ref or (pointers and dims):
+            raise self.error(f"member '{ident}' of struct '{name}': references, pointers to "
+                             "pointers and arrays of pointers not supported", init_decl,
+                             UnsupportedError)
+        if init is not None:
+            raise self.error(f"default member initializer of '{ident}' not supported", init,
+                             UnsupportedError)
+        base = ctype.base
+        if base is None or base is AUTO or isinstance(base, CgType):
+            raise self.error(f"member '{ident}' of struct '{name}' has type {base}", init_decl,
+                             UnsupportedError)
+        if pointers:
+            if isinstance(base, StructType):
+                raise self.error(f"member '{ident}' of struct '{name}': pointers to structs "
+                                 "not supported", init_decl, UnsupportedError)
+            return ident, FieldPointer(base, ctype.const)
+        if dims:
+            if isinstance(base, StructType):
+                raise self.error("arrays of structs inside a struct not supported", init_decl,
+                                 UnsupportedError)
+            sizes = tuple(int(self.constant(d, "array size")) for d in dims if d is not None)
+            if len(sizes) != len(dims) or any(n <= 0 for n in sizes):
+                raise self.error(f"array member '{ident}' needs positive sizes", init_decl)
+            return ident, FieldArray(base, sizes)
+        return ident, base
+
+
+def _takes_nothing(text: str, name_end: int) -> bool:
+    """Whether the parameter list after a function's name is empty (or ``void``)."""
+    open_at = text.find("(", name_end)
+    close_at = text.find(")", open_at)
+    return text[open_at + 1:close_at].strip() in ("", "void")
+
+
+def _arg_text(value) -> str:
+    return str(value.value).lower() if isinstance(value, Const) else str(value)
+
+
+__all__ = ["MAX_STRUCT_DEPTH", "StructDefMixin"]

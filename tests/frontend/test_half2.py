@@ -1,0 +1,57 @@
+"""``__half2``: kir's f16x2 vector, its cuda_fp16.h intrinsics lowered lane by lane and its
+operators (``a * b`` on two ``__half2``), on every target against numpy, and the intrinsics'
+lanes one by one on the interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kir.backends.emulate import emulator_available
+from kir.frontends.cuda import load_cuda
+
+from kir.driver.load import load_kernel
+from kir.driver.runners import check_on_target
+from kir.errors import KirError
+from kir.interp import run_kernel
+from kir.ir import Launch
+
+BIAS_ACT = Path(__file__).parent / "data" / "half2_bias_act.cu"
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
+                                    "emulate-original"])
+def test_bias_activation_on_half_pairs_matches_numpy(target):
+    if target != "interp" and not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    for sizes in ({}, {"R": 3, "P": 21}):
+        outcome = check_on_target(load_kernel(BIAS_ACT, sizes=sizes), target, seed=6)
+        assert outcome.result.ok, (sizes, outcome.result.describe())
+
+
+def test_each_intrinsic_lane_by_lane():
+    kernel = load_cuda("""#include <cuda_fp16.h>
+    __global__ void f(const __half2* a, const __half2* b, float* out) {
+      __half2 p = a[0], q = b[0];
+      float2 s = __half22float2(__hadd2(p, q));
+      float2 d = __half22float2(p - q);
+      float2 m = __half22float2(__hmin2(p, q));
+      float2 r = __half22float2(__lowhigh2highlow(p));
+      out[0] = s.x; out[1] = s.y; out[2] = d.x; out[3] = d.y;
+      out[4] = m.x; out[5] = m.y; out[6] = r.x; out[7] = r.y;
+      out[8] = __low2float(__floats2half2_rn(0.25f, 8.0f));
+      out[9] = __high2float(__half2half2(__float2half(3.0f)));
+      out[10] = __half2float(__hfma(__low2half(p), __high2half(q), __float2half(1.0f))); }""",
+                       "h.cu", launch=Launch(("1", "1", "1"), (1, 1, 1), 0))
+    got = run_kernel(kernel, {"a": np.array([1.5, -2.0], np.float16),
+                              "b": np.array([0.5, 4.0], np.float16),
+                              "out": np.zeros(11, np.float32)}, {})["out"]
+    assert got.tolist() == [2.0, 2.0, 1.0, -6.0, 0.5, -2.0, -2.0, 1.5, 0.25, 3.0, 7.0]
+
+
+def test_a_half2_intrinsic_given_the_wrong_type_is_a_located_error():
+    with pytest.raises(KirError, match="'__hadd2' takes a __half2, not f32x2") as info:
+        load_cuda("""#include <cuda_fp16.h>
+    __global__ void f(float2* a, __half2* y) { y[0] = __hadd2(a[0], y[0]); }""", "h.cu")
+    assert info.value.loc.line == 2
