@@ -124,6 +124,10 @@ def value_bits(value: float | np.ndarray, dtype: ScalarType) -> np.ndarray:
     """The bit pattern(s) of ``value`` stored as ``dtype`` (as MLX's fill would store it)."""
     with np.errstate(invalid="ignore", over="ignore"):
         held = np.asarray(value).astype(dtype.numpy)
+    if dtype.name == "bf16":  # held as f32: its top half, rounded to nearest even
+        wide = held.astype(np.float32).view(np.uint32).astype(np.uint64)
+        rounded = (wide + 0x7FFF + ((wide >> 16) & 1)) >> 16
+        return np.where(np.isnan(held), (wide >> 16) | 0x40, rounded).astype(np.uint16)
     return held.view(bits_dtype(dtype))
 
 

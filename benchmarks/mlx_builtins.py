@@ -44,6 +44,8 @@ def builtin(name: str, inputs: dict):
     if name == "rms_norm_inplace":
         eps = float(inputs["epsilon"])
         return "mx.fast.rms_norm", lambda: mx.fast.rms_norm(a["x"], a["weight"], eps)
+    if name == "softmax_src":
+        return "mx.softmax", lambda: mx.softmax(a["src"], axis=-1)
     if name == "softmax_forward":
         return "mx.softmax", lambda: mx.softmax(a["inp"], axis=-1)
     if name == "dot":

@@ -91,6 +91,13 @@ CASES = {
     # with an elements pointer, sub-matrices made by a helper returning a struct.
     "struct-matmul-2048": ("tests/frontend/data/matrix_struct.cu", None,
                            {"M": 2048, "N": 2048, "K": 2048}, 90, "struct_matmul", 0.5),
+    # C++ the frontend took this round (tests/frontend/data): a softmax written with member
+    # functions and a packed type read over the buffers; a warp softmax whose reductions are
+    # template template parameters.
+    "methods-softmax-8192": ("tests/frontend/data/method_rows.cu", None,
+                             {"R": 8192, "C": 8192}, 60, "softmax", 1.0),
+    "tt-softmax-8192": ("tests/frontend/data/warp_softmax_tt.cu", None,
+                        {"R": 8192, "C": 8192}, 60, "softmax_src", 1.0),
 }
 _BEST = re.compile(r"best: ([0-9.e+-]+) ms.*?(?:x([0-9.e+-]+) over the unrewritten kernel "
                    r"\(([0-9.e+-]+) ms\))?, (\d+) steps, (\d+) evaluations \((\d+) from the "

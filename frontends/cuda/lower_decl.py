@@ -75,8 +75,15 @@ class DeclMixin:
                 raise self.error(f"'{ident}' of {base} initialized from something else", tree)
             self.bind(ident, value)  # a function object holds no data: nothing declared
             return
+        given = None  # the initializer, when lowered already
         if isinstance(base, StructType):
-            self._unsupported(f"pointers to structs ({base})", tree)
+            if len(pointers) != 1 or dims or shared or init is None:
+                self._unsupported(f"pointers to structs ({base}) other than one initialized "
+                                  "from a buffer or a local struct", tree)
+            given = self.operand(init)
+            if isinstance(given, StructVal):  # S* p = &s: p names the local struct itself
+                self.bind(ident, given)
+                return
         if pointers:
             if shared or dims:
                 self._unsupported("arrays of pointers / shared pointers", tree)
@@ -85,7 +92,7 @@ class DeclMixin:
             sym = PtrSym(None, base if base is not None else I32, self.fresh(ident))
             decl_init = None
             if init is not None:
-                p = self.pointer(init)
+                p = self.pointer(init) if given is None else self.pointer_value(given, init)
                 if ct.scalar_of(sym.view) in (I8, U8):
                     self.byte_pool_used(p.root, init)  # a byte pointer kept
                 sym.root = p.root
@@ -255,6 +262,8 @@ class DeclMixin:
             self.emit(Store(sym.name, Const(i * step, I32), value, loc=self.cur_loc))
 
     def check_view(self, view, root: str, tree) -> None:
+        if isinstance(view, StructType):  # a struct over the buffer: cast-checked already
+            view = view.scalars()[0]
         if ct.scalar_of(view) != self.buffers[root].elem:
             raise self.error(f"a {ct.scalar_of(view)} pointer into {self.buffers[root].elem} "
                              f"buffer '{root}'", tree, UnsupportedError)

@@ -86,7 +86,10 @@ class ExprMixin(PointerTestMixin):
 
     def pointer(self, tree) -> PtrVal:
         """Lower ``tree`` to a pointer value (arrays decay to pointers)."""
-        operand = self.operand(tree)
+        return self.pointer_value(self.operand(tree), tree)
+
+    def pointer_value(self, operand, tree) -> PtrVal:
+        """``operand`` (lowered from ``tree``) as a pointer value, else a located error."""
         value = self.as_pointer(operand, tree)
         if value is None and isinstance(operand, StructVal):
             raise self.error(f"{operand.type} used as a pointer (a struct with data members "
@@ -297,6 +300,8 @@ class ExprMixin(PointerTestMixin):
 
     def _x_addr(self, tree, discard) -> PtrVal:
         target = self.operand(tree.children[-1])
+        if isinstance(target, StructVal):  # &local_struct: the struct itself (*p, p->m)
+            return target
         if isinstance(target, MemRef):
             return PtrVal(target.buffer, target.index, target.type)
         if isinstance(target, (PtrVal, ArrVal)):

@@ -289,6 +289,8 @@ class InlineMixin:
         if info.pointer:
             if isinstance(arg, NullVal):
                 return ident, RefSym(NULL_POINTER)
+            if isinstance(arg, StructVal):  # f(&s): a pointer to a struct names the struct
+                return ident, arg
             p = self.as_pointer(arg, atree)
             if p is None:
                 raise self.error(f"argument for pointer parameter '{ident}' of '{fname}' is "

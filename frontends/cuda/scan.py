@@ -215,7 +215,7 @@ def closing_bracket(text: str, open_at: int) -> int:
 
 # ---- C++ declarations of types (kept apart: the function scan above is unchanged by them)
 
-_STRUCT = re.compile(r"(?:typedef\s+)?struct\b(?:\s+(?:__align__|alignas)\s*\([^)]*\))*"
+_STRUCT = re.compile(r"(?:typedef\s+)?struct\b(?:\s+(?:__align__|alignas)\s*\((?:[^()]|\([^()]*\))*\))*"
                      r"\s*([A-Za-z_]\w*)?\s*\{")
 _TYPEDEF_STRUCT_NAME = re.compile(r"\}\s*([A-Za-z_]\w*)\s*;\s*$")
 _USING = re.compile(r"using\s+([A-Za-z_]\w*)\s*=")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from kir.backends import emit
 from kir.backends.emitted import Emitted, decode, key_array, value_bits
+from kir.ir.types import BF16
 from kir.backends.module import full_metal_source, write_metal_source, write_module
 
 
@@ -119,6 +120,17 @@ def test_decode_path_with_mlx_cpu(inout):
     m_enc = e.encoding_for("m")
     assert np.isneginf(decode(m_enc, np.zeros(3, np.float32), None)).all()
     assert int(value_bits(float("-inf"), kernel.params[0].type.elem)) == 0xFF800000
+
+
+def test_bf16_bits_are_those_mlx_stores_rounded_to_nearest_even():
+    # bf16 is held as f32 in numpy: its bits are the f32's top half, rounded (a module's
+    # bf16 variant of a typename-T kernel asks for them; a plain view raised ValueError)
+    import mlx.core as mx
+
+    values = [0.0, 1.0, -2.5, float("inf"), 1.00390625, 1.01171875, 3.14159]
+    got = [int(value_bits(v, BF16)) for v in values]
+    want = [int(mx.array(v, dtype=mx.bfloat16).view(mx.uint16).item()) for v in values]
+    assert got == want
 
 
 def test_full_metal_source(tmp_path, inout):

@@ -21,6 +21,7 @@ from kir.interp import run_kernel
 from kir.ir import Launch
 
 ROWS = Path(__file__).parent / "data" / "method_rows.cu"
+ALIGNED = Path(__file__).parent / "data" / "aligned_vector.cu"
 
 
 @pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
@@ -30,6 +31,16 @@ def test_softmax_written_with_member_functions_matches_numpy(target):
         pytest.skip("no host C++ compiler for the emulator")
     for sizes in ({}, {"C": 132}):
         outcome = check_on_target(load_kernel(ROWS, sizes=sizes), target, seed=3)
+        assert outcome.result.ok, (sizes, outcome.result.describe())
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
+                                    "emulate-original"])
+def test_aligned_vector_loads_through_pointers_to_local_structs(target):
+    if target != "interp" and not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    for sizes in ({}, {"R": 5, "C": 36}):
+        outcome = check_on_target(load_kernel(ALIGNED, sizes=sizes), target, seed=1)
         assert outcome.result.ok, (sizes, outcome.result.describe())
 
 
