@@ -12,6 +12,7 @@ import numpy as np
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.lower_half2 import HALF2_CALLS
+from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_methods import MethodRef
 from kir.frontends.cuda.values import FunctorVal, MemRef, RefSym, StructVal
 
@@ -103,6 +104,8 @@ class CallMixin:
         sym = self.lookup(name)
         if isinstance(sym, FunctorVal) and targs is None:  # op(a, b): a function object
             return self.call_functor(sym, arg_trees, tree, discard)
+        if isinstance(sym, LambdaVal) and targs is None:
+            return self.call_lambda(sym, arg_trees, tree, discard)
         if isinstance(sym, MethodRef) and targs is None:  # a sibling member function
             return self.call_method(sym.this, sym.struct, sym.name, arg_trees, tree, discard)
         if isinstance(sym, StructVal) and targs is None:  # s(...): its operator()

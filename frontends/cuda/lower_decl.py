@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_cg import Dim3Val
+from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_stmt import closed
 from kir.frontends.cuda.values import (
     FunctorStruct,
@@ -142,7 +143,7 @@ class DeclMixin:
 
     def _declare_auto(self, ident: str, quals: set, init, tree) -> None:
         value = self.operand(init)
-        if isinstance(value, (CgVal, Dim3Val, FunctorVal)):
+        if isinstance(value, (CgVal, Dim3Val, FunctorVal, LambdaVal)):
             self.bind(ident, value)
             return
         if isinstance(value, StructVal):

@@ -21,6 +21,7 @@ from kir.frontends.cuda.lower_ptrtest import (
     PointerTestMixin,
     pointerish,
 )
+from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_methods import MethodRef
 from kir.frontends.cuda.lower_struct import StructArrVal
 from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
@@ -336,9 +337,6 @@ class ExprMixin(PointerTestMixin):
     def _x_string_lit(self, tree, discard):
         raise self.error("string literals not supported", tree, UnsupportedError)
 
-    def _x_lambda_expr(self, tree, discard):
-        raise self.error("lambda expressions not supported", tree, UnsupportedError)
-
     def _x_arrow(self, tree, discard):
         value = self.operand(tree.children[0])
         if isinstance(value, PtrVal) and isinstance(value.view, StructType):
@@ -357,7 +355,7 @@ class ExprMixin(PointerTestMixin):
                         if found is not None), None)
         if isinstance(sym, RefSym):
             return sym.target
-        if isinstance(sym, (StructVal, CgVal, FunctorVal)):
+        if isinstance(sym, (StructVal, CgVal, FunctorVal, LambdaVal)):
             return sym
         if isinstance(sym, StructArraySym):
             return StructArrVal(sym)
@@ -435,6 +433,10 @@ class ExprMixin(PointerTestMixin):
         if not ct.index_type_ok(index.type):
             raise self.error(f"array index of type {index.type} (must be an integer)",
                              index_tree)
+        return self.element(base, index, tree)
+
+    def element(self, base, index: Expr, tree) -> Value:
+        """``base[index]`` for an evaluated array, pointer or array of structs."""
         if isinstance(base, ArrVal):
             self.byte_pool_used(base.sym.name, tree)
             sym = base.sym
@@ -484,7 +486,9 @@ class ExprMixin(PointerTestMixin):
                                    callee.children[1])
         if not (isinstance(callee, Tree) and callee.data == "name"):
             made = self.operand(callee) if isinstance(callee, Tree) and callee.data in (
-                "func_cast", "brace_cast", "call", "index") else None
+                "func_cast", "brace_cast", "call", "index", "lambda_expr") else None
+            if isinstance(made, LambdaVal):  # [&] { ... }(): called where it is written
+                return self.call_lambda(made, arg_trees, tree, discard)
             if isinstance(made, FunctorVal):  # MaxOp<T>()(a, b)
                 return self.call_functor(made, arg_trees, tree, discard)
             if isinstance(made, StructVal):  # s.scaled()(x): the object's operator()
@@ -495,6 +499,10 @@ class ExprMixin(PointerTestMixin):
         return self.lower_call(str(callee.children[0]), arg_trees, tree, discard)
 
     def _x_template_member(self, tree, discard):
+        name, targs, member = tree.children
+        trait = self.type_trait(str(name), targs, tree) if str(member) == "::value" else None
+        if trait is not None:  # std::is_same<T, float>::value
+            return trait
         struct, member = self.template_member(tree)
         value = next((c for name, c in struct.statics if name == member), None)
         if value is None:
@@ -502,4 +510,7 @@ class ExprMixin(PointerTestMixin):
         return value
 
     def _x_template_id(self, tree, discard):
+        trait = self.type_trait(str(tree.children[0]), tree.children[1], tree)
+        if trait is not None:  # std::is_same_v<T, float>
+            return trait
         raise self.error(f"'{tree.children[0]}<...>' must be called", tree)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.values import (
     FunctorStruct,
     FunctorVal,
@@ -276,6 +277,8 @@ class InlineMixin:
         ident, base = info.ident, info.base
         if ident is None:
             return None, None  # an unnamed parameter: the argument is evaluated, not bound
+        if isinstance(arg, LambdaVal):  # a lambda passed on: called where the callee calls it
+            return ident, arg
         if isinstance(arg, FunctorVal) or isinstance(base, FunctorStruct):
             if not isinstance(arg, FunctorVal):
                 raise self.error(f"argument for '{ident}' of '{fname}' is not a {base}", atree,
@@ -333,6 +336,20 @@ class InlineMixin:
         self.emit(Declare(var, ref.index.type, ref.index, loc=self.cur_loc))
         return MemRef(ref.buffer, Var(var, ref.index.type), ref.type)
 
+    def _result_copy(self, value, name: str):
+        """A deduced result held apart from the variables it was computed from (a lambda
+        returning a captured variable returns its value at the call)."""
+        if isinstance(value, StructVal):
+            return self.struct_local(value.type, f"{name}_ret", value)
+        if isinstance(value, (PtrVal, FunctorVal, CgVal)) or isinstance(value, Const):
+            return value
+        expr = self.value_of(value, None)
+        if isinstance(expr, Const):
+            return expr
+        var = self.fresh(f"{name}_ret")
+        self.emit(Declare(var, expr.type, expr, loc=self.cur_loc))
+        return Var(var, expr.type)
+
     def value_of(self, arg, atree) -> Expr:
         if isinstance(arg, MemRef):
             from kir.ir import Load
@@ -343,22 +360,34 @@ class InlineMixin:
     # ------------------------------------------------------------------------ body
 
     def inline_body(self, fn: FunctionSym, ret_type, bindings: list, body, call_tree,
-                    callee: dict | None = None, reference: bool = False):
+                    callee: dict | None = None, reference: bool = False,
+                    enclosing: list | None = None):
         """Emit the body of ``fn`` with parameters bound; return its result value. A
         function returning a reference (``reference``) must end in its only ``return``:
-        its value is the lvalue that names (``return payload[i];``), not a copy."""
-        returns = sum(1 for t in body.iter_subtrees()
+        its value is the lvalue that names (``return payload[i];``), not a copy. A lambda's
+        body sees the scopes it was written in (``enclosing``) and may leave its result
+        type to be deduced (``ret_type`` DEDUCED) from its one final ``return``."""
+        from kir.frontends.cuda.lower_lambda import DEDUCED
+
+        returns = sum(1 for t in _own_subtrees(body)
                       if t.data in ("return_stmt", "return_init"))
         last = body.children[-1] if body.children else None
         single_exit = returns == 0 or (returns == 1 and isinstance(last, Tree)
                                        and last.data in ("return_stmt", "return_init"))
+        deduced = ret_type is DEDUCED
+        if deduced and returns == 0:
+            ret_type, deduced = None, False
+        if deduced and not (single_exit and last.data == "return_stmt"
+                            and last.children[-1] is not None):
+            raise self.error("a lambda returning from several places needs its result type "
+                             "written: [..](..) -> float { ... }", call_tree, UnsupportedError)
         if reference and not (returns == 1 and single_exit and last.data == "return_stmt"
                               and last.children[-1] is not None):
             raise self.error(f"'{fn.name}' returns a reference: kir inlines such a function "
                              "only when it ends in its one return statement", call_tree,
                              UnsupportedError)
         result = None
-        if reference:
+        if reference or deduced:
             ret_type = None  # no result variable: the returned lvalue is the value
         elif isinstance(ret_type, StructType):
             result = self.struct_local(ret_type, f"{fn.name}_ret")
@@ -375,7 +404,8 @@ class InlineMixin:
         for ident, value in bindings:
             if ident is None:
                 continue
-            if isinstance(value, (VarSym, PtrSym, RefSym, CgVal, StructVal, FunctorVal)):
+            if isinstance(value, (VarSym, PtrSym, RefSym, CgVal, StructVal, FunctorVal,
+                                  LambdaVal)):
                 scope[ident] = value
             elif isinstance(value, PtrVal):
                 var = self.fresh(ident)
@@ -388,7 +418,7 @@ class InlineMixin:
                 self.emit(Declare(var, t, expr, loc=self.cur_loc))
                 scope[ident] = VarSym(var, t)
         saved = (self.scopes, self.offset, self.cur_loc)
-        self.scopes = [self.scopes[0], scope]
+        self.scopes = (enclosing or [self.scopes[0]]) + [scope]
         self.offset = fn.offset
         self.fn_stack.append(FnContext(fn.name, result, ret_type, done))
         try:
@@ -396,6 +426,10 @@ class InlineMixin:
                 self.lower_stmt_list(body.children[:-1])
                 self.cur_loc = self.loc_of(last)
                 return self.operand(last.children[-1])
+            if deduced:
+                self.lower_stmt_list(body.children[:-1])
+                self.cur_loc = self.loc_of(last)
+                return self._result_copy(self.operand(last.children[-1]), fn.name)
             self.lower_stmt_list(body.children)
         finally:
             self.fn_stack.pop()
@@ -410,6 +444,17 @@ class InlineMixin:
                                  call_tree, UnsupportedError)
             return PtrVal(result.root, Var(result.offset_var, OFFSET_TYPE), result.view)
         return Var(result, ret_type)
+
+
+def _own_subtrees(body):
+    """The subtrees of a function body, not those of lambdas written in it (their returns
+    are theirs)."""
+    stack = [body]
+    while stack:
+        tree = stack.pop()
+        yield tree
+        stack.extend(c for c in tree.children
+                     if isinstance(c, Tree) and c.data != "lambda_expr")
 
 
 class PointerReturn:
@@ -427,7 +472,7 @@ def _type_of(arg, pointer: bool):
         if isinstance(arg, ArrVal):
             return arg.sym.elem
         return None
-    if isinstance(arg, (StructVal, FunctorVal)):
+    if isinstance(arg, (StructVal, FunctorVal, LambdaVal)):
         return arg.type
     if isinstance(arg, (Expr, MemRef)) and isinstance(arg.type, (ScalarType, VectorType)):
         return arg.type

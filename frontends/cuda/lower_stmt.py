@@ -8,7 +8,9 @@ condition without side effects and an update that only assigns the loop variable
 
 from __future__ import annotations
 
-from kir.frontends.cuda.values import PtrSym, StructVal
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.lower_struct import StructArrVal
+from kir.frontends.cuda.values import AUTO, ArrVal, MemRef, PtrSym, RefSym, StructVal, VarSym
 from lark import Tree
 
 from kir.errors import UnsupportedError
@@ -30,7 +32,7 @@ from kir.ir import (
     Var,
     While,
 )
-from kir.ir.types import BOOL, ScalarType, VectorType
+from kir.ir.types import BOOL, I32, ScalarType, VectorType
 
 MAX_NESTING = 1000  # statement levels (an `if` with a block counts two)
 LOOPS = ("for_stmt", "while_stmt", "do_stmt")
@@ -127,7 +129,7 @@ class StmtMixin:
             handler = getattr(self, "_s_" + tree.data, None)
             if handler is None:
                 self.operand(tree, discard=True)
-            elif tree.data == "for_stmt":
+            elif tree.data in ("for_stmt", "range_for_stmt"):
                 handler(tree, unroll)
             else:
                 handler(tree)
@@ -313,6 +315,52 @@ class StmtMixin:
             raise self.error("do/while condition with side effects", cond_tree,
                              UnsupportedError)
         self.emit(While(cond, body, False, loc=loc))
+        self.after_loop(tree)
+
+    def _s_range_for_stmt(self, tree, unroll=None) -> None:
+        """``for (T v : arr)`` / ``for (auto& v : arr)`` over an array of known size: a
+        counted loop over its elements, ``v`` a copy of each or (a reference) the element
+        itself."""
+        _kw, specs, declarator, range_tree, body_tree = tree.children
+        loc = self.cur_loc
+        arr = self.operand(range_tree)
+        if not isinstance(arr, ArrVal) and not isinstance(arr, StructArrVal):
+            raise self.error("range-based for over something other than an array of known "
+                             "size not supported", range_tree, UnsupportedError)
+        sym = arr.sym
+        count = sym.dims[arr.used]
+        pointers, is_ref, ident, dims = self.split_declarator(declarator)
+        if pointers or dims:
+            raise self.error("range-based for variable must be a value or a reference",
+                             declarator, UnsupportedError)
+        t = self.resolve_specs(specs).base
+        var = self.fresh("range_i")
+        label = self.next_label()  # before the body's loops: labels follow the source
+        fn = self.fn_stack[-1] if self.fn_stack else None
+        self.push_scope()
+        if fn:
+            fn.loop_depth += 1
+        try:
+            def body() -> None:
+                item = self.element(arr, Var(var, I32), tree)
+                if is_ref or not isinstance(item, MemRef):
+                    self.bind(ident, RefSym(item) if not isinstance(item, StructVal) else item)
+                else:
+                    value = self.value_of(item, tree)
+                    value = value if t is AUTO else self.coerce(value, t, tree)
+                    name = self.fresh(ident)
+                    self.emit(Declare(name, value.type, value, loc=self.cur_loc))
+                    self.bind(ident, VarSym(name, value.type))
+                self.lower_stmt(body_tree)
+            stmts, _ = self.capture(body)
+        finally:
+            if fn:
+                fn.loop_depth -= 1
+            self.pop_scope()
+        self.emit(For(label, var, I32, Const(0, I32),
+                      ct.binary("<", Var(var, I32), Const(count, I32)),
+                      ct.binary("+", Var(var, I32), Const(1, I32)), Block(tuple(stmts)),
+                      unroll=unroll, loc=loc))
         self.after_loop(tree)
 
     def _s_for_stmt(self, tree, unroll=None) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
+from kir.frontends.cuda.program import TYPE_TRAITS
 from kir.frontends.cuda.values import (
     AUTO,
     CgType,
@@ -24,7 +25,7 @@ from lark import Token, Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import Const
-from kir.ir.types import I32, SCALARS, ScalarType, VectorType
+from kir.ir.types import BOOL, I32, SCALARS, ScalarType, VectorType
 
 #: Cooperative-groups type names (normalized) and the kind of group or operator each is.
 CG_TYPES = {"cg::thread_block": "block", "cg::thread_block_tile": "tile", "cg::grid_group": "grid",
@@ -176,6 +177,26 @@ class TypeMixin:
         if sym is None and unit is not None and self.src.text.startswith("template", unit.start):
             return TemplateName(normalize_name(word))
         return None
+
+    def type_trait(self, name: str, targs, tree) -> Const | None:
+        """The value of a ``<type_traits>`` query (``std::is_same_v<T, float>``), or None
+        when ``name`` is not one."""
+        name = normalize_name(name)
+        if name not in TYPE_TRAITS:
+            return None
+        args = [self.template_arg(a) for a in
+                (targs.children if targs is not None else []) if a is not None]
+        kind = name.removesuffix("_v")
+        if len(args) != (2 if kind == "is_same" else 1) or isinstance(args[0], Const):
+            raise self.error(f"'{name}' takes {2 if kind == 'is_same' else 1} type(s)", tree)
+        t = args[0]
+        scalar = isinstance(t, ScalarType)
+        value = {"is_same": lambda: t == args[1],
+                 "is_floating_point": lambda: scalar and t.is_float,
+                 "is_integral": lambda: scalar and not t.is_float,
+                 "is_signed": lambda: scalar and (t.is_float or t.is_signed),
+                 "is_unsigned": lambda: scalar and not t.is_float and not t.is_signed}[kind]()
+        return Const(bool(value), BOOL)
 
     def names_type(self, tree) -> bool:
         return isinstance(self.lookup(str(tree.children[0])), TypeSym)

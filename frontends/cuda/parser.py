@@ -163,8 +163,7 @@ _UNSUPPORTED_WORDS = {
     "__shfl": "__shfl without _sync (deprecated)", "wchar_t": "char types",
     "char16_t": "char types", "char32_t": "char types",
 }
-_WORD = re.compile(r"[A-Za-z_]\w*|<<<|\"|'|\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(|"
-                   r"\[\s*[&=]?\s*\]\s*\(")
+_WORD = re.compile(r"[A-Za-z_]\w*|<<<|\"|'|\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(")
 
 
 def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
@@ -189,8 +188,6 @@ def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
             what = "kernel launches from device code (dynamic parallelism)"
         elif word.startswith("("):
             what = "function pointers"
-        elif word.startswith("["):
-            what = "lambda expressions"
         elif word == "class" and (m.start() < template_end or text[:m.start()].rstrip()
                                   .endswith("enum")):
             what = None  # template<class T> is parsed and rejected later with its name

@@ -38,6 +38,11 @@ _CG_TYPES = ("thread_block", "thread_block_tile", "grid_group", "thread_group",
              "coalesced_group", "plus", "greater", "less")
 _LOCAL_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=")
 _LOCAL_TYPEDEF = re.compile(r"\btypedef\b[^;{}]*?\b([A-Za-z_]\w*)\s*;")
+# <type_traits> templates a constant condition may ask (``std::is_same_v<T, float>``,
+# ``std::is_same<T, half>::value``): template names for the parser, answered at compile time
+TYPE_TRAITS = frozenset(name + suffix for name in (
+    "is_same", "is_floating_point", "is_integral", "is_signed", "is_unsigned")
+    for suffix in ("", "_v"))
 _USING_CG = re.compile(r"\busing\s+namespace\s+(?:cooperative_groups|cg)\s*;")
 
 
@@ -109,7 +114,7 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
                     struct_units.setdefault(name, unit)
     templates = frozenset({u.name for u in units if u.kind == "device"
                            and src.text.startswith("template", u.start)}
-                          | {"cg::tiled_partition"}
+                          | {"cg::tiled_partition"} | TYPE_TRAITS
                           | ({"tiled_partition"} if _USING_CG.search(src.text) else set()))
     type_names = frozenset(names)
     functions: dict[str, list[FunctionSym]] = {}

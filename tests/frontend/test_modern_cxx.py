@@ -1,0 +1,72 @@
+"""C++17 in device code: ``if constexpr`` on template values and ``<type_traits>``
+queries (``std::is_same_v<T, float>``, ``std::is_same<T, half>::value``), and range-based
+``for`` over arrays of known size (by value, by reference, over structs), run on the
+interpreter against what C++ computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kir.frontends.cuda import load_cuda
+
+from kir.errors import KirError, UnsupportedError
+from kir.interp import run_kernel
+from kir.ir import Launch
+
+TRAITS = """#include <type_traits>
+#include <cuda_fp16.h>
+template <typename T> __device__ float widen(T v) {
+  if constexpr (std::is_same_v<T, float>) { return v * 1.0f; }
+  else if constexpr (std::is_same<T, __half>::value) { return __half2float(v) + 100.0f; }
+  else { return static_cast<float>(v) + 1000.0f; } }
+__global__ void f(const float* a, const __half* b, const int* c, float* y) {
+  y[0] = widen(a[0]); y[1] = widen(b[0]); y[2] = widen(c[0]);
+  y[3] = std::is_floating_point_v<__half> + 2 * std::is_integral<unsigned>::value
+         + 4 * std::is_signed_v<unsigned> + 8 * std::is_unsigned_v<int>; }"""
+
+
+def run(src: str, args: dict):
+    kernel = load_cuda(src, "m.cu", launch=Launch(("1", "1", "1"), (1, 1, 1), 0))
+    return run_kernel(kernel, args, {})
+
+
+def test_type_traits_choose_the_if_constexpr_branch_per_instance():
+    got = run(TRAITS, {"a": np.array([2.0], np.float32), "b": np.array([3.0], np.float16),
+                       "c": np.array([4], np.int32), "y": np.zeros(4, np.float32)})
+    assert got["y"].tolist() == [2.0, 103.0, 1004.0, 3.0]
+
+
+def test_range_for_by_value_by_reference_and_over_structs():
+    got = run("""struct P { float a; int n; };
+    __global__ void f(const float* x, float* y) {
+      float v[3] = {x[0], x[1], x[2]};
+      P ps[2];
+      for (auto& e : v) e *= 2.0f;
+      for (P& p : ps) { p.a = 1.5f; p.n = 2; }
+      float s = 0.0f;
+      for (float e : v) { e += 100.0f; s += e; }
+      for (const auto& p : ps) s += p.a * p.n;
+      y[0] = s; y[1] = v[0]; }""", {"x": np.array([1, 2, 3], np.float32),
+                                    "y": np.zeros(2, np.float32)})
+    assert got["y"].tolist() == [318.0, 2.0]
+
+
+def test_range_for_keeps_loop_labels_in_source_order():
+    kernel = load_cuda("""__global__ void f(float* y) {
+      float v[2] = {1.0f, 2.0f};
+      for (float e : v) { for (int k = 0; k < 2; ++k) y[k] += e; } }""", "m.cu")
+    loops = [n for n in kernel.walk() if type(n).__name__ == "For"]
+    assert [(lp.label, lp.var.startswith("range_i")) for lp in loops] == [("L0", True),
+                                                                           ("L1", False)]
+
+
+@pytest.mark.parametrize("body, message", [
+    ("__global__ void f(float* y, int n) { for (float e : y) y[0] = e; }",
+     "range-based for over something other than an array"),
+    ("template <typename T> __device__ bool same() { return std::is_same_v<T>; }"
+     "__global__ void f(float* y) { y[0] = same<float>(); }", "'is_same_v' takes 2 type"),
+])
+def test_what_kir_cannot_evaluate_is_a_located_error(body, message):
+    with pytest.raises((KirError, UnsupportedError), match=message) as info:
+        load_cuda(body, "m.cu")
+    assert info.value.loc is not None
