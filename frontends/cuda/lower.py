@@ -26,6 +26,7 @@ from kir.frontends.cuda.lower_pool import PoolMixin
 from kir.frontends.cuda.lower_stmt import StmtMixin
 from kir.frontends.cuda.lower_struct import StructMixin
 from kir.frontends.cuda.lower_switch import SwitchMixin
+from kir.frontends.cuda.lower_constructors import ConstructorMixin
 from kir.frontends.cuda.lower_half2 import Half2Mixin
 from kir.frontends.cuda.lower_lambda import LambdaMixin
 from kir.frontends.cuda.lower_methods import MethodMixin
@@ -101,7 +102,7 @@ def assigned_names(tree) -> set[str]:
 class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMixin, TypeMixin,
               StructMixin, InlineMixin, CgMixin, PoolMixin, ConstantMixin,
               ViewStructMixin, FunctorMixin, StructDefMixin, MethodMixin, OperatorMixin,
-              Half2Mixin, LambdaMixin):
+              Half2Mixin, LambdaMixin, ConstructorMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``
     the rest of the file's device side (structs, names); ``args`` what the spec says of the

@@ -152,6 +152,10 @@ class AssignMixin:
         base = self._func_cast_type(type_tree)
         if value_tree is None:  # T(): a value-initialized T
             return self._value_init(base, tree)
+        if isinstance(base, StructType):  # S(a, b): its constructor (else, C++20, in order)
+            items = self.constructor_arguments(value_tree)
+            return self.construct(base, items, tree) if base.constructors \
+                else self.struct_from_list(base, items, tree)
         return self._cast_to(self.operand(value_tree), ct.CType(base), tree)
 
     def _x_brace_cast(self, tree, discard) -> Value:
@@ -176,7 +180,7 @@ class AssignMixin:
             return self.view_struct_pointer(base, tree)
         if isinstance(base, FunctorStruct):  # MaxOp<T>(): a function object
             return FunctorVal(base)
-        if isinstance(base, StructType):
+        if isinstance(base, StructType):  # S(): its default constructor, else value-initialized
             return self.struct_from_list(base, [], tree)
         if isinstance(base, VectorType):
             return self._vector_init(base, Tree("init_list", []), tree)

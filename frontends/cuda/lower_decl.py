@@ -47,6 +47,11 @@ class DeclMixin:
             if init_decl.data == "brace_declarator":  # T x{a, b}: list-initialization
                 declarator, *items = init_decl.children
                 init = Tree("init_list", [i for i in items if i is not None], init_decl.meta)
+            elif init_decl.data == "paren_declarator":  # T x(a, b): direct-initialization
+                declarator, args = init_decl.children
+                items = list(args.children)
+                init = items[0] if len(items) == 1 and not isinstance(
+                    ctype.base, StructType) else Tree("init_list", items, init_decl.meta)
             else:
                 declarator, init = (init_decl.children + [None])[:2]
             self.declare(ctype, quals, declarator, init, init_decl)

@@ -504,7 +504,7 @@ class ExprMixin(PointerTestMixin):
         if trait is not None:  # std::is_same<T, float>::value
             return trait
         struct, member = self.template_member(tree)
-        value = next((c for name, c in struct.statics if name == member), None)
+        value = struct.static(member)
         if value is None:
             raise self.error(f"{struct} has no static constant '{member}'", tree)
         return value

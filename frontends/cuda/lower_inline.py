@@ -63,11 +63,12 @@ class InlineMixin:
     """Device function calls; relies on the Lowerer for scopes, types and emission."""
 
     def inline_call(self, name: str, arg_trees: list, tree, discard: bool, targs=None,
-                    bound: dict | None = None, args: list | None = None):
+                    bound: dict | None = None, args: list | None = None, prologue=None):
         """Inline a ``__device__`` function call; its value is a fresh result variable.
         ``bound`` names the callee sees besides its parameters (a function object's
         template parameters, a member function's object); ``args`` the arguments when
-        the caller has evaluated them already (an operator's operands)."""
+        the caller has evaluated them already (an operator's operands); ``prologue(fn)``
+        runs in the callee's scope before its body (a constructor's initializer list)."""
         from kir.frontends.cuda.lower import returns_reference, split_function
 
         if any(ctx.name == name for ctx in self.fn_stack):
@@ -112,7 +113,7 @@ class InlineMixin:
                              UnsupportedError)
         ret_type = PointerReturn(ret.base) if pointers else ret.base
         return self.inline_body(fn, ret_type, bindings + defaults, body, tree, callee,
-                                reference=returns_reference(fn.tree))
+                                reference=returns_reference(fn.tree), prologue=prologue)
 
     @staticmethod
     def param_list(params) -> list:
@@ -361,7 +362,7 @@ class InlineMixin:
 
     def inline_body(self, fn: FunctionSym, ret_type, bindings: list, body, call_tree,
                     callee: dict | None = None, reference: bool = False,
-                    enclosing: list | None = None):
+                    enclosing: list | None = None, prologue=None):
         """Emit the body of ``fn`` with parameters bound; return its result value. A
         function returning a reference (``reference``) must end in its only ``return``:
         its value is the lvalue that names (``return payload[i];``), not a copy. A lambda's
@@ -422,6 +423,8 @@ class InlineMixin:
         self.offset = fn.offset
         self.fn_stack.append(FnContext(fn.name, result, ret_type, done))
         try:
+            if prologue is not None:
+                prologue(fn)
             if reference:
                 self.lower_stmt_list(body.children[:-1])
                 self.cur_loc = self.loc_of(last)

@@ -88,13 +88,8 @@ class MethodMixin:
     def member_constant(self, ident: str):
         """The value of ``S::name`` when ``S`` is a struct type with that static constant,
         else None."""
-        if "::" not in ident:
-            return None
-        prefix, member = ident.rsplit("::", 1)
-        struct = self._struct_named(prefix)
-        if struct is None:
-            return None
-        return next((value for name, value in struct.statics if name == member), None)
+        found = self._qualified_member(ident)
+        return found[0].static(found[1]) if found is not None else None
 
     def template_member(self, tree) -> tuple[StructType, str]:
         """The struct and member name of ``S<args>::member``."""
@@ -107,15 +102,21 @@ class MethodMixin:
 
     def static_method_call(self, name: str, arg_trees: list, tree, discard: bool):
         """``S::f(...)`` for a struct type ``S``, else None."""
+        found = self._qualified_member(name)
+        if found is None:
+            return None
+        return self.call_method(None, found[0], found[1], arg_trees, tree, discard)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _qualified_member(self, name: str) -> tuple[StructType, str] | None:
+        """``S::member`` as (the struct type ``S``, ``member``), or None when ``S`` names no
+        struct type."""
         if "::" not in name:
             return None
         prefix, member = name.rsplit("::", 1)
         struct = self._struct_named(prefix)
-        if struct is None:
-            return None
-        return self.call_method(None, struct, member, arg_trees, tree, discard)
-
-    # ------------------------------------------------------------------ helpers
+        return (struct, member) if struct is not None else None
 
     def _struct_named(self, prefix: str) -> StructType | None:
         for candidate in qualified_suffixes(prefix):

@@ -251,13 +251,7 @@ class StmtMixin:
         stmts, (cond, decided) = self.capture(lambda: self.truth_of(cond_tree))
         self.out.extend(stmts)
         if decided:  # a pointer test: only the branch it selects is lowered
-            live = then_tree if cond.value else else_tree
-            if live is not None:
-                self.push_scope()
-                try:
-                    self.lower_stmt(live)
-                finally:
-                    self.pop_scope()
+            self._lower_branch(then_tree if cond.value else else_tree)
             return
         then = self.block_of(then_tree)
         orelse = self.block_of(else_tree) if else_tree is not None else None
@@ -267,8 +261,11 @@ class StmtMixin:
         """``if constexpr``: the condition is a constant, and only the branch it selects is
         lowered (C++ does not instantiate the other, which may not compile here)."""
         cond_tree, then_tree, else_tree = (tree.children[1:] + [None])[:3]
-        value = self.constant(cond_tree, "an 'if constexpr' condition")
-        live = then_tree if value else else_tree
+        self._lower_branch(then_tree if self.constant(cond_tree, "an 'if constexpr' condition")
+                           else else_tree)
+
+    def _lower_branch(self, live) -> None:
+        """The one branch of an ``if`` decided while lowering, in its own scope."""
         if live is not None:
             self.push_scope()
             try:

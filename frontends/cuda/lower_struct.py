@@ -90,6 +90,8 @@ class StructMixin:
                 name = self.fresh(f"{base}_{field}")
                 expr = None if value is None else self.coerce(self.value_of(value, tree), ft,
                                                               tree)
+                if init is None:  # made without a value: its default member initializer
+                    expr = dict(t.defaults).get(field)
                 self.emit(Declare(name, ft, expr, loc=self.cur_loc))
                 parts[field] = Var(name, ft)
         return StructVal(t, parts)
@@ -168,8 +170,9 @@ class StructMixin:
     def declare_struct(self, ident: str, t: StructType, dims: list, quals: set, init,
                        tree) -> None:
         """``Pair p;``, ``Pair p = q;``, ``Pair p = {a, b};``, ``__shared__ Pair s[32];``."""
-        if init is None and t.default_constructor:
-            self.refuse_constructors(t, tree)
+        if init is None and t.default_constructor and not dims and "__shared__" not in quals:
+            self.bind(ident, self.construct(t, [], tree, ident))  # its own default constructor
+            return
         if dims or "__shared__" in quals:
             if init is not None:
                 raise self.error("arrays of structs with an initializer not supported", tree,
@@ -187,15 +190,6 @@ class StructMixin:
             value = self.struct_value(t, init, tree)
         self.bind(ident, self.struct_local(t, ident, value, tree))
 
-    def refuse_constructors(self, t: StructType, tree) -> None:
-        """kir does not run a struct's constructors, so it refuses to make such a struct
-        (default-initialized with its own default constructor, or from a braced list when
-        it has any) rather than leave it as the constructor would not."""
-        if t.constructors:
-            raise self.error(f"{t} has a constructor, which kir does not run: initialize its "
-                             "members instead (a struct without constructors)", tree,
-                             UnsupportedError)
-
     def struct_value(self, t: StructType, tree, where=None) -> StructVal:
         """The value of an initializer for a ``t``: a braced list or a struct expression."""
         if isinstance(tree, Tree) and tree.data in ("init_list", "return_init"):
@@ -208,8 +202,10 @@ class StructMixin:
         return value
 
     def struct_from_list(self, t: StructType, items: list, tree) -> StructVal:
-        """``{a, b}`` for a struct: fields in order, missing ones zero."""
-        self.refuse_constructors(t, tree)
+        """``{a, b}`` for a struct: fields in order, missing ones their default member
+        initializer or zero; for a struct with constructors, the one taking ``items``."""
+        if t.constructors:
+            return self.construct(t, items, tree)
         if len(items) > len(t.fields):
             raise self.error(f"too many initializers for {t}", tree)
         parts: dict[str, object] = {}
@@ -226,7 +222,7 @@ class StructMixin:
             elif isinstance(ft, FieldPointer):
                 parts[field] = self.pointer(item) if item is not None else None
             elif item is None:
-                parts[field] = _zero(ft)
+                parts[field] = dict(t.defaults).get(field, _zero(ft))
             elif isinstance(item, Tree) and item.data == "init_list":
                 parts[field] = self._vector_init(ft, item, tree)
             else:
@@ -257,7 +253,7 @@ class StructMixin:
         return StructVal(sym.type, parts)
 
     def struct_member(self, value: StructVal, field: str, tree):
-        static = next((c for name, c in value.type.statics if name == field), None)
+        static = value.type.static(field)
         if static is not None:
             return static
         if value.type.field(field) is None:

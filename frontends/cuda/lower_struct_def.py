@@ -80,14 +80,15 @@ class StructDefMixin:
                      for param, v in template.items()}
             self.scopes, self.offset = [self.scopes[0], scope], unit.start
             self.cur_loc = self.loc_of(def_tree)
-            fields, statics = self._struct_members_of(name, def_tree)
+            fields, statics, defaults = self._struct_members_of(name, def_tree)
         finally:
             self._struct_depth -= 1
             self.scopes, self.offset, self.cur_loc = saved
         constructors = [m for m in members if m.name == name and m.has_body]
         struct = StructType(key, fields, name, tuple(template.items()), statics,
                             bool(constructors),
-                            any(_takes_nothing(text, m.name_end) for m in constructors))
+                            any(_takes_nothing(text, m.name_end) for m in constructors),
+                            defaults)
         program.struct_types[key] = struct
         return struct
 
@@ -116,9 +117,10 @@ class StructDefMixin:
             values[param] = sym.type if isinstance(sym, TypeSym) else sym.value
         return values
 
-    def _struct_members_of(self, name: str, tree) -> tuple[tuple, tuple]:
+    def _struct_members_of(self, name: str, tree) -> tuple[tuple, tuple, tuple]:
         fields: list[tuple[str, object]] = []
         statics: list[tuple[str, object]] = []
+        defaults: list[tuple[str, object]] = []
         for decl in tree.children:
             if not (isinstance(decl, Tree) and decl.data == "declaration"):
                 continue
@@ -132,10 +134,38 @@ class StructDefMixin:
                 raise self.error(f"static members of struct '{name}' not supported (only "
                                  "'static constexpr' constants)", decl, UnsupportedError)
             for init_decl in inits:
-                fields.append(self._data_member(name, ctype, init_decl))
+                field = self._data_member(name, ctype, init_decl)
+                fields.append(field)
+                default = self._default_member_value(name, field, init_decl)
+                if default is not None:
+                    defaults.append((field[0], default))
         if not fields:
             raise self.error(f"struct '{name}' has no data members", tree, UnsupportedError)
-        return tuple(fields), tuple(statics)
+        return tuple(fields), tuple(statics), tuple(defaults)
+
+    def _default_member_value(self, name: str, field, init_decl) -> Const | None:
+        """A data member's default initializer (``float m = -INFINITY;``, ``int n{0};``):
+        a constant the member takes wherever the struct is made without a value for it."""
+        if init_decl.data == "brace_declarator":
+            items = [i for i in init_decl.children[1:] if i is not None]
+            init = items[0] if len(items) == 1 else None
+            if len(items) > 1:
+                raise self.error(f"default member initializer of '{field[0]}' with several "
+                                 "values not supported", init_decl, UnsupportedError)
+        else:
+            init = (init_decl.children + [None])[1]
+        if init is None:
+            return None
+        ident, t = field
+        if not isinstance(t, (ct.ScalarType, ct.VectorType)) or isinstance(
+                init, Tree) and init.data == "init_list":
+            raise self.error(f"default member initializer of '{ident}' (a {t}) not supported: "
+                             "only scalar and vector members take one", init, UnsupportedError)
+        stmts, value = self.capture(lambda: self.coerce(self.rvalue(init), t, init))
+        if stmts or not closed(value):
+            raise self.error(f"default member initializer of '{ident}' in struct '{name}' "
+                             "must be a compile-time constant", init, UnsupportedError)
+        return value
 
     def _static_member(self, name: str, base, inits: list) -> list[tuple[str, Const]]:
         """``static constexpr int size = 4;``: constants, bound at once (later members
@@ -161,9 +191,6 @@ class StructDefMixin:
         if len(pointers) > 1 or is_ref or (pointers and dims):
             raise self.error(f"member '{ident}' of struct '{name}': references, pointers to "
                              "pointers and arrays of pointers not supported", init_decl,
-                             UnsupportedError)
-        if init is not None:
-            raise self.error(f"default member initializer of '{ident}' not supported", init,
                              UnsupportedError)
         base = ctype.base
         if base is None or base is AUTO or isinstance(base, CgType):

@@ -145,7 +145,7 @@ def get_parser() -> lark.Lark:
     if _PARSER is None:
         grammar = resources.files("kir.grammar").joinpath("cuda.lark").read_text()
         _PARSER = lark.Lark(grammar, parser="lalr", lexer="contextual",
-                            start=["function_def", "top_decl", "compound", "template_header"],
+                            start=["function_def", "top_decl", "compound", "template_header", "args"],
                             postlex=_POSTLEX, maybe_placeholders=True, cache=True)
         for term in _PARSER.terminals:
             if term.pattern.type == "str":

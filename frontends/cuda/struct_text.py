@@ -50,6 +50,8 @@ class MemberFunction:
     name_end: int
     static: bool
     has_body: bool
+    # a constructor's member initializer list (``: m(a), s{0}``), the span after its colon
+    init_list: tuple[int, int] | None = None
 
     @property
     def operator(self) -> str | None:
@@ -85,6 +87,9 @@ def member_functions(text: str, base: int = 0) -> list[MemberFunction]:
         if at >= end:
             break
         stop = _top_level_stop(text, at, end)
+        while text[stop:stop + 1] == "{" and _initializer_brace(text[at:stop]):
+            close = closing_bracket(text, stop)  # `s{0}` in a constructor's initializer list
+            stop = _top_level_stop(text, close + 1, end) if close >= 0 else end
         head = text[at:stop]
         paren = _top_level(head, "(")
         equals = _top_level(head, "=")
@@ -121,8 +126,41 @@ def _member(text: str, base: int, start: int, end: int, head: str,
         name_start, name_end = (word.start(1), word.end(1)) if word else (paren, paren)
         name = word.group(1) if word else ""
     static = re.search(r"\bstatic\b", head[:name_start]) is not None
+    init_list = None
+    paren = head.find("(", name_end)
+    close = closing_bracket(head, paren) if paren >= 0 else -1
+    after = head[close + 1:] if close >= 0 else ""
+    colon = re.match(r"\s*:(?!:)", after)
+    if colon:
+        init_list = (base + start + close + 1 + colon.end(), base + start + len(head))
     return MemberFunction(name, base + start, base + end, base + start + name_start,
-                          base + start + name_end, static, has_body)
+                          base + start + name_end, static, has_body, init_list)
+
+
+def initializer_items(text: str, start: int, end: int) -> list[tuple[str, int, int]]:
+    """The items of a member initializer list ``text[start:end]`` (``m(a), s{0}``): each
+    member's name and the span of what its parentheses or braces hold."""
+    items = []
+    at = start
+    while at < end:
+        found = re.compile(r"\s*([A-Za-z_]\w*)\s*([({])").match(text, at)
+        if not found or found.end() > end:
+            break
+        close = closing_bracket(text, found.end() - 1)
+        if close < 0 or close > end:
+            break
+        items.append((found.group(1), found.end(), close))
+        comma = re.compile(r"\s*,?").match(text, close + 1)
+        at = comma.end()
+    return items
+
+
+def _initializer_brace(head: str) -> bool:
+    """Whether a ``{`` after ``head`` opens a member's initializer (``: m(a), s{``) rather
+    than a function body."""
+    word = re.search(r"([A-Za-z_]\w*)\s*$", head)
+    return bool(re.search(r"\)\s*:(?!:)", head)) and word is not None \
+        and word.group(1) not in ("const", "noexcept", "override", "final")
 
 
 def _top_level_stop(text: str, at: int, end: int) -> int:
@@ -178,5 +216,5 @@ def blank(text: str, start: int, end: int) -> str:
     return re.sub(r"[^\n]", " ", text[start:end])
 
 
-__all__ = ["MemberFunction", "OPERATOR_WORDS", "PatchedSource", "blank",
+__all__ = ["MemberFunction", "initializer_items", "OPERATOR_WORDS", "PatchedSource", "blank",
            "member_functions", "operator_word", "struct_body"]

@@ -180,9 +180,15 @@ class StructType:
     # user-written constructors (kir runs none): any, and one taking no arguments
     constructors: bool = field(default=False, compare=False)
     default_constructor: bool = field(default=False, compare=False)
+    # default member initializers: field -> the constant it takes when nothing gives one
+    defaults: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
     def field(self, name: str) -> object | None:
         return next((t for n, t in self.fields if n == name), None)
+
+    def static(self, name: str) -> object | None:
+        """The value of static constant ``name``, or None."""
+        return next((v for n, v in self.statics if n == name), None)
 
     def scalars(self) -> tuple[ScalarType | None, int]:
         """The one scalar type every member is made of (scalars, vectors, one-dimensional

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kir.backends.emulate import emulator_available
 from kir.frontends.cuda import load_cuda
+from tests.frontend.everywhere import TARGETS, check_everywhere
 
 from kir.driver.load import load_kernel
-from kir.driver.runners import check_on_target
 from kir.errors import KirError, UnsupportedError
 from kir.interp.run import run_kernel
 from kir.spec import load_spec_text
@@ -29,14 +28,9 @@ def test_constant_memory_read_by_the_kernel_becomes_parameters_after_its_own():
         ("c_width", "i32"), ("c_Kernel", "f32* global const")]
 
 
-@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
-                                    "emulate-original"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_a_separable_convolution_row_pass_with_its_filter_in_constant_memory(target):
-    if target != "interp" and not emulator_available():
-        pytest.skip("no host C++ compiler for the emulator")
-    for sizes in ({}, {"W": 70, "H": 7}):
-        outcome = check_on_target(load_kernel(CONV, sizes=sizes), target, seed=3)
-        assert outcome.result.ok, (sizes, outcome.result.describe())
+    check_everywhere(CONV, target, [{}, {"W": 70, "H": 7}], seed=3)
 
 
 def test_constants_with_values_in_the_source_are_the_kernels_own():

@@ -111,14 +111,14 @@ def test_structs_locals_returns_arrays_of_structs_and_members():
     np.testing.assert_allclose(got[:, 3], np.where(m > 0, s, 0.0) + 8, rtol=1e-5)
 
 
-def test_struct_with_a_constructor_is_refused_where_used_only():
-    src = """struct P { float a; __device__ P() { a = 1.0f; } };
+def test_struct_kir_cannot_construct_is_refused_where_used_only():
+    src = """struct P { float a[2]; __device__ P() : a{1.0f, 2.0f} {} };
     __global__ void uses(float* x) { P p; x[0] = 1.0f; }
     __global__ void other(float* x) { x[0] = 2.0f; }"""
     load_cuda(src, "s.cu", kernel="other")
     with pytest.raises(KirError) as info:
         load_cuda(src, "s.cu", kernel="uses")
-    assert info.value.loc.line == 2  # where the struct is made without its constructor
+    assert info.value.loc.line == 1  # the constructor's initializer kir cannot run
 
 
 # ---------------------------------------------------------------- aliases, enums, auto

@@ -7,24 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kir.backends.emulate import emulator_available
 from kir.frontends.cuda import load_cuda
+from tests.frontend.everywhere import TARGETS, check_everywhere
 
 from kir.driver.load import load_kernel
-from kir.driver.runners import check_on_target
 from kir.errors import KirError
 
 ROWS = Path(__file__).parent / "data" / "functor_rows.cu"
 
 
-@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
-                                    "emulate-original"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_row_statistics_through_function_objects(target):
-    if target != "interp" and not emulator_available():
-        pytest.skip("no host C++ compiler for the emulator")
-    for sizes in ({}, {"C": 37}):
-        outcome = check_on_target(load_kernel(ROWS, sizes=sizes), target, seed=5)
-        assert outcome.result.ok, (sizes, outcome.result.describe())
+    check_everywhere(ROWS, target, [{}, {"C": 37}], seed=5)
 
 
 def test_the_call_operator_is_inlined_under_a_c_name():

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kir.backends.emulate import emulator_available
 from kir.frontends.cuda import load_cuda
+from tests.frontend.everywhere import TARGETS, check_everywhere
 
-from kir.driver.load import load_kernel
-from kir.driver.runners import check_on_target
 from kir.errors import KirError
 from kir.interp import run_kernel
 from kir.ir import Launch
@@ -20,14 +18,9 @@ from kir.ir import Launch
 BIAS_ACT = Path(__file__).parent / "data" / "half2_bias_act.cu"
 
 
-@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
-                                    "emulate-original"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_bias_activation_on_half_pairs_matches_numpy(target):
-    if target != "interp" and not emulator_available():
-        pytest.skip("no host C++ compiler for the emulator")
-    for sizes in ({}, {"R": 3, "P": 21}):
-        outcome = check_on_target(load_kernel(BIAS_ACT, sizes=sizes), target, seed=6)
-        assert outcome.result.ok, (sizes, outcome.result.describe())
+    check_everywhere(BIAS_ACT, target, [{}, {"R": 3, "P": 21}], seed=6)
 
 
 def test_each_intrinsic_lane_by_lane():

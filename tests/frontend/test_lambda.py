@@ -10,11 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kir.backends.emulate import emulator_available
 from kir.frontends.cuda import load_cuda
+from tests.frontend.everywhere import TARGETS, check_everywhere
 
-from kir.driver.load import load_kernel
-from kir.driver.runners import check_on_target
 from kir.errors import KirError
 from kir.interp import run_kernel
 from kir.ir import Launch
@@ -22,14 +20,9 @@ from kir.ir import Launch
 ROWS = Path(__file__).parent / "data" / "lambda_rows.cu"
 
 
-@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
-                                    "emulate-original"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_row_normalization_written_with_lambdas(target):
-    if target != "interp" and not emulator_available():
-        pytest.skip("no host C++ compiler for the emulator")
-    for sizes in ({}, {"R": 3, "C": 37}):
-        outcome = check_on_target(load_kernel(ROWS, sizes=sizes), target, seed=8)
-        assert outcome.result.ok, (sizes, outcome.result.describe())
+    check_everywhere(ROWS, target, [{}, {"R": 3, "C": 37}], seed=8)
 
 
 def run(body: str, n: int):

@@ -10,12 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kir.backends.emulate import emulator_available
 from kir.frontends.cuda import load_cuda
+from tests.frontend.everywhere import TARGETS, check_everywhere
 from kir.frontends.cuda.struct_text import member_functions
 
-from kir.driver.load import load_kernel
-from kir.driver.runners import check_on_target
 from kir.errors import KirError, UnsupportedError
 from kir.interp import run_kernel
 from kir.ir import Launch
@@ -24,24 +22,14 @@ ROWS = Path(__file__).parent / "data" / "method_rows.cu"
 ALIGNED = Path(__file__).parent / "data" / "aligned_vector.cu"
 
 
-@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
-                                    "emulate-original"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_softmax_written_with_member_functions_matches_numpy(target):
-    if target != "interp" and not emulator_available():
-        pytest.skip("no host C++ compiler for the emulator")
-    for sizes in ({}, {"C": 132}):
-        outcome = check_on_target(load_kernel(ROWS, sizes=sizes), target, seed=3)
-        assert outcome.result.ok, (sizes, outcome.result.describe())
+    check_everywhere(ROWS, target, [{}, {"C": 132}], seed=3)
 
 
-@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
-                                    "emulate-original"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_aligned_vector_loads_through_pointers_to_local_structs(target):
-    if target != "interp" and not emulator_available():
-        pytest.skip("no host C++ compiler for the emulator")
-    for sizes in ({}, {"R": 5, "C": 36}):
-        outcome = check_on_target(load_kernel(ALIGNED, sizes=sizes), target, seed=1)
-        assert outcome.result.ok, (sizes, outcome.result.describe())
+    check_everywhere(ALIGNED, target, [{}, {"R": 5, "C": 36}], seed=1)
 
 
 def run(src: str, args: dict, threads: int = 1):
@@ -106,6 +94,24 @@ def test_a_struct_read_and_written_over_a_float_buffer():
     assert got["y"].tolist() == [0, 0, 6, 7, 104, 5, 6, 7]
 
 
+def test_constructors_run_with_their_initializer_lists_and_default_member_values():
+    got = run("""
+    struct Acc {
+      float m, s; int n = 7;
+      __device__ Acc() : m(-INFINITY), s(0.0f) {}
+      __device__ explicit Acc(float v, float w = 2.0f) : m(v), s{w * 2} { n += 1; }
+      __device__ void push(float x) { m = fmaxf(m, x); s += x; } };
+    struct Pair { Acc a; float k; __device__ Pair(float v) : a(v, 1.0f), k(v) {} };
+    struct Plain { float u = 0.5f; int w{3}; float z; };
+    __global__ void f(const float* x, float* y) {
+      Acc a; Acc b{3.0f}; Acc c = Acc(4.0f, 5.0f); Pair p(6.0f); Plain q; Plain r{9.0f};
+      a.push(x[0]);
+      y[0] = a.m; y[1] = a.s; y[2] = a.n; y[3] = b.m; y[4] = b.s; y[5] = b.n; y[6] = c.s;
+      y[7] = p.a.s + p.k; y[8] = q.u + q.w + q.z; y[9] = r.u + r.w; }""",
+              {"x": np.array([2.5], np.float32), "y": np.zeros(10, np.float32)})
+    assert got["y"].tolist() == [2.5, 2.5, 7.0, 3.0, 4.0, 8.0, 10.0, 8.0, 3.5, 12.0]
+
+
 def test_methods_of_two_instances_of_a_struct_template_keep_their_types():
     got = run("""
     template <typename T, int N> struct Arr { T v[N];
@@ -119,10 +125,12 @@ def test_methods_of_two_instances_of_a_struct_template_keep_their_types():
 
 
 @pytest.mark.parametrize("body, message", [
-    ("struct P { float a; __device__ P() { a = 1.0f; } };"
-     "__global__ void f(float* y) { P p; y[0] = p.a; }", "has a constructor"),
-    ("struct P { float a; __device__ P(float v) { a = v; } };"
-     "__global__ void f(float* y) { P p{2.0f}; y[0] = p.a; }", "has a constructor"),
+    ("struct P { float a[2]; __device__ P() : a{1.0f, 2.0f} {} };"
+     "__global__ void f(float* y) { P p; y[0] = p.a[0]; }", "initializer of member 'a'"),
+    ("struct P { float a; P(float v) : a(v) {} };"
+     "__global__ void f(float* y) { P p{2.0f}; y[0] = p.a; }", "is not __device__"),
+    ("struct P { float a; __device__ P(float v) : b(v) {} };"
+     "__global__ void f(float* y) { P p{2.0f}; y[0] = p.a; }", "has no member 'b'"),
     ("struct P { float a; __device__ float get() const; };"
      "__global__ void f(float* y) { P p{1.0f}; y[0] = p.get(); }", "declared but not defined"),
     ("struct P { float a; __device__ float get() const { return a; } };"

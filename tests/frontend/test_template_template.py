@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kir.backends.emulate import emulator_available
 from kir.frontends.cuda import load_cuda
+from tests.frontend.everywhere import TARGETS, check_everywhere
 
 from kir.driver.load import load_kernel
 from kir.driver.runners import check_on_target
@@ -20,14 +20,9 @@ from kir.ir.printer import print_kernel
 SOFTMAX = Path(__file__).parent / "data" / "warp_softmax_tt.cu"
 
 
-@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-metal",
-                                    "emulate-original"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_warp_softmax_through_template_template_reductions(target):
-    if target != "interp" and not emulator_available():
-        pytest.skip("no host C++ compiler for the emulator")
-    for sizes in ({}, {"R": 7, "C": 72}):
-        outcome = check_on_target(load_kernel(SOFTMAX, sizes=sizes), target, seed=4)
-        assert outcome.result.ok, (sizes, outcome.result.describe())
+    check_everywhere(SOFTMAX, target, [{}, {"R": 7, "C": 72}], seed=4)
 
 
 def test_if_constexpr_lowers_only_the_branch_the_template_chooses(tmp_path):
