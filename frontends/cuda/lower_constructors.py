@@ -47,9 +47,13 @@ class ConstructorMixin:
         return obj
 
     def _run_initializers(self, obj: StructVal, member, tree) -> None:
-        """``: m(a), s{b}``: each member assigned its expression (parameters in scope)."""
+        """``: m(a), s{b}``: each member assigned its expression (parameters in scope), in
+        the order the members are declared — C++'s order, whatever the list's."""
         text = self.src.text
-        for field, start, end in initializer_items(text, *member.init_list):
+        order = [name for name, _ in obj.type.fields]
+        items = initializer_items(text, *member.init_list)
+        for field, start, end in sorted(items, key=lambda item: order.index(item[0])
+                                        if item[0] in order else -1):
             if obj.type.field(field) is None:
                 raise error(f"{obj.type} has no member '{field}' to initialize", start - 1,
                             self.src)

@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from kir.frontends.cuda.values import AUTO, ConstSym, FunctionSym, VarSym
+from kir.frontends.cuda.values import (
+    AUTO,
+    OFFSET_TYPE,
+    ConstSym,
+    FunctionSym,
+    PtrSym,
+    VarSym,
+)
 from lark import Token, Tree
 
 from kir.ir import Const, Declare, Var
@@ -57,7 +64,7 @@ class LambdaMixin:
                     copies[ident] = self._captured(ident, capture)
         if copy_all:  # [=]: every enclosing variable the body names, copied now
             for ident in _names_in(body):
-                if ident not in copies and isinstance(self.lookup(ident), VarSym):
+                if ident not in copies and isinstance(self.lookup(ident), (VarSym, PtrSym)):
                     copies[ident] = self._captured(ident, body)
         return LambdaVal(tree, list(self.scopes), copies, self.offset)
 
@@ -95,7 +102,12 @@ class LambdaMixin:
                              where)
         if isinstance(sym, VarSym):
             return self._copy_of(ident, Var(sym.name, sym.type))
-        return sym  # constants, pointers, arrays: what a copy would name anyway
+        if isinstance(sym, PtrSym) and sym.offset_var is not None:  # where it points now
+            copy = self.fresh(f"{ident}_copy")
+            self.emit(Declare(copy, OFFSET_TYPE, Var(sym.offset_var, OFFSET_TYPE),
+                              loc=self.cur_loc))
+            return PtrSym(sym.root, sym.view, copy)
+        return sym  # constants, arrays (a copy of an array is not taken: by reference)
 
     def _copy_of(self, ident: str, value) -> object:
         if isinstance(value, Const):

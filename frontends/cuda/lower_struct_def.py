@@ -49,8 +49,10 @@ class StructDefMixin:
         """The StructType of the file's struct ``name`` with template arguments ``targs``
         (as written, evaluated in the current scope), parsed on first use."""
         program = self.program
-        unit = program.struct_units[name]
         text = program.src.text
+        unit = program.struct_units.get(name)
+        if unit is None:  # a template declared only, used through its specializations
+            return self._specialized_only(name, targs, tree)
         header_end = unit.start + template_header_length(text[unit.start:unit.end]) \
             if text.startswith("template", unit.start) else -1
         if header_end < 0 and targs is not None:
@@ -64,23 +66,19 @@ class StructDefMixin:
         if self.__dict__.setdefault("_struct_depth", 0) > MAX_STRUCT_DEPTH:
             raise self.error(f"struct '{name}' nests more than {MAX_STRUCT_DEPTH} deep", tree)
         members = self.struct_members(name)
-        hidden = [(m.start, m.end, blank(text, m.start, m.end)) for m in members]
-        if header_end >= 0:
-            hidden.append((unit.start, header_end, blank(text, unit.start, header_end)))
-        src = PatchedSource(program.src, hidden)
+        special = self._specialization(name, template, tree) if template else None
+        if special is not None:  # template <> struct Name<these arguments>: its own text
+            (def_tree, unit), template, members = special, {}, []
+        else:
+            def_tree = self._parse_struct(unit, header_end, params, members)
         saved = (self.scopes, self.offset, self.cur_loc)
         self._struct_depth += 1
         try:
-            def_tree = parse_unit(src, unit.start, unit.end, "top_decl",
-                                  program.type_names | params,
-                                  program.template_names)
-            if def_tree.data == "top_decl":
-                def_tree = def_tree.children[0]
             scope = {param: TypeSym(v) if not isinstance(v, Const) else ConstSym(v)
                      for param, v in template.items()}
             self.scopes, self.offset = [self.scopes[0], scope], unit.start
             self.cur_loc = self.loc_of(def_tree)
-            fields, statics, defaults = self._struct_members_of(name, def_tree)
+            fields, statics, defaults, types = self._struct_members_of(name, def_tree)
         finally:
             self._struct_depth -= 1
             self.scopes, self.offset, self.cur_loc = saved
@@ -88,9 +86,68 @@ class StructDefMixin:
         struct = StructType(key, fields, name, tuple(template.items()), statics,
                             bool(constructors),
                             any(_takes_nothing(text, m.name_end) for m in constructors),
-                            defaults)
+                            defaults, types)
         program.struct_types[key] = struct
         return struct
+
+    def _specialized_only(self, name: str, targs, tree) -> StructType:
+        """``S<args>`` for a struct template whose primary is only declared: the
+        specialization written for ``args``."""
+        values = {f"#{k}": self.template_arg(a) for k, a in enumerate(
+            targs.children if targs is not None else []) if a is not None}
+        key = f"{name}<{', '.join(map(_arg_text, values.values()))}>"
+        if key in self.program.struct_types:
+            return self.program.struct_types[key]
+        special = self._specialization(name, values, tree)
+        if special is None:
+            raise self.error(f"no specialization of struct template '{name}' for {key}", tree,
+                             UnsupportedError)
+        def_tree, unit = special
+        saved = (self.scopes, self.offset, self.cur_loc)
+        try:
+            self.scopes, self.offset = [self.scopes[0], {}], unit.start
+            fields, statics, defaults, types = self._struct_members_of(name, def_tree)
+        finally:
+            self.scopes, self.offset, self.cur_loc = saved
+        struct = StructType(key, fields, name, (), statics, False, False, defaults, types)
+        self.program.struct_types[key] = struct
+        return struct
+
+    def _parse_struct(self, unit, header_end: int, params: set[str], members: list):
+        """A struct unit's definition parsed with its member functions and template header
+        blanked (``header_end`` -1 without one)."""
+        program, text = self.program, self.program.src.text
+        hidden = [(m.start, m.end, blank(text, m.start, m.end)) for m in members]
+        if header_end >= 0:
+            hidden.append((unit.start, header_end, blank(text, unit.start, header_end)))
+        def_tree = parse_unit(PatchedSource(program.src, hidden), unit.start, unit.end,
+                              "top_decl", program.type_names | params, program.template_names)
+        return def_tree.children[0] if def_tree.data == "top_decl" else def_tree
+
+    def _specialization(self, name: str, template: dict, tree):
+        """(definition, unit) of the explicit specialization of struct template ``name``
+        for these template values, or None when none is written for them."""
+        text = self.program.src.text
+        for unit in self.program.specializations.get(name, []):
+            header_end = unit.start + template_header_length(text[unit.start:unit.end])
+            if text[unit.start:header_end].replace(" ", "") != "template<>":
+                raise _located(self.program.src, unit.start, f"partial specialization of "
+                               f"struct template '{name}' not supported")
+            if member_functions(text[unit.start:unit.end], unit.start):
+                raise _located(self.program.src, unit.start, f"member functions of a "
+                               f"specialization of '{name}' not supported")
+            def_tree = self._parse_struct(unit, header_end, set(), [])
+            targs = next((c for c in def_tree.children
+                          if isinstance(c, Tree) and c.data == "template_args"), None)
+            saved = self.offset
+            self.offset = unit.start
+            try:
+                given = [self.template_arg(a) for a in targs.children if a is not None]
+            finally:
+                self.offset = saved
+            if [_arg_text(v) for v in given] == [_arg_text(v) for v in template.values()]:
+                return def_tree, unit
+        return None
 
     def _struct_template(self, name: str, start: int, header_end: int, targs,
                          tree, params: set[str]) -> dict[str, object]:
@@ -117,11 +174,15 @@ class StructDefMixin:
             values[param] = sym.type if isinstance(sym, TypeSym) else sym.value
         return values
 
-    def _struct_members_of(self, name: str, tree) -> tuple[tuple, tuple, tuple]:
+    def _struct_members_of(self, name: str, tree) -> tuple[tuple, tuple, tuple, tuple]:
         fields: list[tuple[str, object]] = []
         statics: list[tuple[str, object]] = []
         defaults: list[tuple[str, object]] = []
+        types: list[tuple[str, object]] = []
         for decl in tree.children:
+            if isinstance(decl, Tree) and decl.data in ("alias_decl", "member_typedef"):
+                types.append(self._member_alias(decl))
+                continue
             if not (isinstance(decl, Tree) and decl.data == "declaration"):
                 continue
             specs, *inits = decl.children
@@ -139,9 +200,24 @@ class StructDefMixin:
                 default = self._default_member_value(name, field, init_decl)
                 if default is not None:
                     defaults.append((field[0], default))
-        if not fields:
+        if not fields and not types and not statics:
             raise self.error(f"struct '{name}' has no data members", tree, UnsupportedError)
-        return tuple(fields), tuple(statics), tuple(defaults)
+        return tuple(fields), tuple(statics), tuple(defaults), tuple(types)
+
+    def _member_alias(self, tree) -> tuple[str, object]:
+        """``using Type = float4;`` or ``typedef float4 Type;`` in a struct: (name, type),
+        also bound at once for the members after it."""
+        if tree.data == "alias_decl":
+            ident, ctype = str(tree.children[0]), self.resolve_type_name(tree.children[1])
+        else:
+            ctype = self.resolve_specs(tree.children[0])
+            pointers, _ref, ident, dims = self.split_declarator(tree.children[1])
+            ctype = ct.CType(ctype.base, len(pointers) + len(dims), ctype.const)
+        if ctype.pointers:
+            raise self.error(f"member type '{ident}' of a pointer type not supported", tree,
+                             UnsupportedError)
+        self.bind(ident, TypeSym(ctype.base))
+        return ident, ctype.base
 
     def _default_member_value(self, name: str, field, init_decl) -> Const | None:
         """A data member's default initializer (``float m = -INFINITY;``, ``int n{0};``):
@@ -210,6 +286,11 @@ class StructDefMixin:
                 raise self.error(f"array member '{ident}' needs positive sizes", init_decl)
             return ident, FieldArray(base, sizes)
         return ident, base
+
+
+def _located(src, offset: int, message: str) -> UnsupportedError:
+    loc = src.loc(offset)
+    return UnsupportedError(message, loc, source_line=src.source_line(loc))
 
 
 def _takes_nothing(text: str, name_end: int) -> bool:

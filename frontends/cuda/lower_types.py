@@ -18,6 +18,7 @@ from kir.frontends.cuda.values import (
     AUTO,
     CgType,
     ConstSym,
+    StructType,
     TemplateName,
     TypeSym,
 )
@@ -44,12 +45,15 @@ class TypeMixin:
         if offset is not None:
             self.offset = offset
         try:
-            words, quals, targs = [], set(), None
+            words, quals, targs, member = [], set(), None, None
             for spec in specs.children:
                 if spec.data in ("launch_bounds", "align_spec"):
                     continue
                 if spec.data == "qualifier":
                     quals.add(str(spec.children[0]))
+                    continue
+                if spec.data == "member_type":  # typename S<T>::Type
+                    member = self.member_type(spec)
                     continue
                 for child in spec.children:
                     if isinstance(child, Token):
@@ -57,7 +61,10 @@ class TypeMixin:
                             words.append(str(child))
                     elif isinstance(child, Tree) and child.data == "template_args":
                         targs = child
-            base = self.resolve_words(words, specs, targs)
+            if member is not None and words:
+                raise self.error(f"conflicting type specifiers '{' '.join(words)}' and a "
+                                 "member type", specs)
+            base = member if member is not None else self.resolve_words(words, specs, targs)
             # set after resolving: a struct parsed on first use resolves its own fields
             self.last_qualifiers = quals
             return ct.CType(base, 0, "const" in quals or "constexpr" in quals)
@@ -111,7 +118,8 @@ class TypeMixin:
                 return made
         if targs is not None:
             for candidate in qualified_suffixes(name):
-                if candidate in self.program.struct_units:
+                if candidate in self.program.struct_units \
+                        or candidate in self.program.specializations:
                     return self.struct_type(candidate, tree, targs)
             raise self.error(f"template type '{word}' not supported (only cooperative groups' "
                              "templates and the file's own structs)", tree, UnsupportedError)
@@ -177,6 +185,16 @@ class TypeMixin:
         if sym is None and unit is not None and self.src.text.startswith("template", unit.start):
             return TemplateName(normalize_name(word))
         return None
+
+    def member_type(self, tree):
+        """The type ``typename S<args>::Type`` names: a struct's member type alias."""
+        name, targs, member = tree.children
+        struct = self.named_type(str(name), tree, targs)
+        member = str(member).lstrip(":")
+        found = struct.member_type(member) if isinstance(struct, StructType) else None
+        if found is None:
+            raise self.error(f"{struct} has no member type '{member}'", tree, UnsupportedError)
+        return found
 
     def type_trait(self, name: str, targs, tree) -> Const | None:
         """The value of a ``<type_traits>`` query (``std::is_same_v<T, float>``), or None

@@ -166,6 +166,11 @@ _UNSUPPORTED_WORDS = {
 _WORD = re.compile(r"[A-Za-z_]\w*|<<<|\"|'|\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(")
 
 
+# ``typename S<...>::Type``: what follows a ``typename`` kir reads (a member type of one of
+# the file's struct templates)
+_MEMBER_OF_TEMPLATE = re.compile(r"\s*[A-Za-z_][\w:]*\s*<")
+
+
 def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
     """Raise UnsupportedError at the first word that opens an unsupported construct."""
     i = 0
@@ -191,8 +196,10 @@ def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
         elif word == "class" and (m.start() < template_end or text[:m.start()].rstrip()
                                   .endswith("enum")):
             what = None  # template<class T> is parsed and rejected later with its name
-        elif word == "typename" and m.start() >= template_end:
-            what = "dependent type names ('typename X::Y')"
+        elif word == "typename" and m.start() >= template_end \
+                and not _MEMBER_OF_TEMPLATE.match(text, m.end()):
+            what = "dependent type names ('typename X::Y') other than a struct template's " \
+                   "member type ('typename S<T>::Type')"
         if what is not None:
             raise error(f"{what} not supported", offset + m.start(), src, UnsupportedError)
 

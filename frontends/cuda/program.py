@@ -65,6 +65,8 @@ class Program:
     data_free: dict[str, tuple | None] = field(default_factory=dict)
     # struct name -> its member functions (struct_text.MemberFunction), read once
     methods: dict[str, list] = field(default_factory=dict)
+    # struct template name -> its explicit specializations' units (``template <> struct``)
+    specializations: dict[str, list] = field(default_factory=dict)
 
 
 def template_types(src: SourceMap, unit: Unit) -> set[str]:
@@ -105,7 +107,11 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
     if _USING_CG.search(src.text):
         names.update(_CG_TYPES)
     struct_units: dict[str, Unit] = {}
+    specializations: dict[str, list[Unit]] = {}
     for unit in units:
+        if unit.kind == "specialization":  # (its primary may be declared only)
+            specializations.setdefault(unit.name, []).append(unit)
+            names.add(unit.name)
         if unit.kind in ("typedef", "struct", "enum"):
             name = unit_type_name(src, unit)
             if name:
@@ -126,7 +132,8 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
                             unit.start, _parser_for(src, unit, type_names, templates),
                             src.text.startswith("template", unit.start)))
     constants = {u.name: u for u in units if u.kind == "constant"}
-    return Program(src, functions, struct_units, type_names, templates, constants=constants)
+    return Program(src, functions, struct_units, type_names, templates, constants=constants,
+                   specializations=specializations)
 
 
 def _parser_for(src: SourceMap, unit: Unit, type_names: frozenset[str],

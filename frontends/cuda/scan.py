@@ -217,6 +217,8 @@ def closing_bracket(text: str, open_at: int) -> int:
 
 _STRUCT = re.compile(r"(?:typedef\s+)?struct\b(?:\s+(?:__align__|alignas)\s*\((?:[^()]|\([^()]*\))*\))*"
                      r"\s*([A-Za-z_]\w*)?\s*\{")
+_SPECIALIZATION = re.compile(r"struct\b(?:\s+(?:__align__|alignas)\s*\((?:[^()]|\([^()]*\))*\))*"
+                             r"\s*([A-Za-z_]\w*)\s*<")
 _TYPEDEF_STRUCT_NAME = re.compile(r"\}\s*([A-Za-z_]\w*)\s*;\s*$")
 _USING = re.compile(r"using\s+([A-Za-z_]\w*)\s*=")
 _ENUM = re.compile(r"enum\b(?:\s+(?:class|struct)\b)?\s*([A-Za-z_]\w*)?")
@@ -227,6 +229,9 @@ def _declared_type(unit: str) -> tuple[str, str] | None:
     where it is used), a ``using`` alias or an enum; None otherwise."""
     if unit.startswith("template"):
         unit = _strip_template(unit).lstrip()
+        specialized = _SPECIALIZATION.match(unit)
+        if specialized:  # template <> struct Vec<float, 4> { ... };
+            return "specialization", specialized.group(1)
         return _declared_type(unit) if unit.startswith("struct") else None
     struct = _STRUCT.match(unit)
     if struct:

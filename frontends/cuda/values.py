@@ -182,6 +182,8 @@ class StructType:
     default_constructor: bool = field(default=False, compare=False)
     # default member initializers: field -> the constant it takes when nothing gives one
     defaults: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+    # member type aliases: name -> type (``using Type = float4;``)
+    types: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
     def field(self, name: str) -> object | None:
         return next((t for n, t in self.fields if n == name), None)
@@ -189,6 +191,10 @@ class StructType:
     def static(self, name: str) -> object | None:
         """The value of static constant ``name``, or None."""
         return next((v for n, v in self.statics if n == name), None)
+
+    def member_type(self, name: str) -> object | None:
+        """The type member alias ``name`` stands for (``using Type = float4;``), or None."""
+        return next((t for n, t in self.types if n == name), None)
 
     def scalars(self) -> tuple[ScalarType | None, int]:
         """The one scalar type every member is made of (scalars, vectors, one-dimensional

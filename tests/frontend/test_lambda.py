@@ -37,9 +37,14 @@ def test_captures_by_reference_and_by_copy():
       auto by_copy = [=](float v) { return v * k; };
       auto one = [k](float v) { return v * k; };
       auto init = [s = k + 1.0f](float v) { return v * s; };
+      float* p = y + 4;
+      auto at = [=]() { return p[0]; };
       k = 10.0f;
-      y[0] = by_ref(2.0f); y[1] = by_copy(2.0f); y[2] = one(2.0f); y[3] = init(2.0f);""",
-               4) == [20.0, 2.0, 2.0, 4.0]
+      p += 1;
+      y[4] = 7.0f; y[5] = 8.0f;
+      y[0] = by_ref(2.0f); y[1] = by_copy(2.0f); y[2] = one(2.0f); y[3] = init(2.0f);
+      y[6] = at(); /* the pointer as it was when the lambda was made */""",
+               7) == [20.0, 2.0, 2.0, 4.0, 7.0, 8.0, 7.0]
 
 
 def test_a_mutable_copy_keeps_its_state_and_a_reference_writes_through():

@@ -102,14 +102,16 @@ def test_constructors_run_with_their_initializer_lists_and_default_member_values
       __device__ explicit Acc(float v, float w = 2.0f) : m(v), s{w * 2} { n += 1; }
       __device__ void push(float x) { m = fmaxf(m, x); s += x; } };
     struct Pair { Acc a; float k; __device__ Pair(float v) : a(v, 1.0f), k(v) {} };
-    struct Plain { float u = 0.5f; int w{3}; float z; };
+    struct Plain { float u = 0.5f; int w{3}; float z = -1.0f; };
+    struct Ordered { float a, b; __device__ Ordered(float x) : b(a * 2.0f), a(x) {} };
     __global__ void f(const float* x, float* y) {
       Acc a; Acc b{3.0f}; Acc c = Acc(4.0f, 5.0f); Pair p(6.0f); Plain q; Plain r{9.0f};
+      Ordered o(1.5f);  // members initialized in declaration order: a first, then b = 2a
       a.push(x[0]);
       y[0] = a.m; y[1] = a.s; y[2] = a.n; y[3] = b.m; y[4] = b.s; y[5] = b.n; y[6] = c.s;
-      y[7] = p.a.s + p.k; y[8] = q.u + q.w + q.z; y[9] = r.u + r.w; }""",
-              {"x": np.array([2.5], np.float32), "y": np.zeros(10, np.float32)})
-    assert got["y"].tolist() == [2.5, 2.5, 7.0, 3.0, 4.0, 8.0, 10.0, 8.0, 3.5, 12.0]
+      y[7] = p.a.s + p.k; y[8] = q.u + q.w + q.z; y[9] = r.u + r.w; y[10] = o.b; }""",
+              {"x": np.array([2.5], np.float32), "y": np.zeros(11, np.float32)})
+    assert got["y"].tolist() == [2.5, 2.5, 7.0, 3.0, 4.0, 8.0, 10.0, 8.0, 2.5, 12.0, 3.0]
 
 
 def test_methods_of_two_instances_of_a_struct_template_keep_their_types():
