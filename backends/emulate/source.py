@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from kir.frontends.cuda.parser import template_header_length
+
 _TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 
 
@@ -218,6 +220,8 @@ def _is_other_kernel(head: str, keep: str) -> bool:
     """A ``__global__`` function definition whose name is not ``keep``."""
     if "(" not in head or not re.search(r"\b__global__\b", head):
         return False
+    if head.startswith("template"):  # its parameters may hold parentheses: T (*F)(const T&)
+        head = head[template_header_length(head):]
     signature = _LAUNCH_BOUNDS.sub(" ", head).split("(", 1)[0]
     names = re.findall(r"[A-Za-z_]\w*", signature)
     return bool(names) and names[-1] != keep

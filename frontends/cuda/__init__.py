@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kir.frontends.cuda.lower import Lowerer
+from kir.frontends.cuda.lower_types import function_param_name
 from kir.frontends.cuda.parser import SourceMap, parse_unit
 from kir.frontends.cuda.program import (
     MAX_FUNCTION_CHARS,
@@ -131,6 +132,10 @@ def kernel_template(text: str, filename: str, kernel: str | None = None,
         if p.data == "template_type":
             out.append(TemplateParam(str(p.children[0]), True,
                                      len(p.children) > 1 and p.children[1] is not None))
+        elif p.data == "template_function":  # T (*ACT_FN)(const T&): given a function's name
+            out.append(TemplateParam(function_param_name(p), False, False, "function"))
+        elif p.data == "template_template":
+            out.append(TemplateParam(str(p.children[-1]), True, False))
         else:
             words = [str(t) for spec in p.children[0].children if spec.data == "type_word"
                      for t in spec.children if hasattr(t, "type")]

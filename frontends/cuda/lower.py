@@ -32,7 +32,7 @@ from kir.frontends.cuda.lower_lambda import LambdaMixin
 from kir.frontends.cuda.lower_methods import MethodMixin
 from kir.frontends.cuda.lower_operators import OperatorMixin
 from kir.frontends.cuda.lower_struct_def import StructDefMixin
-from kir.frontends.cuda.lower_types import TypeMixin, dtype_type
+from kir.frontends.cuda.lower_types import TypeMixin, dtype_type, function_param_name
 from kir.frontends.cuda.parser import SourceMap, error
 from kir.frontends.cuda.values import (
     AUTO,
@@ -292,6 +292,9 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
             if param.data == "template_template":
                 raise self.error("a kernel's template template parameter not supported (a "
                                  "spec gives types and values only)", param, UnsupportedError)
+            if param.data == "template_function":  # T (*ACT_FN)(const T&)
+                self.bind_function_param(param, values.get(function_param_name(param)))
+                continue
             specs, ident = param.children[0], str(param.children[1])
             default = param.children[2] if len(param.children) > 2 else None
             t = self.resolve_specs(specs).base

@@ -14,7 +14,7 @@ from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.lower_half2 import HALF2_CALLS
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_methods import MethodRef
-from kir.frontends.cuda.values import FunctorVal, MemRef, RefSym, StructVal
+from kir.frontends.cuda.values import FunctionName, FunctorVal, MemRef, RefSym, StructVal
 
 from lark import Tree
 
@@ -104,6 +104,8 @@ class CallMixin:
         sym = self.lookup(name)
         if isinstance(sym, FunctorVal) and targs is None:  # op(a, b): a function object
             return self.call_functor(sym, arg_trees, tree, discard)
+        if isinstance(sym, FunctionName) and targs is None:  # a function template parameter
+            return self.inline_call(sym.name, arg_trees, tree, discard, sym.given or None)
         if isinstance(sym, LambdaVal) and targs is None:
             return self.call_lambda(sym, arg_trees, tree, discard)
         if isinstance(sym, MethodRef) and targs is None:  # a sibling member function

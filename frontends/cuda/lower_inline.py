@@ -76,8 +76,9 @@ class InlineMixin:
                              UnsupportedError)
         if args is None:
             args = [self.operand(a) for a in arg_trees]
-        given = [(self.template_arg(a), a) for a in
-                 (targs.children if targs is not None else []) if a is not None]
+        given = list(targs) if isinstance(targs, tuple) else [
+            (self.template_arg(a), a) for a in
+            (targs.children if targs is not None else []) if a is not None]
         fn = self.function_for(name, args, arg_trees, tree)
         template, specs, pointers, _ident, params, body = split_function(fn.tree)
         if template is None and targs is not None:
@@ -192,6 +193,9 @@ class InlineMixin:
             raise self.error(f"too many template arguments for '{name}'", None)
         unbound = {}
         for k, param in enumerate(template.children):
+            if param.data == "template_function":  # T (*F)(const T&): a function given
+                self.bind_function_param(param, given[k][0] if k < len(given) else None)
+                continue
             if param.data == "template_template":  # template <typename> class Op
                 self._bind_template_template(name, param, given[k] if k < len(given) else None,
                                              tree)

@@ -18,6 +18,7 @@ from kir.frontends.cuda.values import (
     AUTO,
     CgType,
     ConstSym,
+    FunctionName,
     StructType,
     TemplateName,
     TypeSym,
@@ -157,6 +158,9 @@ class TypeMixin:
         named = self.template_name(tree)
         if named is not None:
             return named
+        function = self.function_argument(tree)
+        if function is not None:
+            return function
         if isinstance(tree, Tree) and tree.data == "type_name":
             ctype = self.resolve_type_name(tree)
             if ctype.pointers:
@@ -166,6 +170,32 @@ class TypeMixin:
         if isinstance(tree, Tree) and tree.data == "name" and self.names_type(tree):
             return self.named_type(str(tree.children[0]), tree)
         return Const(self.constant(tree, "a template argument"), I32)
+
+    def function_argument(self, tree) -> FunctionName | None:
+        """``tree`` as a :class:`FunctionName` when it names one of the file's
+        ``__device__`` functions (``silu``, ``silu_kernel<scalar_t>``), else None."""
+        if not (isinstance(tree, Tree) and tree.data in ("name", "template_id")):
+            return None
+        word = str(tree.children[0])
+        if self.lookup(word) is not None or self.function_name(word) not in self.functions:
+            return None
+        targs = tree.children[1] if tree.data == "template_id" else None
+        given = tuple((self.template_arg(a), a) for a in
+                      (targs.children if targs is not None else []) if a is not None)
+        return FunctionName(self.function_name(word), given)
+
+    def bind_function_param(self, param, value) -> None:
+        """A function template parameter bound to ``value`` (a :class:`FunctionName`, or a
+        spec's ``&name``)."""
+        ident = function_param_name(param)
+        if isinstance(value, str) and value.startswith("&"):
+            value = FunctionName(self.function_name(value[1:]))
+        if not isinstance(value, FunctionName) or value.name not in self.functions:
+            what = f"'{value.name}' is not a __device__ function of this file" \
+                if isinstance(value, FunctionName) else "missing value"
+            raise self.error(f"{what} for function template parameter '{ident}' (give it: "
+                             f"templates = {{ {ident} = {{ function = \"NAME\" }} }})", None)
+        self.bind(ident, value)
 
     def template_name(self, tree) -> TemplateName | None:
         """``tree`` as a :class:`TemplateName` when it is the bare name of a struct template
@@ -277,6 +307,11 @@ class TypeMixin:
                 constants[f"{type_name}::{ident}"] = const
         if type_name is not None and table is not None:
             table[type_name] = I32
+
+def function_param_name(param) -> str:
+    """The name of a function template parameter (``T (*ACT_FN)(const T&)``)."""
+    return next(str(c) for c in param.children if isinstance(c, Token) and c.type == "IDENT")
+
 
 def dtype_type(name: str) -> ScalarType | VectorType | None:
     """The kir type a spec dtype name stands for (``"f32"``), or None."""

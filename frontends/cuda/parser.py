@@ -191,8 +191,8 @@ def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
         what = _UNSUPPORTED_WORDS.get(word)
         if word == "<<<":
             what = "kernel launches from device code (dynamic parallelism)"
-        elif word.startswith("("):
-            what = "function pointers"
+        elif word.startswith("("):  # (in a template header: a function template parameter)
+            what = "function pointers" if m.start() >= template_end else None
         elif word == "class" and (m.start() < template_end or text[:m.start()].rstrip()
                                   .endswith("enum")):
             what = None  # template<class T> is parsed and rejected later with its name

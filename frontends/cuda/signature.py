@@ -94,6 +94,9 @@ def parse_param(text: str) -> ParamDecl | None:
                      "const" in _IDENT.findall(const_part), default)
 
 
+_FUNCTION_PARAM = re.compile(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*\(")
+
+
 def _template(header: str) -> tuple[tuple[tuple[str, str], ...], str]:
     """The template parameters of a header starting ``template <...>`` and the rest."""
     stripped = header.lstrip()
@@ -111,6 +114,10 @@ def _template(header: str) -> tuple[tuple[tuple[str, str], ...], str]:
     params = []
     for part in split_top_level(inside):
         part = part.split("=", 1)[0].strip()
+        function = _FUNCTION_PARAM.search(part)
+        if function:  # T (*ACT_FN)(const T&): a function
+            params.append(("function", function.group(1)))
+            continue
         words = _IDENT.findall(part)
         if len(words) < 2:
             continue

@@ -297,6 +297,17 @@ class TemplateName:
     name: str
 
 
+@dataclass(frozen=True)
+class FunctionName:
+    """A ``__device__`` function given to a function template parameter
+    (``template <typename T, T (*ACT_FN)(const T&)>``): its name, and the template arguments
+    written with it, evaluated where they were written ((value, tree) pairs; none: deduced
+    at each call)."""
+
+    name: str
+    given: tuple = ()
+
+
 class FunctorStruct:
     """A data-free struct with ``operator()``: its name, the operator's text span in the
     file, the struct's template parameters and the arguments written (``targs``)."""

@@ -266,6 +266,8 @@ def _template_arguments(loaded: Loaded, params: list, namespace: str = "") -> li
             named = t.type_text and not set(t.type_text.split()) <= _KEYWORDS
             prefix = f"{namespace}::" if namespace and named else ""
             out.append(f"({prefix}{t.type_text})({value})" if named else value)
+        elif isinstance(value, str) and value.startswith("&"):  # a function: its name
+            out.append(value[1:])
         else:
             out.append(None)
         if out[-1] is None and not t.has_default:

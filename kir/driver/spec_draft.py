@@ -237,6 +237,13 @@ class _Drafter:
         table = {}
         given = self.launch.template_args if self.launch else []
         for i, (kind, name) in enumerate(self.signature.template):
+            if kind == "function":  # T (*ACT_FN)(const T&): the function the launch names
+                launched = given[i].split("<", 1)[0].strip() if i < len(given) else ""
+                table[name] = {"function": launched or "NAME"}
+                if not launched:
+                    self.todo(("templates",), f"the launch gives no function for {name}: "
+                              "name one of the file's __device__ functions")
+                continue
             if i >= len(given):
                 if kind == "typename":
                     self.types[name] = "float"
@@ -708,6 +715,7 @@ def draft_spec(path: str | Path, *, kernel: str | None = None,
 
     accesses, kernel_note = _accesses(source, str(path), signature, {
         name: (value if isinstance(value, str) and value in SCALARS
+               else "&" + value["function"] if isinstance(value, dict)  # a function: &name
                else _int_or_none(drafter, value)) for name, value in templates.items()})
     drafter.todos.clear()
     drafter.comments.clear()

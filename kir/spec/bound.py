@@ -152,12 +152,13 @@ class BoundSpec:
     def template_values(self) -> dict[str, int | str]:
         """Values for template parameters: every size under its own name, overridden by the
         spec's ``templates`` table (the frontend picks the names its template declares); a
-        dtype name (``T = "f16"``) is a ``typename`` parameter's type."""
+        dtype name (``T = "f16"``) is a ``typename`` parameter's type, ``&name`` a function
+        given to a function parameter."""
         from kir.ir.types import SCALARS
 
         values: dict[str, int | str] = dict(self.sizes)
         for name, expr in self.spec.templates.items():
-            values[name] = expr if expr in SCALARS else \
+            values[name] = expr if expr in SCALARS or expr.startswith("&") else \
                 self._integer(expr, f"template {name}", "templates", name)
         return values
 

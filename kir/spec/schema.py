@@ -307,7 +307,9 @@ class _Checker:
                                 or f"sizes: {', '.join(sizes) or 'none'}")
         templates = dict(self.table(data.get("templates", {}), "templates"))
         for name, expr in templates.items():
-            if isinstance(expr, bool) or expr in ("true", "false"):  # template <bool B>
+            if isinstance(expr, dict):  # a function: template <..., T (*ACT_FN)(const T&)>
+                templates[name] = self.function_template(expr, name)
+            elif isinstance(expr, bool) or expr in ("true", "false"):  # template <bool B>
                 templates[name] = "1" if expr in (True, "true") else "0"
             elif not (isinstance(expr, str) and expr in SCALARS):  # a dtype: `typename T`
                 self.expr(expr, sizes, "templates", name)
@@ -382,6 +384,16 @@ class _Checker:
                 raise self.fail(f"{key}.{name} = {size}: sizes must be positive", key, name)
             out[name] = size
         return out
+
+    def function_template(self, value: dict, name: str) -> str:
+        """``{ function = "silu_kernel" }``: the function's name, held as ``&name``."""
+        function = value.get("function")
+        if set(value) != {"function"} or not isinstance(function, str) \
+                or not re.fullmatch(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", function):
+            raise self.fail("a function template argument is { function = \"NAME\" }",
+                            "templates", name,
+                            hint='e.g. ACT_FN = { function = "silu_kernel" }')
+        return "&" + function
 
     def expr(self, expr: Any, sizes: dict[str, int], *keys: str) -> str:
         """Check a size expression refers only to known sizes; return its text."""

@@ -22,3 +22,17 @@ def check_everywhere(path: Path, target: str, sizes: list[dict], seed: int) -> N
     for at in sizes:
         outcome = check_on_target(load_kernel(path, sizes=at), target, seed=seed)
         assert outcome.result.ok, (at, outcome.result.describe())
+
+
+def spec_variant(path: Path, tmp_path: Path, changes: dict[str, str]) -> Path:
+    """``path``'s spec with each text in ``changes`` replaced, written to ``tmp_path`` with
+    the reference module beside it (the spec names it ``<kernel>_ref``)."""
+    spec = path.with_suffix(".kir.toml").read_text()
+    for old, new in changes.items():
+        assert old in spec, old
+        spec = spec.replace(old, new)
+    out = tmp_path / f"{path.stem}_variant.kir.toml"
+    out.write_text(spec)
+    ref = path.parent / f"{path.stem}_ref.py"
+    (tmp_path / ref.name).write_text(ref.read_text())
+    return out

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kir.frontends.cuda import load_cuda
-from tests.frontend.everywhere import TARGETS, check_everywhere
+from tests.frontend.everywhere import TARGETS, check_everywhere, spec_variant
 
 from kir.driver.load import load_kernel
 from kir.driver.runners import check_on_target
@@ -24,12 +24,9 @@ def test_packed_types_chosen_by_specialization(target):
 
 
 def test_the_half_instance_takes_the_other_specialization_and_the_primary(tmp_path):
-    spec = PACKED.with_suffix(".kir.toml").read_text().replace('"f32"', '"f16"')
-    spec = spec.replace("ceil(N / 512)", "ceil(N / 256)")  # two lanes a thread, not four
-    (tmp_path / "half.kir.toml").write_text(spec)
-    (tmp_path / "packed_types_ref.py").write_text(
-        (PACKED.parent / "packed_types_ref.py").read_text())
-    loaded = load_kernel(PACKED, spec_path=tmp_path / "half.kir.toml")
+    spec = spec_variant(PACKED, tmp_path, {
+        '"f32"': '"f16"', "ceil(N / 512)": "ceil(N / 256)"})  # two lanes a thread, not four
+    loaded = load_kernel(PACKED, spec_path=spec)
     types = {str(getattr(n, "type", "")) for n in loaded.kernel.walk()}
     assert "f16x2" in types and "f32x4" not in types  # __half2 packs, not float4
     outcome = check_on_target(loaded, "interp", seed=5)  # Scale<__half, 2>: the primary's 1.0

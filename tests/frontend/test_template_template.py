@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kir.frontends.cuda import load_cuda
-from tests.frontend.everywhere import TARGETS, check_everywhere
+from tests.frontend.everywhere import TARGETS, check_everywhere, spec_variant
 
 from kir.driver.load import load_kernel
 from kir.driver.runners import check_on_target
@@ -26,13 +26,10 @@ def test_warp_softmax_through_template_template_reductions(target):
 
 
 def test_if_constexpr_lowers_only_the_branch_the_template_chooses(tmp_path):
-    spec = SOFTMAX.with_suffix(".kir.toml").read_text()
-    spec = spec.replace("log_softmax = false", "log_softmax = true")
-    spec = spec.replace("warp_softmax_tt_ref:softmax", "warp_softmax_tt_ref:log_softmax")
-    (tmp_path / "log.kir.toml").write_text(spec)
-    (tmp_path / "warp_softmax_tt_ref.py").write_text(
-        (SOFTMAX.parent / "warp_softmax_tt_ref.py").read_text())
-    loaded = load_kernel(SOFTMAX, spec_path=tmp_path / "log.kir.toml")
+    spec = spec_variant(SOFTMAX, tmp_path, {
+        "log_softmax = false": "log_softmax = true",
+        "warp_softmax_tt_ref:softmax": "warp_softmax_tt_ref:log_softmax"})
+    loaded = load_kernel(SOFTMAX, spec_path=spec)
     text = print_kernel(loaded.kernel)
     assert "log(" in text and "/ row_sum" not in text
     outcome = check_on_target(loaded, "interp", seed=4)

@@ -25,7 +25,7 @@ from kir.spec import load_spec_text
 DATA = Path(__file__).parent / "data"
 RUNNABLE = ["flash_fwd", "sgemm_naive", "gelu_llmc", "layernorm_llmc", "encoder_llmc",
             "vector_add", "histogram", "reduce_sum", "scale_inplace", "axpy_thrust",
-            "second_half", "transpose"]
+            "second_half", "transpose", "gated_act"]
 
 
 def drafted(name: str, tmp_path: Path, host: tuple[Path, ...] = (), source: Path | None = None,
@@ -77,6 +77,13 @@ def test_llm_training_style_helpers_and_index_ranges():
     assert 'inp = { dtype = "i32", shape = ["B", "T"], range = [0, "V - 1"] }' in encoder
     histogram = draft_spec(DATA / "histogram.cu").text
     assert 'bins = { dtype = "u32", shape = ["NUM_BINS"], role = "out", init = 0 }' in histogram
+
+
+def test_a_function_template_argument_is_drafted_from_the_launch():
+    text = draft_spec(DATA / "gated_act.cu").text
+    assert 'templates = { scalar_t = "f32", ACT = { function = "ops::silu" } }' in text
+    assert "cannot lower" not in text  # the kernel lowered: roles from its IR
+    assert 'out = { dtype = "f32", shape = ["tokens", "d"], role = "out"' in text
 
 
 def test_templates_offsets_thrust_and_a_launch_in_another_file():

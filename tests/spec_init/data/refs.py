@@ -78,3 +78,11 @@ def transpose(args, sizes):
 
 def relu_kernel(args, sizes):
     return {"x": None} if False else {"y": np.maximum(f64(args["x"]), 0)}
+
+
+def gated_act(args, sizes):
+    """silu(first half) * second half of each row (gated_act.cu)."""
+    x = np.asarray(args["in"], np.float64).reshape(-1, 2 * int(args["d"]))
+    d = int(args["d"])
+    a, b = x[:, :d], x[:, d:]
+    return {"out": a / (1.0 + np.exp(-a)) * b}
