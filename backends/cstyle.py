@@ -21,6 +21,7 @@ import numpy as np
 from kir import ir
 from kir.analysis.matrix_roles import OperandRole
 from kir.errors import KirError, UnsupportedError
+from kir.ir.nodes import PREDICATES
 from kir.ir.types import F16, ScalarType, VectorType
 
 # C precedence, higher binds tighter.
@@ -255,7 +256,8 @@ class Printer:
         return f"({self.type_name(t)}){wrap(value, UNARY)}", UNARY
 
     def _call(self, e: ir.Call, args: list[str]) -> str:
-        t = e.type if isinstance(e.type, ScalarType) else e.type.elem
+        of = e.args[0].type if e.fn in PREDICATES else e.type  # isnan(x) is named for x
+        t = of if isinstance(of, ScalarType) else of.elem
         callee = self.dialect.math(e.fn, t, e.fast)
         if callee.startswith("kir_"):
             self.helpers.add(callee)

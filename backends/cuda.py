@@ -26,16 +26,26 @@ MLX_CUDA_TYPES = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i32": "int32
 _F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf",
         "rsqrt": "rsqrtf", "max": "fmaxf", "min": "fminf", "abs": "fabsf", "tanh": "tanhf",
         "pow": "powf", "erf": "erff", "fma": "fmaf", "sin": "sinf", "cos": "cosf",
+        "tan": "tanf", "asin": "asinf", "acos": "acosf", "atan": "atanf", "atan2": "atan2f",
+        "log10": "log10f", "fmod": "fmodf", "copysign": "copysignf", "isnan": "isnan",
+        "isinf": "isinf",
         "floor": "floorf", "ceil": "ceilf", "round": "roundf", "rint": "rintf",
         "trunc": "truncf"}
 _F32_FAST = {"exp": "__expf", "log": "__logf", "log2": "__log2f", "pow": "__powf",
              "sin": "__sinf", "cos": "__cosf"}
 
 
+# an integer's bits, by width: CUDA's intrinsics (the count of trailing zeros: a helper)
+_BITS = {("popcount", 4): "__popc", ("popcount", 8): "__popcll", ("clz", 4): "__clz",
+         ("clz", 8): "__clzll", ("ctz", 4): "kir_ctz", ("ctz", 8): "kir_ctzll"}
+
+
 def _math(fn: str, t: ScalarType, fast: bool) -> str:
     if t.is_int:
         if fn in ("max", "min", "abs"):
             return fn if fn != "abs" or t.is_signed else ""
+        if (fn, t.nbytes) in _BITS:
+            return _BITS[(fn, t.nbytes)]
         raise UnsupportedError(f"CUDA: no integer {fn}")
     if t.name == "f64":
         return {"abs": "fabs", "max": "fmax", "min": "fmin"}.get(fn, fn)
@@ -109,7 +119,8 @@ CUDA = Dialect(
         "inf", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "cg", "mlx",
         "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
         "fma", "sin", "cos", "floor", "ceil", "erf", "signed", "unsigned", "short", "long",
-        "half", "uint", "Shape", "Strides", "round", "rint", "trunc", "char"}),
+        "half", "uint", "Shape", "Strides", "round", "rint", "trunc", "char", "tan", "asin",
+        "acos", "atan", "atan2", "log10", "fmod", "copysign", "isnan", "isinf"}),
     half_suffix="",
     int_suffixes={"u32": "u", "i64": "ll", "u64": "ull"},
     bare_special_floats=frozenset({"f32", "f64"}),
@@ -118,6 +129,12 @@ CUDA = Dialect(
 )
 
 HELPERS = {
+    "kir_ctz": """__device__ __forceinline__ unsigned int kir_ctz(unsigned int x) {
+    return x ? (unsigned int)(__ffs((int)x) - 1) : 32u;
+}""",
+    "kir_ctzll": """__device__ __forceinline__ unsigned long long kir_ctzll(unsigned long long x) {
+    return x ? (unsigned long long)(__ffsll((long long)x) - 1) : 64ull;
+}""",
     "lane": """__device__ __forceinline__ unsigned int kir_lane() {
     return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
 }""",

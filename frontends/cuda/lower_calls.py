@@ -36,12 +36,13 @@ from kir.ir import (
     Var,
     WarpReduce,
 )
-from kir.ir.types import BF16, BOOL, F16, F32, F64, I8, I32, U8, U32, ScalarType, VectorType
+from kir.ir.types import BF16, BOOL, F16, F32, F64, I8, I32, U8, U32, U64, ScalarType, VectorType
 
 # name -> (intrinsic, fast, fixed type or None for C++ overload on the argument types)
 MATH: dict[str, tuple[str, bool, ScalarType | None]] = {}
 for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "erf", "sin", "cos",
-            "floor", "ceil", "fma", "round", "rint", "trunc"):
+            "floor", "ceil", "fma", "round", "rint", "trunc", "tan", "asin", "acos", "atan",
+            "atan2", "log10", "fmod", "copysign"):
     MATH[_fn + "f"] = (_fn, False, F32)
     MATH[_fn] = (_fn, False, None)
 MATH.update({
@@ -55,7 +56,12 @@ MATH.update({
     "__fmaf_rn": ("fma", False, F32), "hexp": ("exp", False, F16), "hsqrt": ("sqrt", False, F16),
     "nearbyintf": ("rint", False, F32), "nearbyint": ("rint", False, None),
 })
-ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3}
+ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3, "atan2": 2, "fmod": 2, "copysign": 2}
+# isnan(x), isinf(x): a bool about a float (C's macros and CUDA's overloads)
+FLOAT_TESTS = ("isnan", "isinf")
+# an integer's bits: name -> (intrinsic, width in bytes); CUDA's results are int
+BIT_CALLS = {"__popc": ("popcount", 4), "__popcll": ("popcount", 8), "__clz": ("clz", 4),
+             "__clzll": ("clz", 8), "__ffs": ("ffs", 4), "__ffsll": ("ffs", 8)}
 HYPERBOLIC = ("coshf", "sinhf", "cosh", "sinh")
 # sincosf(x, &s, &c): name -> (type, fast)
 SINCOS = {"sincosf": (F32, False), "__sincosf": (F32, True), "sincos": (F64, False)}
@@ -141,6 +147,15 @@ class CallMixin:
             return self._statement_call(Barrier("warp", loc=self.cur_loc), arg_trees, 1, tree)
         if name in MATH:
             return self._math(name, arg_trees, tree)
+        if name in FLOAT_TESTS:
+            self._arity(name, arg_trees, 1, 1, tree)
+            value = self.rvalue(arg_trees[0])
+            if not (isinstance(value.type, ScalarType) and value.type.is_float):
+                raise self.error(f"{name} of a {value.type} value", arg_trees[0],
+                                 UnsupportedError)
+            return Call(name, (value,), BOOL)
+        if name in BIT_CALLS:
+            return self._bit_call(name, arg_trees, tree)
         if name in SINCOS:
             return self._sincos(name, arg_trees, tree)
         if name in HYPERBOLIC:
@@ -265,6 +280,24 @@ class CallMixin:
             if not t.is_float and fn not in ("max", "min", "abs"):
                 t = F64  # an integer argument selects the double overload
         return Call(fn, tuple(ct.convert(a, t) for a in args), t, fast)
+
+    def _bit_call(self, name: str, arg_trees: list, tree) -> Expr:
+        """``__popc``, ``__clz``, ``__ffs`` (and their ``ll`` forms) on an integer's unsigned
+        bits; ``__ffs(x)`` is ``x ? ctz(x) + 1 : 0``. The result is an int, as CUDA's."""
+        self._arity(name, arg_trees, 1, 1, tree)
+        fn, width = BIT_CALLS[name]
+        value = self.rvalue(arg_trees[0])
+        if not (isinstance(value.type, ScalarType) and value.type.is_int):
+            raise self.error(f"{name} of a {value.type} value", arg_trees[0], UnsupportedError)
+        bits = ct.convert(value, U32 if width == 4 else U64)
+        if fn != "ffs":
+            return ct.convert(Call(fn, (bits,), bits.type), I32)
+        if not isinstance(bits, (Var, Const)):
+            held = self.fresh("bits")
+            self.emit(Declare(held, bits.type, bits, loc=self.cur_loc))
+            bits = Var(held, bits.type)
+        first = ct.binary("+", ct.convert(Call("ctz", (bits,), bits.type), I32), Const(1, I32))
+        return Select(ct.binary("==", bits, Const(0, bits.type)), Const(0, I32), first, I32)
 
     def _sincos(self, name: str, arg_trees: list, tree) -> Expr:
         """``sincosf(x, &s, &c)``: ``s = sinf(x); c = cosf(x);`` with ``x`` read once

@@ -255,8 +255,27 @@ INTRINSIC_FUNCS: dict[str, Callable[..., Value]] = {
     # fmaxf/fminf return the non-NaN operand; integer max/min are plain.
     "max": _int_aware(np.fmax, np.maximum), "min": _int_aware(np.fmin, np.minimum),
     "abs": np.abs,
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "atan2": np.arctan2, "log10": np.log10, "fmod": np.fmod, "copysign": np.copysign,
+    "isnan": np.isnan, "isinf": np.isinf,
+    "popcount": lambda x: _bits(x, lambda v, n: bin(v).count("1")),
+    "clz": lambda x: _bits(x, lambda v, n: n - v.bit_length()),
+    "ctz": lambda x: _bits(x, lambda v, n: (v & -v).bit_length() - 1 if v else n),
 }
-INTRINSIC_ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3}
+INTRINSIC_ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3, "atan2": 2, "fmod": 2,
+                   "copysign": 2}
+# intrinsics that take integers as they are (no float overload in between)
+_ON_INTEGERS = ("max", "min", "abs", "popcount", "clz", "ctz")
+
+
+def _bits(x: Value, count: Callable[[int, int], int]) -> Value:
+    """An integer intrinsic element by element on the unsigned bits of ``x``."""
+    a = np.asarray(x)
+    width = 8 * a.dtype.itemsize
+    unsigned = a.astype(np.dtype(f"u{a.dtype.itemsize}"))
+    out = np.vectorize(lambda v: count(int(v), width), otypes=[np.int64])(unsigned)
+    out = out.astype(a.dtype)
+    return out[()] if out.ndim == 0 else out  # a uniform value stays a numpy scalar
 
 
 def make_intrinsic(fn: str, t: ScalarType | VectorType) -> Callable[[list[Value]], Value]:
@@ -266,7 +285,9 @@ def make_intrinsic(fn: str, t: ScalarType | VectorType) -> Callable[[list[Value]
     st = scalar_of(t)
     func = INTRINSIC_FUNCS[fn]
     to_result = caster(t)
-    if st.name in ("f16", "bf16") or (st.is_int and fn not in ("max", "min", "abs")):
+    if fn in ("isnan", "isinf"):  # a question about a float: asked of the argument as it is
+        return lambda args: to_result(func(*_aligned([np.asarray(a) for a in args])))
+    if st.name in ("f16", "bf16") or (st.is_int and fn not in _ON_INTEGERS):
         wide = np.float32 if st.is_float else np.float64
         return lambda args: to_result(func(*_aligned([np.asarray(a, wide) for a in args])))
     dtype = st.numpy

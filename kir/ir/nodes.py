@@ -204,7 +204,13 @@ class Cast(Expr):
 
 
 INTRINSICS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "max", "min", "abs", "tanh",
-              "pow", "erf", "fma", "sin", "cos", "floor", "ceil", "round", "rint", "trunc")
+              "pow", "erf", "fma", "sin", "cos", "floor", "ceil", "round", "rint", "trunc",
+              "tan", "asin", "acos", "atan", "atan2", "log10", "fmod", "copysign",
+              "isnan", "isinf", "popcount", "clz", "ctz")
+#: intrinsics answering a question about a float (their type is bool)
+PREDICATES = ("isnan", "isinf")
+#: intrinsics on an integer's bits (their type is the argument's)
+BIT_INTRINSICS = ("popcount", "clz", "ctz")
 
 
 @node

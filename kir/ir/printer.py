@@ -46,6 +46,7 @@ from kir.ir.nodes import (
     MatrixLoad,
     MatrixMultiplyAccumulate,
     MatrixStore,
+    PREDICATES,
     Return,
     Select,
     Shuffle,
@@ -119,6 +120,8 @@ def natural_type(expr: Expr, env: Env) -> Type | None:
     if isinstance(expr, Select):
         return expr.if_true.type
     if isinstance(expr, Call):
+        if expr.fn in PREDICATES:
+            return BOOL
         return expr.args[0].type if expr.args else None
     if isinstance(expr, (Shuffle, WarpReduce)):
         return expr.value.type

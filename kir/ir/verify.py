@@ -18,7 +18,9 @@ from kir.errors import KirError, LimitError, Loc, source_line_of
 from kir.ir.nodes import (
     ATOMIC_OPS,
     COMPARISONS,
+    BIT_INTRINSICS,
     INTRINSICS,
+    PREDICATES,
     SHUFFLE_MODES,
     SPECIAL_KINDS,
     Alloc,
@@ -60,7 +62,7 @@ from kir.ir.types import BOOL, PointerType, ScalarType, Type, VectorType
 from kir.ir.verify_matrix import MATRIX_STMTS, lane_varying, matrix_problem
 from kir.target import Target
 
-_ARITY = {"max": 2, "min": 2, "pow": 2, "fma": 3}
+_ARITY = {"max": 2, "min": 2, "pow": 2, "fma": 3, "atan2": 2, "fmod": 2, "copysign": 2}
 _VARYING_SPECIALS = ("thread", "lane", "warp")
 _REDUCE_OPS = ("sum", "max", "min")
 
@@ -324,8 +326,14 @@ def _expr_problem(e: Node, vars_: dict, buffers: dict) -> tuple[str, str | None]
             return f"unknown intrinsic {e.fn!r}", "known: " + ", ".join(INTRINSICS)
         if len(e.args) != _ARITY.get(e.fn, 1):
             return f"{e.fn} takes {_ARITY.get(e.fn, 1)} arguments, not {len(e.args)}", None
-        if any(a.type != e.type for a in e.args):
+        if e.fn in PREDICATES:  # isnan(x): a bool about a float
+            if e.type != BOOL or not all(isinstance(a.type, ScalarType) and a.type.is_float
+                                         for a in e.args):
+                return f"{e.fn} takes a float and is a bool", None
+        elif any(a.type != e.type for a in e.args):
             return f"arguments of {e.fn} do not all have its type {e.type}", "insert a cast"
+        elif e.fn in BIT_INTRINSICS and not (isinstance(e.type, ScalarType) and e.type.is_int):
+            return f"{e.fn} takes an integer", None
     elif isinstance(e, Special):
         axis_ok = e.axis in ("x", "y", "z") if e.kind in SPECIAL_KINDS[:4] else e.axis == ""
         if e.kind not in SPECIAL_KINDS or not axis_ok:

@@ -1,0 +1,49 @@
+"""C math functions (tan, asin, acos, atan, atan2, log10, fmod, copysign), the float tests
+isnan/isinf, and CUDA's bit intrinsics (__popc, __clz, __ffs and their ll forms): on every
+target against numpy, and the edge values one by one on the interpreter."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kir.frontends.cuda import load_cuda
+from tests.frontend.everywhere import TARGETS, check_everywhere
+
+from kir.interp import run_kernel
+from kir.ir import Launch
+
+MATH_BITS = Path(__file__).parent / "data" / "math_bits.cu"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_math_and_bit_intrinsics_on_every_target(target):
+    check_everywhere(MATH_BITS, target, [{}, {"N": 96}], seed=12)
+
+
+def test_bit_intrinsics_at_their_edges():
+    kernel = load_cuda("""__global__ void f(const unsigned* u, const unsigned long long* w,
+                                             int* y) {
+      for (int i = 0; i < 4; ++i) {
+        y[6 * i] = __popc(u[i]); y[6 * i + 1] = __clz((int)u[i]); y[6 * i + 2] = __ffs((int)u[i]);
+        y[6 * i + 3] = __popcll(w[i]); y[6 * i + 4] = __clzll((long long)w[i]);
+        y[6 * i + 5] = __ffsll((long long)w[i]); } }""", "b.cu",
+                       launch=Launch(("1", "1", "1"), (1, 1, 1), 0))
+    u = np.array([0, 1, 0x80000000, 12], np.uint32)
+    w = np.array([0, 1 << 40, (1 << 64) - 1, 12], np.uint64)
+    got = run_kernel(kernel, {"u": u, "w": w, "y": np.zeros(24, np.int32)}, {})["y"]
+    assert got.reshape(4, 6).tolist() == [[0, 32, 0, 0, 64, 0], [1, 31, 1, 1, 23, 41],
+                                          [1, 0, 32, 64, 0, 1], [2, 28, 3, 2, 60, 3]]
+
+
+def test_float_tests_and_math_functions_at_their_edges():
+    kernel = load_cuda("""__global__ void f(const float* x, float* y) {
+      for (int i = 0; i < 3; ++i) { y[3 * i] = isnan(x[i]); y[3 * i + 1] = isinf(x[i]);
+                                    y[3 * i + 2] = copysignf(2.0f, x[i]); } }""", "m.cu",
+                       launch=Launch(("1", "1", "1"), (1, 1, 1), 0))
+    x = np.array([np.nan, -np.inf, -0.0], np.float32)
+    got = run_kernel(kernel, {"x": x, "y": np.zeros(9, np.float32)}, {})["y"]
+    assert got[[0, 1, 3, 4, 6, 7]].tolist() == [1, 0, 0, 1, 0, 0]
+    assert math.copysign(1.0, got[8]) == -1.0 and got[5] == -2.0
