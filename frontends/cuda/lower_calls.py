@@ -36,7 +36,21 @@ from kir.ir import (
     Var,
     WarpReduce,
 )
-from kir.ir.types import BF16, BOOL, F16, F32, F64, I8, I32, U8, U32, U64, ScalarType, VectorType
+from kir.ir.types import (
+    BF16,
+    BOOL,
+    F16,
+    F32,
+    F64,
+    I8,
+    I32,
+    I64,
+    U8,
+    U32,
+    U64,
+    ScalarType,
+    VectorType,
+)
 
 # name -> (intrinsic, fast, fixed type or None for C++ overload on the argument types)
 MATH: dict[str, tuple[str, bool, ScalarType | None]] = {}
@@ -71,6 +85,12 @@ CONVERSIONS = {
     "__bfloat162float": F32, "__double2float_rn": F32, "__float2uint_rz": U32,
     "__int_as_float": None, "__float_as_int": None,
 }
+# float to integer with a rounding mode: name -> (the rounding, the integer type)
+ROUNDED = {f"__float2{kind}_{mode}": (fn, t) for kind, t in (("int", I32), ("uint", U32),
+                                                              ("ll", I64), ("ull", U64))
+           for mode, fn in (("rn", "rint"), ("rd", "floor"), ("ru", "ceil"))}
+# f32 arithmetic named with its rounding (round-to-nearest: the operators' own)
+IEEE_OPS = {"__fadd_rn": "+", "__fsub_rn": "-", "__fmul_rn": "*"}
 SHUFFLES = {"__shfl_sync": "idx", "__shfl_xor_sync": "xor", "__shfl_down_sync": "down",
             "__shfl_up_sync": "up"}
 VOTES = ("__any_sync", "__all_sync", "__ballot_sync")
@@ -187,6 +207,22 @@ class CallMixin:
         if name in CONVERSIONS and CONVERSIONS[name] is not None:
             self._arity(name, arg_trees, 1, 1, tree)
             return ct.convert(self.rvalue(arg_trees[0]), CONVERSIONS[name])
+        if name in ROUNDED:  # __float2int_rn: rounded as named, then converted
+            self._arity(name, arg_trees, 1, 1, tree)
+            fn, t = ROUNDED[name]
+            x = ct.convert(self.rvalue(arg_trees[0]), F32)
+            return ct.convert(Call(fn, (x,), F32), t)
+        if name in IEEE_OPS:  # __fmul_rn(a, b): the operation at the default rounding
+            self._arity(name, arg_trees, 2, 2, tree)
+            a, b = (ct.convert(self.rvalue(t), F32) for t in arg_trees)
+            return ct.binary(IEEE_OPS[name], a, b)
+        if name in ("__frcp_rn", "__saturatef"):
+            self._arity(name, arg_trees, 1, 1, tree)
+            x = ct.convert(self.rvalue(arg_trees[0]), F32)
+            if name == "__frcp_rn":
+                return ct.binary("/", Const(1.0, F32), x)
+            clamped = Call("min", (Call("max", (x, Const(0.0, F32)), F32), Const(1.0, F32)), F32)
+            return clamped  # (fmaxf drops a NaN: __saturatef(NaN) is 0, as CUDA's)
         if name in ("__fdividef", "fdividef", "__fdiv_rn"):
             self._arity(name, arg_trees, 2, 2, tree)
             a, b = (ct.convert(self.rvalue(t), F32) for t in arg_trees)

@@ -47,3 +47,22 @@ def test_float_tests_and_math_functions_at_their_edges():
     got = run_kernel(kernel, {"x": x, "y": np.zeros(9, np.float32)}, {})["y"]
     assert got[[0, 1, 3, 4, 6, 7]].tolist() == [1, 0, 0, 1, 0, 0]
     assert math.copysign(1.0, got[8]) == -1.0 and got[5] == -2.0
+
+
+def test_rounding_conversions_and_rounded_arithmetic():
+    kernel = load_cuda("""__global__ void f(const float* x, int* r, float* y) {
+      for (int i = 0; i < 4; ++i) {
+        r[4 * i] = __float2int_rn(x[i]); r[4 * i + 1] = __float2int_rd(x[i]);
+        r[4 * i + 2] = __float2int_ru(x[i]); r[4 * i + 3] = (int)__float2ll_rn(x[i] * 2.0f);
+        y[3 * i] = __fmul_rn(x[i], 2.0f) + __fadd_rn(x[i], 1.0f);
+        y[3 * i + 1] = __frcp_rn(x[i]); y[3 * i + 2] = __saturatef(x[i]); } }""", "r.cu",
+                       launch=Launch(("1", "1", "1"), (1, 1, 1), 0))
+    x = np.array([2.5, -2.5, 0.25, 3.5], np.float32)
+    got = run_kernel(kernel, {"x": x, "r": np.zeros(16, np.int32),
+                              "y": np.zeros(12, np.float32)}, {})
+    assert got["r"].reshape(4, 4).tolist() == [[2, 2, 3, 5], [-2, -3, -2, -5], [0, 0, 1, 0],
+                                               [4, 3, 4, 7]]
+    assert got["y"].reshape(4, 3).tolist() == [[8.5, 0.4000000059604645, 1.0],
+                                               [-6.5, -0.4000000059604645, 0.0],
+                                               [1.75, 4.0, 0.25], [11.5, 0.2857142984867096,
+                                                                   1.0]]
