@@ -83,12 +83,14 @@ CONVERSIONS = {
     "__float2half": F16, "__float2half_rn": F16, "__half2float": F32, "__int2float_rn": F32,
     "__float2int_rz": I32, "__uint2float_rn": F32, "__float2bfloat16": BF16,
     "__bfloat162float": F32, "__double2float_rn": F32, "__float2uint_rz": U32,
-    "__int_as_float": None, "__float_as_int": None,
 }
 # float to integer with a rounding mode: name -> (the rounding, the integer type)
 ROUNDED = {f"__float2{kind}_{mode}": (fn, t) for kind, t in (("int", I32), ("uint", U32),
                                                               ("ll", I64), ("ull", U64))
            for mode, fn in (("rn", "rint"), ("rd", "floor"), ("ru", "ceil"))}
+# one 32-bit value's bits read as another type: name -> (from, to)
+BIT_VIEWS = {"__int_as_float": (I32, F32), "__uint_as_float": (U32, F32),
+             "__float_as_int": (F32, I32), "__float_as_uint": (F32, U32)}
 # f32 arithmetic named with its rounding (round-to-nearest: the operators' own)
 IEEE_OPS = {"__fadd_rn": "+", "__fsub_rn": "-", "__fmul_rn": "*"}
 SHUFFLES = {"__shfl_sync": "idx", "__shfl_xor_sync": "xor", "__shfl_down_sync": "down",
@@ -207,6 +209,8 @@ class CallMixin:
         if name in CONVERSIONS and CONVERSIONS[name] is not None:
             self._arity(name, arg_trees, 1, 1, tree)
             return ct.convert(self.rvalue(arg_trees[0]), CONVERSIONS[name])
+        if name in BIT_VIEWS:
+            return self._bit_view(name, arg_trees, tree)
         if name in ROUNDED:  # __float2int_rn: rounded as named, then converted
             self._arity(name, arg_trees, 1, 1, tree)
             fn, t = ROUNDED[name]
@@ -316,6 +320,18 @@ class CallMixin:
             if not t.is_float and fn not in ("max", "min", "abs"):
                 t = F64  # an integer argument selects the double overload
         return Call(fn, tuple(ct.convert(a, t) for a in args), t, fast)
+
+    def _bit_view(self, name: str, arg_trees: list, tree) -> Expr:
+        """``__int_as_float(0xff800000)``: a constant's bits read as the other type, at
+        compile time (kir IR has no bit reinterpretation of a run-time value)."""
+        self._arity(name, arg_trees, 1, 1, tree)
+        source, target = BIT_VIEWS[name]
+        stmts, value = self.capture(lambda: ct.convert(self.rvalue(arg_trees[0]), source))
+        if stmts or not isinstance(value, Const):
+            raise self.error(f"{name} of a value known only at run time not supported (kir "
+                             "reads a constant's bits only)", tree, UnsupportedError)
+        bits = np.array(value.value, source.numpy).view(target.numpy)
+        return Const(bits.item(), target)
 
     def _bit_call(self, name: str, arg_trees: list, tree) -> Expr:
         """``__popc``, ``__clz``, ``__ffs`` (and their ``ll`` forms) on an integer's unsigned

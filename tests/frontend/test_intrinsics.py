@@ -12,6 +12,7 @@ import pytest
 from kir.frontends.cuda import load_cuda
 from tests.frontend.everywhere import TARGETS, check_everywhere
 
+from kir.errors import UnsupportedError
 from kir.interp import run_kernel
 from kir.ir import Launch
 
@@ -66,3 +67,18 @@ def test_rounding_conversions_and_rounded_arithmetic():
                                                [-6.5, -0.4000000059604645, 0.0],
                                                [1.75, 4.0, 0.25], [11.5, 0.2857142984867096,
                                                                    1.0]]
+
+
+def test_a_constants_bits_read_as_another_type():
+    kernel = load_cuda("""__global__ void f(float* y, int* z) {
+      y[0] = __int_as_float(0xff800000); y[1] = __uint_as_float(0x3f800000u);
+      z[0] = __float_as_int(1.0f); z[1] = __float_as_uint(-0.0f) >> 31; }""", "b.cu",
+                       launch=Launch(("1", "1", "1"), (1, 1, 1), 0))
+    got = run_kernel(kernel, {"y": np.zeros(2, np.float32), "z": np.zeros(2, np.int32)}, {})
+    assert got["y"].tolist() == [-np.inf, 1.0] and got["z"].tolist() == [0x3F800000, 1]
+
+
+def test_a_run_time_values_bits_are_a_located_refusal():
+    with pytest.raises(UnsupportedError, match="of a value known only at run time") as info:
+        load_cuda("__global__ void f(float* y, int n) {\n y[0] = __int_as_float(n); }", "b.cu")
+    assert info.value.loc.line == 2
