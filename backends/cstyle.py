@@ -76,6 +76,8 @@ class Dialect:
     # A line copying each scalar parameter into a local at the top of the body ("{type}",
     # "{name}"), which ``scalar_param`` then reads; "" where parameters are read in place.
     scalar_copy: str = ""
+    # (source type, target type, target's name, value) -> the value's bits as the target
+    bit_view: Callable[[ScalarType, ScalarType, str, str], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +258,9 @@ class Printer:
         return f"({self.type_name(t)}){wrap(value, UNARY)}", UNARY
 
     def _call(self, e: ir.Call, args: list[str]) -> str:
+        if e.fn == "bitcast":
+            return self.dialect.bit_view(e.args[0].type, e.type, self.type_name(e.type),
+                                         args[0])
         of = e.args[0].type if e.fn in PREDICATES else e.type  # isnan(x) is named for x
         t = of if isinstance(of, ScalarType) else of.elem
         callee = self.dialect.math(e.fn, t, e.fast)

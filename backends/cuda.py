@@ -55,6 +55,21 @@ def _math(fn: str, t: ScalarType, fast: bool) -> str:
     return name
 
 
+def _bit_view(src: ScalarType, dst: ScalarType, name: str, value: str) -> str:
+    """CUDA's intrinsic reading a 32-bit value's bits as another type (a plain conversion
+    between two integers of one width keeps the bits)."""
+    if src.is_int and dst.is_int:
+        return f"(({name})({value}))"
+    named = {("i32", "f32"): "__int_as_float", ("u32", "f32"): "__uint_as_float",
+             ("f32", "i32"): "__float_as_int", ("f32", "u32"): "__float_as_uint",
+             ("i64", "f64"): "__longlong_as_double", ("f64", "i64"): "__double_as_longlong",
+             ("i16", "f16"): "__short_as_half", ("f16", "i16"): "__half_as_short",
+             ("u16", "f16"): "__ushort_as_half", ("f16", "u16"): "__half_as_ushort"}
+    if (src.name, dst.name) not in named:
+        raise UnsupportedError(f"CUDA: no bit view from {src} to {dst}")
+    return f"{named[(src.name, dst.name)]}({value})"
+
+
 def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) -> str:
     ptr = f"&{p.element(a.buffer, index)}"
     elem = info.elem
@@ -111,6 +126,7 @@ CUDA = Dialect(
     infinity="__int_as_float(0x7f800000)",
     nan="__int_as_float(0x7fffffff)",
     math=_math,
+    bit_view=_bit_view,
     atomic=_atomic,
     atomic_load=None,
     atomic_store=None,

@@ -114,6 +114,7 @@ METAL = Dialect(
     infinity="INFINITY",
     nan="NAN",
     math=_math,
+    bit_view=lambda src, dst, name, value: f"as_type<{name}>({value})",
     atomic=_atomic,
     atomic_load="atomic_load_explicit({ptr}, memory_order_relaxed)",
     atomic_store="atomic_store_explicit({ptr}, {value}, memory_order_relaxed)",

@@ -322,16 +322,15 @@ class CallMixin:
         return Call(fn, tuple(ct.convert(a, t) for a in args), t, fast)
 
     def _bit_view(self, name: str, arg_trees: list, tree) -> Expr:
-        """``__int_as_float(0xff800000)``: a constant's bits read as the other type, at
-        compile time (kir IR has no bit reinterpretation of a run-time value)."""
+        """``__int_as_float(x)``: ``x``'s bits read as the other type (a constant's at
+        compile time: ``__int_as_float(0xff800000)`` is -inf)."""
         self._arity(name, arg_trees, 1, 1, tree)
         source, target = BIT_VIEWS[name]
-        stmts, value = self.capture(lambda: ct.convert(self.rvalue(arg_trees[0]), source))
-        if stmts or not isinstance(value, Const):
-            raise self.error(f"{name} of a value known only at run time not supported (kir "
-                             "reads a constant's bits only)", tree, UnsupportedError)
+        value = ct.convert(self.rvalue(arg_trees[0]), source)
+        if not isinstance(value, Const):
+            return Call("bitcast", (value,), target)
         bits = np.array(value.value, source.numpy).view(target.numpy)
-        return Const(bits.item(), target)
+        return Const(bits.item(), target)  # folded: -inf as __int_as_float(0xff800000)
 
     def _bit_call(self, name: str, arg_trees: list, tree) -> Expr:
         """``__popc``, ``__clz``, ``__ffs`` (and their ``ll`` forms) on an integer's unsigned

@@ -23,7 +23,7 @@ SFU_WEIGHT = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "
               "atan": 3, "atan2": 3, "log10": 1, "fmod": 2}
 CHEAP_CALLS = {"max": 1, "min": 1, "abs": 1, "floor": 1, "ceil": 1, "fma": 2, "round": 1,
                "rint": 1, "trunc": 1, "copysign": 1, "isnan": 1, "isinf": 1, "popcount": 1,
-               "clz": 1, "ctz": 1}
+               "clz": 1, "ctz": 1, "bitcast": 0}
 
 BASE_REGISTERS = 8
 """Registers every thread holds besides its variables (ids, buffer addresses): estimate."""

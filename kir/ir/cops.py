@@ -257,7 +257,7 @@ INTRINSIC_FUNCS: dict[str, Callable[..., Value]] = {
     "abs": np.abs,
     "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
     "atan2": np.arctan2, "log10": np.log10, "fmod": np.fmod, "copysign": np.copysign,
-    "isnan": np.isnan, "isinf": np.isinf,
+    "isnan": np.isnan, "isinf": np.isinf, "bitcast": None,  # (see make_intrinsic)
     "popcount": lambda x: _bits(x, lambda v, n: bin(v).count("1")),
     "clz": lambda x: _bits(x, lambda v, n: n - v.bit_length()),
     "ctz": lambda x: _bits(x, lambda v, n: (v & -v).bit_length() - 1 if v else n),
@@ -287,6 +287,13 @@ def make_intrinsic(fn: str, t: ScalarType | VectorType) -> Callable[[list[Value]
     to_result = caster(t)
     if fn in ("isnan", "isinf"):  # a question about a float: asked of the argument as it is
         return lambda args: to_result(func(*_aligned([np.asarray(a) for a in args])))
+    if fn == "bitcast":  # the argument's bits as the result type
+        target = st.numpy
+
+        def view(args: list[Value]) -> Value:
+            out = np.ascontiguousarray(np.asarray(args[0])).view(target)
+            return out[()] if out.ndim == 0 else out
+        return view
     if st.name in ("f16", "bf16") or (st.is_int and fn not in _ON_INTEGERS):
         wide = np.float32 if st.is_float else np.float64
         return lambda args: to_result(func(*_aligned([np.asarray(a, wide) for a in args])))

@@ -206,9 +206,11 @@ class Cast(Expr):
 INTRINSICS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "max", "min", "abs", "tanh",
               "pow", "erf", "fma", "sin", "cos", "floor", "ceil", "round", "rint", "trunc",
               "tan", "asin", "acos", "atan", "atan2", "log10", "fmod", "copysign",
-              "isnan", "isinf", "popcount", "clz", "ctz")
+              "isnan", "isinf", "popcount", "clz", "ctz", "bitcast")
 #: intrinsics answering a question about a float (their type is bool)
 PREDICATES = ("isnan", "isinf")
+#: ``bitcast(x)``: the bits of ``x`` read as the call's type, a scalar of the same width
+#: (CUDA's ``__int_as_float``, Metal's ``as_type<float>``)
 #: intrinsics on an integer's bits (their type is the argument's)
 BIT_INTRINSICS = ("popcount", "clz", "ctz")
 

@@ -326,7 +326,12 @@ def _expr_problem(e: Node, vars_: dict, buffers: dict) -> tuple[str, str | None]
             return f"unknown intrinsic {e.fn!r}", "known: " + ", ".join(INTRINSICS)
         if len(e.args) != _ARITY.get(e.fn, 1):
             return f"{e.fn} takes {_ARITY.get(e.fn, 1)} arguments, not {len(e.args)}", None
-        if e.fn in PREDICATES:  # isnan(x): a bool about a float
+        if e.fn == "bitcast":
+            src = e.args[0].type
+            if not (isinstance(src, ScalarType) and isinstance(e.type, ScalarType)
+                    and src.nbytes == e.type.nbytes and src != BOOL and e.type != BOOL):
+                return f"bitcast from {src} to {e.type}: two scalars of one width", None
+        elif e.fn in PREDICATES:  # isnan(x): a bool about a float
             if e.type != BOOL or not all(isinstance(a.type, ScalarType) and a.type.is_float
                                          for a in e.args):
                 return f"{e.fn} takes a float and is a bool", None

@@ -12,11 +12,11 @@ import pytest
 from kir.frontends.cuda import load_cuda
 from tests.frontend.everywhere import TARGETS, check_everywhere
 
-from kir.errors import UnsupportedError
 from kir.interp import run_kernel
 from kir.ir import Launch
 
 MATH_BITS = Path(__file__).parent / "data" / "math_bits.cu"
+FLOAT_BITS = Path(__file__).parent / "data" / "float_bits.cu"
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -78,7 +78,16 @@ def test_a_constants_bits_read_as_another_type():
     assert got["y"].tolist() == [-np.inf, 1.0] and got["z"].tolist() == [0x3F800000, 1]
 
 
-def test_a_run_time_values_bits_are_a_located_refusal():
-    with pytest.raises(UnsupportedError, match="of a value known only at run time") as info:
-        load_cuda("__global__ void f(float* y, int n) {\n y[0] = __int_as_float(n); }", "b.cu")
-    assert info.value.loc.line == 2
+@pytest.mark.parametrize("target", TARGETS)
+def test_run_time_bit_views_on_every_target(target):
+    check_everywhere(FLOAT_BITS, target, [{}, {"N": 77}], seed=13)
+
+
+def test_a_bit_view_between_types_of_two_widths_is_refused_by_the_verifier():
+    from kir.ir import Call, Const
+    from kir.ir.types import F32, F64, I32
+    from kir.ir.verify import _expr_problem
+
+    assert _expr_problem(Call("bitcast", (Const(1.0, F64),), F32), {}, {})[0] \
+        == "bitcast from f64 to f32: two scalars of one width"
+    assert _expr_problem(Call("bitcast", (Const(1, I32),), F32), {}, {}) is None
