@@ -1,0 +1,27 @@
+"""The CUDA kir emits for this round's frontend kernels builds with nvcc for sm_90 (the
+emulator compiles it with g++ against its own header; nvcc checks it against CUDA's:
+``half2``/``make_half2``, ``__popc``, ``__int_as_float``, ``isnan`` ...). Compile only: no
+GPU is needed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from tests.nvcc_build import nvcc_sm90
+
+from kir.backends import emit
+from kir.driver.load import load_kernel
+
+DATA = Path(__file__).parent / "data"
+KERNELS = ["method_rows", "particles", "warp_softmax_tt", "half2_bias_act", "aligned_vector",
+           "lambda_rows", "packed_types", "act_and_mul", "math_bits", "float_bits"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+@pytest.mark.parametrize("name", KERNELS)
+def test_emitted_cuda_builds_with_nvcc(name, tmp_path):
+    loaded = load_kernel(DATA / f"{name}.cu")
+    nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path)
