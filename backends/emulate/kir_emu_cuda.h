@@ -213,6 +213,25 @@ inline void __threadfence_block() {}
 inline void __syncthreads(std::source_location l = std::source_location::current()) {
   kir_emu::tg_barrier(kir_emu::site_of(l));
 }
+// Block votes: one counter (the emulator runs a block's threads as fibers of one OS thread,
+// a block at a time), zeroed, counted and read between barriers.
+inline int __syncthreads_count(int pred, std::source_location l = std::source_location::current()) {
+  static int counter;
+  __syncthreads(l);
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) counter = 0;
+  __syncthreads(l);
+  if (pred) counter += 1;
+  __syncthreads(l);
+  int seen = counter;
+  __syncthreads(l);
+  return seen;
+}
+inline int __syncthreads_or(int pred, std::source_location l = std::source_location::current()) {
+  return __syncthreads_count(pred, l) != 0;
+}
+inline int __syncthreads_and(int pred, std::source_location l = std::source_location::current()) {
+  return __syncthreads_count(pred, l) == (int)(blockDim.x * blockDim.y * blockDim.z);
+}
 namespace kir_emu::cuda {
 inline void check_mask(unsigned mask, const char* fn) {
   auto& sd = rt()->simd[self().sg];

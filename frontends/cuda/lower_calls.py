@@ -14,25 +14,29 @@ from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.lower_half2 import HALF2_CALLS
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_methods import MethodRef
-from kir.frontends.cuda.values import FunctionName, FunctorVal, MemRef, RefSym, StructVal
+from kir.frontends.cuda.values import BufferInfo, FunctionName, FunctorVal, MemRef, RefSym, StructVal
 
 from lark import Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import (
+    Alloc,
     Assert,
     Atomic,
     Barrier,
     Binary,
+    Block,
     Call,
     Const,
     Declare,
     Expr,
+    If,
     Load,
     MakeVector,
     Select,
     Shuffle,
     Special,
+    Store,
     Var,
     WarpReduce,
 )
@@ -88,6 +92,8 @@ CONVERSIONS = {
 ROUNDED = {f"__float2{kind}_{mode}": (fn, t) for kind, t in (("int", I32), ("uint", U32),
                                                               ("ll", I64), ("ull", U64))
            for mode, fn in (("rn", "rint"), ("rd", "floor"), ("ru", "ceil"))}
+# a barrier that also counts a predicate over the block
+BLOCK_VOTES = ("__syncthreads_count", "__syncthreads_or", "__syncthreads_and")
 # one 32-bit value's bits read as another type: name -> (from, to)
 BIT_VIEWS = {"__int_as_float": (I32, F32), "__uint_as_float": (U32, F32),
              "__float_as_int": (F32, I32), "__float_as_uint": (F32, U32)}
@@ -110,8 +116,7 @@ STORES = ("__stcs", "__stcg", "__stwb", "__stwt")
 UNSUPPORTED_CALLS = {
     "printf": "printf", "malloc": "device malloc", "free": "device free",
     "__threadfence": "memory fences", "__threadfence_block": "memory fences",
-    "__activemask": "__activemask", "__syncthreads_count": "__syncthreads_count",
-    "__syncthreads_or": "__syncthreads_or", "__syncthreads_and": "__syncthreads_and",
+    "__activemask": "__activemask",
     "tex1Dfetch": "texture fetches", "tex1D": "texture fetches", "tex2D": "texture fetches",
     "tex3D": "texture fetches", "surf2Dwrite": "surface writes", "clock": "clock()",
     "clock64": "clock64()", "cudaMalloc": "host API calls in device code",
@@ -163,6 +168,8 @@ class CallMixin:
             return self._assert(arg_trees[0], tree)
         if name == "atomicSub":
             return self._atomic_sub(arg_trees, tree, discard)
+        if name in BLOCK_VOTES:
+            return self._block_vote(name, arg_trees, tree)
         if name == "__syncthreads":
             return self._statement_call(Barrier("block", loc=self.cur_loc), arg_trees, 0, tree)
         if name == "__syncwarp":
@@ -320,6 +327,38 @@ class CallMixin:
             if not t.is_float and fn not in ("max", "min", "abs"):
                 t = F64  # an integer argument selects the double overload
         return Call(fn, tuple(ct.convert(a, t) for a in args), t, fast)
+
+    def _block_vote(self, name: str, arg_trees: list, tree) -> Expr:
+        """``__syncthreads_count(p)`` (``_or``, ``_and``): a barrier after which every thread
+        knows how many of the block's threads had ``p`` true — one shared counter, zeroed
+        by the first thread, each true ``p`` atomically added, read after a barrier."""
+        self._arity(name, arg_trees, 1, 1, tree)
+        loc = self.cur_loc
+        vote = self.fresh("vote")
+        self.emit(Declare(vote, I32, Select(ct.to_bool(self.rvalue(arg_trees[0])),
+                                            Const(1, I32), Const(0, I32), I32), loc=loc))
+        slot = self.fresh("block_vote")
+        self.prologue.append(Alloc(slot, I32, 1, "shared", False, loc=loc))
+        self.buffers[slot] = BufferInfo(I32, "shared")
+        first = ct.binary("&&", ct.binary("==", Special("thread", "x"), Const(0, U32)),
+                          ct.binary("&&", ct.binary("==", Special("thread", "y"), Const(0, U32)),
+                                    ct.binary("==", Special("thread", "z"), Const(0, U32))))
+        count = self.fresh("vote_count")
+        self.out.extend([
+            Barrier("block", loc=loc),  # earlier reads of the counter are done
+            If(first, Block((Store(slot, Const(0, I32), Const(0, I32), loc=loc),))),
+            Barrier("block", loc=loc),
+            Atomic("add", slot, Const(0, I32), Var(vote, I32), loc=loc),
+            Barrier("block", loc=loc),
+            Declare(count, I32, Load(slot, Const(0, I32), I32), loc=loc)])
+        total = Var(count, I32)
+        if name == "__syncthreads_or":
+            return ct.convert(ct.binary("!=", total, Const(0, I32)), I32)
+        if name == "__syncthreads_and":
+            size = ct.binary("*", ct.binary("*", Special("block_dim", "x"),
+                                            Special("block_dim", "y")), Special("block_dim", "z"))
+            return ct.convert(ct.binary("==", ct.convert(total, U32), size), I32)
+        return total
 
     def _bit_view(self, name: str, arg_trees: list, tree) -> Expr:
         """``__int_as_float(x)``: ``x``'s bits read as the other type (a constant's at

@@ -16,7 +16,8 @@ from kir.driver.load import load_kernel
 
 DATA = Path(__file__).parent / "data"
 KERNELS = ["method_rows", "particles", "warp_softmax_tt", "half2_bias_act", "aligned_vector",
-           "lambda_rows", "packed_types", "act_and_mul", "math_bits", "float_bits"]
+           "lambda_rows", "packed_types", "act_and_mul", "math_bits", "float_bits",
+           "block_votes"]
 
 
 @pytest.mark.nvcc

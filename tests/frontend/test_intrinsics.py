@@ -1,6 +1,7 @@
 """C math functions (tan, asin, acos, atan, atan2, log10, fmod, copysign), the float tests
-isnan/isinf, and CUDA's bit intrinsics (__popc, __clz, __ffs and their ll forms): on every
-target against numpy, and the edge values one by one on the interpreter."""
+isnan/isinf, CUDA's bit intrinsics (__popc, __clz, __ffs and their ll forms), bit views
+(__int_as_float ...), rounding conversions and block votes (__syncthreads_count/_or/_and):
+on every target against numpy, and the edge values one by one on the interpreter."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kir.ir import Launch
 
 MATH_BITS = Path(__file__).parent / "data" / "math_bits.cu"
 FLOAT_BITS = Path(__file__).parent / "data" / "float_bits.cu"
+BLOCK_VOTES = Path(__file__).parent / "data" / "block_votes.cu"
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -91,3 +93,8 @@ def test_a_bit_view_between_types_of_two_widths_is_refused_by_the_verifier():
     assert _expr_problem(Call("bitcast", (Const(1.0, F64),), F32), {}, {})[0] \
         == "bitcast from f64 to f32: two scalars of one width"
     assert _expr_problem(Call("bitcast", (Const(1, I32),), F32), {}, {}) is None
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_block_votes_count_or_and_on_every_target(target):
+    check_everywhere(BLOCK_VOTES, target, [{}, {"N": 77}], seed=14)
