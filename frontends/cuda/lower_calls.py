@@ -97,8 +97,10 @@ BLOCK_VOTES = ("__syncthreads_count", "__syncthreads_or", "__syncthreads_and")
 # one 32-bit value's bits read as another type: name -> (from, to)
 BIT_VIEWS = {"__int_as_float": (I32, F32), "__uint_as_float": (U32, F32),
              "__float_as_int": (F32, I32), "__float_as_uint": (F32, U32)}
-# f32 arithmetic named with its rounding (round-to-nearest: the operators' own)
-IEEE_OPS = {"__fadd_rn": "+", "__fsub_rn": "-", "__fmul_rn": "*"}
+# f32 arithmetic named with its rounding (round-to-nearest: the operators' own) or as fast
+# division (computed as the plain division)
+IEEE_OPS = {"__fadd_rn": "+", "__fsub_rn": "-", "__fmul_rn": "*", "__fdiv_rn": "/",
+            "__fdividef": "/", "fdividef": "/"}
 SHUFFLES = {"__shfl_sync": "idx", "__shfl_xor_sync": "xor", "__shfl_down_sync": "down",
             "__shfl_up_sync": "up"}
 VOTES = ("__any_sync", "__all_sync", "__ballot_sync")
@@ -234,10 +236,6 @@ class CallMixin:
                 return ct.binary("/", Const(1.0, F32), x)
             clamped = Call("min", (Call("max", (x, Const(0.0, F32)), F32), Const(1.0, F32)), F32)
             return clamped  # (fmaxf drops a NaN: __saturatef(NaN) is 0, as CUDA's)
-        if name in ("__fdividef", "fdividef", "__fdiv_rn"):
-            self._arity(name, arg_trees, 2, 2, tree)
-            a, b = (ct.convert(self.rvalue(t), F32) for t in arg_trees)
-            return ct.binary("/", a, b)
         if name == "__pragma_unroll__":
             raise self.error("'#pragma unroll' must be followed by a for loop", tree)
         if name in UNSUPPORTED_CALLS or name in CONVERSIONS:
@@ -382,10 +380,7 @@ class CallMixin:
         bits = ct.convert(value, U32 if width == 4 else U64)
         if fn != "ffs":
             return ct.convert(Call(fn, (bits,), bits.type), I32)
-        if not isinstance(bits, (Var, Const)):
-            held = self.fresh("bits")
-            self.emit(Declare(held, bits.type, bits, loc=self.cur_loc))
-            bits = Var(held, bits.type)
+        bits = self._named(bits, "bits")  # read twice below
         first = ct.binary("+", ct.convert(Call("ctz", (bits,), bits.type), I32), Const(1, I32))
         return Select(ct.binary("==", bits, Const(0, bits.type)), Const(0, I32), first, I32)
 

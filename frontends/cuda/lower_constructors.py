@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 
 from kir.frontends.cuda.parser import error, parse_unit
-from kir.frontends.cuda.struct_text import PatchedSource, blank, initializer_items
+from kir.frontends.cuda.struct_text import blank, initializer_items
 from kir.frontends.cuda.values import FunctionSym, StructType, StructVal
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import Const, Var
+from kir.ir import Var
 
 _DEVICE = re.compile(r"\b__device__\b")
 
@@ -87,8 +87,6 @@ class ConstructorMixin:
         key = f"{struct.base}_init"
         while key in self.functions:
             key += "_"
-        names = self.program.type_names | {p for p, v in struct.template
-                                           if not isinstance(v, Const)}
         syms = []
         for m in self.struct_members(struct.base):
             if m.name != struct.base or not m.has_body:
@@ -105,8 +103,7 @@ class ConstructorMixin:
             if m.init_list is not None:  # blanked here, run by construct()
                 patches.append((m.init_list[0] - 1, m.init_list[1],
                                 blank(self.src.text, m.init_list[0] - 1, m.init_list[1])))
-            syms.append(_constructor_sym(self.src, key, m, patches, names,
-                                         self.program.template_names, bool(struct.template)))
+            syms.append(self.member_sym(struct, key, m, patches))
         if not syms:
             raise self.error(f"{struct} has no constructor kir can read", tree,
                              UnsupportedError)
@@ -121,14 +118,6 @@ class ConstructorMixin:
         if isinstance(tree, Tree) and tree.data == "comma":
             return self.constructor_arguments(tree.children[0]) + [tree.children[1]]
         return [tree]
-
-
-def _constructor_sym(src, key: str, member, patches, names, templates,
-                     templated: bool) -> FunctionSym:
-    patched = PatchedSource(src, patches)
-    return FunctionSym(key, member.start,
-                       lambda: parse_unit(patched, member.start, member.end, "function_def",
-                                          names, templates), templated)
 
 
 __all__ = ["ConstructorMixin"]

@@ -17,25 +17,12 @@ import re
 
 from kir.frontends.cuda.parser import parse_unit
 from kir.frontends.cuda.scan import closing_bracket
+from kir.frontends.cuda.struct_text import PatchedSource
 from kir.frontends.cuda.values import FunctionSym, FunctorStruct, FunctorVal
 
 # ``operator()`` / ``operator ()`` followed by its parameter list
 _CALL = re.compile(r"\boperator\s*\(\s*\)\s*\(")
 _NAME = "kir_call"  # what ``operator()`` is read as (padded to the same length)
-
-
-class _PatchedSource:
-    """The file's text with one ``operator()`` read as a function name of equal length."""
-
-    def __init__(self, src, start: int, end: int) -> None:
-        self._src = src
-        self.text = src.text[:start] + _NAME.ljust(end - start) + src.text[end:]
-
-    def loc(self, offset: int):
-        return self._src.loc(offset)
-
-    def source_line(self, loc):
-        return self._src.source_line(loc)
 
 
 class FunctorMixin:
@@ -67,8 +54,8 @@ class FunctorMixin:
             made[struct.name] = name
             text = self.src.text[struct.start:struct.end]
             call = _CALL.search(text)
-            src = _PatchedSource(self.src, struct.start + call.start(),
-                                 struct.start + call.end() - 1)
+            src = PatchedSource(self.src, [(struct.start + call.start(),
+                                            struct.start + call.end() - 1, _NAME)])
             names = self.program.type_names | set(struct.params)
             self.functions[name] = [FunctionSym(
                 name, struct.start,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from kir.frontends.cuda import ctypes_ as ct
 
 from kir.errors import UnsupportedError
-from kir.ir import Component, Const, Declare, Expr, MakeVector, Select, Var
+from kir.ir import Component, Expr, MakeVector, Select
 from kir.ir.types import BOOL, F16, F32, VectorType
 
 HALF2 = VectorType(F16, 2)
@@ -80,18 +80,10 @@ class Half2Mixin:
         if op not in ("+", "-", "*", "/") or not all(
                 isinstance(v, Expr) and v.type == HALF2 for v in values):
             return None
-        held = [self._held(v) for v in values]
+        held = [self._named(v, "h2") for v in values]  # each lane read on its own
         lane_op = "neg" if len(held) == 1 else op
         return MakeVector(tuple(_lane_op(lane_op, [Component(v, k, F16) for v in held])
                                 for k in range(2)), HALF2)
-
-    def _held(self, value: Expr) -> Expr:
-        """``value`` as a local or constant (its lanes are read one by one)."""
-        if isinstance(value, (Var, Const)):
-            return value
-        var = self.fresh("h2")
-        self.emit(Declare(var, value.type, value, loc=self.cur_loc))
-        return Var(var, value.type)
 
     def _half_operand(self, arg_tree, want, name: str) -> Expr:
         """An intrinsic's argument of type ``want``, held in a local when it is a vector
@@ -101,7 +93,7 @@ class Half2Mixin:
             if value.type != want:
                 raise self.error(f"'{name}' takes a {_c_name(want)}, not {value.type}",
                                  arg_tree, UnsupportedError)
-            return self._held(value)
+            return self._named(value, "h2")  # its lanes are read one by one
         return ct.convert(value, want)
 
 

@@ -197,8 +197,7 @@ class InlineMixin:
                 self.bind_function_param(param, given[k][0] if k < len(given) else None)
                 continue
             if param.data == "template_template":  # template <typename> class Op
-                self._bind_template_template(name, param, given[k] if k < len(given) else None,
-                                             tree)
+                self._bind_template_template(name, param, given[k] if k < len(given) else None)
                 continue
             is_type = param.data == "template_type"
             ident = str(param.children[0] if is_type else param.children[1])
@@ -243,7 +242,7 @@ class InlineMixin:
                 value = Const(self.constant(default, f"default of '{ident}'"), I32)
                 self.bind(ident, self._template_const(param, value))
 
-    def _bind_template_template(self, name: str, param, given, tree) -> None:
+    def _bind_template_template(self, name: str, param, given) -> None:
         ident = str(param.children[-1])
         if given is None:
             raise self.error(f"cannot deduce template template parameter '{ident}' of "
@@ -346,7 +345,7 @@ class InlineMixin:
         returning a captured variable returns its value at the call)."""
         if isinstance(value, StructVal):
             return self.struct_local(value.type, f"{name}_ret", value)
-        if isinstance(value, (PtrVal, FunctorVal, CgVal)) or isinstance(value, Const):
+        if isinstance(value, (PtrVal, FunctorVal, CgVal)):
             return value
         expr = self.value_of(value, None)
         if isinstance(expr, Const):
@@ -382,12 +381,13 @@ class InlineMixin:
         deduced = ret_type is DEDUCED
         if deduced and returns == 0:
             ret_type, deduced = None, False
-        if deduced and not (single_exit and last.data == "return_stmt"
-                            and last.children[-1] is not None):
+        # a result taken from the one final `return expr;` itself, not through a variable
+        ends_in_its_return = returns == 1 and single_exit and last.data == "return_stmt" \
+            and last.children[-1] is not None
+        if deduced and not ends_in_its_return:
             raise self.error("a lambda returning from several places needs its result type "
                              "written: [..](..) -> float { ... }", call_tree, UnsupportedError)
-        if reference and not (returns == 1 and single_exit and last.data == "return_stmt"
-                              and last.children[-1] is not None):
+        if reference and not ends_in_its_return:
             raise self.error(f"'{fn.name}' returns a reference: kir inlines such a function "
                              "only when it ends in its one return statement", call_tree,
                              UnsupportedError)
@@ -429,14 +429,11 @@ class InlineMixin:
         try:
             if prologue is not None:
                 prologue(fn)
-            if reference:
+            if reference or deduced:
                 self.lower_stmt_list(body.children[:-1])
                 self.cur_loc = self.loc_of(last)
-                return self.operand(last.children[-1])
-            if deduced:
-                self.lower_stmt_list(body.children[:-1])
-                self.cur_loc = self.loc_of(last)
-                return self._result_copy(self.operand(last.children[-1]), fn.name)
+                value = self.operand(last.children[-1])
+                return value if reference else self._result_copy(value, fn.name)
             self.lower_stmt_list(body.children)
         finally:
             self.fn_stack.pop()

@@ -16,6 +16,7 @@ from its own text (``struct_text``), an operator's name read as ``index``/``call
 
 from __future__ import annotations
 
+from kir.frontends.cuda.lower_struct_def import template_symbols
 from kir.frontends.cuda.parser import parse_unit, qualified_suffixes
 from kir.frontends.cuda.struct_text import PatchedSource, operator_word
 from kir.frontends.cuda.values import (
@@ -69,9 +70,7 @@ class MethodMixin:
 
     def method_scope(self, struct: StructType, this: StructVal | None) -> dict[str, object]:
         """What a member function of ``struct`` sees besides its parameters."""
-        scope: dict[str, object] = {}
-        for param, value in struct.template:
-            scope[param] = ConstSym(value) if isinstance(value, Const) else TypeSym(value)
+        scope = template_symbols(struct.template)
         scope[struct.base] = TypeSym(struct)  # the struct's own name, arguments implied
         for ident, value in struct.statics:
             scope[ident] = ConstSym(value)
@@ -146,23 +145,26 @@ class MethodMixin:
         key = f"{struct.base}_{short}"  # a C name: locals of the inlined body are named after it
         while key in self.functions:
             key += "_"
-        names = self.program.type_names | {p for p, v in struct.template
-                                           if not isinstance(v, Const)}
-        self.functions[key] = [_method_sym(self.src, key, m, short, names,
-                                           self.program.template_names, bool(struct.template))
-                               for m in members if m.has_body]
+        self.functions[key] = [
+            self.member_sym(struct, key, m, [(m.name_start, m.name_end, short)]
+                            if m.operator else []) for m in members if m.has_body]
         made[(struct.base, name)] = key
         return key
 
-
-def _method_sym(src, key: str, member, short: str, names, templates,
-                in_template: bool) -> FunctionSym:
-    patched = PatchedSource(src, [(member.name_start, member.name_end, short)]
-                            if member.operator else [])
-    templated = in_template or src.text.startswith("template", member.start)
-    return FunctionSym(key, member.start,
-                       lambda: parse_unit(patched, member.start, member.end, "function_def",
-                                          names, templates), templated)
+    def member_sym(self, struct: StructType, key: str, member, patches: list) -> FunctionSym:
+        """Member function ``member`` of ``struct`` as a ``__device__`` function named
+        ``key``, parsed on first call from its text with ``patches`` applied (an operator's
+        name as an identifier, a constructor as a ``void`` function); the struct's type
+        parameters are type names there."""
+        src = self.src
+        patched = PatchedSource(src, patches)
+        names = self.program.type_names | {p for p, v in struct.template
+                                           if not isinstance(v, Const)}
+        templates = self.program.template_names
+        templated = bool(struct.template) or src.text.startswith("template", member.start)
+        return FunctionSym(key, member.start,
+                           lambda: parse_unit(patched, member.start, member.end,
+                                              "function_def", names, templates), templated)
 
 
 def _same_name(member, name: str) -> bool:

@@ -6,8 +6,10 @@ its arguments their identity). What is read: data members (scalars, vectors, nes
 arrays, pointers), ``static const``/``constexpr`` members with a constant value (named as
 ``S::size``, ``s.size`` or plainly inside the struct), and where the member functions are
 (``struct_text.member_functions``: their spans are blanked for this parse; each is parsed
-when first called, see ``lower_methods``). Constructors written in the struct are noted:
-kir does not run them, so declaring such a struct is refused where it happens.
+when first called, see ``lower_methods``), default member initializers, member types
+(``using Type = float4;``), and which constructors it has (run by ``lower_constructors``).
+An explicit specialization (``template <> struct S<float>``) is the definition for its
+arguments; a primary template may then be declared only.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class StructDefMixin:
         params = set(template_parameters(program.src, unit))
         template = self._struct_template(name, unit.start, header_end, targs, tree, params) \
             if header_end >= 0 else {}
-        key = name if header_end < 0 else f"{name}<{', '.join(map(_arg_text, template.values()))}>"
+        key = name if header_end < 0 else _instance_name(name, template.values())
         if key in program.struct_types:
             return program.struct_types[key]
         if self.__dict__.setdefault("_struct_depth", 0) > MAX_STRUCT_DEPTH:
@@ -71,31 +73,14 @@ class StructDefMixin:
             (def_tree, unit), template, members = special, {}, []
         else:
             def_tree = self._parse_struct(unit, header_end, params, members)
-        saved = (self.scopes, self.offset, self.cur_loc)
-        self._struct_depth += 1
-        try:
-            scope = {param: TypeSym(v) if not isinstance(v, Const) else ConstSym(v)
-                     for param, v in template.items()}
-            self.scopes, self.offset = [self.scopes[0], scope], unit.start
-            self.cur_loc = self.loc_of(def_tree)
-            fields, statics, defaults, types = self._struct_members_of(name, def_tree)
-        finally:
-            self._struct_depth -= 1
-            self.scopes, self.offset, self.cur_loc = saved
-        constructors = [m for m in members if m.name == name and m.has_body]
-        struct = StructType(key, fields, name, tuple(template.items()), statics,
-                            bool(constructors),
-                            any(_takes_nothing(text, m.name_end) for m in constructors),
-                            defaults, types)
-        program.struct_types[key] = struct
-        return struct
+        return self._read_struct(name, key, def_tree, unit, template, members)
 
     def _specialized_only(self, name: str, targs, tree) -> StructType:
         """``S<args>`` for a struct template whose primary is only declared: the
         specialization written for ``args``."""
         values = {f"#{k}": self.template_arg(a) for k, a in enumerate(
             targs.children if targs is not None else []) if a is not None}
-        key = f"{name}<{', '.join(map(_arg_text, values.values()))}>"
+        key = _instance_name(name, values.values())
         if key in self.program.struct_types:
             return self.program.struct_types[key]
         special = self._specialization(name, values, tree)
@@ -103,13 +88,28 @@ class StructDefMixin:
             raise self.error(f"no specialization of struct template '{name}' for {key}", tree,
                              UnsupportedError)
         def_tree, unit = special
+        return self._read_struct(name, key, def_tree, unit, {}, [])
+
+    def _read_struct(self, name: str, key: str, def_tree, unit, template: dict,
+                     members: list) -> StructType:
+        """The StructType ``key`` read from a parsed definition (in ``unit``, its template
+        parameters bound to ``template``), kept for the next use of ``key``."""
         saved = (self.scopes, self.offset, self.cur_loc)
+        self._struct_depth = self.__dict__.get("_struct_depth", 0) + 1
         try:
-            self.scopes, self.offset = [self.scopes[0], {}], unit.start
+            self.scopes, self.offset = [self.scopes[0], template_symbols(template.items())], \
+                unit.start
+            self.cur_loc = self.loc_of(def_tree)
             fields, statics, defaults, types = self._struct_members_of(name, def_tree)
         finally:
+            self._struct_depth -= 1
             self.scopes, self.offset, self.cur_loc = saved
-        struct = StructType(key, fields, name, (), statics, False, False, defaults, types)
+        constructors = [m for m in members if m.name == name and m.has_body]
+        text = self.program.src.text
+        struct = StructType(key, fields, name, tuple(template.items()), statics,
+                            bool(constructors),
+                            any(_takes_nothing(text, m.name_end) for m in constructors),
+                            defaults, types)
         self.program.struct_types[key] = struct
         return struct
 
@@ -288,6 +288,12 @@ class StructDefMixin:
         return ident, base
 
 
+def template_symbols(pairs) -> dict[str, object]:
+    """A struct's template parameters as scope symbols: a type's ``TypeSym``, a value's
+    ``ConstSym``."""
+    return {param: ConstSym(v) if isinstance(v, Const) else TypeSym(v) for param, v in pairs}
+
+
 def _located(src, offset: int, message: str) -> UnsupportedError:
     loc = src.loc(offset)
     return UnsupportedError(message, loc, source_line=src.source_line(loc))
@@ -300,8 +306,13 @@ def _takes_nothing(text: str, name_end: int) -> bool:
     return text[open_at + 1:close_at].strip() in ("", "void")
 
 
+def _instance_name(name: str, values) -> str:
+    """A struct template's instance as kir names it (``Pack<f32, 4>``): its identity."""
+    return f"{name}<{', '.join(map(_arg_text, values))}>"
+
+
 def _arg_text(value) -> str:
     return str(value.value).lower() if isinstance(value, Const) else str(value)
 
 
-__all__ = ["MAX_STRUCT_DEPTH", "StructDefMixin"]
+__all__ = ["MAX_STRUCT_DEPTH", "StructDefMixin", "template_symbols"]

@@ -19,7 +19,6 @@ from kir.frontends.cuda.values import (
     CgType,
     ConstSym,
     FunctionName,
-    StructType,
     TemplateName,
     TypeSym,
 )
@@ -177,12 +176,13 @@ class TypeMixin:
         if not (isinstance(tree, Tree) and tree.data in ("name", "template_id")):
             return None
         word = str(tree.children[0])
-        if self.lookup(word) is not None or self.function_name(word) not in self.functions:
+        name = self.function_name(word)
+        if self.lookup(word) is not None or name not in self.functions:
             return None
         targs = tree.children[1] if tree.data == "template_id" else None
         given = tuple((self.template_arg(a), a) for a in
                       (targs.children if targs is not None else []) if a is not None)
-        return FunctionName(self.function_name(word), given)
+        return FunctionName(name, given)
 
     def bind_function_param(self, param, value) -> None:
         """A function template parameter bound to ``value`` (a :class:`FunctionName`, or a
@@ -218,10 +218,8 @@ class TypeMixin:
 
     def member_type(self, tree):
         """The type ``typename S<args>::Type`` names: a struct's member type alias."""
-        name, targs, member = tree.children
-        struct = self.named_type(str(name), tree, targs)
-        member = str(member).lstrip(":")
-        found = struct.member_type(member) if isinstance(struct, StructType) else None
+        struct, member = self.template_member(tree)
+        found = struct.member_type(member)
         if found is None:
             raise self.error(f"{struct} has no member type '{member}'", tree, UnsupportedError)
         return found
