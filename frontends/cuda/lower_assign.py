@@ -101,6 +101,8 @@ class AssignMixin:
         if target.pointers and isinstance(value, NullVal):
             return value
         if target.pointers:
+            if isinstance(value, StructVal) and value.type.carries is not None:
+                value = value.parts["bits"]  # (__half*)&v of a carrier: its elements
             p = self.as_pointer(value, tree)
             if p is None:
                 raise self.error("cast of a non-pointer value to a pointer", tree,
@@ -118,10 +120,8 @@ class AssignMixin:
                 if ct.scalar_of(target.base) != root_elem else None
             if retyped is not None:
                 return retyped
-            if ct.scalar_of(target.base) != root_elem:
-                raise self.error(f"reinterpreting a {root_elem} buffer as "
-                                 f"{ct.scalar_of(target.base)} not supported", tree,
-                                 UnsupportedError)
+            if ct.scalar_of(target.base) != root_elem:  # int4 over floats: a carrier
+                return self.reinterpreting_pointer(p, target.base, root_elem, tree)
             return PtrVal(p.root, p.offset, target.base)
         if target.base is None:
             self._value(value, tree)
@@ -206,7 +206,12 @@ class AssignMixin:
             return Const(value.type.nbytes, U64)
         if isinstance(value, StructVal):
             return Const(struct_size(value.type), U64)
-        raise self.error("sizeof of a pointer or array", tree, UnsupportedError)
+        if isinstance(value, ArrVal):  # the array's (or a row's) bytes
+            size = value.sym.elem.nbytes
+            for n in value.sym.dims[value.used:]:
+                size *= n
+            return Const(size, U64)
+        raise self.error("sizeof of a pointer", tree, UnsupportedError)
 
     # ------------------------------------------------------------------ side effects
 

@@ -14,7 +14,16 @@ from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.lower_half2 import HALF2_CALLS
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_methods import MethodRef
-from kir.frontends.cuda.values import BufferInfo, FunctionName, FunctorVal, MemRef, RefSym, StructVal
+from kir.frontends.cuda.lower_bits import MEMCPY, bitcast
+from kir.frontends.cuda.values import (
+    BufferInfo,
+    FunctionName,
+    FunctorVal,
+    MemRef,
+    RefSym,
+    StructType,
+    StructVal,
+)
 
 from lark import Tree
 
@@ -206,15 +215,23 @@ class CallMixin:
             self._arity(name, arg_trees, t.count, t.count, tree)
             elems = tuple(self.coerce(self.rvalue(a), t.elem, a) for a in arg_trees)
             return MakeVector(elems, t)
-        if name in LOADS:
+        if name in LOADS:  # __ldcs(p): *p (a cache hint kir does not keep)
             self._arity(name, arg_trees, 1, 1, tree)
             p = self.pointer(arg_trees[0])
+            if isinstance(p.view, StructType):
+                return self.struct_in_memory(p.root, p.offset, p.view)
             return Load(p.root, p.offset, p.view)
         if name in STORES:
             self._arity(name, arg_trees, 2, 2, tree)
             p = self.pointer(arg_trees[0])
-            self.write(MemRef(p.root, p.offset, p.view), self.rvalue(arg_trees[1]), tree)
+            if isinstance(p.view, StructType):
+                self.assign_struct(self.struct_in_memory(p.root, p.offset, p.view),
+                                   self.struct_value(p.view, arg_trees[1]), tree)
+            else:
+                self.write(MemRef(p.root, p.offset, p.view), self.rvalue(arg_trees[1]), tree)
             return Const(0, I32)
+        if name in MEMCPY:
+            return self.lower_memcpy(arg_trees, tree)
         if name in CONVERSIONS and CONVERSIONS[name] is not None:
             self._arity(name, arg_trees, 1, 1, tree)
             return ct.convert(self.rvalue(arg_trees[0]), CONVERSIONS[name])
@@ -363,11 +380,7 @@ class CallMixin:
         compile time: ``__int_as_float(0xff800000)`` is -inf)."""
         self._arity(name, arg_trees, 1, 1, tree)
         source, target = BIT_VIEWS[name]
-        value = ct.convert(self.rvalue(arg_trees[0]), source)
-        if not isinstance(value, Const):
-            return Call("bitcast", (value,), target)
-        bits = np.array(value.value, source.numpy).view(target.numpy)
-        return Const(bits.item(), target)  # folded: -inf as __int_as_float(0xff800000)
+        return bitcast(ct.convert(self.rvalue(arg_trees[0]), source), target)
 
     def _bit_call(self, name: str, arg_trees: list, tree) -> Expr:
         """``__popc``, ``__clz``, ``__ffs`` (and their ``ll`` forms) on an integer's unsigned

@@ -10,6 +10,7 @@ from kir.frontends.cuda.lower_cg import Dim3Val
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_stmt import closed
 from kir.frontends.cuda.values import (
+    carries,
     FunctorStruct,
     FunctorVal,
     AUTO,
@@ -112,7 +113,11 @@ class DeclMixin:
         if init is not None and isinstance(init, Tree) and init.data == "init_list":
             value = self._vector_init(base, init, tree)
         else:
-            value = self.rvalue(init) if init is not None else None
+            given = self.operand(init) if init is not None else None
+            if carries(base, given):  # int4 v = *reinterpret_cast<const int4*>(bf16s)
+                self.bind(ident, self.struct_local(given.type, ident, given, tree))
+                return
+            value = self.rvalue_of(given, init) if init is not None else None
             if value is not None:
                 value = self.coerce(value, base, init)
         if value is not None and quals & {"const", "constexpr"} and closed(value):

@@ -78,7 +78,10 @@ class ExprMixin(PointerTestMixin):
 
     def rvalue(self, tree) -> Expr:
         """Lower ``tree`` to a kir value expression (memory references become loads)."""
-        value = self.operand(tree)
+        return self.rvalue_of(self.operand(tree), tree)
+
+    def rvalue_of(self, value, tree) -> Expr:
+        """``value``, lowered from ``tree`` already, as a kir value expression."""
         if isinstance(value, MemRef):
             return Load(value.buffer, value.index, value.type)
         if isinstance(value, (PtrVal, ArrVal)):

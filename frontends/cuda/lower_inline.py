@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.values import (
+    carries,
     FunctorStruct,
     FunctorVal,
     NULL_POINTER,
@@ -425,7 +426,8 @@ class InlineMixin:
         saved = (self.scopes, self.offset, self.cur_loc)
         self.scopes = (enclosing or [self.scopes[0]]) + [scope]
         self.offset = fn.offset
-        self.fn_stack.append(FnContext(fn.name, result, ret_type, done))
+        context = FnContext(fn.name, result, ret_type, done)
+        self.fn_stack.append(context)
         try:
             if prologue is not None:
                 prologue(fn)
@@ -438,6 +440,7 @@ class InlineMixin:
         finally:
             self.fn_stack.pop()
             self.scopes, self.offset, self.cur_loc = saved
+        result = context.result  # (a carrier returned for a vector: its struct)
         if result is None:
             return Const(0, I32)
         if isinstance(result, StructVal):
@@ -491,7 +494,8 @@ def _fit(t, pointer: bool, arg) -> int:
             return 2 if view == t else 1 if ct.scalar_of(view) == ct.scalar_of(t) else -1000
         return 2 if isinstance(arg, NullVal) else -1000
     if isinstance(t, StructType) or isinstance(arg, StructVal):
-        return 2 if isinstance(arg, StructVal) and arg.type == t else -1000
+        return 2 if isinstance(arg, StructVal) and (arg.type == t or carries(t, arg)) \
+            else -1000
     if isinstance(t, CgType) or isinstance(arg, CgVal):
         return 2 if isinstance(arg, CgVal) and isinstance(t, CgType) else -1000
     at = arg.type if isinstance(arg, (Expr, MemRef)) else None

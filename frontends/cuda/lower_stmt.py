@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_struct import StructArrVal
-from kir.frontends.cuda.values import AUTO, ArrVal, MemRef, PtrSym, RefSym, StructVal, VarSym
+from kir.frontends.cuda.values import (
+    AUTO,
+    ArrVal,
+    MemRef,
+    PtrSym,
+    RefSym,
+    StructVal,
+    VarSym,
+    carries,
+)
 from lark import Tree
 
 from kir.errors import UnsupportedError
@@ -189,8 +198,11 @@ class StmtMixin:
         elif value_tree is not None and isinstance(fn.result, StructVal):
             self.assign_struct(fn.result, self.struct_value(fn.result.type, value_tree),
                                value_tree)
+        elif value_tree is not None and carries(fn.result_type, value := self.operand(
+                value_tree)):
+            self.return_carrier(fn, value, value_tree)
         elif value_tree is not None:
-            value = self.rvalue(value_tree)
+            value = self.rvalue_of(value, value_tree)
             if fn.result is None:
                 raise self.error(f"void function '{fn.name}' returns a value", tree)
             self.emit(Assign(fn.result, self.coerce(value, fn.result_type, value_tree),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.values import (
+    carries,
     OFFSET_TYPE,
     ArraySym,
     ArrVal,
@@ -419,7 +420,8 @@ class StructMixin:
 
     def struct_argument(self, t, arg, is_ref: bool, ident: str, atree) -> StructVal:
         """A struct argument: the caller's struct itself for a reference, else a copy."""
-        if not isinstance(arg, StructVal) or (t is not None and arg.type != t):
+        if not isinstance(arg, StructVal) or (t is not None and arg.type != t
+                                              and not carries(t, arg)):
             raise self.error(f"argument for '{ident}' must be a {t}", atree)
         if is_ref:
             return arg

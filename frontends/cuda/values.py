@@ -184,6 +184,9 @@ class StructType:
     defaults: tuple[tuple[str, object], ...] = field(default=(), compare=False)
     # member type aliases: name -> type (``using Type = float4;``)
     types: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+    # a carrier's: the vector or scalar type it stands for (an int4 read over a bf16
+    # buffer is eight bf16 values; kir.frontends.cuda.lower_bits)
+    carries: object = field(default=None, compare=False)
 
     def field(self, name: str) -> object | None:
         return next((t for n, t in self.fields if n == name), None)
@@ -246,6 +249,13 @@ class StructVal:
 
     type: StructType
     parts: dict[str, object]
+
+
+def carries(declared, value) -> bool:
+    """Whether ``value`` is a carrier (:mod:`.lower_bits`) standing for a value of the
+    ``declared`` vector or scalar type."""
+    return isinstance(value, StructVal) and value.type.carries is not None \
+        and value.type.carries == declared
 
 
 @dataclass

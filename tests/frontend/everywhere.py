@@ -15,12 +15,15 @@ from kir.driver.runners import check_on_target
 TARGETS = ["interp", "emulate-cuda", "emulate-metal", "emulate-original"]
 
 
-def check_everywhere(path: Path, target: str, sizes: list[dict], seed: int) -> None:
-    """``path``'s kernel at each of ``sizes`` (the spec's own: ``{}``) on ``target``."""
+def check_everywhere(path: Path, target: str, sizes: list[dict], seed: int,
+                     spec: Path | None = None) -> None:
+    """``path``'s kernel at each of ``sizes`` (the spec's own: ``{}``) on ``target``, with
+    ``spec`` or the spec beside it."""
     if target != "interp" and not emulator_available():
         pytest.skip("no host C++ compiler for the emulator")
     for at in sizes:
-        outcome = check_on_target(load_kernel(path, sizes=at), target, seed=seed)
+        outcome = check_on_target(load_kernel(path, spec_path=spec, sizes=at), target,
+                                  seed=seed)
         assert outcome.result.ok, (at, outcome.result.describe())
 
 

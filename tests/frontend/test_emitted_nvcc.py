@@ -17,7 +17,8 @@ from kir.driver.load import load_kernel
 DATA = Path(__file__).parent / "data"
 KERNELS = ["method_rows", "particles", "warp_softmax_tt", "half2_bias_act", "aligned_vector",
            "lambda_rows", "packed_types", "act_and_mul", "math_bits", "float_bits",
-           "block_votes"]
+           "block_votes", "packed_bits"]
+SPECS = ["packed_bits_memcpy", "packed_bits_half"]  # more kernels of packed_bits.cu
 
 
 @pytest.mark.nvcc
@@ -25,4 +26,12 @@ KERNELS = ["method_rows", "particles", "warp_softmax_tt", "half2_bias_act", "ali
 @pytest.mark.parametrize("name", KERNELS)
 def test_emitted_cuda_builds_with_nvcc(name, tmp_path):
     loaded = load_kernel(DATA / f"{name}.cu")
+    nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path)
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+@pytest.mark.parametrize("spec", SPECS)
+def test_emitted_cuda_of_other_kernels_builds_with_nvcc(spec, tmp_path):
+    loaded = load_kernel(DATA / "packed_bits.cu", spec_path=DATA / f"{spec}.kir.toml")
     nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path)

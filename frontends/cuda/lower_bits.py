@@ -1,0 +1,203 @@
+"""Bits moved between types (a mixin of the Lowerer): a buffer read through a pointer to a
+vector of other elements, and ``memcpy`` between locals.
+
+LLM training code moves 16 bytes at a time this way: a loader reads
+``*reinterpret_cast<const int4*>(p)`` over a float or bf16 buffer, a packed type's
+constructor ``memcpy``s those bits into its ``T payload[16 / sizeof(T)]``, and a store
+``memcpy``s them back into an ``int4`` written through ``reinterpret_cast<int4*>(out)``.
+
+kir keeps no raw bytes. A vector read over a buffer of other elements is a *carrier*: a
+struct of the buffer's elements that stands for the vector (an ``int4`` over bf16 is eight
+bf16 values), so the bits travel as the values they are and nothing is converted. A carrier
+may go where the code declares the vector type — a parameter, a local, a function's result —
+be copied by ``memcpy`` and be stored back through a pointer of that type. ``memcpy`` copies
+element by element: elements of one type directly, of one size and another type through a
+``bitcast``. What would need bit arithmetic — reading a carrier as the vector it stands for
+(``v.x`` of an ``int4`` made of floats), copying between elements of different sizes — is
+refused where it is written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lark import Tree
+
+from kir.errors import UnsupportedError
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.lower_assign import struct_size
+from kir.frontends.cuda.values import (
+    ArraySym,
+    ArrVal,
+    FieldArray,
+    FieldPointer,
+    MemRef,
+    PtrVal,
+    StructType,
+    StructVal,
+    VarSym,
+)
+from kir.ir import Call, Component, Const, Expr, Var
+from kir.ir.types import I32, ScalarType, VectorType
+
+MEMCPY = ("memcpy", "std::memcpy", "__builtin_memcpy")
+
+
+def carrier_type(nominal, elem: ScalarType) -> StructType:
+    """The struct standing for a ``nominal`` value (a vector or scalar type) made of
+    ``elem`` values: ``nominal.nbytes / elem.nbytes`` of them in one array member."""
+    count = nominal.nbytes // elem.nbytes
+    return StructType(f"{nominal} of {count} {elem}", (("bits", FieldArray(elem, (count,))),),
+                      carries=nominal)
+
+
+def bitcast(value: Expr, target: ScalarType) -> Expr:
+    """``value``'s bits read as ``target`` (one width); a constant's folded now."""
+    if value.type == target:
+        return value
+    if not isinstance(value, Const):
+        return Call("bitcast", (value,), target)
+    bits = np.array(value.value, value.type.numpy).view(target.numpy)
+    return Const(bits.item(), target)
+
+
+class BitsMixin:
+    """Reinterpreting pointers and ``memcpy``; relies on the Lowerer (operands, structs,
+    scopes, writes)."""
+
+    def reinterpreting_pointer(self, p: PtrVal, view, root_elem: ScalarType,
+                               tree) -> PtrVal:
+        """``reinterpret_cast<const int4*>(p)`` over a buffer of ``root_elem``: a pointer to
+        carriers of ``view`` made of the buffer's elements."""
+        if isinstance(view, (ScalarType, VectorType)) and view.nbytes > root_elem.nbytes \
+                and view.nbytes % root_elem.nbytes == 0:
+            return PtrVal(p.root, p.offset, carrier_type(view, root_elem))
+        raise self.error(f"reinterpreting a {root_elem} buffer as {ct.scalar_of(view)} not "
+                         f"supported (kir reads a buffer as a wider vector of other elements, "
+                         f"such as int4 over {root_elem}, but not element by element as "
+                         "another type)", tree, UnsupportedError)
+
+    def lower_memcpy(self, arg_trees: list, tree) -> Expr:
+        """``memcpy(&dst, &src, n)`` between locals, struct members or buffer elements:
+        element by element, ``n`` a compile-time constant covering whole elements on both
+        sides. A vector local receiving other elements becomes their carrier (Packed128's
+        ``int4 bits; memcpy(&bits, &payload, sizeof(bits));``)."""
+        self._arity("memcpy", arg_trees, 3, 3, tree)
+        nbytes = self.constant(arg_trees[2], "memcpy's size")
+        if not isinstance(nbytes, int) or nbytes <= 0:
+            raise self.error("memcpy's size must be a positive integer", arg_trees[2])
+        src = self._memcpy_elements(arg_trees[1], nbytes, "source")
+        src_types = {e.type for e in src}
+        vector = self._vector_local(arg_trees[0])
+        if vector is not None and len(src_types) == 1 and src_types != {vector[1].type.elem}:
+            ident, sym = vector
+            if sym.type.nbytes != nbytes:
+                raise self.error(f"memcpy of {nbytes} bytes into a {sym.type} (of "
+                                 f"{sym.type.nbytes})", tree, UnsupportedError)
+            self.rebind(ident, self.struct_local(carrier_type(sym.type, src_types.pop()),
+                                                 ident))
+        dst = self._memcpy_elements(arg_trees[0], nbytes, "destination")
+        if [e.type.nbytes for e in dst] != [e.type.nbytes for e in src]:
+            raise self.error(
+                "memcpy between elements of different sizes ("
+                + ", ".join(sorted({str(e.type) for e in dst}))
+                + " from " + ", ".join(sorted({str(e.type) for e in src}))
+                + "): kir copies element by element and does not split values into bytes",
+                tree, UnsupportedError)
+        values = [self.value_of(e, tree) for e in src]
+        for target, value in zip(dst, values):
+            self.write(target, bitcast(value, target.type), tree)
+        return Const(0, I32)
+
+    def return_carrier(self, fn, value: StructVal, tree) -> None:
+        """``return bits;`` where the function returns the vector a carrier stands for: its
+        result becomes a copy of the carrier. Only from the function's one final return,
+        where the copy's locals are in the caller's scope."""
+        if fn.done is not None:
+            raise self.error(f"'{fn.name}' returns the bits of a {value.type.carries} made of "
+                             "other elements: kir inlines that only from the function's one "
+                             "final return", tree, UnsupportedError)
+        fn.result = self.struct_local(value.type, f"{fn.name}_ret", value, tree)
+
+    def _vector_local(self, tree) -> tuple[str, VarSym] | None:
+        """``&v`` for a vector local ``v``: its name and symbol."""
+        if isinstance(tree, Tree) and tree.data == "addr":
+            inner = tree.children[-1]
+            if isinstance(inner, Tree) and inner.data == "name":
+                ident = str(inner.children[0])
+                sym = self.lookup(ident)
+                if isinstance(sym, VarSym) and isinstance(sym.type, VectorType):
+                    return ident, sym
+        return None
+
+    def rebind(self, ident: str, sym: object) -> None:
+        """Give ``ident`` a new meaning in the scope that declared it."""
+        for scope in reversed(self.scopes):
+            if ident in scope:
+                scope[ident] = sym
+                return
+        self.bind(ident, sym)
+
+    def _memcpy_elements(self, tree, nbytes: int, side: str) -> list:
+        """The scalar elements (lvalues) that ``nbytes`` from ``tree``'s address cover."""
+        if isinstance(tree, Tree) and tree.data == "addr":
+            target = self.operand(tree.children[-1])
+            if isinstance(target, MemRef):
+                target = PtrVal(target.buffer, target.index, target.type)
+        else:
+            target = self.operand(tree)
+        elements = self._elements(target, nbytes, tree)
+        covered = 0
+        for k, e in enumerate(elements):
+            if covered == nbytes:
+                return elements[:k]
+            covered += e.type.nbytes
+        if covered != nbytes:
+            raise self.error(f"memcpy's {side} does not hold {nbytes} bytes of whole elements",
+                             tree, UnsupportedError)
+        return elements
+
+    def _elements(self, value, nbytes: int, tree) -> list:
+        if isinstance(value, StructVal):
+            out: list = []
+            for field, ft in value.type.fields:
+                part = value.parts[field]
+                if isinstance(ft, FieldPointer) or part is None:
+                    raise self.error(f"memcpy of {value.type}, whose member '{field}' is a "
+                                     "pointer or unset", tree, UnsupportedError)
+                if isinstance(ft, FieldArray):
+                    scalars = _count(ft.elem) * int(np.prod(ft.dims))
+                    out += self._elements(part, ct.scalar_of(ft.elem).nbytes * scalars, tree)
+                else:
+                    size = struct_size(ft) if isinstance(ft, StructType) else ft.nbytes
+                    out += self._elements(part, size, tree)
+            return out
+        if isinstance(value, ArrVal):
+            sym: ArraySym = value.sym
+            elem = ct.scalar_of(sym.elem)
+            base = value.index if value.index is not None else Const(0, I32)
+            size = _count(sym.elem) * int(np.prod(sym.dims[value.used:]))  # (the row's)
+            return [MemRef(sym.name, _plus(base, k), elem)
+                    for k in range(min(size, nbytes // elem.nbytes))]
+        if isinstance(value, PtrVal):
+            elem = self.buffers[value.root].elem
+            return [MemRef(value.root, _plus(value.offset, k), elem)
+                    for k in range(nbytes // elem.nbytes)]
+        if isinstance(value, Var) and isinstance(value.type, VectorType):
+            return [Component(value, k, value.type.elem) for k in range(value.type.count)]
+        if isinstance(value, MemRef) and isinstance(value.type, VectorType):
+            return self._elements(PtrVal(value.buffer, value.index, value.type), nbytes, tree)
+        if isinstance(value, (Expr, MemRef)) and isinstance(value.type, ScalarType):
+            return [value]  # (an expression only as a source: writing it is refused)
+        raise self.error("memcpy between values kir cannot name element by element (locals, "
+                         "arrays, struct members, buffer elements)", tree, UnsupportedError)
+
+
+def _count(elem) -> int:
+    return elem.count if isinstance(elem, VectorType) else 1
+
+
+def _plus(base: Expr, k: int) -> Expr:
+    return base if k == 0 else ct.binary("+", base, Const(k, base.type))
+
+
+__all__ = ["BitsMixin", "MEMCPY", "bitcast", "carrier_type"]

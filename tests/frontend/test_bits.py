@@ -1,0 +1,87 @@
+"""Bits moved between types (``kir.frontends.cuda.lower_bits``): LLM-training-style packs
+built from an ``int4`` with ``memcpy`` and read and written through
+``reinterpret_cast<int4*>`` over bf16 and float buffers, ``memcpy`` of a float4 and of a
+float's bits, a float4 read over halves seen through a pointer to it — on every target
+against numpy — and what is refused, located."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kir.frontends.cuda import load_cuda
+from tests.frontend.everywhere import TARGETS, check_everywhere, spec_variant
+
+from kir.errors import KirError
+from kir.interp import run_kernel
+from kir.ir import Launch
+
+DATA = Path(__file__).parent / "data"
+PACKED = DATA / "packed_bits.cu"
+ONE = Launch(("1", "1", "1"), (1, 1, 1), 0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_bf16_packs_through_int4_bits_match_numpy(target):
+    # (emulate-original: the original kernel reads real 2-byte bf16 elements)
+    check_everywhere(PACKED, target, [{}, {"R": 3, "C": 40}], seed=21)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_float_packs_through_int4_bits_match_numpy(target, tmp_path):
+    spec = spec_variant(PACKED, tmp_path, {'E = "bf16"': 'E = "f32"',
+                                           'out = { dtype = "bf16"': 'out = { dtype = "f32"',
+                                           'a = { dtype = "bf16"': 'a = { dtype = "f32"',
+                                           'bias = { dtype = "bf16"': 'bias = { dtype = "f32"'})
+    check_everywhere(PACKED, target, [{}], seed=22, spec=spec)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("spec", ["packed_bits_memcpy", "packed_bits_half"])
+def test_memcpy_and_vectors_over_other_elements_match_numpy(target, spec):
+    check_everywhere(PACKED, target, [{}, {"N": 45}], seed=23,
+                     spec=DATA / f"{spec}.kir.toml")
+
+
+def test_bf16_bits_go_through_unchanged():
+    kernel = load_cuda("""#include <cuda_bf16.h>
+    __global__ void f(const __nv_bfloat16* x, __nv_bfloat16* y) {
+      int4 raw = *reinterpret_cast<const int4*>(x);
+      __nv_bfloat16 lanes[8];
+      memcpy(lanes, &raw, sizeof(raw));
+      int4 back;
+      memcpy(&back, lanes, 16);
+      reinterpret_cast<int4*>(y)[1] = back; }""", "b.cu", launch=ONE)
+    x = np.array([1.0, -2.0, 0.5, 3.0, -0.25, 8.0, 2.0 ** -10, -7.0], np.float32)
+    got = run_kernel(kernel, {"x": x, "y": np.zeros(16, np.float32)}, {})["y"]
+    np.testing.assert_array_equal(got[8:], x.astype(np.float32))  # exact: no conversion
+    assert not got[:8].any()
+
+
+def test_a_floats_bits_through_memcpy_are_exact():
+    kernel = load_cuda("""__global__ void f(const float* x, unsigned* u, float* y) {
+      unsigned b; memcpy(&b, &x[0], 4); u[0] = b;
+      b ^= 0x80000000u; float g; memcpy(&g, &b, sizeof g); y[0] = g; }""", "m.cu",
+                       launch=ONE)
+    got = run_kernel(kernel, {"x": np.array([1.5], np.float32), "u": np.zeros(1, np.uint32),
+                              "y": np.zeros(1, np.float32)}, {})
+    assert got["u"][0] == 0x3FC00000 and got["y"][0] == -1.5
+
+
+@pytest.mark.parametrize("source, message", [
+    ("float f[2]; __half h[4]; h[0] = x[0]; memcpy(f, h, 8); y[0] = f[0];",
+     "memcpy between elements of different sizes"),
+    ("float f[2]; memcpy(f, x, n); y[0] = f[0];", "memcpy's size must be a compile-time"),
+    ("float f[2]; memcpy(f, y, 12); y[0] = f[0];", "destination does not hold 12 bytes"),
+    ("int4 v = *reinterpret_cast<const int4*>(x + 4); y[0] = v.x;", "no member"),
+    ("const double* d = reinterpret_cast<const double*>(x); y[0] = d[0];",
+     "a f64 pointer into f16 buffer 'x'"),
+    ("const __half* h = reinterpret_cast<const __half*>(y); y[1] = h[0];",
+     "reinterpreting a f32 buffer as f16 not supported"),
+])
+def test_what_kir_does_not_model_is_refused_where_it_is_written(source, message):
+    with pytest.raises(KirError, match=message) as info:
+        load_cuda("#include <cuda_fp16.h>\n__global__ void f(const __half* x, float* y, "
+                  "int n) {\n  " + source + " }", "r.cu", launch=ONE)
+    assert info.value.loc.line == 3
