@@ -41,6 +41,10 @@ def builtin(name: str, inputs: dict):
     if name == "layernorm_forward":
         return "mx.fast.layer_norm", \
             lambda: mx.fast.layer_norm(a["inp"], a["weight"], a["bias"], 1e-5)
+    if name == "layernorm_forward_bf16":  # the same in bf16, as a bf16 kernel computes it
+        b16 = {k: v.astype(mx.bfloat16) for k, v in a.items()}
+        return "mx.fast.layer_norm (bf16)", \
+            lambda: mx.fast.layer_norm(b16["inp"], b16["weight"], b16["bias"], 1e-5)
     if name == "rms_norm_inplace":
         eps = float(inputs["epsilon"])
         return "mx.fast.rms_norm", lambda: mx.fast.rms_norm(a["x"], a["weight"], eps)

@@ -98,6 +98,10 @@ CASES = {
                              {"R": 8192, "C": 8192}, 60, "softmax", 1.0),
     "tt-softmax-8192": ("tests/frontend/data/warp_softmax_tt.cu", None,
                         {"R": 8192, "C": 8192}, 60, "softmax_src", 1.0),
+    # LLM training code's bf16 layer norm: 16-byte packs moved as an int4's bits with memcpy,
+    # a warp a row through cooperative groups (tests/rules/data), against the bf16 built-in.
+    "packed-bf16-layernorm": ("tests/rules/data/layernorm_packed_bf16.cu", None,
+                              {"N": 8192, "C": 8192}, 60, "layernorm_forward_bf16", 1.0),
 }
 _BEST = re.compile(r"best: ([0-9.e+-]+) ms.*?(?:x([0-9.e+-]+) over the unrewritten kernel "
                    r"\(([0-9.e+-]+) ms\))?, (\d+) steps, (\d+) evaluations \((\d+) from the "

@@ -17,3 +17,14 @@ def rms_norm_inplace(args, sizes):
     x = args["x"].astype(np.float64)
     inv = 1.0 / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-6)
     return {"x": (x * inv * args["weight"]).astype(np.float32)}
+
+
+def layernorm_stats(args, sizes):
+    """Layer norm over rows (eps 1e-5) and the per-row mean and 1/std it saves."""
+    x = np.asarray(args["inp"], np.float64).reshape(sizes["N"], sizes["C"])
+    mean = x.mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    w = np.asarray(args["weight"], np.float64)
+    b = np.asarray(args["bias"], np.float64)
+    return {"out": ((x - mean) * rstd * w + b).astype(np.float32),
+            "mean": mean[:, 0].astype(np.float32), "rstd": rstd[:, 0].astype(np.float32)}
