@@ -53,6 +53,7 @@ from kir.frontends.cuda.values import (
 from lark import Token, Tree
 
 from kir.errors import KirError, Loc, UnsupportedError
+from kir.analysis.array_copies import forward_array_copies
 from kir.analysis.copies import forward_single_writes, propagate_copies
 from kir.analysis.dead import drop_dead_locals
 from kir.ir import Block, Const, Declare, Kernel, Launch, Param, Stmt, Var
@@ -283,6 +284,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         # hide the kernel's structure from the rules (a k-tile loop "writes" the sub-matrix
         # struct it only reads): forward them. Other kernels keep every local as written,
         # so their dumps, traces and loop labels stay as they were.
+        kernel = forward_array_copies(kernel)
         return drop_dead_locals(forward_single_writes(propagate_copies(kernel)))
 
     def bind_template(self, template, values: dict[str, int | str]) -> None:

@@ -85,3 +85,22 @@ def test_what_kir_does_not_model_is_refused_where_it_is_written(source, message)
         load_cuda("#include <cuda_fp16.h>\n__global__ void f(const __half* x, float* y, "
                   "int n) {\n  " + source + " }", "r.cu", launch=ONE)
     assert info.value.loc.line == 3
+
+
+LAYERNORM = Path(__file__).parents[1] / "rules" / "data" / "layernorm_packed_bf16.cu"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_bf16_layer_norm_of_int4_packs_matches_numpy(target):
+    check_everywhere(LAYERNORM, target, [{}, {"N": 5, "C": 72}], seed=24)
+
+
+def test_a_packs_copies_leave_one_array_a_pack():
+    from kir.driver.load import load_kernel
+    from kir.ir import Alloc, For
+
+    kernel = load_kernel(LAYERNORM).kernel
+    for loop in (n for n in kernel.body.stmts if isinstance(n, For)):
+        arrays = [s for s in loop.body.walk() if isinstance(s, Alloc)]
+        # each pack is one array (its 16 bytes loaded or stored there): 1, or x, w, b, y
+        assert [a.size for a in arrays] == [8] * len(arrays) and len(arrays) in (1, 4)
