@@ -55,13 +55,15 @@ _MATRIX = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
 class Plan:
     """What widen-warps found: the warps per block of the original launch, the locals that
     hold the lane index, the warp index or ``thread.x`` itself, and the lane-strided loops
-    (by label)."""
+    (by label) with the elements each lane takes at a time (``chunks``: 8 for a loop
+    ``c = lane * 8; c += 32 * 8`` reading 16-byte packs of bf16; 1 when not listed)."""
 
     warps: int
     lane_vars: frozenset[str]
     warp_vars: frozenset[str]
     tid_vars: frozenset[str]
     loops: frozenset[str]
+    chunks: tuple[tuple[str, int], ...] = ()
 
 
 class WidenWarps(BaseRule):
@@ -80,7 +82,9 @@ class WidenWarps(BaseRule):
     block ``b`` owning item ``b R + w``) to ``G x R`` blocks of ``threads``: the warp index
     becomes ``block.y`` and ``block_dim.x`` the old width everywhere but in the loops, so block
     ``(b, w)`` owns the item warp ``w`` of block ``b`` owned. A loop ``for (c = lane; c < n;
-    c += 32)`` becomes ``for (c = thread.x; c < n; c += block_dim.x)``; a warp reduction of its
+    c += 32)`` becomes ``for (c = thread.x; c < n; c += block_dim.x)`` (one taking ``K``
+    elements a lane at a time, ``c = lane * K; c += 32 * K`` as code reading 16-byte packs
+    does, ``c = thread.x * K; c += block_dim.x * K``); a warp reduction of its
     partials ``reduce.op(p)`` becomes a block reduction (each warp's result through a shared
     array of 32, read back by every thread); code under ``lane == 0`` runs on thread 0.
 
@@ -139,7 +143,9 @@ def _plan(kernel: Kernel) -> Plan | NotApplicable:
     tid_vars = {k for k, v in defs.items() if is_thread_x(v)}
     lane_vars = {k for k, v in defs.items() if _lane_form(v, tid_vars)}
     warp_vars = {k for k, v in defs.items() if _warp_form(v, tid_vars)}
-    loops = [lp for lp in analysis.loops(kernel) if _lane_loop(lp, lane_vars, tid_vars)]
+    chunk_of = {lp.label: k for lp in analysis.loops(kernel)
+                if (k := _lane_loop(lp, lane_vars, tid_vars))}
+    loops = [lp for lp in analysis.loops(kernel) if lp.label in chunk_of]
     problem = _thread_uses(kernel, loops, lane_vars, tid_vars)
     if problem:
         return NotApplicable(problem)
@@ -156,7 +162,8 @@ def _plan(kernel: Kernel) -> Plan | NotApplicable:
     if problem:
         return NotApplicable(problem)
     return Plan(bx // WARP, frozenset(lane_vars), frozenset(warp_vars), frozenset(tid_vars),
-                frozenset(lp.label for lp in loops))
+                frozenset(lp.label for lp in loops),
+                tuple(sorted((k, v) for k, v in chunk_of.items() if v != 1)))
 
 
 def _is_tid(e: Expr, tid_vars: set[str]) -> bool:
@@ -192,17 +199,36 @@ def _is_lane(e: Expr, lane_vars: set[str], tid_vars: set[str]) -> bool:
     return _lane_form(s, tid_vars) or (isinstance(s, Var) and s.name in lane_vars)
 
 
-def _lane_loop(loop: For, lane_vars: set[str], tid_vars: set[str]) -> bool:
-    """``for (c = lane; c < n; c = c + 32)`` (or ``+ warp_size``)."""
-    u = loop.update
-    step = isinstance(u, Binary) and u.op == "+" and isinstance(strip_casts(u.left), Var) \
-        and strip_casts(u.left).name == loop.var and (
-            _const(u.right, WARP) or (isinstance(strip_casts(u.right), Special)
-                                      and strip_casts(u.right).kind == "warp_size"))
+def _lane_loop(loop: For, lane_vars: set[str], tid_vars: set[str]) -> int:
+    """``K`` for ``for (c = lane * K; c < n; c = c + 32 * K)`` (``K`` elements a lane at a
+    time, a constant; for ``K = 1`` the step may be ``warp_size``), else 0."""
     c = loop.cond
     bounded = isinstance(c, Binary) and c.op in ("<", "<=") \
         and isinstance(strip_casts(c.left), Var) and strip_casts(c.left).name == loop.var
-    return step and bounded and _is_lane(loop.init, lane_vars, tid_vars)
+    u = loop.update
+    if not (bounded and isinstance(u, Binary) and u.op == "+"
+            and isinstance(strip_casts(u.left), Var) and strip_casts(u.left).name == loop.var):
+        return 0
+    chunk = _lane_times(loop.init, lane_vars, tid_vars)
+    if chunk == 1 and isinstance(strip_casts(u.right), Special) \
+            and strip_casts(u.right).kind == "warp_size":
+        return 1
+    return chunk if chunk and _const(u.right, WARP * chunk) else 0
+
+
+def _lane_times(e: Expr, lane_vars: set[str], tid_vars: set[str]) -> int:
+    """``K`` when ``e`` is the lane index times the positive constant ``K`` (1 for the lane
+    index itself), else 0."""
+    if _is_lane(e, lane_vars, tid_vars):
+        return 1
+    e = strip_casts(e)
+    if isinstance(e, Binary) and e.op == "*":
+        for a, b in ((e.left, e.right), (e.right, e.left)):
+            b = strip_casts(b)
+            if _is_lane(a, lane_vars, tid_vars) and isinstance(b, Const) \
+                    and not isinstance(b.value, bool) and b.value > 0:
+                return int(b.value)
+    return 0
 
 
 def _lane_test(cond: Expr, lane_vars: set[str], tid_vars: set[str]) -> Binary | None:
@@ -384,7 +410,9 @@ def _holds(outer: Node, inner: Node) -> bool:
 
 
 def _memory(kernel: Kernel, loops: list[For]) -> str:
-    """Why memory accesses would see other threads' values after the rewrite, or ""."""
+    """Why memory accesses would see other threads' values after the rewrite, or "". A
+    thread's own arrays (``local``: a pack of 16 bytes) are its own whatever thread it is."""
+    private = {n.name for n in kernel.body.walk() if isinstance(n, Alloc) and n.space == "local"}
     in_loop: dict[int, For] = {id(n): lp for lp in loops for n in lp.walk()}
     loop_written = {n.buffer for lp in loops for n in lp.walk() if isinstance(n, (Store, Atomic))}
     loop_read = {n.buffer for lp in loops for n in lp.walk() if isinstance(n, Load)}
@@ -392,7 +420,7 @@ def _memory(kernel: Kernel, loops: list[For]) -> str:
                      if isinstance(n, (Store, Atomic)) and id(n) not in in_loop}
     bases: dict[str, Expr] = {}
     for n in kernel.body.walk():
-        if not isinstance(n, (Load, Store, Atomic)):
+        if not isinstance(n, (Load, Store, Atomic)) or n.buffer in private:
             continue
         if isinstance(n, Load) and n.buffer in other_written:
             return f"{n.buffer!r} is read after a write outside the lane-strided loops"
@@ -427,6 +455,7 @@ def _base_of(index: Expr, var: str) -> Expr | None:
 def _widen(kernel: Kernel, plan: Plan, threads: int) -> Kernel:
     old_width = plan.warps * WARP
     lanes, tids = set(plan.lane_vars), set(plan.tid_vars)
+    chunks = dict(plan.chunks)
 
     def visit(n: Node) -> Node | None:
         if isinstance(n, Expr) and _warp_form(n, tids):
@@ -441,10 +470,13 @@ def _widen(kernel: Kernel, plan: Plan, threads: int) -> Kernel:
         if isinstance(n, Expr) and _is_zero_lane(n, lanes, tids):  # only in If tests (checked)
             return Binary("==", Special("thread", "x", U32), Const(0, U32), BOOL)
         if isinstance(n, For) and n.label in plan.loops:
-            t = n.type
+            t, chunk = n.type, chunks.get(n.label, 1)
+            first, step = Cast(Special("thread", "x", U32), t), \
+                Cast(Special("block_dim", "x", U32), t)
+            if chunk != 1:
+                first, step = (Binary("*", e, Const(chunk, t), t) for e in (first, step))
             return dataclasses.replace(
-                n, init=Cast(Special("thread", "x", U32), t),
-                update=Binary("+", Var(n.var, t), Cast(Special("block_dim", "x", U32), t), t))
+                n, init=first, update=Binary("+", Var(n.var, t), step, t))
         return None
 
     body = transform(kernel.body, visit)

@@ -16,7 +16,8 @@ from kir.backends.emulate import emulator_available
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.driver.runners import check_on_target
-from kir.ir import Alloc, Barrier, Shuffle
+from kir.ir import Alloc, Barrier, For, Shuffle
+from kir.ir.printer import print_expr
 from kir.rules import apply_trace, context_for, parse_step
 from kir.search.hints import hints
 
@@ -119,3 +120,35 @@ def test_online_softmax_a_block_a_row(target):
     assert kernel.launch.grid[1] == "4"
     outcome = check_on_target(dataclasses.replace(loaded, kernel=kernel), target)
     assert outcome.result.ok, outcome.result.describe()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("sizes", [{}, {"N": 5, "C": 72}])
+def test_packs_of_eight_a_lane_become_packs_a_thread(target, sizes):
+    """A bf16 layer norm whose lanes take 16-byte packs (``c = lane * 8; c += 32 * 8``,
+    tests/rules/data/layernorm_packed_bf16.cu): each thread of the block takes a pack at a
+    time (``c = thread.x * 8; c += block_dim.x * 8``), its pack's array its own."""
+    _skip_without_emulator(target)
+    rows = _rewritten(DATA / "layernorm_packed_bf16.cu", ["widen-warps{dim=x,threads=64}"],
+                      sizes)
+    firsts = {print_expr(lp.init) for lp in rows.kernel.body.stmts
+              if isinstance(lp, For) and lp.label in ("L0", "L2", "L4")}
+    assert firsts == {"i32(thread.x) * 8"}, firsts
+    outcome = check_on_target(rows, target)
+    assert outcome.result.ok, outcome.result.describe()
+
+
+def test_a_lane_loop_stepping_other_than_its_chunks_is_not_widened():
+    """``c = lane * 8`` stepping by 128 (not 32 * 8) is no lane-strided loop: no site."""
+    from kir.frontends.cuda import load_cuda
+    from kir.ir import Launch
+
+    source = """__global__ void k(const float* x, float* y, int n) {
+      for (int c = (threadIdx.x % 32) * 8; c < n; c += STEP)
+        for (int k = 0; k < 8; ++k) y[c + k] = 2.0f * x[c + k]; }"""
+    launch = Launch(("1", "1", "1"), (32, 1, 1), 0)
+    widen = REGISTRY["widen-warps"]
+    for step, sites in (("256", ["x"]), ("128", [])):
+        kernel = load_cuda(source.replace("STEP", step), "k.cu", launch=launch)
+        plan = widen.plan(kernel, "x")
+        assert (not hasattr(plan, "reason")) == bool(sites), (step, plan)
