@@ -62,13 +62,22 @@ def test_copies_in_a_loop_body_refilled_each_iteration_are_forwarded():
     # elements copied to other places
     "float a[2]; a[0] = x[0]; a[1] = x[1]; float b[2]; b[0] = a[1]; b[1] = a[0];"
     " y[0] = b[0] - b[1];",
-    # the source is written around the block holding the copy, in a loop
-    "float a[2]; a[0] = x[0]; a[1] = x[1];"
-    " for (int r = 0; r < 2; ++r) { float b[2]; b[0] = a[0]; b[1] = a[1];"
-    " y[r] = b[0] + b[1]; a[0] = x[r + 2]; }",
+    # the source is written in a loop inside the block, after the copy
+    "float a[2]; a[0] = x[0]; a[1] = x[1]; float b[2]; b[0] = a[0]; b[1] = a[1];"
+    " for (int r = 0; r < 2; ++r) { y[r] = b[0] + b[1]; a[0] = x[r + 2]; }",
 ])
 def test_a_copy_that_may_differ_from_its_source_is_kept(body):
     assert "b" in _forwarded(body)
+
+
+def test_a_source_written_around_the_copys_block_still_holds_the_copy_in_it():
+    left = _forwarded("""
+      float a[2]; a[0] = x[0]; a[1] = x[1];
+      for (int r = 0; r < 3; ++r) {
+        if (r != 1) { float b[2]; b[0] = a[0]; b[1] = a[1]; y[r] = b[0] + b[1]; }
+        a[0] = x[r + 2];
+      }""")
+    assert left == {"a"}
 
 
 def test_shared_memory_is_never_forwarded():

@@ -36,8 +36,8 @@ from kir.frontends.cuda.values import (
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import Alloc, Const, Declare, Expr, Load, MakeVector, Param, Select, Var
-from kir.ir.types import I32, PointerType, VectorType
+from kir.ir import Alloc, Component, Const, Declare, Expr, Load, MakeVector, Param, Select, Var
+from kir.ir.types import I32, PointerType, ScalarType, VectorType
 
 
 def struct_fields(t: StructType, base: str) -> list[tuple[str, object]]:
@@ -78,7 +78,7 @@ class StructMixin:
                 arr = self._field_array(ft, f"{base}_{field}", "local")
                 parts[field] = ArrVal(arr)
                 if value is not None:
-                    self._copy_array(ArrVal(arr), value, ft, tree)
+                    self._copy_array(ArrVal(arr), value, ft, tree, t.carries is not None)
             elif isinstance(ft, FieldPointer):
                 sym = PtrSym(None, ft.view, self.fresh(f"{base}_{field}_off"))
                 init_offset = None
@@ -340,16 +340,20 @@ class StructMixin:
                 self._write_all(part, value, tree)
             elif isinstance(ft, FieldArray):
                 if value is not None:
-                    self._copy_array(part, value, ft, tree)
+                    self._copy_array(part, value, ft, tree, target.type.carries is not None)
             elif isinstance(ft, FieldPointer):
                 if value is not None:
                     self.set_pointer(part, value, tree)
             elif value is not None:
                 self.write(part, value, tree)
 
-    def _copy_array(self, target: ArrVal | PtrVal, source, ft: FieldArray, tree) -> None:
+    def _copy_array(self, target: ArrVal | PtrVal, source, ft: FieldArray, tree,
+                    aligned: bool = False) -> None:
         """Array member ``ft`` copied element by element; either side may be a local array
-        (``ArrVal``) or, for a struct read over a buffer, a run of the buffer (``PtrVal``)."""
+        (``ArrVal``) or, for a struct read over a buffer, a run of the buffer (``PtrVal``).
+        ``aligned``: the run is a 16-byte vector's, aligned as the code's own vector access
+        asserts (``*reinterpret_cast<const int4*>(floats)``): four 4-byte elements then move
+        as one vector load or store."""
         if not isinstance(source, (ArrVal, PtrVal)) or any(
                 isinstance(side, ArrVal) and side.sym.dims != ft.dims
                 for side in (source, target)):
@@ -358,11 +362,29 @@ class StructMixin:
         elem, total = ft.elem, 1
         for n in ft.dims:
             total *= n
+        if aligned and total == 4 and isinstance(elem, ScalarType) and elem.nbytes == 4 \
+                and isinstance(source, PtrVal) != isinstance(target, PtrVal):
+            self._copy_vector(target, source, VectorType(elem, 4), tree)
+            return
         step = count_of(elem)
         for k in range(total):
             read = _element(source, k * step, elem)
             self.write(_element(target, k * step, elem), Load(read.buffer, read.index, elem),
                        tree)
+
+    def _copy_vector(self, target, source, vector: VectorType, tree) -> None:
+        """Four elements between a local array and a buffer as one vector access."""
+        if isinstance(source, PtrVal):
+            name = self.fresh(f"{target.sym.name}_v")
+            self.emit(Declare(name, vector, Load(source.root, source.offset, vector),
+                              loc=self.cur_loc))
+            for k in range(vector.count):
+                self.write(_element(target, k, vector.elem),
+                           Component(Var(name, vector), k, vector.elem), tree)
+            return
+        lanes = tuple(Load(source.sym.name, Const(k, I32), vector.elem)
+                      for k in range(vector.count))
+        self.write(MemRef(target.root, target.offset, vector), MakeVector(lanes, vector), tree)
 
     # ---------------------------------------------------------- structs over buffers
 

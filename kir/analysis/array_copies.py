@@ -8,9 +8,10 @@ registers, but a reader of the IR and the rules that look at a loop's body see t
 where the code has one value. :func:`forward_array_copies` reads the source wherever the
 copy is read and drops the copy, when that is the same value: the copy ``B`` is written only
 by the statements copying all of ``A`` into it (``B[k] = A[k]`` for every ``k``, constant
-indices), both are thread-private (``local``), and every write of ``A`` comes before those
-statements in the block that holds them (so ``A`` holds the copied values wherever ``B`` is
-read, including each iteration of a loop whose body this is).
+indices), both are thread-private (``local``), and no statement of the block holding the copy
+writes ``A`` after those statements. ``B`` lives only while that block runs, so ``A`` then
+holds the copied values wherever ``B`` is read (in each iteration of a loop whose body this
+is, too).
 """
 
 from __future__ import annotations
@@ -89,14 +90,8 @@ def _whole_copy(block: Block, alloc: Alloc, at: int, outer: tuple[Block, ...]):
                 return None  # the copy is written or used another way elsewhere
             if name == source and not isinstance(node, Load) and i >= first:
                 return None  # the source changes after the copy
-    for other in outer:  # nothing around this block writes either one
-        for stmt in other.stmts:
-            if any(b is block for b in stmt.walk()):
-                continue
-            for node in stmt.walk():
-                if getattr(node, "buffer", None) in (alloc.name, source) \
-                        and not isinstance(node, (Load, Alloc)):
-                    return None
+    # (writes of the source outside this block cannot reach the copy: the copy lives only
+    # while this block runs, and only this block's statements run then)
     return source, copying
 
 

@@ -104,3 +104,22 @@ def test_a_packs_copies_leave_one_array_a_pack():
         arrays = [s for s in loop.body.walk() if isinstance(s, Alloc)]
         # each pack is one array (its 16 bytes loaded or stored there): 1, or x, w, b, y
         assert [a.size for a in arrays] == [8] * len(arrays) and len(arrays) in (1, 4)
+
+
+def test_an_int4_over_floats_moves_as_one_vector(tmp_path):
+    """The code's int4 access asserts 16-byte alignment, so a carrier of four floats is
+    read and written as one float4 (a carrier of eight bf16 stays element by element: kir's
+    vectors have at most four lanes)."""
+    from kir.driver.load import load_kernel
+    from kir.ir import Load, Store
+    from kir.ir.types import VectorType
+
+    spec = spec_variant(PACKED, tmp_path, {'E = "bf16"': 'E = "f32"',
+                                           'out = { dtype = "bf16"': 'out = { dtype = "f32"',
+                                           'a = { dtype = "bf16"': 'a = { dtype = "f32"',
+                                           'bias = { dtype = "bf16"': 'bias = { dtype = "f32"'})
+    for path, vectors in ((spec, 4), (PACKED.with_suffix(".kir.toml"), 0)):
+        kernel = load_kernel(PACKED, spec_path=path).kernel
+        wide = [n for n in kernel.walk() if isinstance(n, (Load, Store))
+                and isinstance(n.type if isinstance(n, Load) else n.value.type, VectorType)]
+        assert len(wide) == vectors, (path, wide)  # a and bias read, out written twice
