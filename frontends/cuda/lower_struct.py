@@ -78,7 +78,8 @@ class StructMixin:
                 arr = self._field_array(ft, f"{base}_{field}", "local")
                 parts[field] = ArrVal(arr)
                 if value is not None:
-                    self._copy_array(ArrVal(arr), value, ft, tree, t.carries is not None)
+                    self._copy_array(ArrVal(arr), value, ft, tree,
+                                     t.vector_aligned() and field == t.fields[0][0])
             elif isinstance(ft, FieldPointer):
                 sym = PtrSym(None, ft.view, self.fresh(f"{base}_{field}_off"))
                 init_offset = None
@@ -340,7 +341,8 @@ class StructMixin:
                 self._write_all(part, value, tree)
             elif isinstance(ft, FieldArray):
                 if value is not None:
-                    self._copy_array(part, value, ft, tree, target.type.carries is not None)
+                    self._copy_array(part, value, ft, tree, target.type.vector_aligned()
+                                     and field == target.type.fields[0][0])
             elif isinstance(ft, FieldPointer):
                 if value is not None:
                     self.set_pointer(part, value, tree)

@@ -14,6 +14,8 @@ arguments; a primary template may then be declared only.
 
 from __future__ import annotations
 
+import re
+
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_stmt import closed
 from kir.frontends.cuda.parser import parse_unit, template_header_length
@@ -109,7 +111,7 @@ class StructDefMixin:
         struct = StructType(key, fields, name, tuple(template.items()), statics,
                             bool(constructors),
                             any(_takes_nothing(text, m.name_end) for m in constructors),
-                            defaults, types)
+                            defaults, types, align=_declared_alignment(text, unit.start))
         self.program.struct_types[key] = struct
         return struct
 
@@ -297,6 +299,17 @@ def template_symbols(pairs) -> dict[str, object]:
 def _located(src, offset: int, message: str) -> UnsupportedError:
     loc = src.loc(offset)
     return UnsupportedError(message, loc, source_line=src.source_line(loc))
+
+
+_ALIGNMENT = re.compile(r"\b(?:alignas|__align__)\s*\(\s*(\d+)\s*\)")
+
+
+def _declared_alignment(text: str, start: int) -> int:
+    """The alignment a struct's head declares as a number (``struct alignas(16) P {``),
+    else 0 (none, or an expression kir does not evaluate here)."""
+    head = text[start:text.find("{", start)]
+    found = _ALIGNMENT.search(head)
+    return int(found.group(1)) if found else 0
 
 
 def _takes_nothing(text: str, name_end: int) -> bool:

@@ -187,6 +187,14 @@ class StructType:
     # a carrier's: the vector or scalar type it stands for (an int4 read over a bf16
     # buffer is eight bf16 values; kir.frontends.cuda.lower_bits)
     carries: object = field(default=None, compare=False)
+    # the alignment the struct declares (``struct alignas(16) Pack``), 0 when it declares none
+    align: int = field(default=0, compare=False)
+
+    def vector_aligned(self) -> bool:
+        """Whether the struct's first member starts 16-byte aligned wherever the code reads
+        or writes a whole struct over a buffer: a carrier of a 16-byte vector, or a struct
+        declared ``alignas(16)`` (or more)."""
+        return self.carries is not None or self.align >= 16
 
     def field(self, name: str) -> object | None:
         return next((t for n, t in self.fields if n == name), None)

@@ -123,3 +123,23 @@ def test_an_int4_over_floats_moves_as_one_vector(tmp_path):
         wide = [n for n in kernel.walk() if isinstance(n, (Load, Store))
                 and isinstance(n.type if isinstance(n, Load) else n.value.type, VectorType)]
         assert len(wide) == vectors, (path, wide)  # a and bias read, out written twice
+
+
+@pytest.mark.parametrize("head, vectors", [("struct alignas(16) P", 2),
+                                           ("struct __align__(16) P", 2), ("struct P", 0)])
+def test_a_struct_declared_16_byte_aligned_moves_as_one_vector(head, vectors):
+    from kir.ir import Load, Store
+    from kir.ir.types import VectorType
+
+    kernel = load_cuda(head + """ { float v[4]; };
+    __global__ void f(const float* x, float* y) {
+      P p = *reinterpret_cast<const P*>(x + 4 * threadIdx.x);
+      for (int k = 0; k < 4; ++k) p.v[k] *= 2.0f;
+      *reinterpret_cast<P*>(y + 4 * threadIdx.x) = p; }""", "p.cu",
+                       launch=Launch(("1", "1", "1"), (2, 1, 1), 0))
+    wide = [n for n in kernel.walk() if isinstance(n, (Load, Store))
+            and isinstance(n.type if isinstance(n, Load) else n.value.type, VectorType)]
+    assert len(wide) == vectors
+    x = np.arange(8, dtype=np.float32)
+    got = run_kernel(kernel, {"x": x, "y": np.zeros(8, np.float32)}, {})["y"]
+    np.testing.assert_array_equal(got, 2 * x)
