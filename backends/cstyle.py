@@ -67,6 +67,9 @@ class Dialect:
     half_suffix: str = ""
     int_suffixes: Mapping[str, str] = field(default_factory=lambda: {"u32": "u"})
     bare_special_floats: frozenset[str] = frozenset({"f32"})
+    # Vector types the target's headers lack, by kir type ("f16x4"): the name kir defines
+    # for it; a helper of that name holds the definition (CUDA has no 4-wide halves)
+    vector_names: Mapping[str, str] = field(default_factory=dict)
     # (printer, matrix statement) -> lines; None where the target has no matrix fragments
     matrix: Callable[["Printer", ir.Stmt], list[str]] | None = None
     # (printer, consecutive matrix products) -> lines, where the target issues several
@@ -115,6 +118,10 @@ class Printer:
     def type_name(self, t: ScalarType | VectorType) -> str:
         d = self.dialect
         if isinstance(t, VectorType):
+            named = d.vector_names.get(str(t))
+            if named is not None:
+                self.helpers.add(named)
+                return named
             prefix = d.vector_elems.get(t.elem.name)
             if prefix is None:
                 raise UnsupportedError(f"{d.name} has no vector type for {t}")

@@ -33,6 +33,8 @@ MLX_TYPE_NAMES = {np.dtype(np.float16): "float16", np.dtype(np.bool_): "bool_"}
 def cuda_type(dtype: Any) -> str:
     """MLX's CUDA spelling of a dtype (``dtype_to_cuda_type``)."""
     dt = L.to_dtype(dtype)
+    if dt.name == "bfloat16":  # ml_dtypes' (numpy has none of its own)
+        return "__nv_bfloat16"
     if dt not in CUDA_TYPES:
         raise L.EmulatorError(f"dtype {dt} is not supported by cuda_kernel", kind="launch")
     return CUDA_TYPES[dt]

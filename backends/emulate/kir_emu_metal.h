@@ -46,6 +46,7 @@ using kir_emu::vec;
 #define KIR_VTYPES(T, name) using name##2 = vec<T, 2>; using name##3 = vec<T, 3>; using name##4 = vec<T, 4>;
 KIR_VTYPES(float, float)
 KIR_VTYPES(half, half)
+KIR_VTYPES(bfloat, bfloat)
 KIR_VTYPES(int, int)
 KIR_VTYPES(uint, uint)
 KIR_VTYPES(short, short)

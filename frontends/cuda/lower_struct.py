@@ -354,8 +354,9 @@ class StructMixin:
         """Array member ``ft`` copied element by element; either side may be a local array
         (``ArrVal``) or, for a struct read over a buffer, a run of the buffer (``PtrVal``).
         ``aligned``: the run is a 16-byte vector's, aligned as the code's own vector access
-        asserts (``*reinterpret_cast<const int4*>(floats)``): four 4-byte elements then move
-        as one vector load or store."""
+        asserts (``*reinterpret_cast<const int4*>(floats)``): its elements then move four at
+        a time as vector loads or stores (four floats in one; eight bf16 in two of four:
+        kir's vectors have four lanes at most)."""
         if not isinstance(source, (ArrVal, PtrVal)) or any(
                 isinstance(side, ArrVal) and side.sym.dims != ft.dims
                 for side in (source, target)):
@@ -364,9 +365,11 @@ class StructMixin:
         elem, total = ft.elem, 1
         for n in ft.dims:
             total *= n
-        if aligned and total == 4 and isinstance(elem, ScalarType) and elem.nbytes == 4 \
+        if aligned and isinstance(elem, ScalarType) and elem.nbytes in (2, 4) \
+                and total * elem.nbytes in (8, 16) and total % 4 == 0 \
                 and isinstance(source, PtrVal) != isinstance(target, PtrVal):
-            self._copy_vector(target, source, VectorType(elem, 4), tree)
+            for first in range(0, total, 4):
+                self._copy_vector(target, source, VectorType(elem, 4), first, tree)
             return
         step = count_of(elem)
         for k in range(total):
@@ -374,19 +377,20 @@ class StructMixin:
             self.write(_element(target, k * step, elem), Load(read.buffer, read.index, elem),
                        tree)
 
-    def _copy_vector(self, target, source, vector: VectorType, tree) -> None:
-        """Four elements between a local array and a buffer as one vector access."""
+    def _copy_vector(self, target, source, vector: VectorType, first: int, tree) -> None:
+        """Elements ``first`` on between a local array and a buffer as one vector access."""
         if isinstance(source, PtrVal):
             name = self.fresh(f"{target.sym.name}_v")
-            self.emit(Declare(name, vector, Load(source.root, source.offset, vector),
+            read = _element(source, first, vector)
+            self.emit(Declare(name, vector, Load(read.buffer, read.index, vector),
                               loc=self.cur_loc))
             for k in range(vector.count):
-                self.write(_element(target, k, vector.elem),
+                self.write(_element(target, first + k, vector.elem),
                            Component(Var(name, vector), k, vector.elem), tree)
             return
-        lanes = tuple(Load(source.sym.name, Const(k, I32), vector.elem)
+        lanes = tuple(Load(source.sym.name, Const(first + k, I32), vector.elem)
                       for k in range(vector.count))
-        self.write(MemRef(target.root, target.offset, vector), MakeVector(lanes, vector), tree)
+        self.write(_element(target, first, vector), MakeVector(lanes, vector), tree)
 
     # ---------------------------------------------------------- structs over buffers
 
