@@ -29,8 +29,10 @@ from kir.ir import (
     WarpReduce,
     While,
     const,
+    transform,
 )
 from kir.ir.types import BOOL, U32, ScalarType
+from kir.rewrites.parallel.online_pairs import _max_with, _scaled, exponent_of
 from kir.rules import ANALYSES, BaseRule, Match, NoParams, NotApplicable, RuleContext
 
 
@@ -135,6 +137,70 @@ class Butterfly:
 
 
 @dataclass(frozen=True)
+class PairButterfly:
+    """A shuffle butterfly ``loop`` merging the online softmax's running pair: each step
+    takes the partner lane's ``(m, s)`` and keeps ``max`` and ``s * exp(m - max) + s' *
+    exp(m' - max)`` (an accumulator type's ``merge``)."""
+
+    loop: For
+    m: str
+    s: str
+    type: ScalarType
+
+
+def pair_butterfly(loop: For) -> PairButterfly | None:
+    """The pair when ``loop`` halves from 16 and its straight-line body's net effect on the
+    two variables it assigns is the merge with their shuffles across the loop's offset."""
+    if not _halving(loop, lambda e: isinstance(e, Const) and e.value == 16):
+        return None
+    env: dict[str, Expr] = {}
+    final: dict[str, Expr] = {}
+    declared = analysis.declared_names(loop.body)
+    for stmt in loop.body.stmts:
+        if isinstance(stmt, Declare) and stmt.init is not None:
+            env[stmt.name] = _substituted(stmt.init, env)
+        elif isinstance(stmt, Assign):
+            env[stmt.name] = _substituted(stmt.value, env)
+            if stmt.name not in declared:
+                final[stmt.name] = env[stmt.name]
+        else:
+            return None
+    if len(final) != 2:
+        return None
+    for m, s in (tuple(final), tuple(final)[::-1]):
+        t = final[m].type
+        if isinstance(t, ScalarType) and t.is_float and _merges(loop, m, s, final[m], final[s]):
+            return PairButterfly(loop, m, s, t)
+    return None
+
+
+def _substituted(e: Expr, env: dict[str, Expr]) -> Expr:
+    return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) else None)
+
+
+def _merges(loop: For, m: str, s: str, new_m: Expr, new_s: Expr) -> bool:
+    """``new_m`` is ``max(m, shfl(m))`` and ``new_s`` is ``s * exp(m - new_m) + shfl(s) *
+    exp(shfl(m) - new_m)`` (terms and factors in either order)."""
+    def shuffled(e: Expr, name: str) -> bool:
+        return (isinstance(e, Shuffle) and e.mode in ("xor", "down") and e.width == 32
+                and _var(e.value, name) and _var(strip_casts(e.lane), loop.var))
+
+    other_m = _max_with(new_m, m)
+    if other_m is None or not shuffled(other_m, m):
+        return False
+    if not (isinstance(new_s, Binary) and new_s.op == "+"):
+        return False
+    for kept, added in ((new_s.left, new_s.right), (new_s.right, new_s.left)):
+        if not _scaled(kept, s, Var(m, new_m.type), new_m):
+            continue
+        if isinstance(added, Binary) and added.op == "*":
+            for g, x in ((added.left, added.right), (added.right, added.left)):
+                if shuffled(g, s) and exponent_of(x) == (other_m, new_m):
+                    return True
+    return False
+
+
+@dataclass(frozen=True)
 class Tree:
     """A shared-memory tree ``loop`` reducing ``buffer`` (of ``elem``) with ``op``, each
     thread at element ``tid``. ``refusal``: why it cannot be replaced (nested, partial sums
@@ -149,13 +215,17 @@ class Tree:
     refusal: str = ""
 
 
-def reductions(kernel: Kernel) -> list[Butterfly | Tree]:
+def reductions(kernel: Kernel) -> list[Butterfly | PairButterfly | Tree]:
     """Every hand-written warp reduction, in source order: the rule's sites, by number."""
     found: list[Butterfly | Tree] = []
     for loop in analysis.loops(kernel):
         bf = butterfly(loop)
         if bf is not None:
             found.append(Butterfly(loop, *bf))
+            continue
+        pair = pair_butterfly(loop)
+        if pair is not None:
+            found.append(pair)
             continue
         shape = tree(kernel, loop)
         if shape is not None:
@@ -227,9 +297,24 @@ class WarpReduceRule(BaseRule):
             t = loop.body.stmts[0].value.type  # type: ignore[attr-defined]
             new = Assign(found.var, WarpReduce(found.op, Var(found.var, t), t), loc=loop.loc)
             return analysis.replace_stmt(kernel, loop, new)
+        if isinstance(found, PairButterfly):
+            return _apply_pair(kernel, found)
         if found.refusal:
             return NotApplicable(found.refusal)
         return _apply_tree(kernel, found)
+
+
+def _apply_pair(kernel: Kernel, plan: PairButterfly) -> Kernel:
+    """The merge butterfly as the pair's two reductions: ``M = reduce.max(m); s =
+    reduce.sum(s * exp(m - M)); m = M`` (every lane gets the merge of all 32)."""
+    t, loc = plan.type, plan.loop.loc
+    top = analysis.fresh_name(kernel, f"{plan.m}_all")
+    m, s, big = Var(plan.m, t), Var(plan.s, t), Var(top, t)
+    scaled = Binary("*", s, Call("exp", (Binary("-", m, big, t),), t), t)
+    return analysis.replace_stmt(kernel, plan.loop, [
+        Declare(top, t, WarpReduce("max", m, t), loc=loc),
+        Assign(plan.s, WarpReduce("sum", scaled, t), loc=loc),
+        Assign(plan.m, big, loc=loc)])
 
 
 def _apply_tree(kernel: Kernel, plan: Tree) -> Kernel:

@@ -13,7 +13,21 @@ from dataclasses import dataclass
 
 from kir import analysis
 from kir.analysis import strip_casts
-from kir.ir import Assign, Binary, Call, Const, Declare, Expr, For, Stmt, Var, WarpReduce, transform
+from kir.ir import (
+    Alloc,
+    Assign,
+    Binary,
+    Call,
+    Const,
+    Declare,
+    Expr,
+    For,
+    Stmt,
+    Store,
+    Var,
+    WarpReduce,
+    transform,
+)
 
 
 @dataclass(frozen=True)
@@ -27,7 +41,37 @@ class Pair:
 def online_pair(loop: For) -> Pair | None:
     """The pair when ``loop``'s body is straight-line lets and assignments whose net effect
     on the two variables it carries is the online update (with the element ``v`` and its
-    weight ``g`` free of both; helper-function copies are seen through by substitution)."""
+    weight ``g`` free of both; helper-function copies are seen through by substitution) —
+    or when the body reads a pack of elements into its own local arrays and a loop inside
+    it carries the pair over them (``for k < 4: acc.push(pack[k])``)."""
+    return _pack_pair(loop) or _straight_pair(loop)
+
+
+def _pack_pair(loop: For) -> Pair | None:
+    """The pair of the one loop directly in ``loop``'s body that carries one, when every
+    other statement only fills arrays of the body's own or sets its own locals, without
+    reading either variable of the pair."""
+    inner = [s for s in loop.body.stmts if isinstance(s, For)]
+    if len(inner) != 1:
+        return None
+    pair = online_pair(inner[0])
+    if pair is None:
+        return None
+    own = analysis.declared_names(loop.body) | {
+        s.name for s in loop.body.stmts if isinstance(s, Alloc) and s.space == "local"}
+    for stmt in loop.body.stmts:
+        if stmt is inner[0] or (isinstance(stmt, Alloc) and stmt.space == "local"):
+            continue
+        if not isinstance(stmt, (Declare, Assign, Store)) or \
+                {pair.m, pair.s} & analysis.used_vars(stmt):
+            return None
+        if (isinstance(stmt, Store) and stmt.buffer not in own) or \
+                (isinstance(stmt, Assign) and stmt.name not in own):
+            return None
+    return pair
+
+
+def _straight_pair(loop: For) -> Pair | None:
     env: dict[str, Expr] = {}
     final: dict[str, Expr] = {}
     declared = analysis.declared_names(loop.body)

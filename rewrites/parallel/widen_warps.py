@@ -114,11 +114,22 @@ class WidenWarps(BaseRule):
         return ["x"]
 
     def plan(self, kernel: Kernel, site: str) -> Plan | NotApplicable:
-        return _plan(kernel)
+        return _plan(_one_warp_lanes(kernel))
 
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel:
-        return _widen(kernel, match.plan, params.threads)
+        return _widen(_one_warp_lanes(kernel), match.plan, params.threads)
+
+
+def _one_warp_lanes(kernel: Kernel) -> Kernel:
+    """In a block of one warp ``thread.x`` is the lane: written so, the lane forms below see
+    it (a warp-per-row kernel launched with 32 threads indexes its row by ``thread.x``)."""
+    if kernel.launch.block != (WARP, 1, 1):
+        return kernel
+    body = transform(kernel.body, lambda n: Special("lane", "", U32)
+                     if isinstance(n, Special) and n.kind == "thread" and n.axis == "x"
+                     else None)
+    return dataclasses.replace(kernel, body=body)
 
 
 # --------------------------------------------------------------------------- analysis
@@ -171,6 +182,13 @@ def _is_tid(e: Expr, tid_vars: set[str]) -> bool:
     return is_thread_x(e) or (isinstance(e, Var) and e.name in tid_vars)
 
 
+def _lane_or_tid(e: Expr, tid_vars: set[str]) -> bool:
+    """``thread.x`` or the lane itself (``lane % 32`` is the lane too: in a block of one
+    warp, ``thread.x`` reads as the lane)."""
+    s = strip_casts(e)
+    return _is_tid(e, tid_vars) or (isinstance(s, Special) and s.kind == "lane")
+
+
 def _const(e: Expr, value: int) -> bool:
     e = strip_casts(e)
     return isinstance(e, Const) and not isinstance(e.value, bool) and e.value == value
@@ -181,7 +199,7 @@ def _lane_form(e: Expr, tid_vars: set[str]) -> bool:
     e = strip_casts(e)
     if isinstance(e, Special) and e.kind == "lane":
         return True
-    return isinstance(e, Binary) and _is_tid(e.left, tid_vars) and (
+    return isinstance(e, Binary) and _lane_or_tid(e.left, tid_vars) and (
         (e.op == "%" and _const(e.right, WARP)) or (e.op == "&" and _const(e.right, WARP - 1)))
 
 

@@ -152,3 +152,31 @@ def test_a_lane_loop_stepping_other_than_its_chunks_is_not_widened():
         kernel = load_cuda(source.replace("STEP", step), "k.cu", launch=launch)
         plan = widen.plan(kernel, "x")
         assert (not hasattr(plan, "reason")) == bool(sites), (step, plan)
+
+
+METHOD_ROWS = Path(__file__).resolve().parents[1] / "frontend" / "data" / "method_rows.cu"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("sizes", [{}, {"C": 132}])
+def test_a_softmax_accumulator_merged_by_a_butterfly_becomes_a_block_a_row(target, sizes):
+    """tests/frontend/data/method_rows.cu: a warp a row in a block of 32 (its lane is
+    ``thread.x``), float4 packs a lane, an online max/sum accumulator pushed per element in
+    a loop over the pack and merged across lanes by a butterfly of its ``merge``:
+    warp-reduce makes the merge the pair's two reductions, then the row goes to a block
+    (at C=132 most threads of 256 see no element: their pair (-inf, 0) adds nothing)."""
+    _skip_without_emulator(target)
+    rows = _rewritten(METHOD_ROWS, ["warp-reduce{at=0}", "widen-warps{dim=x,threads=256}"],
+                      sizes)
+    assert rows.kernel.launch.block == (256, 1, 1)
+    assert not any(isinstance(n, Shuffle) for n in rows.kernel.body.walk())
+    outcome = check_on_target(rows, target)
+    assert outcome.result.ok, outcome.result.describe()
+
+
+def test_hints_give_the_accumulator_softmax_a_block_a_row():
+    loaded = load_kernel(METHOD_ROWS)
+    found = {h.name: [str(s) for s in h.steps]
+             for h in hints(loaded.kernel, REGISTRY, context_for(loaded))}
+    assert found["block-rows-256"][:2] == ["warp-reduce{at=0}",
+                                           "widen-warps{dim=x,threads=256}"]
