@@ -63,22 +63,45 @@ def _combine(value: Expr, a: Expr, b_ok) -> str | None:
 
 def butterfly(loop: For) -> tuple[str, str] | None:
     """(variable, op) when ``loop`` is ``for (off = 16; off > 0; off /= 2) v = v + shfl(v,
-    off)`` (xor or down shuffles over the full warp), else None."""
+    off)`` (xor or down shuffles over the full warp), else None. The step may go through
+    temporaries (a reduction functor's call inlined: ``let b = shfl(v, off); let r = max(v,
+    b); v = r``): what counts is its net effect on the one variable it carries."""
     if not _halving(loop, lambda e: isinstance(e, Const) and e.value == 16):
         return None
-    if len(loop.body.stmts) != 1 or not isinstance(loop.body.stmts[0], Assign):
+    final = _net_effect(loop)
+    if final is None or len(final) != 1:
         return None
-    stmt = loop.body.stmts[0]
-    v = Var(stmt.name, stmt.value.type)
+    name, value = next(iter(final.items()))
+    v = Var(name, value.type)
 
     def is_shuffle(e: Expr) -> bool:
         return (isinstance(e, Shuffle) and e.mode in ("xor", "down") and e.width == 32
                 and e.value == v and _var(strip_casts(e.lane), loop.var))
 
-    op = _combine(stmt.value, v, is_shuffle)
-    if op is None or not isinstance(stmt.value.type, ScalarType):
+    op = _combine(value, v, is_shuffle)
+    if op is None or not isinstance(value.type, ScalarType):
         return None
-    return stmt.name, op
+    return name, op
+
+
+def _net_effect(loop: For) -> dict[str, Expr] | None:
+    """What a straight-line loop body leaves in the variables it assigns that it does not
+    declare, as expressions of their values before it (its own lets substituted); None when
+    the body is not straight-line lets and assignments."""
+    env: dict[str, Expr] = {}
+    final: dict[str, Expr] = {}
+    declared = analysis.declared_names(loop.body)
+    for stmt in loop.body.stmts:
+        if isinstance(stmt, Declare):
+            if stmt.init is not None:
+                env[stmt.name] = _substituted(stmt.init, env)
+        elif isinstance(stmt, Assign):
+            env[stmt.name] = _substituted(stmt.value, env)
+            if stmt.name not in declared:
+                final[stmt.name] = env[stmt.name]
+        else:
+            return None
+    return final
 
 
 def tree(kernel: Kernel, loop: For) -> tuple[str, str, Expr] | None:
@@ -153,19 +176,8 @@ def pair_butterfly(loop: For) -> PairButterfly | None:
     two variables it assigns is the merge with their shuffles across the loop's offset."""
     if not _halving(loop, lambda e: isinstance(e, Const) and e.value == 16):
         return None
-    env: dict[str, Expr] = {}
-    final: dict[str, Expr] = {}
-    declared = analysis.declared_names(loop.body)
-    for stmt in loop.body.stmts:
-        if isinstance(stmt, Declare) and stmt.init is not None:
-            env[stmt.name] = _substituted(stmt.init, env)
-        elif isinstance(stmt, Assign):
-            env[stmt.name] = _substituted(stmt.value, env)
-            if stmt.name not in declared:
-                final[stmt.name] = env[stmt.name]
-        else:
-            return None
-    if len(final) != 2:
+    final = _net_effect(loop)
+    if final is None or len(final) != 2:
         return None
     for m, s in (tuple(final), tuple(final)[::-1]):
         t = final[m].type
@@ -294,7 +306,7 @@ class WarpReduceRule(BaseRule):
         found = match.plan
         if isinstance(found, Butterfly):
             loop = found.loop
-            t = loop.body.stmts[0].value.type  # type: ignore[attr-defined]
+            t = _net_effect(loop)[found.var].type  # type: ignore[index]
             new = Assign(found.var, WarpReduce(found.op, Var(found.var, t), t), loc=loop.loc)
             return analysis.replace_stmt(kernel, loop, new)
         if isinstance(found, PairButterfly):

@@ -114,22 +114,35 @@ class WidenWarps(BaseRule):
         return ["x"]
 
     def plan(self, kernel: Kernel, site: str) -> Plan | NotApplicable:
-        return _plan(_one_warp_lanes(kernel))
+        return _plan(_warps_in_rows(kernel))
 
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel:
-        return _widen(_one_warp_lanes(kernel), match.plan, params.threads)
+        return _widen(_warps_in_rows(kernel), match.plan, params.threads)
 
 
-def _one_warp_lanes(kernel: Kernel) -> Kernel:
-    """In a block of one warp ``thread.x`` is the lane: written so, the lane forms below see
-    it (a warp-per-row kernel launched with 32 threads indexes its row by ``thread.x``)."""
-    if kernel.launch.block != (WARP, 1, 1):
+def _warps_in_rows(kernel: Kernel) -> Kernel:
+    """A block 32 threads wide written with its lane as ``thread.x``: a block of one warp
+    (32, 1, 1), or of warps in rows (32, W, 1; OneFlow's softmax, whose ``thread.y`` is the
+    warp) — the same kernel on a one-dimensional block of 32W, ``thread.x`` written as the
+    lane and ``thread.y`` as ``thread.x / 32`` (CUDA forms warps from the linear thread
+    index, so warp ``y`` is row ``y`` of the block): the forms below then see them."""
+    bx, by, bz = kernel.launch.block
+    if bx != WARP or bz != 1:
         return kernel
-    body = transform(kernel.body, lambda n: Special("lane", "", U32)
-                     if isinstance(n, Special) and n.kind == "thread" and n.axis == "x"
-                     else None)
-    return dataclasses.replace(kernel, body=body)
+
+    def visit(n: Node) -> Node | None:
+        if isinstance(n, Special) and n.kind == "thread" and n.axis == "x":
+            return Special("lane", "", U32)
+        if isinstance(n, Special) and n.kind == "thread" and n.axis == "y":
+            return Binary("/", Special("thread", "x", U32), Const(WARP, U32), U32)
+        if isinstance(n, Special) and n.kind == "block_dim" and n.axis in "xy":
+            return Const(WARP if n.axis == "x" else by, n.type)
+        return None
+
+    body = transform(kernel.body, visit)
+    launch = dataclasses.replace(kernel.launch, block=(WARP * by, 1, 1))
+    return dataclasses.replace(kernel, body=body, launch=launch)
 
 
 # --------------------------------------------------------------------------- analysis

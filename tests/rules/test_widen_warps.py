@@ -180,3 +180,20 @@ def test_hints_give_the_accumulator_softmax_a_block_a_row():
              for h in hints(loaded.kernel, REGISTRY, context_for(loaded))}
     assert found["block-rows-256"][:2] == ["warp-reduce{at=0}",
                                            "widen-warps{dim=x,threads=256}"]
+
+
+TT_SOFTMAX = Path(__file__).resolve().parents[1] / "frontend" / "data" / "warp_softmax_tt.cu"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("sizes", [{}, {"R": 7, "C": 72}])
+def test_warps_in_the_rows_of_a_two_dimensional_block(target, sizes):
+    """OneFlow's shape (tests/frontend/data/warp_softmax_tt.cu): a block of (32, 4), its
+    lane thread.x and its warp thread.y, butterflies through inlined reduction functors,
+    two elements a lane at a time: each warp's row goes to a block of its own."""
+    _skip_without_emulator(target)
+    steps = ["warp-reduce{at=0}", "warp-reduce{at=0}", "widen-warps{dim=x,threads=128}"]
+    rows = _rewritten(TT_SOFTMAX, steps, sizes)
+    assert rows.kernel.launch.block == (128, 1, 1) and rows.kernel.launch.grid[1] == "4"
+    outcome = check_on_target(rows, target)
+    assert outcome.result.ok, outcome.result.describe()
