@@ -268,7 +268,11 @@ class WarpReduceRule(BaseRule):
     CUDA practice: the shuffle butterfly ``for (off = 16; off > 0; off /= 2) v +=
     __shfl_xor_sync(~0u, v, off)`` (CUDA C++ Programming Guide, "Warp Shuffle Functions") and
     the shared-memory tree reduction whose last five steps run inside one warp (Harris,
-    "Optimizing Parallel Reduction in CUDA", 2007, "unroll the last warp"). Metal has
+    "Optimizing Parallel Reduction in CUDA", 2007, "unroll the last warp"); and the butterfly
+    merging an online softmax's running pair, each lane taking its partner's ``(m, s)``
+    (an accumulator type's ``merge``), which becomes ``M = reduce.max(m); s =
+    reduce.sum(s * exp(m - M))`` (Milakov & Gimelshein 2018: the pairs combine exactly,
+    in any grouping). Metal has
     ``simd_sum``/``simd_max`` for the whole SIMD-group in one instruction; CUDA emits the
     butterfly again.
 

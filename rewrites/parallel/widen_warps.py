@@ -88,7 +88,9 @@ class WidenWarps(BaseRule):
     partials ``reduce.op(p)`` becomes a block reduction (each warp's result through a shared
     array of 32, read back by every thread); code under ``lane == 0`` runs on thread 0.
 
-    Legality checked: a one-dimensional block of whole warps and grid; ``thread.x`` appears
+    Legality checked: a one-dimensional block of whole warps (or a block 32 wide with its
+    warps in rows, ``thread.y`` the warp: the same kernel on a block of 32W) and grid;
+    ``thread.x`` appears
     only as the lane (``% 32``, ``& 31``) or warp (``/ 32``, ``>> 5``) index; the lane index
     only starts lane-strided loops or tests ``lane == 0``; no shuffle but a broadcast of a
     warp-uniform value, no matrix fragment, barrier or shared memory; every warp reduction is
