@@ -44,6 +44,10 @@ class Hint:
 
 # 128-bit loads in every lane-strided row loop (float4), as the row recipes end.
 _WIDE_LOADS = Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4)
+# Rows whose lanes take a pack of elements at a time (``for k < 4: x[c + k]``): each pack
+# read as one vector (a pack of two as a float2).
+_PACK_LOADS = [Want("vectorize-loads", any_site=True, params={"width": w}, repeat=4)
+               for w in (4, 2)]
 
 
 # ------------------------------------------------------------------------------ detectors
@@ -367,6 +371,7 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
                 Want("widen-warps", ("x",), {"threads": threads}),
                 Want("hoist-invariant", any_site=True, repeat=4),
                 _WIDE_LOADS,
+                *_PACK_LOADS,
                 *_finishing(kernel)]))
     if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
            for n in kernel.body.walk()):

@@ -57,6 +57,19 @@ def is_multiple(poly: Poly, width: int, values: Mapping[str, int]) -> bool:
     return not any(coef % width for coef in substitute_values(poly, values).values())
 
 
+def may_be_multiple(poly: Poly, width: int, values: Mapping[str, int]) -> bool:
+    """Whether ``poly`` can be a multiple of ``width`` once ``values`` are substituted: it
+    is one, or each term left over that is not a multiple holds a value kir cannot know
+    here (a row's start computed through casts, ``i32(u64(row) * u64(cols))``; a scalar
+    the spec does not give), which only a run-time check can decide. A term of hardware
+    indices alone (``%thread.x * 30``) decides it: some threads would be misaligned."""
+    left = substitute_values(poly, values)
+    if is_multiple(poly, width, values):
+        return True
+    odd = [mono for mono, coef in left.items() if coef % width]
+    return all(any(not atom.startswith("%") for atom in mono) for mono in odd)
+
+
 def vector_start(index: Expr, var: str) -> Expr:
     """Where an access ``index`` = base + ``var`` starts: the index at ``var`` = 0, folded."""
     return fold_expr(analysis.substitute(index, var, Const(0, index.type)))

@@ -9,7 +9,7 @@ from typing import Mapping
 from kir.rewrites.vectorize.vector_loop import (
     VectorLoopRule,
     base_of,
-    is_multiple,
+    may_be_multiple,
     runtime_alignment,
     spec_ints,
     unit_loop_problem,
@@ -65,9 +65,11 @@ class VectorizeLoads(VectorLoopRule):
     scalar. The rewrite is unroll-by-``w`` with those loads done first: the vector loop runs
     ``x = 0, w, ..`` while ``x < n / w * w`` and holds one vector load per distinct access
     then the ``w`` copies of the body (``x``, ``x + 1``, ..) reading its components; the
-    original loop does the last ``n % w`` iterations. Each base must be a multiple of ``w``
-    at the spec's scalars; where only those values make it one, a run-time check sends all
-    iterations to the scalar loop instead (as vectorize-access does).
+    original loop does the last ``n % w`` iterations (a loop of fewer than ``w`` iterations,
+    a constant ``n``, is refused). Each base must be a multiple of ``w`` at the spec's
+    scalars, or hold a local kir cannot value statically (a row's start); where only those
+    values make it one, or nothing static can tell, a run-time check sends all iterations
+    to the scalar loop instead (as vectorize-access does).
 
     Legality: each thread runs the same statements in the same order with the same values,
     only the vectorized loads move before the statements of their ``w`` iterations. No
@@ -85,11 +87,16 @@ class VectorizeLoads(VectorLoopRule):
 
     def fitted(self, plan: _Plan, width: int,
                scalars: Mapping[str, int | float]) -> _Plan | NotApplicable:
-        """The plan without the loads whose base is not a multiple of ``width`` at the spec's
-        scalars (they stay scalar loads); refused when none is left."""
+        """The plan without the loads whose base cannot be a multiple of ``width`` at the
+        spec's scalars (they stay scalar loads); refused when none is left. A base holding a
+        local kir cannot value stays, its alignment checked at run time."""
+        stop = plan.loop.cond.right  # type: ignore[attr-defined]
+        if isinstance(stop, Const) and stop.value < width:
+            return NotApplicable(f"{plan.loop.label} runs {stop.value} iterations, fewer than "
+                                 f"the width {width}")
         values = spec_ints(scalars)
         fit = dataclasses.replace(plan, accesses=[
-            a for a in plan.accesses if is_multiple(a[2], width, values)])
+            a for a in plan.accesses if may_be_multiple(a[2], width, values)])
         if not fit.accesses:
             return NotApplicable(f"no vectorizable load of {plan.loop.label} starts at a "
                                  f"multiple of {width}")
