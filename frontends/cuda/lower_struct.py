@@ -79,7 +79,7 @@ class StructMixin:
                 parts[field] = ArrVal(arr)
                 if value is not None:
                     self._copy_array(ArrVal(arr), value, ft, tree,
-                                     t.vector_aligned() and field == t.fields[0][0])
+                                     t.alignment() if field == t.fields[0][0] else 0)
             elif isinstance(ft, FieldPointer):
                 sym = PtrSym(None, ft.view, self.fresh(f"{base}_{field}_off"))
                 init_offset = None
@@ -341,8 +341,8 @@ class StructMixin:
                 self._write_all(part, value, tree)
             elif isinstance(ft, FieldArray):
                 if value is not None:
-                    self._copy_array(part, value, ft, tree, target.type.vector_aligned()
-                                     and field == target.type.fields[0][0])
+                    self._copy_array(part, value, ft, tree, target.type.alignment()
+                                     if field == target.type.fields[0][0] else 0)
             elif isinstance(ft, FieldPointer):
                 if value is not None:
                     self.set_pointer(part, value, tree)
@@ -350,13 +350,14 @@ class StructMixin:
                 self.write(part, value, tree)
 
     def _copy_array(self, target: ArrVal | PtrVal, source, ft: FieldArray, tree,
-                    aligned: bool = False) -> None:
+                    aligned: int = 0) -> None:
         """Array member ``ft`` copied element by element; either side may be a local array
         (``ArrVal``) or, for a struct read over a buffer, a run of the buffer (``PtrVal``).
-        ``aligned``: the run is a 16-byte vector's, aligned as the code's own vector access
-        asserts (``*reinterpret_cast<const int4*>(floats)``): its elements then move four at
-        a time as vector loads or stores (four floats in one; eight bf16 in two of four:
-        kir's vectors have four lanes at most)."""
+        ``aligned``: the bytes the run is aligned to, as the code's own access asserts
+        (``*reinterpret_cast<const int4*>(floats)``, an ``alignas(16)`` struct): its
+        elements then move several at a time as vector loads or stores (four floats in one;
+        eight bf16 in two of four: kir's vectors have four lanes at most; two floats of an
+        8-byte aligned pair as a float2)."""
         if not isinstance(source, (ArrVal, PtrVal)) or any(
                 isinstance(side, ArrVal) and side.sym.dims != ft.dims
                 for side in (source, target)):
@@ -365,11 +366,10 @@ class StructMixin:
         elem, total = ft.elem, 1
         for n in ft.dims:
             total *= n
-        if aligned and isinstance(elem, ScalarType) and elem.nbytes in (2, 4) \
-                and total * elem.nbytes in (8, 16) and total % 4 == 0 \
-                and isinstance(source, PtrVal) != isinstance(target, PtrVal):
-            for first in range(0, total, 4):
-                self._copy_vector(target, source, VectorType(elem, 4), first, tree)
+        lanes = _vector_lanes(elem, total, aligned)
+        if lanes and isinstance(source, PtrVal) != isinstance(target, PtrVal):
+            for first in range(0, total, lanes):
+                self._copy_vector(target, source, VectorType(elem, lanes), first, tree)
             return
         step = count_of(elem)
         for k in range(total):
@@ -454,6 +454,18 @@ class StructMixin:
         if is_ref:
             return arg
         return self.struct_local(arg.type, ident, arg, atree)
+
+
+def _vector_lanes(elem, total: int, aligned: int) -> int:
+    """Lanes of the vectors that move ``total`` elements aligned to ``aligned`` bytes: four
+    (4- and 2-byte scalars), or two (4-byte scalars: float2); 0 when they move one by one."""
+    if not isinstance(elem, ScalarType) or elem.nbytes not in (2, 4):
+        return 0
+    for lanes in (4, 2):
+        if total % lanes == 0 and aligned >= lanes * elem.nbytes \
+                and (lanes == 4 or elem.nbytes == 4):
+            return lanes
+    return 0
 
 
 def _element(value, at: int, elem) -> MemRef:

@@ -32,7 +32,7 @@ from kir.frontends.cuda.values import (
 )
 from lark import Tree
 
-from kir.errors import UnsupportedError
+from kir.errors import KirError, UnsupportedError
 from kir.ir import Const
 
 MAX_STRUCT_DEPTH = 16
@@ -103,6 +103,7 @@ class StructDefMixin:
                 unit.start
             self.cur_loc = self.loc_of(def_tree)
             fields, statics, defaults, types = self._struct_members_of(name, def_tree)
+            align = self._declared_alignment(unit)
         finally:
             self._struct_depth -= 1
             self.scopes, self.offset, self.cur_loc = saved
@@ -111,9 +112,36 @@ class StructDefMixin:
         struct = StructType(key, fields, name, tuple(template.items()), statics,
                             bool(constructors),
                             any(_takes_nothing(text, m.name_end) for m in constructors),
-                            defaults, types, align=_declared_alignment(text, unit.start))
+                            defaults, types, align=align)
         self.program.struct_types[key] = struct
         return struct
+
+    def _declared_alignment(self, unit) -> int:
+        """The alignment the struct's head declares (``struct alignas(16) P {``, or an
+        expression of its template parameters: ``alignas(sizeof(T) * Size)``), evaluated in
+        the struct's template scope; 0 when it declares none or kir cannot evaluate it."""
+        program = self.program
+        text = program.src.text
+        head_end = text.find("{", unit.start)
+        found = _ALIGNMENT.search(text, unit.start, head_end)
+        if found is None:
+            return 0
+        depth, end = 1, found.end()
+        while end < head_end and depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        params = set(template_parameters(program.src, unit))
+        saved = self.offset
+        try:
+            tree = parse_unit(program.src, found.end(), end - 1, "args",
+                              program.type_names | params, program.template_names)
+            self.offset = found.end()
+            value = self.constant(tree.children[0], "the struct's alignment")
+        except KirError:
+            return 0  # (the alignment only lets kir move packs as vectors; none is safe)
+        finally:
+            self.offset = saved
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
     def _parse_struct(self, unit, header_end: int, params: set[str], members: list):
         """A struct unit's definition parsed with its member functions and template header
@@ -301,15 +329,7 @@ def _located(src, offset: int, message: str) -> UnsupportedError:
     return UnsupportedError(message, loc, source_line=src.source_line(loc))
 
 
-_ALIGNMENT = re.compile(r"\b(?:alignas|__align__)\s*\(\s*(\d+)\s*\)")
-
-
-def _declared_alignment(text: str, start: int) -> int:
-    """The alignment a struct's head declares as a number (``struct alignas(16) P {``),
-    else 0 (none, or an expression kir does not evaluate here)."""
-    head = text[start:text.find("{", start)]
-    found = _ALIGNMENT.search(head)
-    return int(found.group(1)) if found else 0
+_ALIGNMENT = re.compile(r"\b(?:alignas|__align__)\s*\(")
 
 
 def _takes_nothing(text: str, name_end: int) -> bool:

@@ -190,11 +190,11 @@ class StructType:
     # the alignment the struct declares (``struct alignas(16) Pack``), 0 when it declares none
     align: int = field(default=0, compare=False)
 
-    def vector_aligned(self) -> bool:
-        """Whether the struct's first member starts 16-byte aligned wherever the code reads
-        or writes a whole struct over a buffer: a carrier of a 16-byte vector, or a struct
-        declared ``alignas(16)`` (or more)."""
-        return self.carries is not None or self.align >= 16
+    def alignment(self) -> int:
+        """The bytes the struct's first member is aligned to wherever the code reads or
+        writes a whole struct over a buffer: a carrier's vector's size, or what the struct
+        declares (``alignas(16)``); 0 when nothing says."""
+        return self.carries.nbytes if self.carries is not None else self.align
 
     def field(self, name: str) -> object | None:
         return next((t for n, t in self.fields if n == name), None)

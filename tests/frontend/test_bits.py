@@ -143,3 +143,26 @@ def test_a_struct_declared_16_byte_aligned_moves_as_one_vector(head, vectors):
     x = np.arange(8, dtype=np.float32)
     got = run_kernel(kernel, {"x": x, "y": np.zeros(8, np.float32)}, {})["y"]
     np.testing.assert_array_equal(got, 2 * x)
+
+
+@pytest.mark.parametrize("align, size, vectors", [("sizeof(T) * N", 4, 2), ("sizeof(T) * N", 2, 2),
+                                                  ("4", 4, 0), ("2 * 4", 2, 2)])
+def test_an_alignment_written_as_an_expression_of_template_parameters(align, size, vectors):
+    """``struct alignas(sizeof(T) * N) AlignedVector`` (deep-learning frameworks' vectors):
+    evaluated with the struct's template arguments; two floats aligned to 8 bytes move as
+    a float2, four to 16 as a float4, an alignment of one element leaves them one by one."""
+    from kir.ir import Load, Store
+    from kir.ir.types import VectorType
+
+    kernel = load_cuda(f"""template <typename T, int N> struct alignas({align}) V {{ T v[N]; }};
+    __global__ void f(const float* x, float* y) {{
+      V<float, {size}> p = *reinterpret_cast<const V<float, {size}>*>(x + {size} * threadIdx.x);
+      for (int k = 0; k < {size}; ++k) p.v[k] += 1.0f;
+      *reinterpret_cast<V<float, {size}>*>(y + {size} * threadIdx.x) = p; }}""", "v.cu",
+                       launch=Launch(("1", "1", "1"), (2, 1, 1), 0))
+    wide = [n for n in kernel.walk() if isinstance(n, (Load, Store))
+            and isinstance(n.type if isinstance(n, Load) else n.value.type, VectorType)]
+    assert len(wide) == vectors
+    x = np.arange(2 * size, dtype=np.float32)
+    got = run_kernel(kernel, {"x": x, "y": np.zeros(2 * size, np.float32)}, {})["y"]
+    np.testing.assert_array_equal(got, x + 1)
