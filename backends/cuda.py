@@ -96,7 +96,7 @@ CUDA = Dialect(
     vector_elems={"f32": "float", "i32": "int", "u32": "uint", "f64": "double", "i8": "char",
                   "u8": "uchar", "f16": "half"},
     make_vector="make_{type}({elems})",
-    vector_names={"f16x4": "kir_half4", "bf16x4": "kir_bfloat164"},
+    vector_names={"f16x4": "kir_half4", "bf16x4": "kir_bfloat164", "bf16x2": "kir_bfloat162"},
     shared_qualifier="__shared__",
     aligned_array="{qual}__align__(16) {elem} {name}[{size}]",
     local_qualifier="",
@@ -200,12 +200,15 @@ unsigned int kir_xor(unsigned int v, unsigned int key) {
     return v;
 }}""" for op, expr in (("sum", "v + other"), ("max", "other > v ? other : v"),
                        ("min", "other < v ? other : v"))},
-    # 8-byte vectors of halves and bfloat16s (CUDA's headers stop at two): the loads and
+    # 8-byte vectors of halves and bfloat16s (CUDA's headers stop at two), and a pair of
+    # bfloat16s with the members kir prints (x, y) and a make_ function: the loads and
     # stores of 16-bit packs, each lane a member as in float4
-    **{name: f"""struct __align__(8) {name} {{ {elem} x, y, z, w; }};
-__device__ __forceinline__ {name} make_{name}({elem} x, {elem} y, {elem} z, {elem} w) {{
-    {name} v; v.x = x; v.y = y; v.z = z; v.w = w; return v;
-}}""" for name, elem in (("kir_half4", "__half"), ("kir_bfloat164", "__nv_bfloat16"))},
+    **{name: f"""struct __align__({2 * len(lanes)}) {name} {{ {elem} {", ".join(lanes)}; }};
+__device__ __forceinline__ {name} make_{name}({", ".join(f"{elem} {c}" for c in lanes)}) {{
+    {name} v; {" ".join(f"v.{c} = {c};" for c in lanes)} return v;
+}}""" for name, elem, lanes in (("kir_half4", "__half", "xyzw"),
+                                ("kir_bfloat164", "__nv_bfloat16", "xyzw"),
+                                ("kir_bfloat162", "__nv_bfloat16", "xy"))},
     "vector_ops": "\n".join(
         f"__device__ __forceinline__ {t}{n} operator{op}({t}{n} a, {t}{n} b) {{ "
         f"return make_{t}{n}({', '.join(f'a.{c} {op} b.{c}' for c in 'xyzw'[:n])}); }}"

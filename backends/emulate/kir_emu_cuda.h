@@ -121,6 +121,32 @@ struct __nv_bfloat16 {
 };
 inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 inline float __bfloat162float(__nv_bfloat16 b) { return (float)b; }
+// bfloat16 pairs (cuda_bf16.h): the arithmetic names overloaded, the conversions named
+struct __nv_bfloat162 {
+  __nv_bfloat16 x, y;
+  __nv_bfloat162() = default;
+  __nv_bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) : x(a), y(b) {}
+};
+using nv_bfloat162 = __nv_bfloat162;
+inline __nv_bfloat162 kir_bf2(float a, float b) { return __nv_bfloat162(__nv_bfloat16(a), __nv_bfloat16(b)); }
+inline __nv_bfloat162 operator+(__nv_bfloat162 a, __nv_bfloat162 b) { return kir_bf2((float)a.x + (float)b.x, (float)a.y + (float)b.y); }
+inline __nv_bfloat162 operator-(__nv_bfloat162 a, __nv_bfloat162 b) { return kir_bf2((float)a.x - (float)b.x, (float)a.y - (float)b.y); }
+inline __nv_bfloat162 operator*(__nv_bfloat162 a, __nv_bfloat162 b) { return kir_bf2((float)a.x * (float)b.x, (float)a.y * (float)b.y); }
+inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { return a + b; }
+inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) { return a - b; }
+inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) { return a * b; }
+inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) { return kir_bf2((float)a.x * (float)b.x + (float)c.x, (float)a.y * (float)b.y + (float)c.y); }
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return kir_bf2(a, b); }
+inline __nv_bfloat162 __float2bfloat162_rn(float a) { return kir_bf2(a, a); }
+inline __nv_bfloat162 __bfloat162bfloat162(__nv_bfloat16 a) { return __nv_bfloat162(a, a); }
+inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat162(a, b); }
+inline __nv_bfloat162 make_bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat162(a, b); }
+inline float2 __bfloat1622float2(__nv_bfloat162 v) { return float2((float)v.x, (float)v.y); }
+inline __nv_bfloat162 __float22bfloat162_rn(float2 v) { return kir_bf2(v.x, v.y); }
+inline float __low2float(__nv_bfloat162 v) { return (float)v.x; }
+inline float __high2float(__nv_bfloat162 v) { return (float)v.y; }
+inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 v) { return v.x; }
+inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 v) { return v.y; }
 
 #define __global__
 #define __device__

@@ -41,6 +41,7 @@ NAMED_TYPES: dict[str, ValueType] = {
     "int8_t": I8, "uint8_t": U8, "uchar": U8, "uchar2": VectorType(U8, 2),
     "uchar3": VectorType(U8, 3), "uchar4": VectorType(U8, 4), "char2": VectorType(I8, 2),
     "char4": VectorType(I8, 4), "half2": VectorType(F16, 2), "__half2": VectorType(F16, 2),
+    "__nv_bfloat162": VectorType(BF16, 2), "nv_bfloat162": VectorType(BF16, 2),
 }
 #: C type keywords (every other type word is a name: a typedef, struct, template parameter).
 KEYWORD_TYPES = frozenset({"void", "bool", "char", "short", "int", "long", "float", "double",
@@ -51,7 +52,6 @@ UNSUPPORTED_TYPES = {
     "uint16_t": "short integer types",
     "dim3": "dim3 values in device code",
     "ushort": "short integer types",
-    "__nv_bfloat162": "bf16 pairs (__nv_bfloat162)", "nv_bfloat162": "bf16 pairs (__nv_bfloat162)",
     "bfloat16": "the bfloat16 name (use __nv_bfloat16)",
 }
 QUALIFIERS = frozenset({

@@ -1,4 +1,5 @@
-"""``__half2`` and the ``cuda_fp16.h`` intrinsics on it (a mixin of the Lowerer).
+"""``__half2`` and ``__nv_bfloat162`` and the ``cuda_fp16.h`` / ``cuda_bf16.h`` intrinsics on
+them (a mixin of the Lowerer).
 
 Inference kernels move half-precision data two at a time: ``__half2`` is kir's ``f16x2``
 vector (a ``const __half2*`` parameter is a buffer of f16 read two elements at a time, as a
@@ -7,7 +8,10 @@ vector (a ``const __half2*`` parameter is a buffer of f16 read two elements at a
 arithmetic and conversions, which every back end already prints (Metal's ``half2``, CUDA's
 ``half2``/``make_half2``). The scalar forms (``__hadd``, ``__hmul`` ...) are the same
 operations on one lane, and ``a * b`` on two ``__half2`` is ``__hmul2`` (cuda_fp16.h's
-operators).
+operators). ``__nv_bfloat162`` is ``bf16x2`` the same way: cuda_bf16.h overloads the same
+arithmetic names for it and names its conversions after bfloat16
+(``__floats2bfloat162_rn``, ``__bfloat1622float2`` ...), read here as their half forms on
+bf16 lanes.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from kir.frontends.cuda import ctypes_ as ct
 
 from kir.errors import UnsupportedError
 from kir.ir import Component, Expr, MakeVector, Select
-from kir.ir.types import BOOL, F16, F32, VectorType
+from kir.ir.types import BF16, BOOL, F16, F32, ScalarType, VectorType
 
 HALF2 = VectorType(F16, 2)
+BFLOAT162 = VectorType(BF16, 2)
 FLOAT2 = VectorType(F32, 2)
 
 # name -> (lanes the operation works on: 2 paired, 1 scalar; the C operator or function)
@@ -35,7 +40,17 @@ _PACKING = {
     "__half2half2": 1, "__float22half2_rn": 1, "__half22float2": 1, "__low2float": 1,
     "__high2float": 1, "__low2half": 1, "__high2half": 1, "__lowhigh2highlow": 1,
 }
-HALF2_CALLS = frozenset(_ARITHMETIC) | frozenset(_PACKING)
+# cuda_bf16.h's conversions: the half form each is, on bf16 lanes
+_BF16_NAMES = {
+    "__floats2bfloat162_rn": "__floats2half2_rn", "__float2bfloat162_rn": "__float2half2_rn",
+    "__bfloat162bfloat162": "__half2half2", "__float22bfloat162_rn": "__float22half2_rn",
+    "__bfloat1622float2": "__half22float2", "__low2bfloat16": "__low2half",
+    "__high2bfloat16": "__high2half", "__halves2bfloat162": "__halves2half2",
+    "make_bfloat162": "make_half2",
+}
+# names both headers overload: the lanes are those of the first argument
+_OVERLOADED = frozenset(_ARITHMETIC) | {"__low2float", "__high2float", "__lowhigh2highlow"}
+HALF2_CALLS = frozenset(_ARITHMETIC) | frozenset(_PACKING) | frozenset(_BF16_NAMES)
 
 
 class Half2Mixin:
@@ -43,47 +58,62 @@ class Half2Mixin:
 
     def half2_call(self, name: str, arg_trees: list, tree) -> Expr:
         """The value of intrinsic ``name`` (one of :data:`HALF2_CALLS`)."""
+        elem = F16
+        if name in _BF16_NAMES:
+            elem, name = BF16, _BF16_NAMES[name]
+        elif name in _OVERLOADED and arg_trees and self._bf16_lanes(arg_trees[0]):
+            elem = BF16
+        pair_t = VectorType(elem, 2)
         if name in _ARITHMETIC:
             lanes, op = _ARITHMETIC[name]
             self._arity(name, arg_trees, _ARITY.get(op, 2), _ARITY.get(op, 2), tree)
-            want = HALF2 if lanes == 2 else F16
+            want = pair_t if lanes == 2 else elem
             args = [self._half_operand(a, want, name) for a in arg_trees]
             if lanes == 1:
                 return _lane_op(op, args)
-            return MakeVector(tuple(_lane_op(op, [Component(a, k, F16) for a in args])
-                                    for k in range(2)), HALF2)
+            return MakeVector(tuple(_lane_op(op, [Component(a, k, elem) for a in args])
+                                    for k in range(2)), pair_t)
         count = _PACKING[name]
         self._arity(name, arg_trees, count, count, tree)
         if name in ("__halves2half2", "make_half2", "__floats2half2_rn"):
-            return MakeVector(tuple(ct.convert(self.rvalue(a), F16) for a in arg_trees), HALF2)
+            return MakeVector(tuple(ct.convert(self.rvalue(a), elem) for a in arg_trees),
+                              pair_t)
         if name in ("__float2half2_rn", "__half2half2"):
-            lane = self._half_operand(arg_trees[0], F16 if name == "__half2half2" else F32,
+            lane = self._half_operand(arg_trees[0], elem if name == "__half2half2" else F32,
                                       name)
-            lane = ct.convert(lane, F16)
-            return MakeVector((lane, lane), HALF2)
+            lane = ct.convert(lane, elem)
+            return MakeVector((lane, lane), pair_t)
         if name == "__float22half2_rn":
             pair = self._half_operand(arg_trees[0], FLOAT2, name)
-            return MakeVector(tuple(ct.convert(Component(pair, k, F32), F16)
-                                    for k in range(2)), HALF2)
-        pair = self._half_operand(arg_trees[0], HALF2, name)
+            return MakeVector(tuple(ct.convert(Component(pair, k, F32), elem)
+                                    for k in range(2)), pair_t)
+        pair = self._half_operand(arg_trees[0], pair_t, name)
         if name == "__half22float2":
-            return MakeVector(tuple(ct.convert(Component(pair, k, F16), F32)
+            return MakeVector(tuple(ct.convert(Component(pair, k, elem), F32)
                                     for k in range(2)), FLOAT2)
         if name == "__lowhigh2highlow":
-            return MakeVector((Component(pair, 1, F16), Component(pair, 0, F16)), HALF2)
-        lane = Component(pair, 0 if "low" in name else 1, F16)
+            return MakeVector((Component(pair, 1, elem), Component(pair, 0, elem)), pair_t)
+        lane = Component(pair, 0 if "low" in name else 1, elem)
         return ct.convert(lane, F32) if name.endswith("float") else lane
+
+    def _bf16_lanes(self, arg_tree) -> bool:
+        """Whether an overloaded intrinsic's first argument is a bf16 pair or lane (looked
+        at without keeping what lowering it emits: it is lowered again as the operand)."""
+        _stmts, value = self.capture(lambda: self.rvalue(arg_tree))
+        t = value.type
+        return (t.elem if isinstance(t, VectorType) else t) == BF16
 
     def half2_operator(self, op: str, values: list[Expr]) -> Expr | None:
         """``a * b``, ``a + b``, ``-a`` ... on ``__half2`` values (cuda_fp16.h defines
         these operators lane-wise), else None."""
-        if op not in ("+", "-", "*", "/") or not all(
-                isinstance(v, Expr) and v.type == HALF2 for v in values):
+        pair_t = values[0].type if values and isinstance(values[0], Expr) else None
+        if op not in ("+", "-", "*", "/") or pair_t not in (HALF2, BFLOAT162) or not all(
+                isinstance(v, Expr) and v.type == pair_t for v in values):
             return None
         held = [self._named(v, "h2") for v in values]  # each lane read on its own
         lane_op = "neg" if len(held) == 1 else op
-        return MakeVector(tuple(_lane_op(lane_op, [Component(v, k, F16) for v in held])
-                                for k in range(2)), HALF2)
+        return MakeVector(tuple(_lane_op(lane_op, [Component(v, k, pair_t.elem) for v in held])
+                                for k in range(2)), pair_t)
 
     def _half_operand(self, arg_tree, want, name: str) -> Expr:
         """An intrinsic's argument of type ``want``, held in a local when it is a vector
@@ -104,12 +134,13 @@ def _lane_op(op: str, args: list[Expr]) -> Expr:
         return ct.binary("+", ct.binary("*", args[0], args[1]), args[2])
     if op in ("max", "min"):
         pick = ct.binary(">" if op == "max" else "<", args[0], args[1])
-        return Select(ct.convert(pick, BOOL), args[0], args[1], F16)
+        lane: ScalarType = args[0].type  # type: ignore[assignment]
+        return Select(ct.convert(pick, BOOL), args[0], args[1], lane)
     return ct.binary(op, args[0], args[1])
 
 
-def _c_name(t: VectorType) -> str:
-    return "__half2" if t == HALF2 else "float2"
+def _c_name(t) -> str:
+    return {HALF2: "__half2", BFLOAT162: "__nv_bfloat162", FLOAT2: "float2"}.get(t, str(t))
 
 
 __all__ = ["HALF2", "HALF2_CALLS", "Half2Mixin"]

@@ -16,6 +16,7 @@ from kir.interp import run_kernel
 from kir.ir import Launch
 
 BIAS_ACT = Path(__file__).parent / "data" / "half2_bias_act.cu"
+BF16_PAIRS = Path(__file__).parent / "data" / "bf16_pairs.cu"
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -47,4 +48,19 @@ def test_a_half2_intrinsic_given_the_wrong_type_is_a_located_error():
     with pytest.raises(KirError, match="'__hadd2' takes a __half2, not f32x2") as info:
         load_cuda("""#include <cuda_fp16.h>
     __global__ void f(float2* a, __half2* y) { y[0] = __hadd2(a[0], y[0]); }""", "h.cu")
+    assert info.value.loc.line == 2
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_bias_gelu_on_bf16_pairs_matches_numpy(target):
+    """``__nv_bfloat162``: cuda_bf16.h's overloaded arithmetic and its bfloat16-named
+    conversions, rounded to bf16 where the kernel rounds (the reference mirrors them)."""
+    check_everywhere(BF16_PAIRS, target, [{}, {"R": 3, "C": 7}], seed=7)
+
+
+def test_a_bf16_pair_given_to_a_half_conversion_is_a_located_error():
+    with pytest.raises(KirError, match="'__half22float2' takes a __half2, not bf16x2") as info:
+        load_cuda("""#include <cuda_bf16.h>
+    __global__ void f(const __nv_bfloat162* a, float2* y) { y[0] = __half22float2(a[0]); }""",
+                  "b.cu")
     assert info.value.loc.line == 2
