@@ -29,7 +29,6 @@ from kir.ir import (
     WarpReduce,
     While,
     const,
-    transform,
 )
 from kir.ir.types import BOOL, U32, ScalarType
 from kir.rewrites.parallel.online_pairs import _max_with, _scaled, exponent_of
@@ -68,7 +67,7 @@ def butterfly(loop: For) -> tuple[str, str] | None:
     b); v = r``): what counts is its net effect on the one variable it carries."""
     if not _halving(loop, lambda e: isinstance(e, Const) and e.value == 16):
         return None
-    final = _net_effect(loop)
+    final = analysis.net_effect(loop.body)
     if final is None or len(final) != 1:
         return None
     name, value = next(iter(final.items()))
@@ -82,26 +81,6 @@ def butterfly(loop: For) -> tuple[str, str] | None:
     if op is None or not isinstance(value.type, ScalarType):
         return None
     return name, op
-
-
-def _net_effect(loop: For) -> dict[str, Expr] | None:
-    """What a straight-line loop body leaves in the variables it assigns that it does not
-    declare, as expressions of their values before it (its own lets substituted); None when
-    the body is not straight-line lets and assignments."""
-    env: dict[str, Expr] = {}
-    final: dict[str, Expr] = {}
-    declared = analysis.declared_names(loop.body)
-    for stmt in loop.body.stmts:
-        if isinstance(stmt, Declare):
-            if stmt.init is not None:
-                env[stmt.name] = _substituted(stmt.init, env)
-        elif isinstance(stmt, Assign):
-            env[stmt.name] = _substituted(stmt.value, env)
-            if stmt.name not in declared:
-                final[stmt.name] = env[stmt.name]
-        else:
-            return None
-    return final
 
 
 def tree(kernel: Kernel, loop: For) -> tuple[str, str, Expr] | None:
@@ -176,7 +155,7 @@ def pair_butterfly(loop: For) -> PairButterfly | None:
     two variables it assigns is the merge with their shuffles across the loop's offset."""
     if not _halving(loop, lambda e: isinstance(e, Const) and e.value == 16):
         return None
-    final = _net_effect(loop)
+    final = analysis.net_effect(loop.body)
     if final is None or len(final) != 2:
         return None
     for m, s in (tuple(final), tuple(final)[::-1]):
@@ -184,10 +163,6 @@ def pair_butterfly(loop: For) -> PairButterfly | None:
         if isinstance(t, ScalarType) and t.is_float and _merges(loop, m, s, final[m], final[s]):
             return PairButterfly(loop, m, s, t)
     return None
-
-
-def _substituted(e: Expr, env: dict[str, Expr]) -> Expr:
-    return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) else None)
 
 
 def _merges(loop: For, m: str, s: str, new_m: Expr, new_s: Expr) -> bool:
@@ -310,7 +285,7 @@ class WarpReduceRule(BaseRule):
         found = match.plan
         if isinstance(found, Butterfly):
             loop = found.loop
-            t = _net_effect(loop)[found.var].type  # type: ignore[index]
+            t = analysis.net_effect(loop.body)[found.var].type  # type: ignore[index]
             new = Assign(found.var, WarpReduce(found.op, Var(found.var, t), t), loc=loop.loc)
             return analysis.replace_stmt(kernel, loop, new)
         if isinstance(found, PairButterfly):

@@ -25,6 +25,7 @@ from kir.analysis.walk import (  # noqa: F401 - the package's public names
     loop_labels,
     loops,
     map_stmts,
+    net_effect,
     next_loop_label,
     own_exprs,
     rename_var,

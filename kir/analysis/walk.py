@@ -35,6 +35,7 @@ from kir.ir import (
     Store,
     Var,
     While,
+    transform,
 )
 from kir.ir.nodes import WARP
 from kir.ir.edit import (  # noqa: F401 - part of this module's interface
@@ -287,6 +288,31 @@ def has_own_exit(loop: For) -> bool:
         elif isinstance(s, Block):
             stack.extend(s.stmts)
     return False
+
+
+def net_effect(block: Block) -> dict[str, Expr] | None:
+    """What straight-line lets and assignments leave in the variables they assign and do
+    not declare, as expressions of those variables' values before the block (the block's
+    own lets substituted, so an inlined helper's temporaries are seen through); None when
+    the block holds any other statement."""
+    env: dict[str, Expr] = {}
+    final: dict[str, Expr] = {}
+    declared = declared_names(block)
+
+    def substituted(e: Expr) -> Expr:
+        return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) else None)
+
+    for stmt in block.stmts:
+        if isinstance(stmt, Declare):
+            if stmt.init is not None:
+                env[stmt.name] = substituted(stmt.init)
+        elif isinstance(stmt, Assign):
+            env[stmt.name] = substituted(stmt.value)
+            if stmt.name not in declared:
+                final[stmt.name] = env[stmt.name]
+        else:
+            return None
+    return final
 
 
 def single_defs(kernel: Kernel) -> dict[str, Expr]:

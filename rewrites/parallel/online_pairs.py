@@ -26,7 +26,6 @@ from kir.ir import (
     Store,
     Var,
     WarpReduce,
-    transform,
 )
 
 
@@ -72,29 +71,13 @@ def _pack_pair(loop: For) -> Pair | None:
 
 
 def _straight_pair(loop: For) -> Pair | None:
-    env: dict[str, Expr] = {}
-    final: dict[str, Expr] = {}
-    declared = analysis.declared_names(loop.body)
-    for stmt in loop.body.stmts:
-        if isinstance(stmt, Declare):
-            if stmt.init is not None:
-                env[stmt.name] = _substituted(stmt.init, env)
-        elif isinstance(stmt, Assign):
-            env[stmt.name] = _substituted(stmt.value, env)
-            if stmt.name not in declared:
-                final[stmt.name] = env[stmt.name]
-        else:
-            return None
-    if len(final) != 2:
+    final = analysis.net_effect(loop.body)
+    if final is None or len(final) != 2:
         return None
     for m, s in (tuple(final), tuple(final)[::-1]):
         if _is_online(m, s, final[m], final[s]):
             return Pair(m, s)
     return None
-
-
-def _substituted(e: Expr, env: dict[str, Expr]) -> Expr:
-    return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) else None)
 
 
 def _is_online(m: str, s: str, new_m: Expr, new_s: Expr) -> bool:
