@@ -24,7 +24,7 @@ from kir.frontends.cuda.scan import Unit
 from kir.frontends.cuda.struct_text import PatchedSource, operator_word
 from kir.frontends.cuda.values import FunctionSym, StructType
 
-from kir.errors import KirError
+from kir.errors import KirError, UnsupportedError
 
 # Parsing and lowering cost about 20 us per character of a function: past this a kernel takes
 # more than a few seconds, so it is refused up front (host code around it is skipped unread and
@@ -112,7 +112,7 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
         if unit.kind == "specialization":  # (its primary may be declared only)
             specializations.setdefault(unit.name, []).append(unit)
             names.add(unit.name)
-        if unit.kind in ("typedef", "struct", "enum"):
+        if unit.kind in ("typedef", "struct", "enum", "union"):
             name = unit_type_name(src, unit)
             if name:
                 names.add(name)
@@ -132,8 +132,17 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
                             unit.start, _parser_for(src, unit, type_names, templates),
                             src.text.startswith("template", unit.start)))
     constants = {u.name: u for u in units if u.kind == "constant"}
-    return Program(src, functions, struct_units, type_names, templates, constants=constants,
-                   specializations=specializations)
+    program = Program(src, functions, struct_units, type_names, templates, constants=constants,
+                      specializations=specializations)
+    for unit in units:  # a union is refused where a kernel names it, located at its definition
+        if unit.kind == "union" and unit.name:
+            loc = src.loc(unit.start)
+            program.broken[unit.name] = UnsupportedError(
+                f"'{unit.name}' is a union: unions not supported", loc,
+                source_line=src.source_line(loc),
+                hint="read the buffer as the type you need with reinterpret_cast, or copy the "
+                     "bytes with memcpy into a local of that type")
+    return program
 
 
 def _parser_for(src: SourceMap, unit: Unit, type_names: frozenset[str],

@@ -29,7 +29,8 @@ _FREE_OPERATOR = re.compile(r"\boperator\s*([^\w\s(]+)\s*$")
 @dataclass(frozen=True)
 class Unit:
     """One top-level unit the frontend cares about: ``kind`` is ``global``, ``device``,
-    ``const``, ``typedef`` (also ``using X = ...``), ``struct`` or ``enum``; ``start``/``end``
+    ``const``, ``typedef`` (also ``using X = ...``), ``struct``, ``union`` or ``enum``;
+    ``start``/``end``
     are offsets into the scanned text; ``name`` is the function's, struct's or alias's name
     (empty for constants, and for a typedef or enum when it is not found)."""
 
@@ -220,6 +221,8 @@ _STRUCT = re.compile(r"(?:typedef\s+)?struct\b(?:\s+(?:__align__|alignas)\s*\((?
 _SPECIALIZATION = re.compile(r"struct\b(?:\s+(?:__align__|alignas)\s*\((?:[^()]|\([^()]*\))*\))*"
                              r"\s*([A-Za-z_]\w*)\s*<")
 _TYPEDEF_STRUCT_NAME = re.compile(r"\}\s*([A-Za-z_]\w*)\s*;\s*$")
+_UNION = re.compile(r"(?:typedef\s+)?union\b(?:\s+(?:__align__|alignas)\s*\((?:[^()]|\([^()]*\))*\))*"
+                    r"\s*([A-Za-z_]\w*)?\s*\{")
 _USING = re.compile(r"using\s+([A-Za-z_]\w*)\s*=")
 _ENUM = re.compile(r"enum\b(?:\s+(?:class|struct)\b)?\s*([A-Za-z_]\w*)?")
 
@@ -232,7 +235,11 @@ def _declared_type(unit: str) -> tuple[str, str] | None:
         specialized = _SPECIALIZATION.match(unit)
         if specialized:  # template <> struct Vec<float, 4> { ... };
             return "specialization", specialized.group(1)
-        return _declared_type(unit) if unit.startswith("struct") else None
+        return _declared_type(unit) if unit.startswith(("struct", "union")) else None
+    union = _UNION.match(unit)
+    if union:  # (refused where a kernel uses the type: kir has no unions)
+        named = _TYPEDEF_STRUCT_NAME.search(unit) if unit.startswith("typedef") else None
+        return "union", named.group(1) if named else union.group(1) or ""
     struct = _STRUCT.match(unit)
     if struct:
         if unit.startswith("typedef"):

@@ -166,3 +166,16 @@ def test_an_alignment_written_as_an_expression_of_template_parameters(align, siz
     x = np.arange(2 * size, dtype=np.float32)
     got = run_kernel(kernel, {"x": x, "y": np.zeros(2 * size, np.float32)}, {})["y"]
     np.testing.assert_array_equal(got, x + 1)
+
+
+def test_a_union_is_refused_where_a_kernel_uses_it_and_located_at_its_definition():
+    source = """union F4 { float4 v; float a[4]; };
+    __global__ void uses(const float* x, float* y) { F4 u; u.v = ((const float4*)x)[0];
+      y[0] = u.a[1]; }
+    __global__ void other(const float* x, float* y) { y[0] = x[0]; }"""
+    with pytest.raises(KirError, match="'F4' is a union: unions not supported") as info:
+        load_cuda(source, "u.cu", kernel="uses", launch=ONE)
+    assert (info.value.loc.line, info.value.loc.col) == (1, 1)
+    assert "memcpy" in info.value.hint
+    kernel = load_cuda(source, "u.cu", kernel="other", launch=ONE)  # (it names no union)
+    assert kernel.name == "other"
