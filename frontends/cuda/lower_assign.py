@@ -72,6 +72,12 @@ def _struct_align(t: StructType) -> int:
     return out
 
 
+# what a lowered value that is not a number is, in the words of an error message
+_KINDS = {"CgVal": "cooperative group", "StructVal": "struct", "FunctorVal": "function object",
+          "LambdaVal": "lambda", "PtrVal": "pointer", "ArrVal": "array", "NullVal": "null pointer",
+          "Dim3Val": "dim3"}
+
+
 class AssignMixin:
     """Casts, ``sizeof``, assignment, compound assignment and ``++``/``--``."""
 
@@ -281,6 +287,10 @@ class AssignMixin:
 
     def write(self, target: Value, value: Expr, tree) -> None:
         """Store ``value`` (converted) into an lvalue."""
+        if not isinstance(value, Expr):  # a group, a struct, a function object ...
+            what = _KINDS.get(type(value).__name__, "value that is not a number")
+            raise self.error(f"a {what} is used where a number is expected", tree,
+                             UnsupportedError)
         loc = self.cur_loc
         if isinstance(target, MemRef):
             info = self.buffers.get(target.buffer)

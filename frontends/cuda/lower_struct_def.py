@@ -314,6 +314,7 @@ class StructDefMixin:
             sizes = tuple(int(self.constant(d, "array size")) for d in dims if d is not None)
             if len(sizes) != len(dims) or any(n <= 0 for n in sizes):
                 raise self.error(f"array member '{ident}' needs positive sizes", init_decl)
+            self.check_array_elements(ident, sizes, init_decl)
             return ident, FieldArray(base, sizes)
         return ident, base
 

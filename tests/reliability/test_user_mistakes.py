@@ -286,3 +286,26 @@ def test_read_only_helper_really_makes_the_folder_read_only(tmp_path):
         assert done.returncode != 0 and not (tmp_path / "x").exists()
     else:
         assert os.geteuid() != 0
+
+
+# ------------------------------------------- mutations a fuzz of this round's kernels found
+
+
+@pytest.mark.parametrize("source, message, line", [
+    # a cooperative group stored as a number: was an IndexError printing the IR
+    ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+     "__global__ void k(float* y) {\n  auto warp = cg::tiled_partition<32>("
+     "cg::this_thread_block());\n  y[0] = warp; }",
+     "a cooperative group is used where a number is expected", 5),
+    # a struct member array of a billion elements: was a billion copy statements (a hang)
+    ("struct P { float v[0x40000000]; };\n__global__ void k(const P* p, float* y) {\n"
+     "  P q = p[0]; y[0] = q.v[0]; }", "array 'v' of 1073741824 elements", 1),
+    ("__global__ void k(float* y) {\n  float big[1 << 21];\n  big[0] = 1.0f; y[0] = big[0]; }",
+     "array 'big' of 2097152 elements", 2),
+])
+def test_a_mutated_kernel_is_a_located_error(source, message, line):
+    from kir.frontends.cuda import load_cuda
+
+    with pytest.raises(KirError, match=message) as info:
+        load_cuda(source, "m.cu")
+    assert info.value.loc.line == line
