@@ -10,6 +10,7 @@ from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_expr import Value, scale
 from kir.frontends.cuda.lower_view_struct import ViewStruct
 from kir.frontends.cuda.values import (
+    not_a_number,
     OFFSET_TYPE,
     ArraySym,
     ArrVal,
@@ -70,12 +71,6 @@ def _struct_align(t: StructType) -> int:
         else:
             out = max(out, ft.nbytes)
     return out
-
-
-# what a lowered value that is not a number is, in the words of an error message
-_KINDS = {"CgVal": "cooperative group", "StructVal": "struct", "FunctorVal": "function object",
-          "LambdaVal": "lambda", "PtrVal": "pointer", "ArrVal": "array", "NullVal": "null pointer",
-          "Dim3Val": "dim3"}
 
 
 class AssignMixin:
@@ -288,9 +283,8 @@ class AssignMixin:
     def write(self, target: Value, value: Expr, tree) -> None:
         """Store ``value`` (converted) into an lvalue."""
         if not isinstance(value, Expr):  # a group, a struct, a function object ...
-            what = _KINDS.get(type(value).__name__, "value that is not a number")
-            raise self.error(f"a {what} is used where a number is expected", tree,
-                             UnsupportedError)
+            raise self.error(f"a {not_a_number(value)} is used where a number is expected",
+                             tree, UnsupportedError)
         loc = self.cur_loc
         if isinstance(target, MemRef):
             info = self.buffers.get(target.buffer)

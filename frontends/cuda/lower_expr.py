@@ -26,6 +26,7 @@ from kir.frontends.cuda.lower_methods import MethodRef
 from kir.frontends.cuda.lower_struct import StructArrVal
 from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
 from kir.frontends.cuda.values import (
+    not_a_number,
     FunctorVal,
     NULL_POINTER,
     OFFSET_TYPE,
@@ -86,6 +87,9 @@ class ExprMixin(PointerTestMixin):
             return Load(value.buffer, value.index, value.type)
         if isinstance(value, (PtrVal, ArrVal)):
             raise self.error("a pointer or array is used where a value is expected", tree)
+        if not isinstance(value, Expr):  # a struct, a group, a function object ...
+            raise self.error(f"a {not_a_number(value)} is used where a number is expected",
+                             tree, UnsupportedError)
         return value
 
     def pointer(self, tree) -> PtrVal:

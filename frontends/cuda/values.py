@@ -344,3 +344,14 @@ class FunctorVal:
     def __init__(self, struct: FunctorStruct) -> None:
         self.struct = struct
         self.type = struct
+
+
+# what a lowered value that is not a number is, in the words of an error message
+_KINDS = {"CgVal": "cooperative group", "StructVal": "struct", "FunctorVal": "function object",
+          "LambdaVal": "lambda", "PtrVal": "pointer", "ArrVal": "array", "NullVal": "null pointer",
+          "Dim3Val": "dim3"}
+
+
+def not_a_number(value) -> str:
+    """What ``value`` (a lowered value that is no kir expression) is, for an error."""
+    return _KINDS.get(type(value).__name__, "value that is not a number")

@@ -297,6 +297,10 @@ def test_read_only_helper_really_makes_the_folder_read_only(tmp_path):
      "__global__ void k(float* y) {\n  auto warp = cg::tiled_partition<32>("
      "cg::this_thread_block());\n  y[0] = warp; }",
      "a cooperative group is used where a number is expected", 5),
+    # a switch on a struct: was an AttributeError
+    ("struct S { float v; };\n__global__ void k(float* y) {\n  S s{1.0f};\n"
+     "  switch (s) { default: y[0] = 1.0f; } }", "a struct is used where a number is expected",
+     4),
     # a struct member array of a billion elements: was a billion copy statements (a hang)
     ("struct P { float v[0x40000000]; };\n__global__ void k(const P* p, float* y) {\n"
      "  P q = p[0]; y[0] = q.v[0]; }", "array 'v' of 1073741824 elements", 1),
