@@ -46,7 +46,8 @@ def carrier_type(nominal, elem: ScalarType) -> StructType:
     """The struct standing for a ``nominal`` value (a vector or scalar type) made of
     ``elem`` values: ``nominal.nbytes / elem.nbytes`` of them in one array member."""
     count = nominal.nbytes // elem.nbytes
-    return StructType(f"{nominal} of {count} {elem}", (("bits", FieldArray(elem, (count,))),),
+    return StructType(f"{nominal} (the bits of {count} {elem})",
+                      (("bits", FieldArray(elem, (count,))),),
                       carries=nominal)
 
 

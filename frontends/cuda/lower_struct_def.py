@@ -42,11 +42,13 @@ class StructDefMixin:
     """Struct definitions to :class:`StructType`; relies on the Lowerer."""
 
     def struct_members(self, name: str) -> list:
-        """The member functions of the file's struct ``name`` (read once per file)."""
+        """The member functions of the file's struct ``name`` (read once per file); none for
+        a struct the file does not define (a carrier kir made for an ``int4``)."""
         known = self.program.methods
         if name not in known:
-            unit = self.program.struct_units[name]
-            known[name] = member_functions(self.src.text[unit.start:unit.end], unit.start)
+            unit = self.program.struct_units.get(name)
+            known[name] = [] if unit is None else \
+                member_functions(self.src.text[unit.start:unit.end], unit.start)
         return known[name]
 
     def struct_type(self, name: str, tree, targs=None) -> StructType:

@@ -297,6 +297,10 @@ def test_read_only_helper_really_makes_the_folder_read_only(tmp_path):
      "__global__ void k(float* y) {\n  auto warp = cg::tiled_partition<32>("
      "cg::this_thread_block());\n  y[0] = warp; }",
      "a cooperative group is used where a number is expected", 5),
+    # an operator on an int4 read over floats (a carrier, no struct of the file's): KeyError
+    ("__global__ void k(const float* x, float* y) {\n"
+     "  int4 v = *reinterpret_cast<const int4*>(x);\n  ~v; y[0] = 1.0f; }",
+     r"struct i32x4 \(the bits of 4 f32\) used where a scalar is expected", 3),
     # a switch on a struct: was an AttributeError
     ("struct S { float v; };\n__global__ void k(float* y) {\n  S s{1.0f};\n"
      "  switch (s) { default: y[0] = 1.0f; } }", "a struct is used where a number is expected",
