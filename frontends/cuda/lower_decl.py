@@ -35,8 +35,8 @@ from kir.ir import Alloc, Const, Declare, MakeVector, Store
 from kir.ir.types import I8, I32, U8, VectorType
 
 
-# More elements than a block's shared memory (227 KiB on the H200) or a thread's local
-# memory hold for any element type: an array larger than this is a mistake, not a kernel.
+# More elements than a thread's local memory holds (512 KiB on NVIDIA GPUs) for any element
+# type: a thread's array larger than this is a mistake, not a kernel.
 MAX_ARRAY_ELEMENTS = 1 << 20
 
 
@@ -217,19 +217,19 @@ class DeclMixin:
             if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
                 raise self.error(f"array size {n} of '{ident}' must be a positive integer", d)
             sizes.append(n)
-        self.check_array_elements(ident, sizes, tree)
         return sizes
 
     def check_array_elements(self, ident: str, sizes, tree) -> None:
-        """Refuse an array larger than any thread's or block's memory holds (kir copies
-        struct members and packs element by element, so such a size would also be a loop of
-        a billion statements, not an error)."""
+        """Refuse a thread's array (a local, a struct's member) larger than any thread's
+        memory holds: kir copies struct members and packs element by element, so such a size
+        would be a billion statements, not an error. (Shared arrays meet the target's limit
+        in the verifier, which names it.)"""
         total = 1
         for n in sizes:
             total *= n
         if total > MAX_ARRAY_ELEMENTS:
-            raise self.error(f"array '{ident}' of {total} elements: larger than the memory of "
-                             f"a GPU thread or block (kir takes at most {MAX_ARRAY_ELEMENTS})",
+            raise self.error(f"array '{ident}' of {total} elements: larger than a GPU "
+                             f"thread's memory (kir takes at most {MAX_ARRAY_ELEMENTS})",
                              tree, LimitError)
 
     def _declare_array(self, ident: str, base, dims: list, quals: set, init, tree) -> None:
@@ -253,6 +253,8 @@ class DeclMixin:
             self.prologue.append(Alloc(name, elem, size, "shared", True, loc=self.cur_loc))
         else:
             sizes = self.array_sizes(ident, dims, tree)
+            if not shared:
+                self.check_array_elements(ident, sizes, tree)
             total = count_of(base)
             for n in sizes:
                 total *= n
