@@ -538,7 +538,7 @@ def test_warp_votes_compile_with_nvcc(tmp_path):
     from tests.nvcc_build import nvcc_sm90
 
     loaded = load_kernel(Path(__file__).parent / "data" / "votes.cu")
-    nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path)
+    nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path, assemble=False)
 
 
 def test_signed_counters_stepped_by_unsigned_amounts_are_counted_loops():

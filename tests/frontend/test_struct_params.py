@@ -208,4 +208,4 @@ def test_rope_emitted_for_cuda_compiles_with_nvcc(tmp_path):
     from tests.nvcc_build import nvcc_sm90
 
     loaded = load_kernel(ROPE)
-    nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path)
+    nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path, assemble=False)

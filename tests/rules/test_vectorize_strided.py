@@ -220,7 +220,7 @@ def test_layernorm_emitted_cuda_compiles(tmp_path):
     loaded = layernorm()
     e = emit(vectorize(loaded, LAYERNORM_LOOPS).kernel, loaded.bound, "cuda")
     assert "float4" in e.source
-    nvcc_sm90(e, tmp_path, nvcc=NVCC)
+    nvcc_sm90(e, tmp_path, nvcc=NVCC, assemble=False)
 
 
 @pytest.mark.parametrize("target", ["emulate-metal", "emulate-cuda"])
