@@ -40,6 +40,9 @@ from kir.ir import Call, Component, Const, Expr, Var
 from kir.ir.types import I32, ScalarType, VectorType
 
 MEMCPY = ("memcpy", "std::memcpy", "__builtin_memcpy")
+# A thread's memcpy moves a pack or a small struct; kir writes one statement per element, so
+# a copy much larger than a pack is refused rather than unrolled.
+MAX_MEMCPY_BYTES = 4096
 
 
 def carrier_type(nominal, elem: ScalarType) -> StructType:
@@ -86,6 +89,11 @@ class BitsMixin:
         nbytes = self.constant(arg_trees[2], "memcpy's size")
         if not isinstance(nbytes, int) or nbytes <= 0:
             raise self.error("memcpy's size must be a positive integer", arg_trees[2])
+        if nbytes > MAX_MEMCPY_BYTES:
+            raise self.error(f"memcpy of {nbytes} bytes: kir copies element by element, at "
+                             f"most {MAX_MEMCPY_BYTES} bytes (a pack or a small struct); "
+                             "write the copy as a loop over the elements", arg_trees[2],
+                             UnsupportedError)
         src = self._memcpy_elements(arg_trees[1], nbytes, "source")
         src_types = {e.type for e in src}
         vector = self._vector_local(arg_trees[0])

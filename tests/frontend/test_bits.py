@@ -74,6 +74,7 @@ def test_a_floats_bits_through_memcpy_are_exact():
      "memcpy between elements of different sizes"),
     ("float f[2]; memcpy(f, x, n); y[0] = f[0];", "memcpy's size must be a compile-time"),
     ("float f[2]; memcpy(f, y, 12); y[0] = f[0];", "destination does not hold 12 bytes"),
+    ("memcpy(y, y + 1024, 1 << 20);", "memcpy of 1048576 bytes: kir copies element by"),
     ("int4 v = *reinterpret_cast<const int4*>(x + 4); y[0] = v.x;", "no member"),
     ("const double* d = reinterpret_cast<const double*>(x); y[0] = d[0];",
      "a f64 pointer into f16 buffer 'x'"),
