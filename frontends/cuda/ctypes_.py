@@ -143,10 +143,11 @@ def convert_const(value: int | float | bool, t: ScalarType) -> int | float | boo
     if t == BOOL:
         return bool(value)
     if t.is_float:
-        if t == F32:
-            return float(np.float32(value))
-        if t == F16:
-            return float(np.float16(value))
+        with np.errstate(over="ignore"):  # too large for the type: infinity, as in C
+            if t == F32:
+                return float(np.float32(value))
+            if t == F16:
+                return float(np.float16(value))
         return float(value)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
