@@ -49,6 +49,7 @@ from kir.ir import (
     Var,
     WarpReduce,
 )
+from kir.ir.nodes import BITWISE_ATOMICS
 from kir.ir.types import (
     BF16,
     BOOL,
@@ -114,7 +115,8 @@ SHUFFLES = {"__shfl_sync": "idx", "__shfl_xor_sync": "xor", "__shfl_down_sync": 
             "__shfl_up_sync": "up"}
 VOTES = ("__any_sync", "__all_sync", "__ballot_sync")
 FULL_MASK = 0xFFFFFFFF
-ATOMICS = {"atomicAdd": "add", "atomicMax": "max", "atomicMin": "min", "atomicExch": "exch"}
+ATOMICS = {"atomicAdd": "add", "atomicMax": "max", "atomicMin": "min", "atomicExch": "exch",
+           "atomicAnd": "and", "atomicOr": "or", "atomicXor": "xor"}
 VECTORS = {"make_float2": VectorType(F32, 2), "make_float3": VectorType(F32, 3),
            "make_float4": VectorType(F32, 4), "make_int2": VectorType(I32, 2),
            "make_int4": VectorType(I32, 4), "make_uint2": VectorType(U32, 2),
@@ -132,8 +134,7 @@ UNSUPPORTED_CALLS = {
     "tex3D": "texture fetches", "surf2Dwrite": "surface writes", "clock": "clock()",
     "clock64": "clock64()", "cudaMalloc": "host API calls in device code",
     "cudaMemcpy": "host API calls in device code", "__trap": "__trap",
-    "atomicCAS": "atomicCAS", "atomicAnd": "atomicAnd",
-    "atomicOr": "atomicOr", "atomicXor": "atomicXor", "atomicInc": "atomicInc",
+    "atomicCAS": "atomicCAS", "atomicInc": "atomicInc",
     "__nanosleep": "__nanosleep", "__shfl": "__shfl without _sync (deprecated)",
 }
 
@@ -491,6 +492,9 @@ class CallMixin:
     def _atomic(self, op: str, arg_trees: list, tree, discard: bool) -> Expr:
         self._arity(op, arg_trees, 2, 2, tree)
         p = self.pointer(arg_trees[0])
+        if op in BITWISE_ATOMICS and not (isinstance(p.view, ScalarType) and p.view.is_int):
+            raise self.error(f"atomic {op} on a {p.view} buffer (C: integers only)", tree,
+                             UnsupportedError)
         value = self.coerce(self.rvalue(arg_trees[1]), p.view, arg_trees[1])
         return self._emit_atomic(op, p, value, tree, discard)
 

@@ -25,6 +25,8 @@ def _combine(op: str, dtype: np.dtype):
         return np.fmax if dtype.kind == "f" else np.maximum
     if op == "min":
         return np.fmin if dtype.kind == "f" else np.minimum
+    if op in ("and", "or", "xor"):
+        return {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
     return None  # exch
 
 

@@ -363,7 +363,8 @@ class Assert(Stmt):
     loc: Loc | None = _loc()
 
 
-ATOMIC_OPS = ("add", "max", "min", "exch")
+ATOMIC_OPS = ("add", "max", "min", "exch", "and", "or", "xor")
+BITWISE_ATOMICS = ("and", "or", "xor")  # (on integers only)
 
 
 @node

@@ -19,6 +19,7 @@ from kir.ir import Launch
 MATH_BITS = Path(__file__).parent / "data" / "math_bits.cu"
 FLOAT_BITS = Path(__file__).parent / "data" / "float_bits.cu"
 BLOCK_VOTES = Path(__file__).parent / "data" / "block_votes.cu"
+BIT_ATOMICS = Path(__file__).parent / "data" / "bit_atomics.cu"
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -98,3 +99,20 @@ def test_a_bit_view_between_types_of_two_widths_is_refused_by_the_verifier():
 @pytest.mark.parametrize("target", TARGETS)
 def test_block_votes_count_or_and_on_every_target(target):
     check_everywhere(BLOCK_VOTES, target, [{}, {"N": 77}], seed=14)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("spec", ["bit_atomics.kir.toml", "bit_atomics_clear.kir.toml"])
+def test_bitwise_atomics_on_every_target(target, spec):
+    """atomicOr / atomicXor from zero, atomicAnd from all bits set (MLX gives every output
+    of a kernel with atomics one initial value)."""
+    check_everywhere(BIT_ATOMICS, target, [{}, {"N": 37}], seed=13,
+                     spec=BIT_ATOMICS.parent / spec)
+
+
+def test_a_bitwise_atomic_on_floats_is_a_located_error():
+    from kir.errors import KirError
+
+    with pytest.raises(KirError, match="atomic or on a f32 buffer") as info:
+        load_cuda("__global__ void f(float* y) {\n  atomicOr(&y[0], 1.0f); }", "a.cu")
+    assert info.value.loc.line == 2
