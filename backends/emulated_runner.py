@@ -47,7 +47,7 @@ class EmulatedKernel:
         arrays, keys = prepare_inputs(e, inputs)
         # bf16 in 2-byte elements, as MLX gives them to the kernel (kir holds them in f32):
         # a kernel reading them four at a time (kir_bfloat164) must see the real layout
-        arrays = [_as_bf16(a) if d == "bf16" else a for a, d in zip(arrays, e.input_dtypes)]
+        arrays = [as_bf16(a) if d == "bf16" else a for a, d in zip(arrays, e.input_dtypes)]
         dtypes = [_bf16_dtype() if d == "bf16" else np.dtype(_NP[d]) for d in e.output_dtypes]
         # Allocated as MLX's runner allocates them (small CUDA outputs padded), so the
         # emulator runs the kernel on the buffers the GPU would give it.
@@ -55,9 +55,7 @@ class EmulatedKernel:
                            output_dtypes=dtypes, grid=e.grid, threadgroup=e.threadgroup,
                            template=list(e.template), init_value=e.init_value,
                            timeout=self.timeout)
-        outs = [np.asarray(o).astype(np.float32) if d == "bf16" else o
-                for o, d in zip(outs, e.output_dtypes)]
-        return decode_outputs(e, unpad_outputs(e, list(outs)), keys)
+        return decode_outputs(e, unpad_outputs(e, [as_kir_array(o) for o in outs]), keys)
 
 
 def _bf16_dtype() -> np.dtype:
@@ -66,9 +64,16 @@ def _bf16_dtype() -> np.dtype:
     return bfloat16_dtype()  # (a located error with the install hint without ml_dtypes)
 
 
-def _as_bf16(array: np.ndarray) -> np.ndarray:
-    """f32-held bf16 values as 2-byte bfloat16 (rounded to nearest even, as MLX's astype)."""
+def as_bf16(array) -> np.ndarray:
+    """f32-held bf16 values as 2-byte bfloat16 (rounded to nearest even, as MLX's astype):
+    what a kernel on the emulator reads, kir's or the original."""
     return np.asarray(array, np.float32).astype(_bf16_dtype())
+
+
+def as_kir_array(array) -> np.ndarray:
+    """An emulator's output as kir holds it: bfloat16 values in f32, the rest as they are."""
+    array = np.asarray(array)
+    return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
 
 
 _NP = {"bool": np.bool_, "i8": np.int8, "u8": np.uint8, "i32": np.int32, "u32": np.uint32,

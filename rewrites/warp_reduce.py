@@ -31,7 +31,7 @@ from kir.ir import (
     const,
 )
 from kir.ir.types import BOOL, U32, ScalarType
-from kir.rewrites.parallel.online_pairs import _max_with, _scaled, exponent_of
+from kir.rewrites.parallel.online_pairs import exponent_of, is_scaled, max_with
 from kir.rules import ANALYSES, BaseRule, Match, NoParams, NotApplicable, RuleContext
 
 
@@ -60,27 +60,34 @@ def _combine(value: Expr, a: Expr, b_ok) -> str | None:
     return "sum" if found[0] == "+" else found[0]
 
 
-def butterfly(loop: For) -> tuple[str, str] | None:
-    """(variable, op) when ``loop`` is ``for (off = 16; off > 0; off /= 2) v = v + shfl(v,
-    off)`` (xor or down shuffles over the full warp), else None. The step may go through
-    temporaries (a reduction functor's call inlined: ``let b = shfl(v, off); let r = max(v,
-    b); v = r``): what counts is its net effect on the one variable it carries."""
-    if not _halving(loop, lambda e: isinstance(e, Const) and e.value == 16):
-        return None
-    final = analysis.net_effect(loop.body)
+def butterfly(loop: For) -> tuple[str, str, ScalarType] | None:
+    """(variable, op, its type) when ``loop`` is ``for (off = 16; off > 0; off /= 2) v = v +
+    shfl(v, off)`` (xor or down shuffles over the full warp), else None. The step may go
+    through temporaries (a reduction functor's call inlined: ``let b = shfl(v, off); let r =
+    max(v, b); v = r``): what counts is its net effect on the one variable it carries."""
+    final = _butterfly_effect(loop)
     if final is None or len(final) != 1:
         return None
     name, value = next(iter(final.items()))
-    v = Var(name, value.type)
-
-    def is_shuffle(e: Expr) -> bool:
-        return (isinstance(e, Shuffle) and e.mode in ("xor", "down") and e.width == 32
-                and e.value == v and _var(strip_casts(e.lane), loop.var))
-
-    op = _combine(value, v, is_shuffle)
+    op = _combine(value, Var(name, value.type), lambda e: _partner(e, name, loop))
     if op is None or not isinstance(value.type, ScalarType):
         return None
-    return name, op
+    return name, op, value.type
+
+
+def _butterfly_effect(loop: For) -> dict[str, Expr] | None:
+    """The net effect of a loop halving its offset from 16 to 1 on the variables it
+    carries (:func:`kir.analysis.net_effect`), or None for any other loop."""
+    if not _halving(loop, lambda e: isinstance(e, Const) and e.value == 16):
+        return None
+    return analysis.net_effect(loop.body)
+
+
+def _partner(e: Expr, name: str, loop: For) -> bool:
+    """``e`` is the partner lane's ``name``: a full-warp xor or down shuffle of it at the
+    butterfly's offset."""
+    return (isinstance(e, Shuffle) and e.mode in ("xor", "down") and e.width == 32
+            and _var(e.value, name) and _var(strip_casts(e.lane), loop.var))
 
 
 def tree(kernel: Kernel, loop: For) -> tuple[str, str, Expr] | None:
@@ -136,6 +143,7 @@ class Butterfly:
     loop: For
     var: str
     op: str
+    type: ScalarType
 
 
 @dataclass(frozen=True)
@@ -153,9 +161,7 @@ class PairButterfly:
 def pair_butterfly(loop: For) -> PairButterfly | None:
     """The pair when ``loop`` halves from 16 and its straight-line body's net effect on the
     two variables it assigns is the merge with their shuffles across the loop's offset."""
-    if not _halving(loop, lambda e: isinstance(e, Const) and e.value == 16):
-        return None
-    final = analysis.net_effect(loop.body)
+    final = _butterfly_effect(loop)
     if final is None or len(final) != 2:
         return None
     for m, s in (tuple(final), tuple(final)[::-1]):
@@ -168,21 +174,17 @@ def pair_butterfly(loop: For) -> PairButterfly | None:
 def _merges(loop: For, m: str, s: str, new_m: Expr, new_s: Expr) -> bool:
     """``new_m`` is ``max(m, shfl(m))`` and ``new_s`` is ``s * exp(m - new_m) + shfl(s) *
     exp(shfl(m) - new_m)`` (terms and factors in either order)."""
-    def shuffled(e: Expr, name: str) -> bool:
-        return (isinstance(e, Shuffle) and e.mode in ("xor", "down") and e.width == 32
-                and _var(e.value, name) and _var(strip_casts(e.lane), loop.var))
-
-    other_m = _max_with(new_m, m)
-    if other_m is None or not shuffled(other_m, m):
+    other_m = max_with(new_m, m)
+    if other_m is None or not _partner(other_m, m, loop):
         return False
     if not (isinstance(new_s, Binary) and new_s.op == "+"):
         return False
     for kept, added in ((new_s.left, new_s.right), (new_s.right, new_s.left)):
-        if not _scaled(kept, s, Var(m, new_m.type), new_m):
+        if not is_scaled(kept, s, Var(m, new_m.type), new_m):
             continue
         if isinstance(added, Binary) and added.op == "*":
             for g, x in ((added.left, added.right), (added.right, added.left)):
-                if shuffled(g, s) and exponent_of(x) == (other_m, new_m):
+                if _partner(g, s, loop) and exponent_of(x) == (other_m, new_m):
                     return True
     return False
 
@@ -204,7 +206,7 @@ class Tree:
 
 def reductions(kernel: Kernel) -> list[Butterfly | PairButterfly | Tree]:
     """Every hand-written warp reduction, in source order: the rule's sites, by number."""
-    found: list[Butterfly | Tree] = []
+    found: list[Butterfly | PairButterfly | Tree] = []
     for loop in analysis.loops(kernel):
         bf = butterfly(loop)
         if bf is not None:
@@ -285,7 +287,7 @@ class WarpReduceRule(BaseRule):
         found = match.plan
         if isinstance(found, Butterfly):
             loop = found.loop
-            t = analysis.net_effect(loop.body)[found.var].type  # type: ignore[index]
+            t = found.type
             new = Assign(found.var, WarpReduce(found.op, Var(found.var, t), t), loc=loop.loc)
             return analysis.replace_stmt(kernel, loop, new)
         if isinstance(found, PairButterfly):

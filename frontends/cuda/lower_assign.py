@@ -10,7 +10,6 @@ from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_expr import Value, scale
 from kir.frontends.cuda.lower_view_struct import ViewStruct
 from kir.frontends.cuda.values import (
-    not_a_number,
     OFFSET_TYPE,
     ArraySym,
     ArrVal,
@@ -282,9 +281,6 @@ class AssignMixin:
 
     def write(self, target: Value, value: Expr, tree) -> None:
         """Store ``value`` (converted) into an lvalue."""
-        if not isinstance(value, Expr):  # a group, a struct, a function object ...
-            raise self.error(f"a {not_a_number(value)} is used where a number is expected",
-                             tree, UnsupportedError)
         loc = self.cur_loc
         if isinstance(target, MemRef):
             info = self.buffers.get(target.buffer)

@@ -61,33 +61,34 @@ class Half2Mixin:
         elem = F16
         if name in _BF16_NAMES:
             elem, name = BF16, _BF16_NAMES[name]
-        elif name in _OVERLOADED and arg_trees and self._bf16_lanes(arg_trees[0]):
-            elem = BF16
+        lanes, op = _ARITHMETIC.get(name, (0, ""))
+        count = _ARITY.get(op, 2) if lanes else _PACKING[name]
+        self._arity(name, arg_trees, count, count, tree)
+        values = [self.rvalue(a) for a in arg_trees]
+        if name in _OVERLOADED and _lane_type(values[0].type) == BF16:
+            elem = BF16  # (cuda_bf16.h's overload: the first argument's lanes decide)
         pair_t = VectorType(elem, 2)
-        if name in _ARITHMETIC:
-            lanes, op = _ARITHMETIC[name]
-            self._arity(name, arg_trees, _ARITY.get(op, 2), _ARITY.get(op, 2), tree)
+
+        def operand(k: int, want) -> Expr:
+            return self._half_operand(values[k], arg_trees[k], want, name)
+
+        if lanes:
             want = pair_t if lanes == 2 else elem
-            args = [self._half_operand(a, want, name) for a in arg_trees]
+            args = [operand(k, want) for k in range(count)]
             if lanes == 1:
                 return _lane_op(op, args)
             return MakeVector(tuple(_lane_op(op, [Component(a, k, elem) for a in args])
                                     for k in range(2)), pair_t)
-        count = _PACKING[name]
-        self._arity(name, arg_trees, count, count, tree)
         if name in ("__halves2half2", "make_half2", "__floats2half2_rn"):
-            return MakeVector(tuple(ct.convert(self.rvalue(a), elem) for a in arg_trees),
-                              pair_t)
+            return MakeVector(tuple(ct.convert(v, elem) for v in values), pair_t)
         if name in ("__float2half2_rn", "__half2half2"):
-            lane = self._half_operand(arg_trees[0], elem if name == "__half2half2" else F32,
-                                      name)
-            lane = ct.convert(lane, elem)
+            lane = ct.convert(operand(0, elem if name == "__half2half2" else F32), elem)
             return MakeVector((lane, lane), pair_t)
         if name == "__float22half2_rn":
-            pair = self._half_operand(arg_trees[0], FLOAT2, name)
+            pair = operand(0, FLOAT2)
             return MakeVector(tuple(ct.convert(Component(pair, k, F32), elem)
                                     for k in range(2)), pair_t)
-        pair = self._half_operand(arg_trees[0], pair_t, name)
+        pair = operand(0, pair_t)
         if name == "__half22float2":
             return MakeVector(tuple(ct.convert(Component(pair, k, elem), F32)
                                     for k in range(2)), FLOAT2)
@@ -95,13 +96,6 @@ class Half2Mixin:
             return MakeVector((Component(pair, 1, elem), Component(pair, 0, elem)), pair_t)
         lane = Component(pair, 0 if "low" in name else 1, elem)
         return ct.convert(lane, F32) if name.endswith("float") else lane
-
-    def _bf16_lanes(self, arg_tree) -> bool:
-        """Whether an overloaded intrinsic's first argument is a bf16 pair or lane (looked
-        at without keeping what lowering it emits: it is lowered again as the operand)."""
-        _stmts, value = self.capture(lambda: self.rvalue(arg_tree))
-        t = value.type
-        return (t.elem if isinstance(t, VectorType) else t) == BF16
 
     def half2_operator(self, op: str, values: list[Expr]) -> Expr | None:
         """``a * b``, ``a + b``, ``-a`` ... on ``__half2`` values (cuda_fp16.h defines
@@ -115,16 +109,19 @@ class Half2Mixin:
         return MakeVector(tuple(_lane_op(lane_op, [Component(v, k, pair_t.elem) for v in held])
                                 for k in range(2)), pair_t)
 
-    def _half_operand(self, arg_tree, want, name: str) -> Expr:
-        """An intrinsic's argument of type ``want``, held in a local when it is a vector
-        computed here (its lanes are read one by one)."""
-        value = self.rvalue(arg_tree)
+    def _half_operand(self, value: Expr, arg_tree, want, name: str) -> Expr:
+        """An intrinsic's argument (lowered from ``arg_tree``) as a ``want``, held in a local
+        when it is a vector computed here (its lanes are read one by one)."""
         if isinstance(want, VectorType):
             if value.type != want:
                 raise self.error(f"'{name}' takes a {_c_name(want)}, not {value.type}",
                                  arg_tree, UnsupportedError)
             return self._named(value, "h2")  # its lanes are read one by one
         return ct.convert(value, want)
+
+
+def _lane_type(t):
+    return t.elem if isinstance(t, VectorType) else t
 
 
 def _lane_op(op: str, args: list[Expr]) -> Expr:

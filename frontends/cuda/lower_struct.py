@@ -78,8 +78,7 @@ class StructMixin:
                 arr = self._field_array(ft, f"{base}_{field}", "local")
                 parts[field] = ArrVal(arr)
                 if value is not None:
-                    self._copy_array(ArrVal(arr), value, ft, tree,
-                                     t.alignment() if field == t.fields[0][0] else 0)
+                    self._copy_array(ArrVal(arr), value, ft, tree, t.member_alignment(field))
             elif isinstance(ft, FieldPointer):
                 sym = PtrSym(None, ft.view, self.fresh(f"{base}_{field}_off"))
                 init_offset = None
@@ -341,8 +340,8 @@ class StructMixin:
                 self._write_all(part, value, tree)
             elif isinstance(ft, FieldArray):
                 if value is not None:
-                    self._copy_array(part, value, ft, tree, target.type.alignment()
-                                     if field == target.type.fields[0][0] else 0)
+                    self._copy_array(part, value, ft, tree,
+                                     target.type.member_alignment(field))
             elif isinstance(ft, FieldPointer):
                 if value is not None:
                     self.set_pointer(part, value, tree)

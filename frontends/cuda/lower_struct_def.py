@@ -20,6 +20,7 @@ from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_stmt import closed
 from kir.frontends.cuda.parser import parse_unit, template_header_length
 from kir.frontends.cuda.program import template_parameters
+from kir.frontends.cuda.scan import closing_bracket
 from kir.frontends.cuda.struct_text import PatchedSource, blank, member_functions
 from kir.frontends.cuda.values import (
     AUTO,
@@ -126,16 +127,13 @@ class StructDefMixin:
         text = program.src.text
         head_end = text.find("{", unit.start)
         found = _ALIGNMENT.search(text, unit.start, head_end)
-        if found is None:
+        close = closing_bracket(text, found.end() - 1) if found is not None else -1
+        if not 0 <= close < head_end:
             return 0
-        depth, end = 1, found.end()
-        while end < head_end and depth:
-            depth += {"(": 1, ")": -1}.get(text[end], 0)
-            end += 1
         params = set(template_parameters(program.src, unit))
         saved = self.offset
         try:
-            tree = parse_unit(program.src, found.end(), end - 1, "args",
+            tree = parse_unit(program.src, found.end(), close, "args",
                               program.type_names | params, program.template_names)
             self.offset = found.end()
             value = self.constant(tree.children[0], "the struct's alignment")

@@ -216,13 +216,11 @@ def closing_bracket(text: str, open_at: int) -> int:
 
 # ---- C++ declarations of types (kept apart: the function scan above is unchanged by them)
 
-_STRUCT = re.compile(r"(?:typedef\s+)?struct\b(?:\s+(?:__align__|alignas)\s*\((?:[^()]|\([^()]*\))*\))*"
-                     r"\s*([A-Za-z_]\w*)?\s*\{")
-_SPECIALIZATION = re.compile(r"struct\b(?:\s+(?:__align__|alignas)\s*\((?:[^()]|\([^()]*\))*\))*"
-                             r"\s*([A-Za-z_]\w*)\s*<")
+_ALIGNED = r"(?:\s+(?:__align__|alignas)\s*\((?:[^()]|\([^()]*\))*\))*"  # after the keyword
+_STRUCT = re.compile(rf"(?:typedef\s+)?struct\b{_ALIGNED}\s*([A-Za-z_]\w*)?\s*\{{")
+_SPECIALIZATION = re.compile(rf"struct\b{_ALIGNED}\s*([A-Za-z_]\w*)\s*<")
 _TYPEDEF_STRUCT_NAME = re.compile(r"\}\s*([A-Za-z_]\w*)\s*;\s*$")
-_UNION = re.compile(r"(?:typedef\s+)?union\b(?:\s+(?:__align__|alignas)\s*\((?:[^()]|\([^()]*\))*\))*"
-                    r"\s*([A-Za-z_]\w*)?\s*\{")
+_UNION = re.compile(rf"(?:typedef\s+)?union\b{_ALIGNED}\s*([A-Za-z_]\w*)?\s*\{{")
 _USING = re.compile(r"using\s+([A-Za-z_]\w*)\s*=")
 _ENUM = re.compile(r"enum\b(?:\s+(?:class|struct)\b)?\s*([A-Za-z_]\w*)?")
 

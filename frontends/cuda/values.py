@@ -190,10 +190,12 @@ class StructType:
     # the alignment the struct declares (``struct alignas(16) Pack``), 0 when it declares none
     align: int = field(default=0, compare=False)
 
-    def alignment(self) -> int:
-        """The bytes the struct's first member is aligned to wherever the code reads or
-        writes a whole struct over a buffer: a carrier's vector's size, or what the struct
-        declares (``alignas(16)``); 0 when nothing says."""
+    def member_alignment(self, name: str) -> int:
+        """The bytes member ``name`` is aligned to wherever the code reads or writes a whole
+        struct over a buffer: for the first member, a carrier's vector's size or what the
+        struct declares (``alignas(16)``); 0 when nothing says."""
+        if not self.fields or name != self.fields[0][0]:
+            return 0
         return self.carries.nbytes if self.carries is not None else self.align
 
     def field(self, name: str) -> object | None:

@@ -168,13 +168,10 @@ def _outputs(loaded: Loaded, params: list, results: list) -> dict[str, np.ndarra
     by_name = {}
     for p, r in zip(params, results):  # a struct's result: its pointer members' buffers
         by_name.update(r if isinstance(r, dict) else {p.name: r})
-    return {name: _as_kir_array(np.asarray(by_name[name])).reshape(bound.shape(name))
+    from kir.backends.emulated_runner import as_kir_array
+
+    return {name: as_kir_array(by_name[name]).reshape(bound.shape(name))
             for name in bound.outputs}
-
-
-def _as_kir_array(array: np.ndarray) -> np.ndarray:
-    """An output as kir holds it: bf16 values in f32."""
-    return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
 
 
 _C_TYPES = {"f32": "float", "f64": "double", "f16": "__half", "bf16": "__nv_bfloat16",
@@ -193,9 +190,9 @@ def _original_argument(loaded: Loaded, param, inputs: dict):
         return None
     if arg is not None and arg.dtype == "bf16" and arg.is_buffer:
         # kir holds bf16 values in f32 arrays; the original kernel reads 2-byte elements
-        from kir.backends.emulate.launch import bfloat16_dtype
+        from kir.backends.emulated_runner import as_bf16
 
-        return np.asarray(inputs[param.name], np.float32).astype(bfloat16_dtype())
+        return as_bf16(inputs[param.name])
     if arg is not None:
         return inputs[param.name]
     if param.default is None:

@@ -81,18 +81,18 @@ def _straight_pair(loop: For) -> Pair | None:
 
 
 def _is_online(m: str, s: str, new_m: Expr, new_s: Expr) -> bool:
-    v = _max_with(new_m, m)
+    v = max_with(new_m, m)
     if v is None or {m, s} & analysis.used_vars(v):
         return False
     if not (isinstance(new_s, Binary) and new_s.op == "+"):
         return False
     for kept, added in ((new_s.left, new_s.right), (new_s.right, new_s.left)):
-        if _scaled(kept, s, Var(m, new_m.type), new_m) and _weighted(added, v, new_m, {m, s}):
+        if is_scaled(kept, s, Var(m, new_m.type), new_m) and _weighted(added, v, new_m, {m, s}):
             return True
     return False
 
 
-def _max_with(e: Expr, m: str) -> Expr | None:
+def max_with(e: Expr, m: str) -> Expr | None:
     """``v`` when ``e`` is ``max(m, v)`` or ``max(v, m)``."""
     if isinstance(e, Call) and e.fn == "max" and len(e.args) == 2:
         for a, b in (e.args, e.args[::-1]):
@@ -117,7 +117,7 @@ def exponent_of(e: Expr) -> tuple[Expr, Expr] | None:
     return None
 
 
-def _scaled(e: Expr, s: str, m: Expr, by: Expr) -> bool:
+def is_scaled(e: Expr, s: str, m: Expr, by: Expr) -> bool:
     """``e`` is ``s * exp(m - by)`` (either order)."""
     if not (isinstance(e, Binary) and e.op == "*"):
         return False

@@ -54,16 +54,15 @@ _MATRIX = (MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore)
 @dataclass(frozen=True)
 class Plan:
     """What widen-warps found: the warps per block of the original launch, the locals that
-    hold the lane index, the warp index or ``thread.x`` itself, and the lane-strided loops
-    (by label) with the elements each lane takes at a time (``chunks``: 8 for a loop
-    ``c = lane * 8; c += 32 * 8`` reading 16-byte packs of bf16; 1 when not listed)."""
+    hold the lane index, the warp index or ``thread.x`` itself, and the lane-strided loops:
+    each one's label and the elements a lane takes at a time (8 for a loop ``c = lane * 8;
+    c += 32 * 8`` reading 16-byte packs of bf16, else 1)."""
 
     warps: int
     lane_vars: frozenset[str]
     warp_vars: frozenset[str]
     tid_vars: frozenset[str]
-    loops: frozenset[str]
-    chunks: tuple[tuple[str, int], ...] = ()
+    loops: tuple[tuple[str, int], ...]
 
 
 class WidenWarps(BaseRule):
@@ -169,9 +168,9 @@ def _plan(kernel: Kernel) -> Plan | NotApplicable:
     tid_vars = {k for k, v in defs.items() if is_thread_x(v)}
     lane_vars = {k for k, v in defs.items() if _lane_form(v, tid_vars)}
     warp_vars = {k for k, v in defs.items() if _warp_form(v, tid_vars)}
-    chunk_of = {lp.label: k for lp in analysis.loops(kernel)
-                if (k := _lane_loop(lp, lane_vars, tid_vars))}
-    loops = [lp for lp in analysis.loops(kernel) if lp.label in chunk_of]
+    chunks = [(lp, k) for lp in analysis.loops(kernel)
+              if (k := _lane_loop(lp, lane_vars, tid_vars))]
+    loops = [lp for lp, _k in chunks]
     problem = _thread_uses(kernel, loops, lane_vars, tid_vars)
     if problem:
         return NotApplicable(problem)
@@ -188,8 +187,7 @@ def _plan(kernel: Kernel) -> Plan | NotApplicable:
     if problem:
         return NotApplicable(problem)
     return Plan(bx // WARP, frozenset(lane_vars), frozenset(warp_vars), frozenset(tid_vars),
-                frozenset(lp.label for lp in loops),
-                tuple(sorted((k, v) for k, v in chunk_of.items() if v != 1)))
+                tuple((lp.label, k) for lp, k in chunks))
 
 
 def _is_tid(e: Expr, tid_vars: set[str]) -> bool:
@@ -488,7 +486,7 @@ def _base_of(index: Expr, var: str) -> Expr | None:
 def _widen(kernel: Kernel, plan: Plan, threads: int) -> Kernel:
     old_width = plan.warps * WARP
     lanes, tids = set(plan.lane_vars), set(plan.tid_vars)
-    chunks = dict(plan.chunks)
+    chunks = dict(plan.loops)
 
     def visit(n: Node) -> Node | None:
         if isinstance(n, Expr) and _warp_form(n, tids):
@@ -502,8 +500,8 @@ def _widen(kernel: Kernel, plan: Plan, threads: int) -> Kernel:
             return n.value
         if isinstance(n, Expr) and _is_zero_lane(n, lanes, tids):  # only in If tests (checked)
             return Binary("==", Special("thread", "x", U32), Const(0, U32), BOOL)
-        if isinstance(n, For) and n.label in plan.loops:
-            t, chunk = n.type, chunks.get(n.label, 1)
+        if isinstance(n, For) and n.label in chunks:
+            t, chunk = n.type, chunks[n.label]
             first, step = Cast(Special("thread", "x", U32), t), \
                 Cast(Special("block_dim", "x", U32), t)
             if chunk != 1:
