@@ -276,11 +276,21 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             # kernel); N=4096: 7.69 against 11.1 ms (BENCHMARKS.md "Round 9").
             finishing = _finishing(kernel)
             lane_per_key = [*constants, *per_key[:-len(finishing)]]
-            out.append(("flash-attention-2-constant-lane-per-key-float4", [
-                *lane_per_key,
-                Want("pad-shared", any_site=True, params={"pad": 4}, repeat=4),
-                Want("vectorize-loads", any_site=True, params={"width": 4}, repeat=4),
-                *finishing]))
+            float4 = [*lane_per_key,
+                      Want("pad-shared", any_site=True, params={"pad": 4}, repeat=4),
+                      Want("vectorize-loads", any_site=True, params={"width": 4}, repeat=4),
+                      *finishing]
+            out.append(("flash-attention-2-constant-lane-per-key-float4", float4))
+            # A warp a few query rows (merge-threads along x, copies whole warps apart): each
+            # K and V element a lane loads from shared memory serves every row of its warp,
+            # FlashAttention-2's register tiling of the score and output rows. On the H200,
+            # N=1024: 0.443 against 0.597 ms (4 rows, the second FlashAttention kernel), 0.617
+            # against 0.720 ms (2 rows, the example); at N=4096 the example was slower merged
+            # (8.9 / 11.2 against 7.7 ms: 127-136 registers a thread), so the search decides
+            # (BENCHMARKS.md "Round 14").
+            for rows in (4, 2):
+                out.append((f"flash-attention-2-constant-lane-per-key-float4-rows-{rows}", [
+                    *float4, Want("merge-threads", ("x",), {"factor": rows})]))
             out.append(("flash-attention-2-constant-lane-per-key", [
                 *lane_per_key,
                 Want("pad-shared", any_site=True, params={"pad": 1}, repeat=4),

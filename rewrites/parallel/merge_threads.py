@@ -5,8 +5,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kir.analysis import canonical, declared_names, has_matrix_stmts, has_own_exit, single_defs
-from kir.analysis.loop_edits import Namer
+from kir.analysis import (
+    declared_names,
+    has_matrix_stmts,
+    has_own_exit,
+    single_defs,
+    strip_casts,
+)
+from kir.analysis.loop_edits import Namer, copy_body
+from kir.analysis.parallel import is_lane_varying, lane_varying_vars
 from kir.ir import (
     Alloc,
     Assign,
@@ -59,17 +66,34 @@ class MergeThreads(BaseRule):
     copies of the old body, so the inner product of SGEMM reads ``Bs[k*16+tx]`` once for all
     copies' multiply-adds.
 
+    *Warps merged.* When the copies are a whole number of warps apart (``n / factor``
+    threads along x, or rows of ``n / factor`` × the threads before ``dim``, a multiple of
+    32) every copy of a thread sits in the same lane of its old warp, so warp-level code
+    (shuffles, warp reductions, ``__syncwarp``, the lane index) keeps its lanes: one warp
+    then does the work of ``factor`` warps — a warp per row becomes a warp per ``factor``
+    rows, the register tiling FlashAttention-2 gives each warp. The warp index of copy ``c``
+    is ``warp + c * n / factor / 32``.
+
+    *Per-copy conditions.* Code under an ``if`` whose condition differs between the copies
+    (a row's bounds check) cannot be jammed as it is: each copy has its own ``if``. When such
+    an ``if`` holds a loop worth jamming, it is versioned: ``if (cond_0 && ... &&
+    cond_{f-1})`` runs the jammed body (every copy takes the branch), ``else`` each copy's
+    own ``if`` — as loop versioning does for a remainder. The condition must read no memory
+    and no local the body writes; with warp-level code in the body it must also be the same
+    across a warp's lanes (else the two versions would split a warp the original kept).
+
     Legality checked: between two barriers the threads of a CUDA block run in any
     interleaving, so a race-free kernel gives the same result for any order of the copies
-    that keeps each copy's own order (which both replication and jamming do). A barrier must
-    sit at top level or in ``for`` loops whose bounds do not depend on ``thread.<dim>``
-    (directly, through locals, loads or thread-dependent control flow), without their own
-    ``break``/``continue`` and not writing their counter; barriers under ``if``/``while``
-    are refused. Refused: warp-level code (shuffles, warp reductions, ``__syncwarp``,
-    lane/warp indices, matrix tiles), whose lanes would change; any ``return`` (one copy's
-    exit would end the others); shared arrays below the top level; a block size along
-    ``dim`` not divisible by ``factor``. Jammed loops must be counted (constant step, bound
-    not written in the body) with no ``break``/``continue`` of their own.
+    that keeps each copy's own order (which both replication and jamming do). A block
+    barrier must sit at top level, in ``if``s whose condition is the same for every copy, or
+    in ``for`` loops whose bounds do not depend on ``thread.<dim>`` (directly, through
+    locals, loads or thread-dependent control flow), without their own ``break``/
+    ``continue`` and not writing their counter; barriers under other ``if``s or ``while``
+    are refused. Refused: warp-level code unless the copies are whole warps apart (above);
+    matrix tiles; any ``return`` (one copy's exit would end the others); shared arrays below
+    the top level; a block size along ``dim`` not divisible by ``factor``. Jammed loops must
+    be counted (constant step, bound not written in the body) with no ``break``/``continue``
+    of their own.
     Not checked: that the kernel is free of data races between threads of a segment (CUDA
     leaves racy kernels undefined; such a kernel may change results).
     """
@@ -89,10 +113,12 @@ class MergeThreads(BaseRule):
         unsupported = _unsupported(kernel)
         if unsupported:  # (no need for the taint)
             return _Plan(set(), set(), NotApplicable(unsupported))
-        tainted = _dim_tainted(kernel, site)
-        problem = _barrier_problem(kernel.body.stmts, True, _Varies(site, tainted))
+        warp_code = _warp_code(kernel)
+        tainted = _dim_tainted(kernel, site, warp_code is not None)
+        problem = _barrier_problem(kernel.body.stmts, True,
+                                   _Varies(site, tainted, warp_code is not None))
         return _Plan(tainted, _shareable(kernel, tainted),
-                     NotApplicable(problem) if problem else None)
+                     NotApplicable(problem) if problem else None, warp_code)
 
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
@@ -105,7 +131,13 @@ class MergeThreads(BaseRule):
             return NotApplicable(f"block.{site} = {old} is not divisible by factor {factor}")
         if plan.refusal is not None:
             return plan.refusal
-        merger = _Merger(kernel, site, factor, old, plan)
+        warp_shift = _warp_shift(kernel.launch.block, axis, old // factor)
+        if plan.warp_code and warp_shift is None:
+            return NotApplicable(
+                f"the kernel uses warp-level code ({plan.warp_code}) and copies "
+                f"{old // factor} threads apart along {site} are not whole warps apart; "
+                f"a larger block or a smaller factor keeps them in their lanes")
+        merger = _Merger(kernel, site, factor, old, plan, warp_shift or 0)
         stmts = merger.level(kernel.body.stmts)
         block = list(kernel.launch.block)
         block[axis] = old // factor
@@ -125,34 +157,82 @@ class _Plan:
     tainted: set[str]
     shareable: set[str]
     refusal: NotApplicable | None
+    warp_code: str | None = None  # what warp-level code the kernel has (None: none)
 
 
 def _unsupported(kernel: Kernel) -> str | None:
     """Kernel-wide shapes the rule refuses, with the reason."""
     if has_matrix_stmts(kernel.body):
-        return "the kernel uses warp-level matrix tiles (their lanes would change)"
-    for n in kernel.body.walk():
-        if isinstance(n, (Shuffle, WarpReduce)):
-            return "the kernel uses warp shuffles/reductions (merging threads changes lanes)"
-        if isinstance(n, Special) and n.kind in ("lane", "warp"):
-            return f"the kernel reads the {n.kind} index (merging threads changes lanes)"
-        if isinstance(n, Barrier) and n.scope != "block":
-            return "the kernel synchronizes a warp (__syncwarp)"
+        return "the kernel uses warp-level matrix tiles (their fragments would change)"
     if any(isinstance(n, Return) for n in kernel.body.walk()):
         return "the kernel has a return (one merged thread's exit would end the others)"
     return None
 
 
-class _Varies:
-    """Whether an expression may differ between the threads merged along ``dim``."""
+def _warp_code(kernel: Kernel) -> str | None:
+    """The first warp-level construct of the kernel, named, or None: merged copies must then
+    stay in their lanes (:func:`_warp_shift`)."""
+    for n in kernel.body.walk():
+        if isinstance(n, (Shuffle, WarpReduce)):
+            return "warp shuffles/reductions"
+        if isinstance(n, Special) and n.kind in ("lane", "warp"):
+            return f"the {n.kind} index"
+        if isinstance(n, Barrier) and n.scope != "block":
+            return "__syncwarp"
+    return None
 
-    def __init__(self, dim: str, tainted: set[str]) -> None:
+
+def _warp_shift(block: tuple, axis: int, new: int) -> int | None:
+    """How many warps apart copy 1 is from copy 0 when ``new`` threads along ``axis`` are
+    what is left of the block; None when that is not a whole number of warps (or the block
+    is not known)."""
+    if not all(isinstance(b, int) for b in block):
+        return None
+    linear = new
+    for size in block[:axis]:
+        linear *= size
+    return linear // 32 if linear % 32 == 0 else None
+
+
+class _Varies:
+    """Whether an expression may differ between the threads merged along ``dim``: it reads
+    ``thread.<dim>``, the warp index, memory, a shuffle or a local in ``tainted``. With
+    ``lanes_kept`` (warp-level code, merged only with copies whole warps apart) a lane form
+    of ``thread.x`` (``% 32``, ``& 31``) is the same for every copy."""
+
+    def __init__(self, dim: str, tainted: set[str], lanes_kept: bool = False) -> None:
         self.dim, self.tainted = dim, tainted
+        self.lanes_kept = lanes_kept and dim == "x"
 
     def __call__(self, e: Expr) -> bool:
-        return any(isinstance(n, Special) and n.kind == "thread" and n.axis == self.dim
-                   or isinstance(n, Load) or isinstance(n, Var) and n.name in self.tainted
-                   for n in e.walk())
+        stack: list[Node] = [e]
+        while stack:
+            n = stack.pop()
+            if self.lanes_kept and _lane_form(n):
+                continue
+            if isinstance(n, Special) and (n.kind == "thread" and n.axis == self.dim
+                                           or n.kind == "warp"):
+                return True
+            if isinstance(n, (Load, Shuffle, WarpReduce)) or \
+                    isinstance(n, Var) and n.name in self.tainted:
+                return True
+            stack.extend(n.children())
+        return False
+
+
+def _lane_form(e: Node) -> bool:
+    """``thread.x % m`` or ``thread.x & (m - 1)`` with ``m`` dividing 32: the same for
+    threads a whole number of warps apart."""
+    if not (isinstance(e, Binary) and e.op in ("%", "&") and isinstance(e.right, Const)):
+        return False
+    inner = strip_casts(e.left)
+    if not (isinstance(inner, Special) and inner.kind == "thread" and inner.axis == "x"):
+        return False
+    m = e.right.value
+    if not isinstance(m, int) or isinstance(m, bool):
+        return False
+    m = m if e.op == "%" else m + 1
+    return 0 < m <= 32 and 32 % m == 0
 
 
 def _barrier_problem(stmts: tuple[Stmt, ...], top: bool, varies: _Varies) -> str | None:
@@ -166,11 +246,16 @@ def _barrier_problem(stmts: tuple[Stmt, ...], top: bool, varies: _Varies) -> str
                 return f"shared array {s.name} is declared below the top level"
         elif isinstance(s, Barrier) or not _has_barrier(s):
             continue
+        elif isinstance(s, If) and not varies(s.cond):
+            for branch in (s.then, s.orelse):
+                inner = branch and _barrier_problem(branch.stmts, False, varies)
+                if inner:
+                    return inner
         elif not isinstance(s, For):
             kind = "an if" if isinstance(s, If) else "a while loop" if isinstance(s, While) \
                 else "a nested block"
-            return (f"a barrier sits inside {kind}; only for loops with uniform bounds may "
-                    f"hold barriers")
+            return (f"a barrier sits inside {kind}; only for loops with uniform bounds and "
+                    f"ifs with uniform conditions may hold barriers")
         elif any(varies(e) for e in (s.init, s.cond, s.update)):
             return f"loop {s.label} holds a barrier and its bounds depend on thread.{varies.dim}"
         elif has_own_exit(s):
@@ -184,43 +269,48 @@ def _barrier_problem(stmts: tuple[Stmt, ...], top: bool, varies: _Varies) -> str
     return None
 
 
-def _dim_tainted(kernel: Kernel, dim: str) -> set[str]:
+def _dim_tainted(kernel: Kernel, dim: str, lanes_kept: bool) -> set[str]:
     """Locals whose value may differ between threads that differ only in ``thread.<dim>``
     (a conservative taint like analysis.thread_dependent_vars, for one axis: loads, atomic
     results and anything assigned under such control flow count as different)."""
     tainted: set[str] = set()
+    differs = _Varies(dim, tainted, lanes_kept)
 
     def varies(e: Expr | None) -> bool:
-        if e is None:
-            return True
-        for n in e.walk():
-            if isinstance(n, Special) and (n.kind == "thread" and n.axis == dim
-                                           or n.kind in ("lane", "warp")):
-                return True
-            if isinstance(n, (Load, Shuffle, WarpReduce)) or \
-                    isinstance(n, Var) and n.name in tainted:
-                return True
-        return False
+        return e is None or differs(e)
+
+    # The control context of a statement: False (the same for every copy), True (it differs)
+    # or, inside an ``if`` each copy decides for itself with no ``else``, the names declared in
+    # that ``if``: they live only where every copy of the jammed version takes the branch
+    # (_Merger.versioned), so only the names written there from outside differ by control.
+    def control_taints(ctx: bool | frozenset[str], name: str) -> bool:
+        return ctx is True or isinstance(ctx, frozenset) and name not in ctx
+
+    def under(ctx: bool | frozenset[str], varying: bool) -> bool | frozenset[str]:
+        return True if varying else ctx
 
     changed = True
     while changed:
         changed = False
-        stack: list[tuple[Stmt, bool]] = [(kernel.body, False)]
+        stack: list[tuple[Stmt, bool | frozenset[str]]] = [(kernel.body, False)]
         while stack:
             s, ctx = stack.pop()
             targets: list[tuple[str, Expr | None]] = []
             if isinstance(s, Block):
                 stack.extend((t, ctx) for t in s.stmts)
             elif isinstance(s, If):
-                inner = ctx or varies(s.cond)
-                stack.append((s.then, inner))
-                if s.orelse is not None:
-                    stack.append((s.orelse, inner))
+                if ctx is False and s.orelse is None and varies(s.cond):
+                    stack.append((s.then, frozenset(declared_names(s.then))))
+                else:
+                    inner = under(ctx, varies(s.cond))
+                    stack.append((s.then, inner))
+                    if s.orelse is not None:
+                        stack.append((s.orelse, inner))
             elif isinstance(s, While):
-                stack.append((s.body, ctx or varies(s.cond)))
+                stack.append((s.body, under(ctx, varies(s.cond))))
             elif isinstance(s, For):
                 targets += [(s.var, s.init), (s.var, s.update)]
-                stack.append((s.body, ctx or any(map(varies, (s.init, s.cond, s.update)))))
+                stack.append((s.body, under(ctx, any(map(varies, (s.init, s.cond, s.update))))))
             elif isinstance(s, Declare):
                 targets.append((s.name, s.init if s.init is not None else Const(0, s.type)))
             elif isinstance(s, Assign):
@@ -228,7 +318,7 @@ def _dim_tainted(kernel: Kernel, dim: str) -> set[str]:
             elif isinstance(s, Atomic) and s.result:
                 targets.append((s.result, None))
             for name, value in targets:
-                if name not in tainted and (ctx or varies(value)):
+                if name not in tainted and (control_taints(ctx, name) or varies(value)):
                     tainted.add(name)
                     changed = True
     return tainted
@@ -240,8 +330,21 @@ def _shareable(kernel: Kernel, tainted: set[str]) -> set[str]:
     return set(single_defs(kernel)) - tainted
 
 
+def _reads(e: Expr) -> set[str]:
+    return {n.name for n in e.walk() if isinstance(n, Var)}
+
+
+def _written(node: Node) -> set[str]:
+    """Locals ``node`` assigns, declares or counts with."""
+    return {n.name for n in node.walk() if isinstance(n, (Assign, Declare))} | {
+        n.var for n in node.walk() if isinstance(n, For)} | {
+        n.result for n in node.walk() if isinstance(n, Atomic) and n.result}
+
+
 def _has_barrier(node: Node) -> bool:
-    return any(isinstance(n, Barrier) for n in node.walk())
+    """Whether ``node`` holds a block barrier (a warp's ``__syncwarp`` is copied like any
+    statement: every copy keeps its lanes)."""
+    return any(isinstance(n, Barrier) and n.scope == "block" for n in node.walk())
 
 
 class _Merger:
@@ -249,11 +352,15 @@ class _Merger:
     is replicated, shared, kept as one loop (has barriers) or jammed. The plan's analysis
     has checked that every barrier sits where it can stay (:func:`_barrier_problem`)."""
 
-    def __init__(self, kernel: Kernel, dim: str, factor: int, old: int, plan: _Plan) -> None:
+    def __init__(self, kernel: Kernel, dim: str, factor: int, old: int, plan: _Plan,
+                 warp_shift: int) -> None:
         self.dim, self.factor, self.old, self.new = dim, factor, old, old // factor
+        self.warp_shift = warp_shift  # warps between copy c and copy c + 1
+        self.block = kernel.launch.block
+        self.lane_varying = lane_varying_vars(kernel) if plan.warp_code else set()
         self.namer = Namer(kernel)
         self.shareable = plan.shareable
-        self.varies = _Varies(dim, plan.tainted)
+        self.varies = _Varies(dim, plan.tainted, plan.warp_code is not None)
         local_arrays = {n.name for n in kernel.body.walk()
                         if isinstance(n, Alloc) and n.space != "shared"}
         self.renamable = (declared_names(kernel.body) | local_arrays) - {
@@ -280,16 +387,24 @@ class _Merger:
             elif _has_barrier(s):
                 out += self.segment(run)
                 run = []
-                out.append(self.kept_loop(s))
+                out.append(self.kept(s))
             else:
                 run.append(s)
         return out + self.segment(run)
 
-    def kept_loop(self, s: Stmt) -> For:
-        """A loop with a barrier inside stays one loop, run in step by all copies (a ``for``
-        with uniform bounds: :func:`_barrier_problem` refused the others)."""
+    def kept(self, s: Stmt) -> Stmt:
+        """A loop or an ``if`` with a barrier inside stays one, run in step by all copies (a
+        ``for`` with uniform bounds or an ``if`` with a uniform condition:
+        :func:`_barrier_problem` refused the others)."""
+        if isinstance(s, If):
+            return dataclasses.replace(
+                s, cond=self.inst(s.cond, 0), then=self.kept_block(s.then),
+                orelse=None if s.orelse is None else self.kept_block(s.orelse))
         assert isinstance(s, For)
         return self.one_loop(s, self.level)
+
+    def kept_block(self, block: Block) -> Block:
+        return Block(tuple(self.level(list(block.stmts))), block.loc)
 
     def one_loop(self, s: For, split) -> For:
         """``s`` kept as one loop with its body rewritten by ``split``."""
@@ -310,14 +425,74 @@ class _Merger:
                 out += self.copies(run)
                 run = []
                 out.append(self.one_loop(s, self.segment))
+            elif isinstance(s, If) and self.uniform_around_jam(s):
+                out += self.copies(run)
+                run = []
+                out.append(dataclasses.replace(
+                    s, cond=self.inst(s.cond, 0), then=self.jammed_block(s.then),
+                    orelse=None if s.orelse is None else self.jammed_block(s.orelse)))
+            elif isinstance(s, If) and self.versionable(s):
+                out += self.copies(run)
+                run = []
+                out.append(self.versioned(s))
             else:
                 run.append(s)
         return out + self.copies(run)
 
+    def jammed_block(self, block: Block) -> Block:
+        return Block(tuple(self.segment(list(block.stmts))), block.loc)
+
+    def uniform_around_jam(self, s: If) -> bool:
+        """Whether ``s`` decides the same for every copy, holds a loop to jam and writes
+        nothing its condition reads: one ``if`` then serves all copies' bodies."""
+        if self.varies(s.cond):
+            return False
+        if not any(isinstance(n, For) and self.jammable(n) for n in s.walk()):
+            return False
+        return not _reads(s.cond) & _written(s)
+
+    def versionable(self, s: If) -> bool:
+        """Whether ``s`` is an ``if`` each copy decides for itself around a loop worth
+        jamming, which :meth:`versioned` can jam when all copies take it."""
+        if s.orelse is not None or not self.varies(s.cond) or _has_barrier(s):
+            return False
+        # Worth it when a jammed loop reads a value every copy shares (one load then serves
+        # all copies); a loop of each copy's own loads gains nothing from the second version.
+        if not any(isinstance(n, For) and self.jammable(n) and self.shares_a_load(n)
+                   for n in s.then.walk()):
+            return False
+        if any(isinstance(n, Load) for n in s.cond.walk()):
+            return False
+        if _reads(s.cond) & _written(s.then):
+            return False
+        warp_level = any(isinstance(n, (Shuffle, WarpReduce, Barrier))
+                         or isinstance(n, Special) and n.kind == "lane" for n in s.then.walk())
+        return not (warp_level and is_lane_varying(s.cond, self.lane_varying, self.block))
+
+    def shares_a_load(self, loop: For) -> bool:
+        return any(isinstance(n, Load) and not self.varies(n.index) for n in loop.body.walk())
+
+    def versioned(self, s: If) -> If:
+        """``if (cond_0 && ... && cond_{f-1})`` the body's copies jammed, ``else`` each copy
+        under its own condition (fresh names and labels, so every local is declared once)."""
+        conds = [self.inst(s.cond, c) for c in range(self.factor)]
+        both = conds[0]
+        for cond in conds[1:]:
+            both = Binary("&&", both, cond, both.type)
+        fast = self.segment(list(s.then.stmts))
+        slow = [copy_body(Block((self.inst(s, c),), s.loc), self.namer, {}).stmts[0]
+                for c in range(self.factor)]
+        return If(both, Block(tuple(fast), s.then.loc), Block(tuple(slow), s.loc), s.loc)
+
     def jammable(self, loop: For) -> bool:
-        c = canonical(loop)
-        return (c is not None and not has_own_exit(loop) and not _has_barrier(loop)
-                and not self.varies(c.start) and not self.varies(c.stop))
+        """A loop every copy runs through the same iterations: a header the same for every
+        copy, reading nothing the body writes (any condition, not only ``i < n``)."""
+        if has_own_exit(loop) or _has_barrier(loop):
+            return False
+        if any(self.varies(e) for e in (loop.init, loop.cond, loop.update)):
+            return False
+        written = _written(loop.body)
+        return loop.var not in written and not (_reads(loop.cond) | _reads(loop.update)) & written
 
     def copies(self, run: list[Stmt]) -> list[Stmt]:
         for s in run:
@@ -357,6 +532,8 @@ class _Merger:
         dim, shift = self.dim, c * self.new
 
         def visit(n: Node) -> Node | None:
+            if isinstance(n, Special) and n.kind == "warp" and c:
+                return Binary("+", n, Const(c * self.warp_shift, n.type), n.type)
             if isinstance(n, Special) and n.axis == dim:
                 if n.kind == "thread" and shift:
                     return Binary("+", n, Const(shift, n.type), n.type)

@@ -219,7 +219,9 @@ def test_refusals():
     assert RULE.sites(kernel(STAGED, block=(33, 4, 1))) == ["y"]
     layernorm = load_kernel(EXAMPLES / "layernorm.cu")
     res = RULE.rewrite(layernorm.kernel, "x", {"factor": 2}, context_for(layernorm))
-    assert isinstance(res, NotApplicable) and "warp shuffles" in res.reason
+    # (a warp a row, shuffles and all, would merge; its early return for rows past the end
+    # ends every copy)
+    assert isinstance(res, NotApplicable) and "has a return" in res.reason
 
 
 def test_examples():
@@ -257,3 +259,65 @@ def test_loops_with_thread_dependent_bounds_are_replicated_not_jammed():
     assert len(loops) == 8 and len({f.label for f in loops}) == 8
     x = np.random.default_rng(3).random(50, dtype=np.float32)
     same_outputs(k, out, {"x": x, "y": np.zeros(16, np.float32), "n": 50})
+
+
+GEMV = Path(__file__).parent / "data" / "gemv_warp_rows.cu"
+
+
+@pytest.mark.parametrize("ragged", [False, True], ids=["spec", "ragged"])
+@pytest.mark.parametrize("factor", [2, 4, 8])
+def test_warp_rows_merged_keep_results(factor, ragged):
+    """A warp-per-row GEMV (xor-shuffle sum, rows bounds-checked, the vector staged in shared
+    memory between barriers): merged along x with copies whole warps apart, one warp does
+    ``factor`` rows. The ragged size leaves rows of the last block out of bounds, so the
+    per-copy version of the bounds check runs too."""
+    sizes = dict(load_kernel(GEMV).spec.ragged) if ragged else {}
+    loaded = load_kernel(GEMV, sizes=sizes)
+    k = _merge(loaded, [("x", factor)])
+    assert k.launch.block == (256 // factor, 1, 1)
+    _agree(loaded, k)
+
+
+def test_warp_rows_merged_structure():
+    """The lane (``thread.x % 32``) is the same for every copy, so it is declared once and
+    the row loop starting at it is jammed under ``row_0 < rows && row_1 < rows``: one loop
+    whose every iteration reads ``xs[c]`` once for both rows; the shuffles stay shuffles."""
+    from kir.ir import If, Shuffle
+
+    loaded = load_kernel(GEMV)
+    k = _merge(loaded, [("x", 2)])
+    printed = text(k)
+    assert "if row_0 < rows && row_1 < rows {" in printed
+    assert printed.count("let %lane: i32") == 1
+    versioned = next(n for n in k.body.walk() if isinstance(n, If) and n.orelse is not None)
+    jammed = [s for s in versioned.then.stmts if isinstance(s, For)]
+    assert len(jammed) == 1
+    updates = [s for s in jammed[0].body.stmts if isinstance(s, Assign)]
+    assert [s.name for s in updates] == ["acc_0", "acc_1"]
+    assert sum(isinstance(n, Shuffle) for n in k.body.walk()) == 2
+
+
+def test_warp_code_needs_whole_warps_apart():
+    loaded = load_kernel(GEMV, sizes={"rows": 8})
+    k = dataclasses.replace(loaded.kernel, launch=dataclasses.replace(
+        loaded.kernel.launch, block=(64, 1, 1)))
+    refused = RULE.rewrite(k, "x", {"factor": 4}, context_for(loaded))
+    assert isinstance(refused, NotApplicable)
+    assert "not whole warps apart" in refused.reason
+
+
+@pytest.mark.skipif(not _available, reason=f"no C++ emulator here: {_why}")
+@pytest.mark.parametrize("target", ["emulate-metal", "emulate-cuda"])
+@pytest.mark.parametrize("ragged", [False, True], ids=["spec", "ragged"])
+def test_warp_rows_merged_runs_on_emulator(target, ragged):
+    sizes = dict(load_kernel(GEMV).spec.ragged) if ragged else {}
+    loaded = load_kernel(GEMV, sizes=sizes)
+    _agree(loaded, _merge(loaded, [("x", 4)]), target)
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_warp_rows_merged_cuda_compiles(tmp_path):
+    loaded = load_kernel(GEMV)
+    k = _merge(loaded, [("x", 4)])
+    nvcc_sm90(emit(k, loaded.bound, "cuda"), tmp_path, assemble=False)

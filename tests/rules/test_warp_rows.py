@@ -115,3 +115,28 @@ def test_flash_attention_a_key_a_lane(target, path, recipe):
     assert vectors == ({"sram_Qi", "sram_Kj", "sram_S"} if vector else set())
     outcome = check_on_target(fa, target)
     assert outcome.result.ok, outcome.result.describe()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("path", [EXAMPLES / "flash_attn.cu", DATA / "flash_attn_rows.cu"])
+@pytest.mark.parametrize("rows", [4, 2])
+def test_flash_attention_a_warp_several_rows(target, path, rows):
+    """The lane-per-key float4 hint with merge-threads along x on top: one warp does the
+    work of ``rows`` warps (copies whole warps apart keep their lanes, so the shuffles and
+    warp barriers stay), the score and P.V loops jammed where every row of the warp is in
+    bounds and each row alone under its own bounds check elsewhere. N=80 leaves the last
+    block's rows partly out of bounds, so both versions run; checked on every target."""
+    from kir.ir import Binary, If
+
+    if target != "interp" and not emulator_available()[0]:
+        pytest.skip(f"no C++20 compiler for the emulator: {emulator_available()[1]}")
+    steps = list(_attention_hints(path)[
+        f"flash-attention-2-constant-lane-per-key-float4-rows-{rows}"])
+    assert steps[-1] == f"merge-threads{{dim=x,factor={rows}}}"
+    fa = _rewritten(path, steps, {"H": 1, "N": 80})
+    assert fa.kernel.launch.block == (1024 // rows, 1, 1)
+    versioned = [n for n in fa.kernel.body.walk() if isinstance(n, If) and n.orelse
+                 and isinstance(n.cond, Binary) and n.cond.op == "&&"]
+    assert versioned, "the rows' bounds check must be versioned around the jammed loops"
+    outcome = check_on_target(fa, target)
+    assert outcome.result.ok, outcome.result.describe()

@@ -28,3 +28,8 @@ def layernorm_stats(args, sizes):
     b = np.asarray(args["bias"], np.float64)
     return {"out": ((x - mean) * rstd * w + b).astype(np.float32),
             "mean": mean[:, 0].astype(np.float32), "rstd": rstd[:, 0].astype(np.float32)}
+
+
+def gemv(args, sizes):
+    a, x = args["A"].astype(np.float64), args["x"].astype(np.float64)
+    return {"y": (a @ x).astype(np.float32)}
