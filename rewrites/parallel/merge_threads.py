@@ -425,6 +425,10 @@ class _Merger:
                 out += self.copies(run)
                 run = []
                 out.append(self.one_loop(s, self.segment))
+            elif isinstance(s, For) and self.restridable(s):
+                out += self.copies(run)
+                run = []
+                out.append(self.restrided(s))
             elif isinstance(s, If) and self.uniform_around_jam(s):
                 out += self.copies(run)
                 run = []
@@ -438,6 +442,56 @@ class _Merger:
             else:
                 run.append(s)
         return out + self.copies(run)
+
+    def restridable(self, loop: For) -> bool:
+        """A block-stride loop (``for (v = thread.<dim> + u; v < b; v += n)``, n the old
+        block size, u and b the same for every copy) whose body depends on its copy only
+        through ``v`` and writes no local declared outside it (a cooperative load)."""
+        if has_own_exit(loop) or _has_barrier(loop):
+            return False
+        if not (isinstance(loop.cond, Binary) and loop.cond.op in ("<", "<=")
+                and isinstance(loop.cond.left, Var) and loop.cond.left.name == loop.var
+                and not self.varies(loop.cond.right)):
+            return False
+        update = loop.update
+        if not (isinstance(update, Binary) and update.op == "+"
+                and isinstance(update.left, Var) and update.left.name == loop.var
+                and self.is_old_size(strip_casts(update.right))):
+            return False
+        if not self.thread_plus_uniform(strip_casts(loop.init)):
+            return False
+        inside = declared_names(loop.body)
+        if _written(loop.body) - inside or loop.var in _written(loop.body):
+            return False
+        if any(isinstance(n, (Shuffle, WarpReduce, Barrier)) for n in loop.body.walk()):
+            return False
+        body_reads = {n.name for n in loop.body.walk() if isinstance(n, Var)}
+        return not (body_reads - inside - {loop.var}) & self.varies.tainted and not any(
+            isinstance(n, Special) and (n.kind == "thread" and n.axis == self.dim
+                                        or n.kind == "warp") for n in loop.body.walk())
+
+    def is_old_size(self, e: Expr) -> bool:
+        return (isinstance(e, Const) and e.value == self.old
+                or isinstance(e, Special) and e.kind == "block_dim" and e.axis == self.dim)
+
+    def thread_plus_uniform(self, e: Expr) -> bool:
+        def is_thread(x: Expr) -> bool:
+            x = strip_casts(x)
+            return isinstance(x, Special) and x.kind == "thread" and x.axis == self.dim
+        if is_thread(e):
+            return True
+        return (isinstance(e, Binary) and e.op == "+" and (
+            is_thread(e.left) and not self.varies(e.right)
+            or is_thread(e.right) and not self.varies(e.left)))
+
+    def restrided(self, loop: For) -> For:
+        """One loop for all copies, stepping by the new block size: copy ``c`` of the old
+        loop visits ``v0 + c * new + k * old``, so together they visit ``v0 + m * new``,
+        each value once; each thread's own values stay in order."""
+        first = self.inst(loop, 0)
+        step = loop.update.right
+        update = dataclasses.replace(first.update, right=Const(self.new, step.type))
+        return dataclasses.replace(first, update=update)
 
     def jammed_block(self, block: Block) -> Block:
         return Block(tuple(self.segment(list(block.stmts))), block.loc)
