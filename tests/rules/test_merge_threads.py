@@ -117,13 +117,20 @@ def test_sgemm_y4x4_structure():
 _available, _why = emulator_available()
 
 
+GEMV = Path(__file__).parent / "data" / "gemv_warp_rows.cu"
+EMULATED = {"sgemm-y4x4": (SGEMM, [("y", 4), ("x", 4)]),
+            "warp-rows-x4": (GEMV, [("x", 4)])}  # a warp-per-row GEMV, 4 rows a warp
+
+
 @pytest.mark.skipif(not _available, reason=f"no C++ emulator here: {_why}")
 @pytest.mark.parametrize("target", ["emulate-metal", "emulate-cuda"])
 @pytest.mark.parametrize("ragged", [False, True], ids=["spec", "ragged"])
-def test_sgemm_y4x4_emitted_runs_on_emulator(target, ragged):
-    sizes = dict(load_kernel(SGEMM).spec.ragged) if ragged else {}
-    loaded = load_kernel(SGEMM, sizes=sizes)
-    _agree(loaded, _merge(loaded, [("y", 4), ("x", 4)]), target)
+@pytest.mark.parametrize("case", list(EMULATED))
+def test_merged_runs_on_emulator(case, target, ragged):
+    path, steps = EMULATED[case]
+    sizes = dict(load_kernel(path).spec.ragged) if ragged else {}
+    loaded = load_kernel(path, sizes=sizes)
+    _agree(loaded, _merge(loaded, steps), target)
 
 
 @pytest.mark.nvcc
@@ -261,9 +268,6 @@ def test_loops_with_thread_dependent_bounds_are_replicated_not_jammed():
     same_outputs(k, out, {"x": x, "y": np.zeros(16, np.float32), "n": 50})
 
 
-GEMV = Path(__file__).parent / "data" / "gemv_warp_rows.cu"
-
-
 @pytest.mark.parametrize("ragged", [False, True], ids=["spec", "ragged"])
 @pytest.mark.parametrize("factor", [2, 4, 8])
 def test_warp_rows_merged_keep_results(factor, ragged):
@@ -304,15 +308,6 @@ def test_warp_code_needs_whole_warps_apart():
     refused = RULE.rewrite(k, "x", {"factor": 4}, context_for(loaded))
     assert isinstance(refused, NotApplicable)
     assert "not whole warps apart" in refused.reason
-
-
-@pytest.mark.skipif(not _available, reason=f"no C++ emulator here: {_why}")
-@pytest.mark.parametrize("target", ["emulate-metal", "emulate-cuda"])
-@pytest.mark.parametrize("ragged", [False, True], ids=["spec", "ragged"])
-def test_warp_rows_merged_runs_on_emulator(target, ragged):
-    sizes = dict(load_kernel(GEMV).spec.ragged) if ragged else {}
-    loaded = load_kernel(GEMV, sizes=sizes)
-    _agree(loaded, _merge(loaded, [("x", 4)]), target)
 
 
 @pytest.mark.nvcc
