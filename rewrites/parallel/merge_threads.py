@@ -74,6 +74,11 @@ class MergeThreads(BaseRule):
     rows, the register tiling FlashAttention-2 gives each warp. The warp index of copy ``c``
     is ``warp + c * n / factor / 32``.
 
+    *Block-stride loops.* A loop ``for (v = thread.<dim> + u; v < b; v += n)`` (a
+    cooperative load) whose body depends on its copy only through ``v`` and writes no outer
+    local becomes one loop stepping by ``n / factor``: together the copies visit exactly
+    those values, each thread's own in order, and their loads issue from one loop.
+
     *Per-copy conditions.* Code under an ``if`` whose condition differs between the copies
     (a row's bounds check) cannot be jammed as it is: each copy has its own ``if``. When such
     an ``if`` holds a loop worth jamming, it is versioned: ``if (cond_0 && ... &&
