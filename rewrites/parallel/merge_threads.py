@@ -34,11 +34,13 @@ from kir.ir import (
     Special,
     Stmt,
     Store,
+    Unary,
     Var,
     WarpReduce,
     While,
     transform,
 )
+from kir.ir.types import BOOL
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 
 AXES = "xyz"
@@ -95,7 +97,8 @@ class MergeThreads(BaseRule):
     locals, loads or thread-dependent control flow), without their own ``break``/
     ``continue`` and not writing their counter; barriers under other ``if``s or ``while``
     are refused. Refused: warp-level code unless the copies are whole warps apart (above);
-    matrix tiles; any ``return`` (one copy's exit would end the others); shared arrays below
+    matrix tiles; a ``return`` other than a top-level guard ``if (c) return;`` (which becomes
+    ``if (!c) { the rest }``; any other would end every copy); shared arrays below
     the top level; a block size along ``dim`` not divisible by ``factor``. Jammed loops must
     be counted (constant step, bound not written in the body) with no ``break``/``continue``
     of their own.
@@ -115,6 +118,7 @@ class MergeThreads(BaseRule):
         return [d for i, d in enumerate(AXES) if block[i] > 1 and block[i] % 2 == 0]
 
     def plan(self, kernel: Kernel, site: str) -> _Plan:
+        kernel = dataclasses.replace(kernel, body=_guards_as_ifs(kernel.body))
         unsupported = _unsupported(kernel)
         if unsupported:  # (no need for the taint)
             return _Plan(set(), set(), NotApplicable(unsupported))
@@ -123,7 +127,7 @@ class MergeThreads(BaseRule):
         problem = _barrier_problem(kernel.body.stmts, True,
                                    _Varies(site, tainted, warp_code is not None))
         return _Plan(tainted, _shareable(kernel, tainted),
-                     NotApplicable(problem) if problem else None, warp_code)
+                     NotApplicable(problem) if problem else None, warp_code, kernel.body)
 
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
@@ -142,6 +146,7 @@ class MergeThreads(BaseRule):
                 f"the kernel uses warp-level code ({plan.warp_code}) and copies "
                 f"{old // factor} threads apart along {site} are not whole warps apart; "
                 f"a larger block or a smaller factor keeps them in their lanes")
+        kernel = dataclasses.replace(kernel, body=plan.body)  # early exits as ifs
         merger = _Merger(kernel, site, factor, old, plan, warp_shift or 0)
         stmts = merger.level(kernel.body.stmts)
         block = list(kernel.launch.block)
@@ -163,6 +168,21 @@ class _Plan:
     shareable: set[str]
     refusal: NotApplicable | None
     warp_code: str | None = None  # what warp-level code the kernel has (None: none)
+    body: Block | None = None  # the kernel's body with its guard returns as ifs
+
+
+def _guards_as_ifs(body: Block) -> Block:
+    """``if (c) return;`` at the kernel's top level followed by the rest becomes ``if (!c)
+    { rest }`` (an early exit for rows past the end, as warp-per-row kernels write it): one
+    copy's exit would end the others, its ``if`` ends only its own copy."""
+    stmts = list(body.stmts)
+    for k, s in enumerate(stmts):
+        if (isinstance(s, If) and s.orelse is None and len(s.then.stmts) == 1
+                and isinstance(s.then.stmts[0], Return)):
+            rest = _guards_as_ifs(Block(tuple(stmts[k + 1:]), body.loc))
+            keep = If(Unary("!", s.cond, BOOL), rest, None, s.loc)
+            return Block((*stmts[:k], keep), body.loc)
+    return body
 
 
 def _unsupported(kernel: Kernel) -> str | None:

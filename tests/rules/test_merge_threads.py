@@ -219,16 +219,30 @@ def test_refusals():
     # Bounds that differ only along another axis are fine when merging this one.
     assert not isinstance(RULE.rewrite(kernel(varying, block=(64, 2, 1)), "y", {"factor": 2},
                                        RuleContext()), NotApplicable)
-    returns = STAGED.replace("float acc = 0.0f;", "float acc = 0.0f; if (n < 0) return;")
+    # A return inside a loop ends all copies; a guard return at the top level is an if
+    # (test_guard_return_becomes_an_if).
+    returns = STAGED.replace("int i = j + threadIdx.x;", "int i = j + threadIdx.x; if (i > n) return;")
     assert "has a return" in reason(returns)
     assert "not divisible by factor 8" in reason(STAGED, factor=8, block=(12, 1, 1))
     assert RULE.sites(kernel(STAGED, block=(64, 1, 1))) == ["x"]
     assert RULE.sites(kernel(STAGED, block=(33, 4, 1))) == ["y"]
-    layernorm = load_kernel(EXAMPLES / "layernorm.cu")
-    res = RULE.rewrite(layernorm.kernel, "x", {"factor": 2}, context_for(layernorm))
-    # (a warp a row, shuffles and all, would merge; its early return for rows past the end
-    # ends every copy)
-    assert isinstance(res, NotApplicable) and "has a return" in res.reason
+
+
+@pytest.mark.parametrize("ragged", [False, True], ids=["spec", "ragged"])
+def test_guard_return_becomes_an_if(ragged):
+    """The layer-norm example (a warp a row, four rows a block) leaves rows past the end
+    with ``if (row >= n_rows) return;``: that guard becomes an if around the rest, which
+    each copy decides for itself, so two rows a warp jam their loops (gamma and beta read
+    once for both rows) where both rows exist, and run alone elsewhere."""
+    from kir.ir import If, Return
+
+    sizes = dict(load_kernel(EXAMPLES / "layernorm.cu").spec.ragged) if ragged else {}
+    layernorm = load_kernel(EXAMPLES / "layernorm.cu", sizes=sizes)
+    k = _merge(layernorm, [("x", 2)])
+    assert not any(isinstance(n, Return) for n in k.body.walk())
+    assert "if !(row_0 >= n_rows) && !(row_1 >= n_rows) {" in text(k)
+    assert any(isinstance(n, If) and n.orelse is not None for n in k.body.walk())
+    _agree(layernorm, k)
 
 
 def test_examples():
