@@ -65,8 +65,10 @@ def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) 
     if a.op == "exch":
         return f"atomic_exchange_explicit({ptr}, {value}, memory_order_relaxed)"
     if elem.name == "f32":
-        # No float atomic max/min in Metal: a compare-and-swap loop in the header.
-        p.helpers.add(f"atomic_{a.op}_float")
+        # No float atomic max/min in Metal: a compare-and-swap loop in the header, for the
+        # address space the buffer is in (the overloads differ only by it, which the CPU
+        # emulator's C++ cannot tell apart, so only those used are defined).
+        p.helpers.add(f"atomic_{a.op}_float_{info.space.strip() or 'device'}")
         return f"kir_atomic_{a.op}({ptr}, {value})"
     return f"atomic_fetch_{a.op}_explicit({ptr}, {value}, memory_order_relaxed)"
 
@@ -143,22 +145,13 @@ HELPERS = {
     **{f"xor_{k}": f"inline {t} kir_xor({t} v, {b} key) "
                    f"{{ return as_type<{t}>({b}(as_type<{b}>(v) ^ key)); }}"
        for k, (t, b) in _XOR_TYPES.items()},
-    "atomic_max_float": "\n".join(
-        f"""inline float kir_atomic_max({space} atomic<float>* p, float v) {{
+    **{f"atomic_{op}_float_{space}": f"""inline float kir_atomic_{op}({space} atomic<float>* p, float v) {{
     float old = atomic_load_explicit(p, memory_order_relaxed);
-    while (old < v && !atomic_compare_exchange_weak_explicit(
+    while (old {cmp} v && !atomic_compare_exchange_weak_explicit(
                p, &old, v, memory_order_relaxed, memory_order_relaxed)) {{
     }}
     return old;
-}}""" for space in ("device", "threadgroup")),
-    "atomic_min_float": "\n".join(
-        f"""inline float kir_atomic_min({space} atomic<float>* p, float v) {{
-    float old = atomic_load_explicit(p, memory_order_relaxed);
-    while (old > v && !atomic_compare_exchange_weak_explicit(
-               p, &old, v, memory_order_relaxed, memory_order_relaxed)) {{
-    }}
-    return old;
-}}""" for space in ("device", "threadgroup")),
+}}""" for op, cmp in (("max", "<"), ("min", ">")) for space in ("device", "threadgroup")},
     # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below f32 tolerances).
     "kir_erf": """inline float kir_erf(float x) {
     float t = 1.0f / (1.0f + 0.3275911f * metal::abs(x));

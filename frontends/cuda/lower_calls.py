@@ -10,6 +10,7 @@ import re
 import numpy as np
 
 from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.cas_loops import cas_loop
 from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.lower_half2 import HALF2_CALLS
 from kir.frontends.cuda.lower_lambda import LambdaVal
@@ -165,6 +166,9 @@ class CallMixin:
                 return made
         name = self.function_name(name)
         if name in self.functions:
+            made = self._cas_loop_atomic(name, arg_trees, tree, discard)
+            if made is not None:
+                return made
             return self.inline_call(name, arg_trees, tree, discard, targs)
         if name.startswith("cg::"):
             value = self.cg_call(name[4:], arg_trees, tree, targs)
@@ -497,6 +501,36 @@ class CallMixin:
                              UnsupportedError)
         value = self.coerce(self.rvalue(arg_trees[1]), p.view, arg_trees[1])
         return self._emit_atomic(op, p, value, tree, discard)
+
+    def _cas_loop_atomic(self, name: str, arg_trees: list, tree, discard: bool) -> Expr | None:
+        """A call of a helper that builds an atomic from an ``atomicCAS`` retry loop, as that
+        atomic (frontends/cuda/cas_loops.py); None when ``name`` is no such helper. A helper
+        calling ``atomicCAS`` in a way kir does not read is refused here, at the call."""
+        fns = self.functions[name]
+        loops = [cas_loop(fn.text) for fn in fns]
+        if not any(loops):
+            if any("atomicCAS" in fn.text for fn in fns):
+                refused = self.error(
+                    f"'{name}' builds an atomic from an atomicCAS loop kir does not read",
+                    tree, UnsupportedError)
+                refused.hint = ("kir reads a retry loop whose new value is the max, min or sum "
+                                "of the old value and the argument, or the argument itself "
+                                "(written as the CUDA guide's atomicAdd for doubles); or call "
+                                "atomicAdd / atomicMax / atomicMin / atomicExch on the float "
+                                "buffer directly")
+                raise refused
+            return None
+        if not all(loops) or len({(c.address, c.value) for c in loops}) != 1 \
+                or len(arg_trees) != 2:
+            return None
+        address, value = loops[0].address, loops[0].value
+        p = self.pointer(arg_trees[address])
+        op = next((c.op for c in loops if c.element == str(p.view)), None)
+        if op is None:
+            raise self.error(f"'{name}' is an atomic on {loops[0].element} values, called on a "
+                             f"{p.view} buffer", arg_trees[address], UnsupportedError)
+        new = self.coerce(self.rvalue(arg_trees[value]), p.view, arg_trees[value])
+        return self._emit_atomic(op, p, new, tree, discard)
 
     def _emit_atomic(self, op: str, p, value: Expr, tree, discard: bool) -> Expr:
         info = self.buffers[p.root]

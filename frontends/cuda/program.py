@@ -130,7 +130,8 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
             functions.setdefault(unit.name, []).append(
                 FunctionSym("operator_" + operator_word(unit.name[8:]) if operator else unit.name,
                             unit.start, _parser_for(src, unit, type_names, templates),
-                            src.text.startswith("template", unit.start)))
+                            src.text.startswith("template", unit.start),
+                            src.text[unit.start:unit.end]))
     constants = {u.name: u for u in units if u.kind == "constant"}
     program = Program(src, functions, struct_units, type_names, templates, constants=constants,
                       specializations=specializations)

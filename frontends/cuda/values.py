@@ -71,10 +71,11 @@ class FunctionSym:
     does not support there refuses no kernel)."""
 
     def __init__(self, name: str, offset: int, parse: Callable[[], object],
-                 template: bool = False) -> None:
+                 template: bool = False, text: str = "") -> None:
         self.name = name
         self.offset = offset
         self.template = template
+        self.text = text  # its source text, where a reader of the text needs it
         self._parse = parse
         self._tree: object = None
 
