@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from kir.frontends.cuda.instantiations import instantiation_values
 from kir.frontends.cuda.lower import Lowerer
 from kir.frontends.cuda.lower_types import function_param_name
 from kir.frontends.cuda.parser import SourceMap, parse_unit
@@ -25,6 +26,7 @@ from kir.frontends.cuda.program import (
     unit_type_name,
 )
 from kir.frontends.cuda.scan import Unit, kernel_names, scan_units
+from kir.frontends.cuda.signature import kernel_signature
 from kir.frontends.cuda.values import ConstSym
 
 from kir.errors import KirError
@@ -269,7 +271,8 @@ def _choose(src: SourceMap, units: list[Unit], kernel: str | None) -> Unit:
         if len(kernels) > 1:
             names = ", ".join(u.name for u in kernels)
             raise KirError(f"several __global__ functions ({names}); pick one", src.loc(0),
-                           hint="pass kernel=NAME (or set `kernel` in the spec)")
+                           hint="name it: --kernel NAME on the command line, kernel = "
+                                "\"NAME\" in the spec, or kernel=NAME from Python")
         return kernels[0]
     matches = [u for u in kernels if u.name == kernel]
     if not matches:
@@ -285,6 +288,9 @@ def _lower(src: SourceMap, kernel: str | None, template_values: dict[str, int | 
     chosen = _choose(src, units, kernel)
     lowerer = _file_lowerer(src, units, chosen, launch, args)
     tree = parse_kernel_unit(lowerer.program, chosen)
+    if src.text.startswith("template", chosen.start):  # what the file instantiates, unless given
+        signature = kernel_signature(src.text, chosen.name)
+        template_values = {**instantiation_values(src.text, signature), **template_values}
     return lowerer.lower_kernel(tree, chosen.start, template_values)
 
 

@@ -321,7 +321,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         given = values.get(ident)
         default = param.children[1] if len(param.children) > 1 else None
         if isinstance(given, str):
-            t = dtype_type(given)
+            t = dtype_type(given) or self._file_type(given)
             if t is None:
                 raise self.error(f"template type '{ident}' = {given!r} is not a kir dtype",
                                  param)
@@ -332,6 +332,15 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
             self.bind(ident, TypeSym(None, f"template type parameter '{ident}' has no type: "
                                      "give a dtype to an argument declared with it in the "
                                      f"spec, or templates = {{ {ident} = \"f32\" }}"))
+
+    def _file_type(self, name: str):
+        """The type ``name`` names in this file (a struct, a function object), or None."""
+        if name not in self.program.type_names and name not in self.program.struct_units:
+            return None
+        try:
+            return self.named_type(name, None)
+        except KirError:
+            return None
 
     def _deduce_from_spec(self, specs, ident: str) -> None:
         """Bind an unbound template type naming this parameter's type to the spec's dtype."""

@@ -98,6 +98,9 @@ CONVERSIONS = {
     "__float2half": F16, "__float2half_rn": F16, "__half2float": F32, "__int2float_rn": F32,
     "__float2int_rz": I32, "__uint2float_rn": F32, "__float2bfloat16": BF16,
     "__bfloat162float": F32, "__double2float_rn": F32, "__float2uint_rz": U32,
+    # round-to-nearest and truncating forms of the same conversions (kir's own rounding)
+    "__float2bfloat16_rn": BF16, "__int2half_rn": F16, "__half2int_rz": I32,
+    "__ll2float_rn": F32,
 }
 # float to integer with a rounding mode: name -> (the rounding, the integer type)
 ROUNDED = {f"__float2{kind}_{mode}": (fn, t) for kind, t in (("int", I32), ("uint", U32),

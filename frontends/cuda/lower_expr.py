@@ -389,6 +389,8 @@ class ExprMixin(PointerTestMixin):
             return ArrVal(sym)
         if ident == "warpSize":
             return Special("warp_size")
+        if sym is None and ident in ("true", "false"):  # as a template argument's default
+            return Const(ident == "true", BOOL)
         if ident in ct.FLOAT_CONSTANTS:
             return ct.FLOAT_CONSTANTS[ident]
         if ident in SPECIAL_OBJECTS:

@@ -20,18 +20,11 @@ from typing import Sequence
 from kir.errors import KirError
 from kir.frontends.cuda.host_expr import (FLOAT_TYPES, SIZEOF, HostExprError, Node,
                                           Translator, parse_expr, product_factors)
+from kir.frontends.cuda.instantiations import DTYPES, instantiation_values
 from kir.frontends.cuda.launch_sites import HostReader, HostVar, Launch, base_pointer
 from kir.frontends.cuda.signature import ParamDecl, Signature, signatures
 from kir.spec.toml_text import dumps
 
-DTYPES = {"float": "f32", "double": "f64", "half": "f16", "__half": "f16",
-          "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "int": "i32", "int32_t": "i32",
-          "unsigned": "u32", "uint": "u32", "uint32_t": "u32", "unsigned int": "u32",
-          "long": "i64", "long long": "i64", "int64_t": "i64", "size_t": "u64",
-          "uint64_t": "u64", "unsigned long": "u64", "unsigned long long": "u64",
-          "bool": "bool", "float2": "f32", "float4": "f32", "float3": "f32", "int2": "i32",
-          "int4": "i32", "uint2": "u32", "uint4": "u32", "double2": "f64", "half2": "f16",
-          "__half2": "f16"}
 LANES = {"float2": 2, "float3": 3, "float4": 4, "int2": 2, "int4": 4, "uint2": 2,
          "uint4": 4, "double2": 2, "half2": 2, "__half2": 2}
 GUESS = 1024  # the default given to a size whose value the host code does not show
@@ -236,7 +229,14 @@ class _Drafter:
     def templates(self) -> dict:
         table = {}
         given = self.launch.template_args if self.launch else []
+        # without a launch, what the file instantiates explicitly (the frontend's own fallback)
+        instantiated = {} if given else instantiation_values(self.kernel_text,
+                                                              self.signature)
         for i, (kind, name) in enumerate(self.signature.template):
+            if name in instantiated:
+                value = instantiated[name]
+                table[name] = {"function": value[1:]} if kind == "function" else value
+                continue
             if kind == "function":  # T (*ACT_FN)(const T&): the function the launch names
                 launched = given[i].split("<", 1)[0].strip() if i < len(given) else ""
                 table[name] = {"function": launched or "NAME"}

@@ -154,3 +154,15 @@ def test_several_kernels_need_a_choice(tmp_path, capsys):
     assert main(["spec", "init", str(source), "-o", "-"]) == 2
     assert "--kernel" in capsys.readouterr().err
     assert main(["spec", "init", str(source), "--kernel", "other", "-o", "-"]) == 0
+
+
+def test_templates_from_an_explicit_instantiation(tmp_path):
+    """No launch in the file: the explicit instantiation gives the template values (the
+    frontend's own fallback), not guesses."""
+    source = tmp_path / "inst.cu"
+    source.write_text("template <typename T, int F>\n"
+                      "__global__ void scale(const T* x, T* y, int n) {\n"
+                      "    int i = threadIdx.x; if (i < n) y[i] = x[i] * (T)F; }\n"
+                      "template __global__ void scale<double, 3>(const double*, double*, int);\n")
+    text = draft_spec(source).text
+    assert 'templates = { T = "f64", F = 3 }' in text
