@@ -117,6 +117,18 @@ def template_params(text: str, filename: str, kernel: str | None = None,
             if not p.is_type]
 
 
+def instantiated_template_values(text: str, filename: str, kernel: str | None = None,
+                                 include_dirs: Sequence[str | Path] = ()
+                                 ) -> dict[str, int | str]:
+    """The template values ``kernel``'s file gives it (an explicit instantiation or a launch:
+    :mod:`kir.frontends.cuda.instantiations`), which lowering uses where a spec gives none."""
+    src = _preprocess(text, filename, None, include_dirs)
+    try:
+        return instantiation_values(src.text, kernel_signature(src.text, kernel))
+    except KirError:
+        return {}
+
+
 def kernel_template(text: str, filename: str, kernel: str | None = None,
                     include_dirs: Sequence[str | Path] = ()) -> list[TemplateParam]:
     """A ``__global__`` function's template parameters, in order (empty for a plain

@@ -71,7 +71,7 @@ def lower_one(path: Path, kernel: str, spec: Path | None,
     """Lower ``kernel`` of ``path``: with its spec (bound at the spec's sizes), or without
     one, with stand-ins for the template arguments."""
     from kir.driver.load import load_kernel
-    from kir.frontends.cuda import kernel_template, load_cuda
+    from kir.frontends.cuda import instantiated_template_values, kernel_template, load_cuda
 
     text = path.read_text(encoding="utf-8", errors="replace")
     assumed = ""
@@ -80,8 +80,9 @@ def lower_one(path: Path, kernel: str, spec: Path | None,
             load_kernel(path, spec_path=spec, kernel_name=kernel, include_dirs=include_dirs)
         else:
             values: dict[str, int | str] = {}
+            given = instantiated_template_values(text, str(path), kernel, include_dirs)
             for t in kernel_template(text, str(path), kernel, include_dirs):
-                if not t.has_default:
+                if not t.has_default and t.name not in given:
                     values[t.name] = STAND_IN_TYPE if t.is_type else STAND_IN_VALUE
             assumed = ", ".join(f"{k}={v}" for k, v in values.items())
             load_cuda(text, str(path), kernel=kernel, template_values=values,
