@@ -43,6 +43,8 @@ from kir.frontends.cuda.values import (
     CgType,
     ConstSym,
     FnContext,
+    FunctorStruct,
+    FunctorVal,
     FunctionSym,
     PtrSym,
     RefSym,
@@ -367,6 +369,9 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
                              UnsupportedError)
         if isinstance(ctype.base, StructType) and not pointers:
             return self.struct_kernel_param(ident, ctype.base, ident in assigned, ptree)
+        if isinstance(ctype.base, FunctorStruct) and not pointers:  # data-free: no argument
+            self.bind(ident, FunctorVal(ctype.base))
+            return []
         if isinstance(ctype.base, (StructType, CgType)) or ctype.base is AUTO:
             raise self.error(f"kernel parameter '{ident}' of type {ctype.base} not supported "
                              "(a spec describes buffers and scalars)", ptree, UnsupportedError)

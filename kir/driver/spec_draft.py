@@ -68,6 +68,7 @@ class _Drafter:
         self.comments: dict[tuple[str, ...], str] = {}
         self.todos: list[str] = []
         self.types: dict[str, str] = {}  # typename T -> the instantiation's type text
+        self.object_types: set[str] = set()  # typename Act bound to a function object
         # a struct parameter by value -> its fields' arguments (p_theta, dtype), in order
         self.struct_fields: dict[str, tuple[tuple[str, str], ...]] = {}
         self.translator = Translator(self.resolve)
@@ -235,6 +236,11 @@ class _Drafter:
         for i, (kind, name) in enumerate(self.signature.template):
             if name in instantiated:
                 value = instantiated[name]
+                if kind == "typename" and value not in DTYPES.values():
+                    # a function object of the file: the frontend binds it from the file
+                    # itself, and a parameter of that type takes no argument
+                    self.object_types.add(name)
+                    continue
                 table[name] = {"function": value[1:]} if kind == "function" else value
                 continue
             if kind == "function":  # T (*ACT_FN)(const T&): the function the launch names
@@ -272,6 +278,9 @@ class _Drafter:
         for i, param in enumerate(self.signature.params):
             text = launch_args[i] if i < len(launch_args) else None
             keys = ("args", param.name)
+            if not param.pointers and param.type_words[-1:] and \
+                    param.type_words[-1] in self.object_types:
+                continue  # a function object of the file: it takes no spec argument
             if param.pointers:
                 table[param.name] = self.buffer(param, text, keys, accesses)
             elif param.name in self.struct_fields:

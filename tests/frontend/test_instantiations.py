@@ -94,3 +94,21 @@ def test_bool_defaults_and_round_to_nearest_conversions():
     v = np.minimum(x, 1.0)
     np.testing.assert_allclose(out["y"], v, rtol=1e-2)
     np.testing.assert_array_equal(out["z"], np.trunc((v * np.float32(3.7)).astype(np.float16)))
+
+
+def test_coverage_uses_the_files_instantiation_not_stand_ins(tmp_path):
+    """benchmarks/frontend_coverage.py lowers a kernel without a spec with stand-ins for its
+    template arguments; those the file instantiates keep the file's values (a stand-in type
+    for a function object is not callable)."""
+    from kir.driver.coverage import lower_one
+
+    path = tmp_path / "act.cu"
+    path.write_text("""
+    struct Twice { __device__ float operator()(float v) const { return 2.f * v; } };
+    template <typename Act, int N>
+    __global__ void act(const float* x, float* y, Act f) { y[threadIdx.x] = f(x[threadIdx.x]) + N; }
+    template __global__ void act<Twice, 3>(const float*, float*, Twice);
+    """)
+    outcome = lower_one(path, "act", None)
+    assert outcome.error is None, outcome.error
+    assert outcome.assumed == ""

@@ -166,3 +166,28 @@ def test_templates_from_an_explicit_instantiation(tmp_path):
                       "template __global__ void scale<double, 3>(const double*, double*, int);\n")
     text = draft_spec(source).text
     assert 'templates = { T = "f64", F = 3 }' in text
+
+
+def test_a_function_object_parameter_takes_no_argument(tmp_path):
+    """A data-free function object passed by value (its type a template parameter the file
+    instantiates): the draft leaves it out of [args] and templates, the frontend binds it
+    from the file, and the drafted spec runs."""
+    source = tmp_path / "act.cu"
+    source.write_text(
+        "struct Twice { __device__ float operator()(float v) const { return 2.f * v; } };\n"
+        "template <typename Act>\n"
+        "__global__ void act(const float* x, float* y, int n, Act f) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = f(x[i]); }\n"
+        "template __global__ void act<Twice>(const float*, float*, int, Twice);\n"
+        "void run(const float* x, float* y, int n) {\n"
+        "    act<<<(n + 255) / 256, 256>>>(x, y, n, Twice()); }\n")
+    draft = draft_spec(source)
+    assert "Act" not in draft.text and "\nf =" not in draft.text
+    spec = tmp_path / "act.kir.toml"
+    spec.write_text(draft.text)
+    from kir.driver.runners import copy_inputs, run_interp
+
+    loaded = load_kernel(source, spec_path=spec)
+    inputs = loaded.bound.make_inputs(3)
+    got = run_interp(loaded, copy_inputs(inputs))
+    assert (got["y"] == 2 * inputs["x"]).all()
