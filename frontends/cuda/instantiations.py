@@ -11,6 +11,7 @@ file lowers without a spec's ``templates`` table; a spec's value always wins.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from kir.frontends.cuda.macros import lex
 from kir.frontends.cuda.ppexpr import evaluate
@@ -30,10 +31,19 @@ DTYPES = {"float": "f32", "double": "f64", "half": "f16", "__half": "f16",
 _ARGS = r"<((?:[^<>;{}]|<(?:[^<>;{}]|<[^<>;{}]*>)*>)*)>"
 
 
-def instantiation_values(text: str, signature: Signature) -> dict[str, int | str]:
+@dataclass(frozen=True)
+class ValueText:
+    """A template value argument kir reads as a constant expression in the file's scope
+    (an enumerator such as ``Act::Relu``, a ``constexpr``), not as a number here."""
+
+    text: str
+
+
+def instantiation_values(text: str, signature: Signature) -> dict[str, int | str | ValueText]:
     """The template values of ``signature``'s kernel that preprocessed ``text`` names, in the
-    form a spec's ``templates`` gives them (ints, dtype names, ``&function``); a parameter
-    whose argument kir cannot read is left out."""
+    form a spec's ``templates`` gives them (ints, dtype names, ``&function``), or as
+    :class:`ValueText` for a value only the file's scope gives; a parameter whose argument
+    kir cannot read is left out."""
     if not signature.template:
         return {}
     name = re.escape(signature.name)
@@ -42,7 +52,7 @@ def instantiation_values(text: str, signature: Signature) -> dict[str, int | str
     found = explicit.search(text) or launch.search(text)
     if found is None:
         return {}
-    values: dict[str, int | str] = {}
+    values: dict[str, int | str | ValueText] = {}
     for (kind, param), arg in zip(signature.template, split_top_level(found.group(1))):
         value = _value(kind, " ".join(arg.split()))
         if value is not None:
@@ -50,7 +60,7 @@ def instantiation_values(text: str, signature: Signature) -> dict[str, int | str
     return values
 
 
-def _value(kind: str, arg: str) -> int | str | None:
+def _value(kind: str, arg: str) -> int | str | ValueText | None:
     if kind == "typename":  # a dtype, or the name of a type the file defines (a functor)
         arg = arg.replace("const ", "")
         return DTYPES.get(arg) or (arg if re.fullmatch(r"[A-Za-z_][\w:]*", arg) else None)
@@ -65,4 +75,4 @@ def _value(kind: str, arg: str) -> int | str | None:
     try:
         return int(evaluate(lex(arg, 0, len(arg), True), fail, 0, strict=True))
     except (ValueError, RecursionError):
-        return None
+        return ValueText(arg)

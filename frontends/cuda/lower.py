@@ -34,7 +34,8 @@ from kir.frontends.cuda.lower_methods import MethodMixin
 from kir.frontends.cuda.lower_operators import OperatorMixin
 from kir.frontends.cuda.lower_struct_def import StructDefMixin
 from kir.frontends.cuda.lower_types import TypeMixin, dtype_type, function_param_name
-from kir.frontends.cuda.parser import SourceMap, error
+from kir.frontends.cuda.instantiations import ValueText
+from kir.frontends.cuda.parser import SourceMap, error, parse_expressions
 from kir.frontends.cuda.values import (
     AUTO,
     NULL_POINTER,
@@ -307,6 +308,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
             if isinstance(value, str):
                 raise self.error(f"template parameter '{ident}' is a value, but the spec "
                                  f"gives the type {value!r}", param)
+            if isinstance(value, ValueText):  # the file's own argument, in its scope
+                value = self._file_constant(value.text)
             if value is None and default is not None:
                 value = self.constant(default, f"default of template parameter '{ident}'")
             elif value is None:
@@ -334,6 +337,20 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
             self.bind(ident, TypeSym(None, f"template type parameter '{ident}' has no type: "
                                      "give a dtype to an argument declared with it in the "
                                      f"spec, or templates = {{ {ident} = \"f32\" }}"))
+
+    def _file_constant(self, text: str):
+        """The value of the constant expression ``text`` (an instantiation's argument) in the
+        file's scope, or None when it has none kir can read."""
+        parsed = parse_expressions(text, self.program.type_names, self.program.template_names)
+        if parsed is None or len(parsed.children) != 1:
+            return None
+        saved = self.offset
+        try:
+            return self.constant(parsed.children[0], "a template argument")
+        except KirError:
+            return None
+        finally:
+            self.offset = saved
 
     def _file_type(self, name: str):
         """The type ``name`` names in this file (a struct, a function object), or None."""

@@ -246,6 +246,20 @@ def _expected_message(token: Token, expected: set[str]) -> str:
     return f"unexpected {found}{hint}"
 
 
+def parse_expressions(text: str, type_names: set[str] | frozenset[str],
+                      template_names: set[str] | frozenset[str] = frozenset()) -> Tree | None:
+    """``text`` as comma-separated expressions (rule ``args``), or None when it is not;
+    positions are relative to ``text`` (for values whose text is not the file's own)."""
+    parser = get_parser()
+    with _LOCK:
+        _POSTLEX.type_names = type_names
+        _POSTLEX.template_names = template_names
+        try:
+            return parser.parse(text, start="args")
+        except (UnexpectedToken, UnexpectedCharacters):
+            return None
+
+
 def parse_unit(src: SourceMap, start: int, end: int, rule: str,
                type_names: set[str] | frozenset[str],
                template_names: set[str] | frozenset[str] = frozenset()) -> Tree:

@@ -231,8 +231,11 @@ class _Drafter:
         table = {}
         given = self.launch.template_args if self.launch else []
         # without a launch, what the file instantiates explicitly (the frontend's own fallback)
-        instantiated = {} if given else instantiation_values(self.kernel_text,
-                                                              self.signature)
+        # (a value only the file's scope gives, an enumerator, is the frontend's to read)
+        instantiated = {} if given else {
+            name: value for name, value in
+            instantiation_values(self.kernel_text, self.signature).items()
+            if isinstance(value, (int, str))}
         for i, (kind, name) in enumerate(self.signature.template):
             if name in instantiated:
                 value = instantiated[name]

@@ -112,3 +112,21 @@ def test_coverage_uses_the_files_instantiation_not_stand_ins(tmp_path):
     outcome = lower_one(path, "act", None)
     assert outcome.error is None, outcome.error
     assert outcome.assumed == ""
+
+
+def test_enumerators_as_template_arguments():
+    """An instantiation's value argument that only the file's scope gives (an enumerator of
+    an enum class, a plain enum's constant) is read there."""
+    src = """
+    enum class Act : int { None = 0, Relu = 1 };
+    enum Mode { MODE_SUM = 0, MODE_MAX = 1 };
+    template <Act A, Mode M>
+    __global__ void act(const float* x, float* y) {
+        float v = x[threadIdx.x];
+        if constexpr (A == Act::Relu) v = v > 0.f ? v : 0.f;
+        y[threadIdx.x] = M == MODE_MAX ? v * 10.f : v;
+    }
+    template __global__ void act<Act::Relu, MODE_MAX>(const float*, float*);"""
+    k = load_cuda(src, "e.cu", launch=LAUNCH)
+    x = np.linspace(-1, 1, 8).astype(np.float32)
+    np.testing.assert_allclose(_run(k, x), np.maximum(x, 0) * 10, rtol=1e-6)
