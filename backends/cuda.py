@@ -49,6 +49,8 @@ def _math(fn: str, t: ScalarType, fast: bool) -> str:
         raise UnsupportedError(f"CUDA: no integer {fn}")
     if t.name == "f64":
         return {"abs": "fabs", "max": "fmax", "min": "fmin"}.get(fn, fn)
+    if fn == "fma" and t.name in ("f16", "bf16"):
+        return "__hfma"  # one rounding to the half type (f32's fmaf, then a second rounding)
     name = (_F32_FAST.get(fn) if fast else None) or _F32[fn]
     if t.name in ("f16", "bf16"):
         return "(float)" + name     # computed in f32 (see Printer._call)

@@ -89,7 +89,10 @@ inline __half __low2half(__half2 v) { return v.x; }
 inline __half __high2half(__half2 v) { return v.y; }
 inline __half2 __hsub2(__half2 a, __half2 b) { return a - b; }
 inline __half2 __h2div(__half2 a, __half2 b) { return a / b; }
-inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return a * b + c; }
+inline __half __hfma(__half a, __half b, __half c);
+inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) {
+  return __half2(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y));
+}
 inline __half2 __hneg2(__half2 a) { return -a; }
 inline __half __hmax(__half a, __half b) { return a > b ? a : b; }
 inline __half __hmin(__half a, __half b) { return a < b ? a : b; }
@@ -98,7 +101,8 @@ inline __half2 __hmin2(__half2 a, __half2 b) { return __half2(__hmin(a.x, b.x), 
 inline __half2 __lowhigh2highlow(__half2 a) { return __half2(a.y, a.x); }
 inline __half __hsub(__half a, __half b) { return (__half)((float)a - (float)b); }
 inline __half __hdiv(__half a, __half b) { return (__half)((float)a / (float)b); }
-inline __half __hfma(__half a, __half b, __half c) { return (__half)((float)a * (float)b + (float)c); }
+// fused: one rounding to the half type (the product of two halves is exact in a double)
+inline __half __hfma(__half a, __half b, __half c) { return (__half)((double)a * (double)b + (double)c); }
 inline __half __hneg(__half a) { return -a; }
 inline __half2 __hadd2(__half2 a, __half2 b) { return a + b; }
 inline __half2 __hmul2(__half2 a, __half2 b) { return a * b; }
@@ -120,7 +124,26 @@ struct __nv_bfloat16 {
   }
 };
 inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
 inline float __bfloat162float(__nv_bfloat16 b) { return (float)b; }
+// scalar bfloat16 arithmetic (without these the __half overloads took bfloat16 arguments
+// through float and computed in half precision); a product or sum of two bfloat16 values is
+// exact in a float, an fma's in a double
+inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16((float)a + (float)b); }
+inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16((float)a - (float)b); }
+inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16((float)a * (float)b); }
+inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16((float)a / (float)b); }
+inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
+  return __nv_bfloat16((float)((double)(float)a * (double)(float)b + (double)(float)c));
+}
+inline __nv_bfloat16 __hneg(__nv_bfloat16 a) { return __nv_bfloat16(-(float)a); }
+inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a > (float)b ? a : b; }
+inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a < (float)b ? a : b; }
+// integer averages without overflow (cuda's __hadd of two ints is one of these)
+inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+inline unsigned __uhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b) >> 1); }
+inline unsigned __urhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b + 1) >> 1); }
 // bfloat16 pairs (cuda_bf16.h): the arithmetic names overloaded, the conversions named
 struct __nv_bfloat162 {
   __nv_bfloat16 x, y;
@@ -204,7 +227,22 @@ inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return
 inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
 inline float __uint_as_float(unsigned i) { float x; memcpy(&x, &i, 4); return x; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+// float to integer with a rounding mode, as kir reads them (frontends/cuda/lower_calls.py)
+#define KIR_EMU_ROUNDED(NAME, T)                                            \
+  inline T __float2##NAME##_rd(float x) { return (T)floorf(x); }            \
+  inline T __float2##NAME##_ru(float x) { return (T)ceilf(x); }
+KIR_EMU_ROUNDED(int, int)
+KIR_EMU_ROUNDED(uint, unsigned)
+KIR_EMU_ROUNDED(ll, long long)
+KIR_EMU_ROUNDED(ull, unsigned long long)
+#undef KIR_EMU_ROUNDED
+inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
+inline unsigned long long __float2ull_rn(float x) { return (unsigned long long)nearbyintf(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T __ldcs(const T* p) { return *p; }

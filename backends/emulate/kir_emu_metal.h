@@ -177,6 +177,8 @@ template <class A, class B, class C>
 inline auto fma(A a, B b, C c) {
   if constexpr (is_scalar_v<A>) {
     using R = mct<A, mct<B, C>>;
+    if constexpr (sizeof(R) < 4)  // half / bfloat: one rounding, as the GPU's fma (the
+      return (R)std::fma((double)a, (double)b, (double)c);  // f16 product is exact in f64)
     return (R)std::fma((float)a, (float)b, (float)c);
   } else {
     A r;

@@ -19,7 +19,7 @@ from __future__ import annotations
 from kir.frontends.cuda import ctypes_ as ct
 
 from kir.errors import UnsupportedError
-from kir.ir import Component, Expr, MakeVector, Select
+from kir.ir import Call, Component, Expr, MakeVector, Select
 from kir.ir.types import BF16, BOOL, F16, F32, ScalarType, VectorType
 
 HALF2 = VectorType(F16, 2)
@@ -127,8 +127,9 @@ def _lane_type(t):
 def _lane_op(op: str, args: list[Expr]) -> Expr:
     if op == "neg":
         return ct.unary("-", args[0])
-    if op == "fma":
-        return ct.binary("+", ct.binary("*", args[0], args[1]), args[2])
+    if op == "fma":  # fused: one rounding to the half type, as __hfma
+        lane_t = args[0].type
+        return Call("fma", tuple(ct.convert(a, lane_t) for a in args), lane_t)
     if op in ("max", "min"):
         pick = ct.binary(">" if op == "max" else "<", args[0], args[1])
         lane: ScalarType = args[0].type  # type: ignore[assignment]

@@ -107,10 +107,29 @@ def pragma_value(tree) -> tuple[bool, object]:
     return False, None
 
 
+_LOOPS = ("for_stmt", "range_for_stmt", "while_stmt")
+
+
+def attach_unbraced_pragmas(stmts: list) -> list:
+    """``for (...) #pragma unroll for (...) body`` without braces: the preprocessor's pragma
+    statement parses as the outer loop's whole body and the inner loop as the statement
+    after it. Give the outer loop both (the pragma and the loop it marks) as its body."""
+    out: list = []
+    for stmt in reversed(stmts):
+        if (out and isinstance(stmt, Tree) and stmt.data in _LOOPS
+                and pragma_value(stmt.children[-1])[0]):
+            pragma = stmt.children[-1]
+            body = Tree("compound", [pragma, out.pop(0)], pragma.meta)
+            stmt = Tree(stmt.data, [*stmt.children[:-1], body], stmt.meta)
+        out.insert(0, stmt)
+    return out
+
+
 class StmtMixin:
     """Statement lowering; emits into ``self.out``."""
 
     def lower_stmt_list(self, stmts: list) -> None:
+        stmts = attach_unbraced_pragmas(stmts)
         unroll = None
         for k, stmt in enumerate(stmts):
             is_pragma, args = pragma_value(stmt)

@@ -152,6 +152,28 @@ def test_post_increment_value_is_captured():
     assert s[3] == Store("y", Var("old", I32), Const(1.0, F32))
 
 
+def test_unroll_pragmas_on_unbraced_nested_loops():
+    # `for (...) #pragma unroll for (...) {...}`: the inner loop is the outer loop's body
+    # (the pragma once parsed as the whole body, the inner loop as the next statement).
+    k = lower("""
+    float acc = 0.0f;
+    #pragma unroll
+    for (int dy = 0; dy < 3; ++dy)
+    #pragma unroll 2
+        for (int dx = 0; dx < 3; ++dx) { acc += x[dy * 3 + dx]; }
+    y[0] = acc;
+    """)
+    outer, inner = nodes(k, For)
+    assert outer.unroll == 0 and inner.unroll == 2
+    assert inner in list(outer.body.walk())
+    import numpy as np
+    from kir.interp import run_kernel
+
+    x = np.arange(9, dtype=np.float32)
+    got = run_kernel(k, {"x": x, "y": np.zeros(1, np.float32), "n": np.int32(9)}, {})["y"]
+    assert got[0] == x.sum()
+
+
 def test_for_loops_labels_and_unroll():
     k = lower("""
     for (int i = threadIdx.x; i < n; i += blockDim.x) { y[i] = 0.0f; }
