@@ -236,14 +236,61 @@ def _vector_accessed(body: ir.Node) -> set[str]:
 
 
 def _check_full_width_shuffles(body: ir.Block, target: Target) -> None:
+    counters = _counter_values(body)
     for n in body.walk():
         if isinstance(n, ir.Shuffle) and n.width != target.warp_size:
-            fits = n.mode == "xor" and isinstance(n.lane, ir.Const) and 0 <= n.lane.value < n.width
+            # an xor with a mask inside the width stays in its group of lanes, so a full-width
+            # shuffle with the same mask is the same: a constant mask, or the counter of a
+            # loop whose every value is one (for (m = 8; m > 0; m >>= 1), a tile of 16)
+            if isinstance(n.lane, ir.Const):
+                masks = [n.lane.value]
+            elif isinstance(n.lane, ir.Var) and n.lane.name in counters:
+                masks = counters[n.lane.name]
+            else:
+                masks = None
+            fits = n.mode == "xor" and masks is not None and all(
+                isinstance(m, int) and 0 <= m < n.width for m in masks)
             if not fits:
                 raise UnsupportedError(f"{n.mode} shuffle of width {n.width} ({target.title} "
                                        f"shuffles span all {target.warp_size} lanes)",
                                        _statement_loc(body, n),
                                        hint="use width 32 or an xor shuffle within the width")
+
+
+def _counter_values(body: ir.Block, most: int = 64) -> dict[str, list]:
+    """The values each loop counter takes, for loops whose header reads only the counter and
+    constants and whose body never writes it, found by running the header (at most ``most``
+    iterations; longer loops are left out)."""
+    from kir.ir.fold import fold_expr
+
+    written = {n.name for n in body.walk() if isinstance(n, (ir.Assign, ir.Declare))}
+    out: dict[str, list] = {}
+    for loop in body.walk():
+        if not isinstance(loop, ir.For) or loop.var in written or not isinstance(
+                loop.init, ir.Const):
+            continue
+        if any(isinstance(v, ir.Var) and v.name != loop.var
+               for e in (loop.cond, loop.update) for v in e.walk()):
+            continue
+
+        def at(e: ir.Expr, value) -> ir.Expr:
+            return fold_expr(ir.transform(e, lambda n: ir.Const(value, n.type)
+                                          if isinstance(n, ir.Var) else None))
+
+        values, value = [], loop.init.value
+        for _ in range(most):
+            test = at(loop.cond, value)
+            if not isinstance(test, ir.Const):
+                break
+            if not test.value:
+                out[loop.var] = values
+                break
+            values.append(value)
+            step = at(loop.update, value)
+            if not isinstance(step, ir.Const):
+                break
+            value = step.value
+    return out
 
 
 def _statement_loc(body: ir.Block, expr: ir.Expr):

@@ -242,18 +242,40 @@ def test_cuda_candidates_are_checked_against_cudas_limits():
     verify(kernel, TARGETS["cuda"])
 
 
-def test_a_narrow_shuffle_metal_cannot_express_is_refused_at_its_line():
-    """Metal's shuffles span all 32 lanes: an xor shuffle of width 16 whose mask is a loop
-    variable is refused, located at the statement that shuffles (expressions carry no
-    location of their own)."""
+def test_a_narrow_shuffle_metal_cannot_express_is_refused_at_its_line(tmp_path):
+    """Metal's shuffles span all 32 lanes: an xor shuffle of width 16 whose mask may leave
+    its group of 16 lanes (a loop from 16 down) is refused, located at the statement that
+    shuffles (expressions carry no location of their own)."""
     from kir.driver.load import load_kernel
 
     corpus = Path(__file__).parents[1] / "corpus"
-    loaded = load_kernel(corpus / "attention_decode.cu",
-                         spec_path=corpus / "attention_decode.online.kir.toml")
+    text = corpus.joinpath("attention_decode.cu").read_text()
+    assert "int offset = VEC / 2;" in text
+    source = tmp_path / "attention_decode.cu"
+    source.write_text(text.replace("int offset = VEC / 2;", "int offset = VEC;"))
+    spec = tmp_path / "attention_decode.online.kir.toml"
+    spec.write_text(corpus.joinpath("attention_decode.online.kir.toml").read_text())
+    loaded = load_kernel(source, spec_path=spec)
     with pytest.raises(UnsupportedError) as info:
         emit(loaded.kernel, loaded.bound, "metal")
     assert "width 16" in info.value.message
     assert info.value.loc is not None and info.value.loc.file.endswith("attention_decode.cu")
-    assert "__shfl_xor_sync" in corpus.joinpath("attention_decode.cu").read_text().splitlines()[
-        info.value.loc.line - 1]
+    assert "__shfl_xor_sync" in source.read_text().splitlines()[info.value.loc.line - 1]
+
+
+def test_a_narrow_shuffle_inside_its_width_runs_on_metal():
+    """The same kernel as written (masks 8, 4, 2, 1 from a loop: each stays inside its 16
+    lanes) is a full-width xor shuffle on Metal, and gives the interpreter's results on the
+    emulator."""
+    from kir.backends.emulate import emulator_available
+    from kir.driver.load import load_kernel
+    from kir.driver.runners import check_on_target
+
+    corpus = Path(__file__).parents[1] / "corpus"
+    loaded = load_kernel(corpus / "attention_decode.cu",
+                         spec_path=corpus / "attention_decode.online.kir.toml")
+    assert "simd_shuffle_xor" in emit(loaded.kernel, loaded.bound, "metal").source
+    if not emulator_available()[0]:
+        pytest.skip("no C++ compiler for the emulator")
+    outcome = check_on_target(loaded, "emulate-metal")
+    assert outcome.result.ok, outcome.result.describe()
