@@ -2,18 +2,11 @@
 
 CUDA has no ``atomicMax`` on floats (nor, before sm_60, ``atomicAdd`` on doubles), so kernels
 carry a helper that builds one from ``atomicCAS`` on the value's bits (the CUDA C++
-Programming Guide's ``atomicAdd`` for doubles is the model)::
-
-    __device__ float atomicMaxFloat(float* addr, float value) {
-        int* addr_as_int = (int*)addr;
-        int old = *addr_as_int, assumed;
-        do {
-            assumed = old;
-            old = atomicCAS(addr_as_int, assumed,
-                            __float_as_int(fmaxf(value, __int_as_float(assumed))));
-        } while (assumed != old);
-        return __int_as_float(old);
-    }
+Programming Guide's ``atomicAdd`` for doubles is the model): the value's bits are read
+through an integer pointer to the same address, and ``do { assumed = old; old =
+atomicCAS(bits, assumed, to_bits(f(from_bits(assumed), value))); } while (assumed != old);``
+retries until no other thread wrote in between; ``f`` is ``fmaxf``, ``fminf``, ``+``, a
+ternary picking the larger or smaller, or the value itself.
 
 kir's IR has atomic max, min, add and exchange on floats, each emitted the way each target
 does it best (a native atomic, or the target's own retry loop), so a helper whose whole body
