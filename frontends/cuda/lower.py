@@ -132,6 +132,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.fn_stack: list[FnContext] = []
         self.labels = 0
         self.depth = 0
+        # while an atomic's pointer operand is lowered: the integer types it was cast to
+        self.atomic_operand: list | None = None
         self.offset = 0  # text offset that tree positions are relative to
         self.cur_loc: Loc | None = None
         self.dynamic_shared = None

@@ -120,7 +120,15 @@ class AssignMixin:
                 if ct.scalar_of(target.base) != root_elem else None
             if retyped is not None:
                 return retyped
-            if ct.scalar_of(target.base) != root_elem:  # int4 over floats: a carrier
+            wanted = ct.scalar_of(target.base)
+            if self.atomic_operand is not None and wanted != root_elem and isinstance(
+                    wanted, ScalarType) and wanted.is_int and root_elem.is_int \
+                    and wanted.nbytes == root_elem.nbytes:
+                # atomicAdd((unsigned long long*)&int64_buffer[i], v): the same bits under
+                # the other signedness, which the atomic reads back (_atomic)
+                self.atomic_operand.append(wanted)
+                return PtrVal(p.root, p.offset, root_elem)
+            if wanted != root_elem:  # int4 over floats: a carrier
                 return self.reinterpreting_pointer(p, target.base, root_elem, tree)
             return PtrVal(p.root, p.offset, target.base)
         if target.base is None:

@@ -524,12 +524,22 @@ class CallMixin:
 
     def _atomic(self, op: str, arg_trees: list, tree, discard: bool) -> Expr:
         self._arity(op, arg_trees, 2, 2, tree)
-        p = self.pointer(arg_trees[0])
+        self.atomic_operand, views = [], None
+        try:
+            p = self.pointer(arg_trees[0])
+        finally:
+            self.atomic_operand, views = None, self.atomic_operand
         if op in BITWISE_ATOMICS and not (isinstance(p.view, ScalarType) and p.view.is_int):
             raise self.error(f"atomic {op} on a {p.view} buffer (C: integers only)", tree,
                              UnsupportedError)
-        value = self.coerce(self.rvalue(arg_trees[1]), p.view, arg_trees[1])
-        return self._emit_atomic(op, p, value, tree, discard)
+        view = views[-1] if views else None  # the integer type the pointer was cast to
+        if view is not None and op in ("max", "min"):
+            raise self.error(f"atomic {op} through a {view} pointer into a {p.view} buffer (the "
+                             "comparison depends on the signedness)", arg_trees[0],
+                             UnsupportedError)
+        value = self.coerce(self.rvalue(arg_trees[1]), view or p.view, arg_trees[1])
+        old = self._emit_atomic(op, p, ct.convert(value, p.view), tree, discard)
+        return ct.convert(old, view) if view is not None and not discard else old
 
     def _cas_loop_atomic(self, name: str, arg_trees: list, tree, discard: bool) -> Expr | None:
         """A call of a helper that builds an atomic from an ``atomicCAS`` retry loop, as that

@@ -140,3 +140,26 @@ def test_a_float_helper_on_an_int_buffer_is_refused():
     }"""
     with pytest.raises(KirError, match="atomic on f32 values, called on a i32 buffer"):
         load_cuda(source, "q.cu", launch=ONE)
+
+
+def test_an_integer_atomic_through_the_other_signedness():
+    """``atomicAdd((unsigned long long*)&acc[i], (unsigned long long)v)`` over a signed 64-bit
+    buffer (CUDA has no signed 64-bit atomicAdd): the same bits, so the atomic adds to the
+    buffer as it is and the old value reads back unsigned; a max or min through such a
+    pointer compares by the other signedness and is refused."""
+    source = """
+    __global__ void f(const long long* x, long long* acc, unsigned long long* old) {
+        old[threadIdx.x] = atomicAdd((unsigned long long*)&acc[0],
+                                     (unsigned long long)x[threadIdx.x]);
+    }"""
+    kernel = load_cuda(source, "s.cu", launch=Launch(("1", "1", "1"), (4, 1, 1), 0))
+    x = np.array([5, -7, 11, -2], np.int64)
+    got = run_kernel(kernel, {"x": x, "acc": np.array([100], np.int64),
+                              "old": np.zeros(4, np.uint64)}, {})
+    assert got["acc"][0] == 100 + x.sum()
+    # each thread's old value is the sum before its own addition (the interpreter runs
+    # the threads' atomics in lane order), read back as unsigned
+    prefix = 100 + np.concatenate([[0], np.cumsum(x)[:-1]])
+    assert got["old"].tolist() == prefix.astype(np.uint64).tolist()
+    with pytest.raises(KirError, match="comparison depends on the signedness"):
+        load_cuda(source.replace("atomicAdd", "atomicMax"), "m.cu", launch=ONE)
