@@ -236,7 +236,7 @@ def _vector_accessed(body: ir.Node) -> set[str]:
 
 
 def _check_full_width_shuffles(body: ir.Block, target: Target) -> None:
-    counters = _counter_values(body)
+    counters = None  # (run only for a narrow shuffle whose mask is a variable)
     for n in body.walk():
         if isinstance(n, ir.Shuffle) and n.width != target.warp_size:
             # an xor with a mask inside the width stays in its group of lanes, so a full-width
@@ -244,8 +244,9 @@ def _check_full_width_shuffles(body: ir.Block, target: Target) -> None:
             # loop whose every value is one (for (m = 8; m > 0; m >>= 1), a tile of 16)
             if isinstance(n.lane, ir.Const):
                 masks = [n.lane.value]
-            elif isinstance(n.lane, ir.Var) and n.lane.name in counters:
-                masks = counters[n.lane.name]
+            elif isinstance(n.lane, ir.Var):
+                counters = _counter_values(body) if counters is None else counters
+                masks = counters.get(n.lane.name)
             else:
                 masks = None
             fits = n.mode == "xor" and masks is not None and all(

@@ -6,14 +6,16 @@ import dataclasses
 from dataclasses import dataclass
 
 from kir.analysis import (
+    assigned_vars,
     declared_names,
     has_matrix_stmts,
     has_own_exit,
     single_defs,
     strip_casts,
+    used_vars,
 )
 from kir.analysis.loop_edits import Namer, copy_body
-from kir.analysis.parallel import is_lane_varying, lane_varying_vars
+from kir.analysis.parallel import is_lane_varying, is_thread_x, lane_varying_vars
 from kir.ir import (
     Alloc,
     Assign,
@@ -100,8 +102,8 @@ class MergeThreads(BaseRule):
     matrix tiles; a ``return`` other than a top-level guard ``if (c) return;`` (which becomes
     ``if (!c) { the rest }``; any other would end every copy); shared arrays below
     the top level; a block size along ``dim`` not divisible by ``factor``. Jammed loops must
-    be counted (constant step, bound not written in the body) with no ``break``/``continue``
-    of their own.
+    have a header the same for every copy that reads nothing their body writes, and no
+    ``break``/``continue`` of their own.
     Not checked: that the kernel is free of data races between threads of a segment (CUDA
     leaves racy kernels undefined; such a kernel may change results).
     """
@@ -250,8 +252,7 @@ def _lane_form(e: Node) -> bool:
     threads a whole number of warps apart."""
     if not (isinstance(e, Binary) and e.op in ("%", "&") and isinstance(e.right, Const)):
         return False
-    inner = strip_casts(e.left)
-    if not (isinstance(inner, Special) and inner.kind == "thread" and inner.axis == "x"):
+    if not is_thread_x(e.left):
         return False
     m = e.right.value
     if not isinstance(m, int) or isinstance(m, bool):
@@ -353,17 +354,6 @@ def _shareable(kernel: Kernel, tainted: set[str]) -> set[str]:
     """Locals declared once with an initializer, never written again and not tainted: one
     declaration can serve every copy."""
     return set(single_defs(kernel)) - tainted
-
-
-def _reads(e: Expr) -> set[str]:
-    return {n.name for n in e.walk() if isinstance(n, Var)}
-
-
-def _written(node: Node) -> set[str]:
-    """Locals ``node`` assigns, declares or counts with."""
-    return {n.name for n in node.walk() if isinstance(n, (Assign, Declare))} | {
-        n.var for n in node.walk() if isinstance(n, For)} | {
-        n.result for n in node.walk() if isinstance(n, Atomic) and n.result}
 
 
 def _has_barrier(node: Node) -> bool:
@@ -486,11 +476,11 @@ class _Merger:
         if not self.thread_plus_uniform(strip_casts(loop.init)):
             return False
         inside = declared_names(loop.body)
-        if _written(loop.body) - inside or loop.var in _written(loop.body):
+        if assigned_vars(loop.body) - inside or loop.var in assigned_vars(loop.body):
             return False
         if any(isinstance(n, (Shuffle, WarpReduce, Barrier)) for n in loop.body.walk()):
             return False
-        body_reads = {n.name for n in loop.body.walk() if isinstance(n, Var)}
+        body_reads = used_vars(loop.body)
         return not (body_reads - inside - {loop.var}) & self.varies.tainted and not any(
             isinstance(n, Special) and (n.kind == "thread" and n.axis == self.dim
                                         or n.kind == "warp") for n in loop.body.walk())
@@ -528,7 +518,7 @@ class _Merger:
             return False
         if not any(isinstance(n, For) and self.jammable(n) for n in s.walk()):
             return False
-        return not _reads(s.cond) & _written(s)
+        return not used_vars(s.cond) & assigned_vars(s)
 
     def versionable(self, s: If) -> bool:
         """Whether ``s`` is an ``if`` each copy decides for itself around a loop worth
@@ -542,7 +532,7 @@ class _Merger:
             return False
         if any(isinstance(n, Load) for n in s.cond.walk()):
             return False
-        if _reads(s.cond) & _written(s.then):
+        if used_vars(s.cond) & assigned_vars(s.then):
             return False
         warp_level = any(isinstance(n, (Shuffle, WarpReduce, Barrier))
                          or isinstance(n, Special) and n.kind == "lane" for n in s.then.walk())
@@ -570,8 +560,8 @@ class _Merger:
             return False
         if any(self.varies(e) for e in (loop.init, loop.cond, loop.update)):
             return False
-        written = _written(loop.body)
-        return loop.var not in written and not (_reads(loop.cond) | _reads(loop.update)) & written
+        written = assigned_vars(loop.body)
+        return loop.var not in written and not (used_vars(loop.cond) | used_vars(loop.update)) & written
 
     def copies(self, run: list[Stmt]) -> list[Stmt]:
         for s in run:
