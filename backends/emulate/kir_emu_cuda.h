@@ -244,6 +244,63 @@ inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
 inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
 inline unsigned long long __float2ull_rn(float x) { return (unsigned long long)nearbyintf(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+// integer intrinsics (CUDA Math API, "Integer Intrinsics"), written byte by byte here so
+// that the original kernels check kir's shift-and-mask lowering of the same calls
+inline int __dp4a(int a, int b, int c) {
+  for (int k = 0; k < 4; ++k) c += (int)(signed char)(a >> (8 * k)) * (int)(signed char)(b >> (8 * k));
+  return c;
+}
+inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+  for (int k = 0; k < 4; ++k) c += ((a >> (8 * k)) & 0xffu) * ((b >> (8 * k)) & 0xffu);
+  return c;
+}
+inline int kir_emu_dp2a(int a, int b, int c, int first) {
+  for (int k = 0; k < 2; ++k) c += (int)(short)(a >> (16 * k)) * (int)(signed char)(b >> (8 * (first + k)));
+  return c;
+}
+inline int __dp2a_lo(int a, int b, int c) { return kir_emu_dp2a(a, b, c, 0); }
+inline int __dp2a_hi(int a, int b, int c) { return kir_emu_dp2a(a, b, c, 2); }
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  unsigned char in[8];
+  for (int k = 0; k < 4; ++k) { in[k] = (unsigned char)(x >> (8 * k)); in[k + 4] = (unsigned char)(y >> (8 * k)); }
+  unsigned r = 0;
+  for (int n = 0; n < 4; ++n) r |= (unsigned)in[(s >> (4 * n)) & 7] << (8 * n);
+  return r;
+}
+inline unsigned __brev(unsigned x) {
+  unsigned r = 0;
+  for (int k = 0; k < 32; ++k) r |= ((x >> k) & 1u) << (31 - k);
+  return r;
+}
+inline unsigned long long __brevll(unsigned long long x) {
+  unsigned long long r = 0;
+  for (int k = 0; k < 64; ++k) r |= ((x >> k) & 1ull) << (63 - k);
+  return r;
+}
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+  return (unsigned)((((unsigned long long)hi << 32 | lo) << (s & 31)) >> 32);
+}
+inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned s) {
+  return (unsigned)((((unsigned long long)hi << 32 | lo) << (s < 32 ? s : 32)) >> 32);
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+  return (unsigned)(((unsigned long long)hi << 32 | lo) >> (s & 31));
+}
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned s) {
+  return (unsigned)(((unsigned long long)hi << 32 | lo) >> (s < 32 ? s : 32));
+}
+inline unsigned __sad(int x, int y, unsigned z) { return z + (unsigned)(x > y ? (long long)x - y : (long long)y - x); }
+inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return z + (x > y ? x - y : y - x); }
+inline int __mul24(int a, int b) {
+  long long a24 = (long long)((int)((unsigned)a << 8) >> 8), b24 = (long long)((int)((unsigned)b << 8) >> 8);
+  return (int)(unsigned)(a24 * b24);
+}
+inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffffu) * (b & 0xffffffu); }
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T __ldcs(const T* p) { return *p; }
 template <class T> inline T __ldcg(const T* p) { return *p; }

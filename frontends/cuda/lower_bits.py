@@ -37,7 +37,9 @@ from kir.frontends.cuda.values import (
     VarSym,
 )
 from kir.ir import Call, Component, Const, Expr, Var
-from kir.ir.types import I32, ScalarType, VectorType
+from kir.ir.types import I32, U8, U32, U64, ScalarType, VectorType
+
+_UNSIGNED = {1: U8, 4: U32, 8: U64}  # an element's bits as an unsigned integer
 
 MEMCPY = ("memcpy", "std::memcpy", "__builtin_memcpy")
 # A thread's memcpy moves a pack or a small struct; kir writes one statement per element, so
@@ -79,6 +81,28 @@ class BitsMixin:
                          f"supported (kir reads a buffer as a wider vector of other elements, "
                          f"such as int4 over {root_elem}, but not element by element as "
                          "another type)", tree, UnsupportedError)
+
+    def carrier_scalar(self, value: StructVal, tree) -> Expr:
+        """A carrier standing for an integer (or f32) scalar read as that scalar: its
+        integer elements' bits assembled little-endian, as every GPU lays them out (the
+        ``int`` a quantized kernel reads over four int8 weights for ``__dp4a``)."""
+        nominal: ScalarType = value.type.carries
+        parts = self._elements(value, nominal.nbytes, tree)
+        if not all(isinstance(e.type, ScalarType) and e.type.is_int for e in parts):
+            raise self.error(f"reading the bits of {len(parts)} {parts[0].type} as a "
+                             f"{nominal} not supported (kir assembles a scalar from integer "
+                             "elements only)", tree, UnsupportedError)
+        wide = U64 if nominal.nbytes == 8 else U32
+        total: Expr | None = None
+        for k, e in enumerate(parts):
+            bits = ct.convert(ct.convert(self.value_of(e, tree), _UNSIGNED[e.type.nbytes]),
+                              wide)
+            shift = k * e.type.nbytes * 8
+            if shift:
+                bits = ct.binary("<<", bits, Const(shift, wide))
+            total = bits if total is None else ct.binary("|", total, bits)
+        assert total is not None
+        return bitcast(total, nominal) if nominal.is_float else ct.convert(total, nominal)
 
     def lower_memcpy(self, arg_trees: list, tree) -> Expr:
         """``memcpy(&dst, &src, n)`` between locals, struct members or buffer elements:

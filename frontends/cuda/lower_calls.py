@@ -16,6 +16,7 @@ from kir.frontends.cuda.lower_half2 import HALF2_CALLS
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_methods import MethodRef
 from kir.frontends.cuda.lower_bits import MEMCPY, bitcast
+from kir.frontends.cuda.lower_int_intrinsics import BYTE_DOTS, INT_AVERAGES, INT_INTRINSICS
 from kir.frontends.cuda.values import (
     BufferInfo,
     FunctionName,
@@ -107,7 +108,6 @@ ROUNDED = {f"__float2{kind}_{mode}": (fn, t) for kind, t in (("int", I32), ("uin
                                                               ("ll", I64), ("ull", U64))
            for mode, fn in (("rn", "rint"), ("rd", "floor"), ("ru", "ceil"))}
 # the average of two integers without overflow (__hadd of two halves is an addition)
-INT_AVERAGES = ("__hadd", "__rhadd", "__uhadd", "__urhadd")
 # a barrier that also counts a predicate over the block
 BLOCK_VOTES = ("__syncthreads_count", "__syncthreads_or", "__syncthreads_and")
 # one 32-bit value's bits read as another type: name -> (from, to)
@@ -218,8 +218,12 @@ class CallMixin:
             return self._vote(name, arg_trees, tree)
         if name in ATOMICS:
             return self._atomic(ATOMICS[name], arg_trees, tree, discard)
+        if name in INT_INTRINSICS:
+            return self.int_intrinsic(name, arg_trees, tree)
+        if name in BYTE_DOTS:
+            return self.byte_dot(name, arg_trees, tree)
         if name in INT_AVERAGES:
-            made = self._integer_average(name, arg_trees, tree)
+            made = self.integer_average(name, arg_trees, tree)
             if made is not None:
                 return made
         if name in HALF2_CALLS:
@@ -273,26 +277,6 @@ class CallMixin:
             what = UNSUPPORTED_CALLS.get(name, name)
             raise self.error(f"{what} not supported", tree, UnsupportedError)
         raise self.error(f"unknown function '{name}'", tree)
-
-    def _integer_average(self, name: str, arg_trees: list, tree) -> Expr | None:
-        """``__hadd(int, int)`` (also ``__rhadd``, ``__uhadd``, ``__urhadd``): the average of
-        two integers without overflow, rounded down (or up, the ``r`` forms); None for
-        ``__hadd`` of halves, cuda_fp16.h's addition of the same name."""
-        self._arity(name, arg_trees, 2, 2, tree)
-        stmts, values = self.capture(lambda: [self.rvalue(a) for a in arg_trees])
-        if not all(isinstance(v, Expr) and isinstance(v.type, ScalarType) and v.type.is_int
-                   for v in values):
-            if name == "__hadd":
-                return None
-            raise self.error(f"{name} takes integers", tree, UnsupportedError)
-        for stmt in stmts:
-            self.emit(stmt)
-        signed = name in ("__hadd", "__rhadd")
-        t, wide = (I32, I64) if signed else (U32, U64)
-        total = ct.binary("+", ct.convert(values[0], wide), ct.convert(values[1], wide))
-        if name in ("__rhadd", "__urhadd"):
-            total = ct.binary("+", total, Const(1, wide))
-        return ct.convert(ct.binary(">>", total, Const(1, wide)), t)
 
     def _arity(self, name: str, args: list, low: int, high: int, tree) -> None:
         if not low <= len(args) <= high:

@@ -108,6 +108,8 @@ class DeclMixin:
                 if ct.scalar_of(sym.view) in (I8, U8):
                     self.byte_pool_used(p.root, init)  # a byte pointer kept
                 sym.root = p.root
+                if isinstance(p.view, StructType) and p.view.carries == sym.view:
+                    sym.view = p.view  # const int* w = reinterpret_cast<const int*>(int8s)
                 self.check_view(sym.view, p.root, tree)
                 decl_init = ct.convert(p.offset, OFFSET_TYPE)
             self.emit(Declare(sym.offset_var, OFFSET_TYPE, decl_init, loc=self.cur_loc))

@@ -87,6 +87,8 @@ class ExprMixin(PointerTestMixin):
             return Load(value.buffer, value.index, value.type)
         if isinstance(value, (PtrVal, ArrVal)):
             raise self.error("a pointer or array is used where a value is expected", tree)
+        if isinstance(value, StructVal) and isinstance(value.type.carries, ScalarType):
+            return self.carrier_scalar(value, tree)  # an int read over four int8 values
         if not isinstance(value, Expr):  # a struct, a group, a function object ...
             raise self.error(f"a {not_a_number(value)} is used where a number is expected",
                              tree, UnsupportedError)
@@ -162,6 +164,8 @@ class ExprMixin(PointerTestMixin):
                              "conversions are not supported)", tree, UnsupportedError)
         if isinstance(value, NullVal):
             raise self.error("null pointer used as a value", tree, UnsupportedError)
+        if isinstance(value, StructVal) and isinstance(value.type.carries, ScalarType):
+            return self.carrier_scalar(value, tree)
         if isinstance(value, StructVal):
             raise self.error(f"{value.type} used where a scalar is expected", tree)
         if isinstance(value, (CgVal, Dim3Val)):

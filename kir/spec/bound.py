@@ -310,11 +310,12 @@ def _random(rng: np.random.Generator, dtype: ScalarType, shape: tuple[int, ...],
         return values.astype(dtype.numpy)
     if dtype.name == "bool":
         return rng.integers(0, 2, size=shape).astype(np.bool_)
-    low_int = math.ceil(low)
-    if not dtype.is_signed:
-        low_int = max(low_int, 0)
-    high_int = max(math.floor(high), low_int)
-    return rng.integers(low_int, high_int + 1, size=shape).astype(dtype.numpy)
+    # Drawn in the type itself, the range clamped to it: a u64 range up to 2**64 - 1 (read
+    # from TOML as a float that rounds past it) stays inside the type.
+    limits = np.iinfo(dtype.numpy)
+    low_int = min(max(math.ceil(low), int(limits.min)), int(limits.max))
+    high_int = min(max(math.floor(high), low_int), int(limits.max))
+    return rng.integers(low_int, high_int, size=shape, dtype=dtype.numpy, endpoint=True)
 
 
 def _round_bf16(values: np.ndarray) -> np.ndarray:
