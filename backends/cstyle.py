@@ -151,7 +151,7 @@ class Printer:
                 return text, UNARY
             return text, (UNARY if value < 0 or text.startswith("-") else PRIMARY)
         value = int(value)
-        if t.name in ("i8", "u8"):  # char literals do not exist: a converted int
+        if t.name in ("i8", "u8", "i16", "u16"):  # char and short literals do not exist: a converted int
             return f"({self.type_name(t)}){value}", UNARY
         suffix = self.dialect.int_suffixes.get(t.name, "")
         if t.name == "i32" and value == -2**31:
@@ -521,6 +521,7 @@ def float_text(value: float, t: ScalarType) -> str:
 
 
 def _fits(value: int, t: ScalarType) -> bool:
-    lo, hi = {"i8": (-2**7, 2**7 - 1), "u8": (0, 2**8 - 1), "i32": (-2**31, 2**31 - 1),
+    lo, hi = {"i8": (-2**7, 2**7 - 1), "u8": (0, 2**8 - 1), "i16": (-2**15, 2**15 - 1),
+              "u16": (0, 2**16 - 1), "i32": (-2**31, 2**31 - 1),
               "u32": (0, 2**32 - 1), "i64": (-2**63, 2**63 - 1), "u64": (0, 2**64 - 1)}[t.name]
     return lo <= value <= hi

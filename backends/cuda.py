@@ -18,7 +18,8 @@ from kir.errors import UnsupportedError
 from kir.ir.types import ScalarType
 from kir.target import Target
 
-MLX_CUDA_TYPES = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t",
+MLX_CUDA_TYPES = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
+                  "u16": "uint16_t", "i32": "int32_t",
                   "u32": "uint32_t", "i64": "int64_t",
                   "u64": "uint64_t", "f16": "__half", "bf16": "__nv_bfloat16", "f32": "float",
                   "f64": "double"}
@@ -91,12 +92,13 @@ def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) 
 
 CUDA = Dialect(
     name="cuda",
-    scalar_types={"bool": "bool", "i8": "signed char", "u8": "unsigned char", "i32": "int",
+    scalar_types={"bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short",
+                  "u16": "unsigned short", "i32": "int",
                   "u32": "unsigned int", "i64": "long long",
                   "u64": "unsigned long long", "f16": "__half", "bf16": "__nv_bfloat16",
                   "f32": "float", "f64": "double"},
     vector_elems={"f32": "float", "i32": "int", "u32": "uint", "f64": "double", "i8": "char",
-                  "u8": "uchar", "f16": "half"},
+                  "u8": "uchar", "i16": "short", "u16": "ushort", "f16": "half"},
     make_vector="make_{type}({elems})",
     vector_names={"f16x4": "kir_half4", "bf16x4": "kir_bfloat164", "bf16x2": "kir_bfloat162"},
     shared_qualifier="__shared__",

@@ -66,7 +66,7 @@ typedef unsigned int uint;
 # The NVRTC on the H200 machine refuses --expt-relaxed-constexpr ("unrecognized option"),
 # which would let kernels call host-only constexpr helpers as nvcc users build them.
 OPTIONS = ("-std=c++17",)
-_DTYPES = {"i8": np.int8, "u8": np.uint8, "f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
+_DTYPES = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16, "f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
            "u32": np.uint32, "i64": np.int64, "u64": np.uint64, "bool": np.bool_}
 
 

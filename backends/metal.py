@@ -34,7 +34,8 @@ MLX_ATTRIBUTES = {
 }
 # Inputs with fewer elements than this go to the constant address space (MLX's rule).
 MAX_CONSTANT_ARRAY_SIZE = 8
-MLX_TYPE_STRINGS = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t",
+MLX_TYPE_STRINGS = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
+                    "u16": "uint16_t", "i32": "int32_t",
                     "u32": "uint32_t", "i64": "int64_t",
                     "u64": "uint64_t", "f16": "float16_t", "bf16": "bfloat16_t",
                     "f32": "float"}
@@ -75,11 +76,12 @@ def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) 
 
 METAL = Dialect(
     name="metal",
-    scalar_types={"bool": "bool", "i8": "char", "u8": "uchar", "i32": "int", "u32": "uint",
+    scalar_types={"bool": "bool", "i8": "char", "u8": "uchar", "i16": "short",
+                  "u16": "ushort", "i32": "int", "u32": "uint",
                   "i64": "long", "u64": "ulong",
                   "f16": "half", "bf16": "bfloat", "f32": "float"},
     vector_elems={"f32": "float", "f16": "half", "bf16": "bfloat", "i32": "int", "u32": "uint",
-                  "bool": "bool", "i8": "char", "u8": "uchar"},
+                  "bool": "bool", "i8": "char", "u8": "uchar", "i16": "short", "u16": "ushort"},
     make_vector="{type}({elems})",
     shared_qualifier="threadgroup",
     aligned_array="alignas(16) {qual}{elem} {name}[{size}]",

@@ -15,6 +15,8 @@ from kir.ir.types import (
     BF16,
     BOOL,
     I8,
+    I16,
+    U16,
     U8,
     F16,
     F32,
@@ -38,7 +40,7 @@ NAMED_TYPES: dict[str, ValueType] = {
     "int2": VectorType(I32, 2), "int3": VectorType(I32, 3), "int4": VectorType(I32, 4),
     "uint2": VectorType(U32, 2), "uint3": VectorType(U32, 3), "uint4": VectorType(U32, 4),
     "double2": VectorType(F64, 2), "uintptr_t": U64, "intptr_t": I64, "nv_bfloat16": BF16,
-    "int8_t": I8, "uint8_t": U8, "uchar": U8, "uchar2": VectorType(U8, 2),
+    "int8_t": I8, "uint8_t": U8, "int16_t": I16, "uint16_t": U16, "ushort": U16, "uchar": U8, "uchar2": VectorType(U8, 2),
     "uchar3": VectorType(U8, 3), "uchar4": VectorType(U8, 4), "char2": VectorType(I8, 2),
     "char4": VectorType(I8, 4), "half2": VectorType(F16, 2), "__half2": VectorType(F16, 2),
     "__nv_bfloat162": VectorType(BF16, 2), "nv_bfloat162": VectorType(BF16, 2),
@@ -48,10 +50,7 @@ KEYWORD_TYPES = frozenset({"void", "bool", "char", "short", "int", "long", "floa
                            "unsigned", "signed", "auto"})
 #: Type names that exist in CUDA but lie outside the subset, with the reason.
 UNSUPPORTED_TYPES = {
-    "short": "short integer types", "int16_t": "short integer types",
-    "uint16_t": "short integer types",
     "dim3": "dim3 values in device code",
-    "ushort": "short integer types",
     "bfloat16": "the bfloat16 name (use __nv_bfloat16)",
 }
 QUALIFIERS = frozenset({
@@ -89,6 +88,8 @@ def combine_type_words(words: list[str]) -> ValueType | None | str:
             return "long double"
         if word == "char" and not longs and "int" not in words:
             return U8 if unsigned else I8  # plain char is signed in CUDA
+        if word == "short" and not longs:
+            return U16 if unsigned else I16  # short, unsigned short int
         if (longs or unsigned) and word not in ("double",):
             return f"conflicting type specifiers '{' '.join(words)}'"
         return {"void": None, "bool": BOOL, "float": F32, "double": F64}.get(word, word)
@@ -181,7 +182,7 @@ def to_bool(e: Expr) -> Expr:
 
 def promote(t: ScalarType) -> ScalarType:
     """C's integer promotion (bool and the char types to int)."""
-    return I32 if t in (BOOL, I8, U8) else t
+    return I32 if t in (BOOL, I8, U8, I16, U16) else t
 
 
 def fold_int(op: str, a: int, b: int, t: ScalarType) -> int | bool | None:

@@ -37,9 +37,9 @@ from kir.frontends.cuda.values import (
     VarSym,
 )
 from kir.ir import Call, Component, Const, Expr, Var
-from kir.ir.types import I32, U8, U32, U64, ScalarType, VectorType
+from kir.ir.types import I32, U8, U16, U32, U64, ScalarType, VectorType
 
-_UNSIGNED = {1: U8, 4: U32, 8: U64}  # an element's bits as an unsigned integer
+_UNSIGNED = {1: U8, 2: U16, 4: U32, 8: U64}  # an element's bits as an unsigned integer
 
 MEMCPY = ("memcpy", "std::memcpy", "__builtin_memcpy")
 # A thread's memcpy moves a pack or a small struct; kir writes one statement per element, so

@@ -175,7 +175,7 @@ def _outputs(loaded: Loaded, params: list, results: list) -> dict[str, np.ndarra
 
 
 _C_TYPES = {"f32": "float", "f64": "double", "f16": "__half", "bf16": "__nv_bfloat16",
-            "i8": "signed char", "u8": "unsigned char",
+            "i8": "signed char", "u8": "unsigned char", "i16": "short", "u16": "unsigned short",
             "i32": "int", "u32": "unsigned int", "i64": "long long",
             "u64": "unsigned long long", "bool": "bool"}
 

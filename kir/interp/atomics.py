@@ -110,7 +110,8 @@ _DTYPE_TYPES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
                 np.dtype(np.float64): "f64", np.dtype(np.int32): "i32",
                 np.dtype(np.uint32): "u32", np.dtype(np.int64): "i64",
                 np.dtype(np.uint64): "u64", np.dtype(np.bool_): "bool",
-                np.dtype(np.int8): "i8", np.dtype(np.uint8): "u8"}
+                np.dtype(np.int8): "i8", np.dtype(np.uint8): "u8",
+                np.dtype(np.int16): "i16", np.dtype(np.uint16): "u16"}
 
 
 def _scalar_type_of(dtype: np.dtype) -> ScalarType:

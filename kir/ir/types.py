@@ -13,8 +13,9 @@ import numpy as np
 
 @dataclass(frozen=True, slots=True)
 class ScalarType:
-    """A scalar dtype: bool, i8, u8, i32, u32, i64, u64, f16, bf16, f32, f64 (``i8``/``u8``
-    are C's char types: buffers and locals of bytes; arithmetic promotes them to i32)."""
+    """A scalar dtype: bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64
+    (``i8``/``u8`` are C's char types and ``i16``/``u16`` its short types: buffers and
+    locals of bytes and halfwords; arithmetic promotes them to i32)."""
 
     name: str
 
@@ -27,15 +28,15 @@ class ScalarType:
 
     @property
     def is_int(self) -> bool:
-        return self.name in ("i8", "u8", "i32", "u32", "i64", "u64")
+        return self.name in ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
 
     @property
     def is_signed(self) -> bool:
-        return self.name in ("i8", "i32", "i64") or self.is_float
+        return self.name in ("i8", "i16", "i32", "i64") or self.is_float
 
     @property
     def bits(self) -> int:
-        return {"bool": 8, "i8": 8, "u8": 8, "i32": 32, "u32": 32, "i64": 64, "u64": 64,
+        return {"bool": 8, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64, "u64": 64,
                 "f16": 16, "bf16": 16, "f32": 32, "f64": 64}[self.name]
 
     @property
@@ -46,6 +47,7 @@ class ScalarType:
     def numpy(self) -> np.dtype:
         """The numpy dtype used to hold values of this type (bf16 is held as f32)."""
         return np.dtype({"bool": np.bool_, "i8": np.int8, "u8": np.uint8,
+                         "i16": np.int16, "u16": np.uint16,
                          "i32": np.int32, "u32": np.uint32,
                          "i64": np.int64, "u64": np.uint64, "f16": np.float16,
                          "bf16": np.float32, "f32": np.float32, "f64": np.float64}[self.name])
@@ -120,8 +122,10 @@ F64 = ScalarType("f64")
 
 I8 = ScalarType("i8")
 U8 = ScalarType("u8")
+I16 = ScalarType("i16")
+U16 = ScalarType("u16")
 
-SCALARS = {t.name: t for t in (BOOL, I8, U8, I32, U32, I64, U64, F16, BF16, F32, F64)}
+SCALARS = {t.name: t for t in (BOOL, I8, U8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64)}
 
 
 def parse_type(text: str) -> ScalarType | VectorType:
@@ -143,15 +147,15 @@ def parse_type(text: str) -> ScalarType | VectorType:
 
 def rank(t: ScalarType) -> int:
     """C's integer conversion rank extended to floats (higher wins in arithmetic)."""
-    return ["bool", "i8", "u8", "i32", "u32", "i64", "u64", "f16", "bf16", "f32",
+    return ["bool", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "bf16", "f32",
             "f64"].index(t.name)
 
 
 def common_type(a: ScalarType, b: ScalarType) -> ScalarType:
     """C's usual arithmetic conversions (bool/char/short promote to int first)."""
-    if a in (BOOL, I8, U8):
+    if a in (BOOL, I8, U8, I16, U16):
         a = I32
-    if b in (BOOL, I8, U8):
+    if b in (BOOL, I8, U8, I16, U16):
         b = I32
     if a.is_float or b.is_float:
         floats = [t for t in (a, b) if t.is_float]

@@ -44,7 +44,8 @@ _DTYPE_ALIASES = {
     "float64": "f64", "int": "i32", "int32": "i32", "unsigned": "u32", "uint": "u32",
     "uint32": "u32", "int64": "i64", "long": "i64", "uint64": "u64", "bfloat16": "bf16",
     "__half": "f16", "__nv_bfloat16": "bf16", "int8": "i8", "uint8": "u8", "char": "i8",
-    "uchar": "u8", "unsigned char": "u8",
+    "uchar": "u8", "unsigned char": "u8", "int16": "i16", "uint16": "u16", "short": "i16",
+    "ushort": "u16", "unsigned short": "u16",
 }
 
 

@@ -66,14 +66,16 @@ SCALE(scale_f32, float)
 SCALE(scale_u8, uint8_t)
 SCALE(scale_h2, half2)
 SCALE(scale_i16, int16_t)
+SCALE(scale_bf, bfloat16)
 """
 
 
 def test_a_macro_family_lowers_instance_by_instance():
-    assert list_kernels(FAMILY, "f.cu") == ["scale_f32", "scale_u8", "scale_h2", "scale_i16"]
-    for name in ("scale_f32", "scale_u8"):
+    assert list_kernels(FAMILY, "f.cu") == ["scale_f32", "scale_u8", "scale_h2", "scale_i16",
+                                            "scale_bf"]
+    for name in ("scale_f32", "scale_u8", "scale_i16"):
         assert load_cuda(FAMILY, "f.cu", kernel=name).name == name
-    for name, line, what in (("scale_h2", 7, "half2"), ("scale_i16", 8, "short")):
+    for name, line, what in (("scale_h2", 7, "half2"), ("scale_bf", 9, "bfloat16")):
         with pytest.raises(KirError, match=what) as info:
             load_cuda(FAMILY, "f.cu", kernel=name)
         assert info.value.loc.line == line  # the instance's own line, the macro's use
