@@ -6,6 +6,7 @@
 #ifndef KIR_EMU_CUDA_H
 #define KIR_EMU_CUDA_H
 #include "kir_emu_runtime.h"  // first: it sets up feature macros (ucontext on macOS)
+#define KIR_EMU_VEC3_ALIGN(T) alignas(sizeof(T))  // float3: 12 bytes, aligned to 4, as CUDA
 #include "kir_emu_vec.h"
 #include <float.h>
 #include <assert.h>  // assert() in device code needs no include under nvcc
@@ -38,7 +39,7 @@ constexpr int warpSize = 32;
 
 // vector types (CUDA's have no operators; these do, a harmless superset)
 using float2 = kir_emu::vec<float, 2>;
-using float3 = kir_emu::vec<float, 3>;  // 16 bytes here, 12 in CUDA
+using float3 = kir_emu::vec<float, 3>;
 using float4 = kir_emu::vec<float, 4>;
 using int2 = kir_emu::vec<int, 2>;
 using int4 = kir_emu::vec<int, 4>;

@@ -1,6 +1,7 @@
 // kir_emu_vec.h -- short vector types (float4, uint3, half2 ...) for the Metal and CUDA shims.
 // Members .x .y .z .w (and .r .g .b .a) plus operator[]; element-wise arithmetic; a scalar
-// broadcasts. Swizzles (.xy) are not modelled. 3-vectors are padded to 4 elements, as in Metal.
+// broadcasts. Swizzles (.xy) are not modelled. 3-vectors are padded to 4 elements, as in Metal,
+// unless the includer defines KIR_EMU_VEC3_ALIGN (CUDA's float3 is three floats, aligned to 4).
 #ifndef KIR_EMU_VEC_H
 #define KIR_EMU_VEC_H
 #include <cstdint>
@@ -22,8 +23,11 @@ template <class T>
 struct alignas(2 * sizeof(T)) vstore<T, 2> {
   union { T v_[2]; struct { T x, y; }; struct { T r, g; }; };
 };
+#ifndef KIR_EMU_VEC3_ALIGN
+#define KIR_EMU_VEC3_ALIGN(T) alignas(4 * sizeof(T))
+#endif
 template <class T>
-struct alignas(4 * sizeof(T)) vstore<T, 3> {
+struct KIR_EMU_VEC3_ALIGN(T) vstore<T, 3> {
   union { T v_[3]; struct { T x, y, z; }; struct { T r, g, b; }; };
 };
 template <class T>

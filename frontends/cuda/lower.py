@@ -10,10 +10,11 @@ local names, the statement list being emitted, source locations and the kernel's
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.lower_assign import AssignMixin
+from kir.frontends.cuda.lower_assign import AssignMixin, struct_size
 from kir.frontends.cuda.lower_int_intrinsics import IntIntrinsicsMixin
 from kir.frontends.cuda.lower_bits import BitsMixin
 from kir.frontends.cuda.lower_calls import CallMixin
@@ -392,6 +393,9 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         if isinstance(ctype.base, FunctorStruct) and not pointers:  # data-free: no argument
             self.bind(ident, FunctorVal(ctype.base))
             return []
+        view = ctype.base  # what the pointer sees: its elements, or structs of them
+        if isinstance(view, StructType) and len(pointers) == 1:
+            ctype = dataclasses.replace(ctype, base=self.struct_buffer_elem(ident, view, ptree))
         if isinstance(ctype.base, (StructType, CgType)) or ctype.base is AUTO:
             raise self.error(f"kernel parameter '{ident}' of type {ctype.base} not supported "
                              "(a spec describes buffers and scalars)", ptree, UnsupportedError)
@@ -416,7 +420,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
                        for q in pointers[0].children[1:])
         elem = ct.scalar_of(ctype.base)
         self.buffers[ident] = BufferInfo(elem, "global", ctype.const)
-        sym = PtrSym(ident, ctype.base, offset_expr=Const(0, OFFSET_TYPE))
+        sym = PtrSym(ident, view, offset_expr=Const(0, OFFSET_TYPE))
         if ident in assigned:
             sym.offset_var = self.fresh(ident + "_off")
             self.prologue.append(Declare(sym.offset_var, OFFSET_TYPE, Const(0, OFFSET_TYPE),
@@ -424,6 +428,25 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.bind(ident, sym)
         return [Param(ident, PointerType(elem, "global", ctype.const, restrict),
                       loc=self.loc_of(ptree))]
+
+    def struct_buffer_elem(self, ident: str, t: StructType, ptree) -> ScalarType:
+        """The element type of ``const Particle* parts``'s buffer: an array of structs whose
+        members are all of one scalar type (scalars, vectors, one-dimensional arrays, nested
+        such structs) is a buffer of that type, seen through the struct as
+        ``reinterpret_cast<const Particle*>`` over it would be; the spec gives it as that
+        type, as many values a struct as it has members."""
+        elem, count = t.scalars()
+        if elem is None:
+            raise self.error(f"kernel parameter '{ident}': an array of {t}, whose members are "
+                             "not all of one scalar type (kir reads an array of structs as a "
+                             "buffer of its members' type); pass its members as separate "
+                             "arrays, or make them all one type", ptree, UnsupportedError)
+        if struct_size(t) != count * elem.nbytes:
+            raise self.error(f"kernel parameter '{ident}': {t} is {struct_size(t)} bytes with "
+                             f"padding after its {count} {elem} members (kir reads an array "
+                             "of structs as a buffer of its members, without gaps)", ptree,
+                             UnsupportedError)
+        return elem
 
     def _bind_absent(self, ident: str, pointer: bool, ctype, default, ptree) -> bool:
         """Bind a parameter the kernel does not take at run time: a pointer the spec says is

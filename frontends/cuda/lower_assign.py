@@ -39,7 +39,6 @@ from kir.ir.types import I8, I32, U8, U64, ScalarType, VectorType
 def struct_size(t: StructType) -> int:
     """``sizeof`` a struct with C's natural layout (each field at a multiple of its own
     alignment, the whole padded to the largest)."""
-    size = align = 1
     offset = 0
     for _name, ft in t.fields:
         if isinstance(ft, StructType):
@@ -47,28 +46,37 @@ def struct_size(t: StructType) -> int:
         elif isinstance(ft, FieldPointer):
             n = a = ft.nbytes
         elif isinstance(ft, FieldArray):
-            a = ct.scalar_of(ft.elem).nbytes if not isinstance(ft.elem, VectorType) \
-                else ft.elem.nbytes
-            n = ft.elem.nbytes
+            a, n = value_align(ft.elem), ft.elem.nbytes
             for d in ft.dims:
                 n *= d
         else:
-            n = a = ft.nbytes
+            n, a = ft.nbytes, value_align(ft)
         offset = -(-offset // a) * a + n
-        align = max(align, a)
-    size = -(-offset // align) * align
-    return size
+    align = _struct_align(t)
+    return -(-offset // align) * align
+
+
+def value_align(t) -> int:
+    """CUDA's alignment of a scalar or vector type: a 2- or 4-vector's size (``float4``:
+    16), a 3-vector's element's (``float3`` is three floats, aligned to 4)."""
+    if isinstance(t, VectorType) and t.count == 3:
+        return t.elem.nbytes
+    return t.nbytes
 
 
 def _struct_align(t: StructType) -> int:
-    out = 1
+    """The struct's alignment: its largest member's, or what it declares (``__align__(16)``,
+    ``alignas(16)``) when that is more."""
+    out = max(1, t.align)
     for _name, ft in t.fields:
         if isinstance(ft, StructType):
             out = max(out, _struct_align(ft))
-        elif isinstance(ft, (FieldArray, FieldPointer)):
-            out = max(out, ft.elem.nbytes if isinstance(ft, FieldArray) else ft.nbytes)
-        else:
+        elif isinstance(ft, FieldArray):
+            out = max(out, value_align(ft.elem))
+        elif isinstance(ft, FieldPointer):
             out = max(out, ft.nbytes)
+        else:
+            out = max(out, value_align(ft))
     return out
 
 

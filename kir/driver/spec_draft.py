@@ -344,7 +344,15 @@ class _Drafter:
     def buffer(self, param: ParamDecl, text: str | None, keys, accesses) -> dict:
         words = [self.types.get(w, w) for w in param.type_words]
         dtype = _dtype(words, {}) or "f32"
-        if _dtype(words, {}) is None:
+        lowered = {q.name: q for q in accesses.get("params", ())}.get(param.name)
+        if _dtype(words, {}) is None and lowered is not None:
+            dtype = str(lowered.type.elem)  # the frontend's: a typedef, or structs' members
+            if words and re.search(rf"\b(?:struct|class)\s+(?:\w+\(\d+\)\s+)?{words[-1]}\b",
+                                   self.kernel_source):
+                self.todo(keys, f"an array of {words[-1]}: kir reads it as {dtype} values, so "
+                                f"its shape needs a last axis of the {dtype} values one "
+                                f"{words[-1]} holds")
+        elif _dtype(words, {}) is None:
             self.todo(keys, f"type {param.type_text} has no kir dtype: f32 is a guess")
         lanes = LANES.get(words[-1], 1)
         elem_bytes = SIZEOF.get(words[-1], 4) // lanes if words[-1] in SIZEOF else 4
