@@ -294,9 +294,11 @@ class Printer:
         info = self.info(buffer)
         d = self.dialect
         if isinstance(t, VectorType):
-            if self._per_lane(info):
+            if self._per_lane(info) or t.count == 3:
                 # Atomic or XOR-encoded elements are read one by one (each through its own
-                # atomic load or key), then gathered into the vector.
+                # atomic load or key), then gathered into the vector; so are 3-vectors,
+                # which may start at any element (a struct's float3 member) and which Metal
+                # pads to 16 bytes.
                 lanes = ", ".join(self.load(buffer, f"({index}) + {i}", t.elem)
                                   for i in range(t.count))
                 return d.make_vector.format(type=self.type_name(t), elems=lanes)
@@ -334,8 +336,10 @@ class Printer:
         vt = s.value.type
         d = self.dialect
         if isinstance(vt, VectorType):
-            if self._per_lane(info):
-                # One element at a time, each atomic or encoded; the vector is computed once.
+            if self._per_lane(info) or vt.count == 3:
+                # One element at a time, each atomic or encoded (or a 3-vector: a 16-byte
+                # Metal float3 store would write the element after it); the vector is
+                # computed once.
                 lanes = " ".join(self._store_element(s.buffer, info, f"({index}) + {i}",
                                                      f"kir_vector.{'xyzw'[i]}", vt.elem)
                                  for i in range(vt.count))

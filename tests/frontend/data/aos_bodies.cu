@@ -1,13 +1,13 @@
 // An n-body style integration step over an array of structs, as physics samples write it:
-// the kernel takes `const Body*` and `Body*` (members all floats: a float3, scalars and an
-// array), reads whole structs and single members, and writes whole structs back.
+// the kernel takes `const Body*` and `Body*` (members all floats: scalars, an array and a
+// float3), reads whole structs and single members, and writes whole structs back.
 #include <cuda_runtime.h>
 
 struct Body {
-    float3 pos;
     float mass;
     float vel[3];
     float age;
+    float3 pos;   // last, at float 5: a 3-vector access must not touch the next Body
 };
 
 __device__ inline float kinetic(const Body& b) {

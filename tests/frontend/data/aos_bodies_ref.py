@@ -1,4 +1,4 @@
-"""numpy reference for aos_bodies.cu: columns pos.x, pos.y, pos.z, mass, vel[0..2], age."""
+"""numpy reference for aos_bodies.cu: columns mass, vel[0..2], age, pos.x, pos.y, pos.z."""
 
 import numpy as np
 
@@ -7,9 +7,9 @@ def advance(args: dict, sizes: dict) -> dict:
     b = np.asarray(args["bodies"], np.float64)
     dt = float(args["dt"])
     nxt = b.copy()
-    nxt[:, 0:3] += b[:, 4:7] * dt
-    nxt[:, 6] -= 9.81 * dt
-    nxt[:, 7] += dt
-    kinetic = 0.5 * b[:, 3] * (b[:, 4:7] ** 2).sum(axis=1)
-    energy = kinetic + b[:, 3] * 9.81 * nxt[:, 2]
+    nxt[:, 5:8] += b[:, 1:4] * dt
+    nxt[:, 3] -= 9.81 * dt
+    nxt[:, 4] += dt
+    kinetic = 0.5 * b[:, 0] * (b[:, 1:4] ** 2).sum(axis=1)
+    energy = kinetic + b[:, 0] * 9.81 * nxt[:, 7]
     return {"next": nxt.astype(np.float32), "energy": energy.astype(np.float32)}
