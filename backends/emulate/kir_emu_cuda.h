@@ -415,6 +415,48 @@ inline int __all_sync(unsigned mask, int p, KirSL l = KirSL::current()) {
   return __ballot_sync(mask, p, l) == (mask & live);
 }
 
+// Ampere's warp reduce and match functions: one exchange, each lane reading every live lane
+template <class T, class F>
+inline T kir_emu_warp_fold(unsigned mask, T v, F f, const char* fn, KirSL l) {
+  kir_emu::cuda::check_mask(mask, fn);
+  auto e = kir_emu::simd_exchange(v, kir_emu::site_of(l));
+  T acc = v;
+  for (uint32_t i = 0; i < 32; i++)
+    if ((e.mask >> i & 1u) && i != e.lane) acc = f(acc, kir_emu::xread<T>(e, i, v));
+  return acc;
+}
+#define KIR_EMU_WARP_REDUCE(NAME, T, EXPR)                                                   \
+  inline T NAME(unsigned mask, T v, KirSL l = KirSL::current()) {                           \
+    return kir_emu_warp_fold(mask, v, [](T a, T b) { return (T)(EXPR); }, #NAME, l);        \
+  }
+KIR_EMU_WARP_REDUCE(__reduce_add_sync, int, a + b)
+KIR_EMU_WARP_REDUCE(__reduce_add_sync, unsigned, a + b)
+KIR_EMU_WARP_REDUCE(__reduce_min_sync, int, a < b ? a : b)
+KIR_EMU_WARP_REDUCE(__reduce_min_sync, unsigned, a < b ? a : b)
+KIR_EMU_WARP_REDUCE(__reduce_max_sync, int, a > b ? a : b)
+KIR_EMU_WARP_REDUCE(__reduce_max_sync, unsigned, a > b ? a : b)
+KIR_EMU_WARP_REDUCE(__reduce_and_sync, unsigned, a & b)
+KIR_EMU_WARP_REDUCE(__reduce_or_sync, unsigned, a | b)
+KIR_EMU_WARP_REDUCE(__reduce_xor_sync, unsigned, a ^ b)
+#undef KIR_EMU_WARP_REDUCE
+template <class T>
+inline unsigned __match_any_sync(unsigned mask, T v, KirSL l = KirSL::current()) {
+  kir_emu::cuda::check_mask(mask, "__match_any_sync");
+  auto e = kir_emu::simd_exchange(v, kir_emu::site_of(l));
+  unsigned m = 0;
+  for (uint32_t i = 0; i < 32; i++)
+    if ((e.mask >> i & 1u) && kir_emu::xread<T>(e, i, v) == v) m |= 1u << i;
+  return m & mask;
+}
+template <class T>
+inline unsigned __match_all_sync(unsigned mask, T v, int* pred, KirSL l = KirSL::current()) {
+  unsigned same = __match_any_sync(mask, v, l);
+  auto& sd = kir_emu::rt()->simd[kir_emu::self().sg];
+  uint32_t live = sd.nlanes == 32 ? 0xffffffffu : ((1u << sd.nlanes) - 1u);
+  *pred = same == (mask & live);
+  return *pred ? mask : 0u;
+}
+
 // cooperative groups: blocks, tiles of a warp (tiled_partition<N>), their shuffles and votes,
 // cg::reduce / inclusive_scan / exclusive_scan with cg::plus / greater / less.
 namespace cooperative_groups {

@@ -17,6 +17,7 @@ from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_methods import MethodRef
 from kir.frontends.cuda.lower_bits import MEMCPY, bitcast
 from kir.frontends.cuda.lower_int_intrinsics import BYTE_DOTS, INT_AVERAGES, INT_INTRINSICS
+from kir.frontends.cuda.lower_warp_sync import WARP_MATCHES, WARP_REDUCES
 from kir.frontends.cuda.values import (
     BufferInfo,
     FunctionName,
@@ -218,6 +219,8 @@ class CallMixin:
             return self._vote(name, arg_trees, tree)
         if name in ATOMICS:
             return self._atomic(ATOMICS[name], arg_trees, tree, discard)
+        if name in WARP_REDUCES or name in WARP_MATCHES:
+            return self.warp_sync_call(name, arg_trees, tree)
         if name in INT_INTRINSICS:
             return self.int_intrinsic(name, arg_trees, tree)
         if name in BYTE_DOTS:
