@@ -31,8 +31,11 @@ _F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": 
         "log10": "log10f", "fmod": "fmodf", "copysign": "copysignf", "isnan": "isnan",
         "isinf": "isinf",
         "floor": "floorf", "ceil": "ceilf", "round": "roundf", "rint": "rintf",
-        "trunc": "truncf"}
+        "trunc": "truncf", "exp10": "exp10f", "sinpi": "sinpif", "cospi": "cospif",
+        "asinh": "asinhf", "acosh": "acoshf", "atanh": "atanhf", "hypot": "hypotf",
+        "cbrt": "cbrtf", "erfc": "erfcf"}
 _F32_FAST = {"exp": "__expf", "log": "__logf", "log2": "__log2f", "pow": "__powf",
+             "exp10": "__exp10f", "tan": "__tanf", "log10": "__log10f",
              "sin": "__sinf", "cos": "__cosf"}
 
 
@@ -141,7 +144,8 @@ CUDA = Dialect(
         "max", "min", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow",
         "fma", "sin", "cos", "floor", "ceil", "erf", "signed", "unsigned", "short", "long",
         "half", "uint", "Shape", "Strides", "round", "rint", "trunc", "char", "tan", "asin",
-        "acos", "atan", "atan2", "log10", "fmod", "copysign", "isnan", "isinf"}),
+        "acos", "atan", "atan2", "log10", "fmod", "copysign", "isnan", "isinf", "exp10",
+        "sinpi", "cospi", "asinh", "acosh", "atanh", "hypot", "cbrt", "erfc"}),
     half_suffix="",
     int_suffixes={"u32": "u", "i64": "ll", "u64": "ull"},
     bare_special_floats=frozenset({"f32", "f64"}),

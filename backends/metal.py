@@ -41,11 +41,12 @@ MLX_TYPE_STRINGS = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int
                     "f32": "float"}
 
 _FAST = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "pow", "sin", "cos", "tanh"}
+_HELPED = ("erf", "erfc", "hypot", "cbrt")
 
 
 def _math(fn: str, t: ScalarType, fast: bool) -> str:
-    if fn == "erf":
-        return "kir_erf"        # Metal has no erf: a helper in the header
+    if fn in _HELPED:
+        return f"kir_{fn}"      # Metal has no erf, erfc, hypot or cbrt: helpers in the header
     if t.is_int and fn == "abs":
         return "metal::abs"
     if fast and fn in _FAST and t.name == "f32":
@@ -130,7 +131,8 @@ METAL = Dialect(
         "fma", "sin", "cos", "floor", "ceil", "erf", "simdgroup_load", "simdgroup_store",
         "simdgroup_multiply_accumulate", "make_filled_simdgroup_matrix", "ulong", "ulong2",
         "round", "rint", "trunc", "char", "uchar", "tan", "asin", "acos", "atan", "atan2",
-        "log10", "fmod", "copysign", "isnan", "isinf", "popcount", "clz", "ctz"}),
+        "log10", "fmod", "copysign", "isnan", "isinf", "popcount", "clz", "ctz", "exp10",
+        "sinpi", "cospi", "asinh", "acosh", "atanh"}),
     half_suffix="h",
     int_suffixes={"u32": "u", "i64": "l", "u64": "ul"},
     bare_special_floats=frozenset({"f32"}),
@@ -162,6 +164,43 @@ HELPERS = {
     return metal::copysign(y, x);
 }
 inline half kir_erf(half x) { return half(kir_erf(float(x))); }""",
+    # The complementary error function by the Chebyshev fit of Press et al., Numerical
+    # Recipes 6.2 (erfcc: fractional error under 1.2e-7 everywhere, so erfc(4) ~ 1.5e-8
+    # keeps its digits, where 1 - erf(x) would round to 0).
+    "kir_erfc": """inline float kir_erfc(float x) {
+    float z = metal::abs(x);
+    float t = 1.0f / (1.0f + 0.5f * z);
+    float p = -0.82215223f + t * 0.17087277f;
+    p = 1.48851587f + t * p;
+    p = -1.13520398f + t * p;
+    p = 0.27886807f + t * p;
+    p = -0.18628806f + t * p;
+    p = 0.09678418f + t * p;
+    p = 0.37409196f + t * p;
+    p = 1.00002368f + t * p;
+    float r = t * metal::exp(-z * z - 1.26551223f + t * p);
+    return x >= 0.0f ? r : 2.0f - r;
+}
+inline half kir_erfc(half x) { return half(kir_erfc(float(x))); }""",
+    # hypot without overflow or underflow in the squares: the larger magnitude factored out.
+    "kir_hypot": """inline float kir_hypot(float x, float y) {
+    float a = metal::abs(x), b = metal::abs(y);
+    float big = metal::max(a, b), small = metal::min(a, b);
+    if (metal::isinf(a) || metal::isinf(b)) return INFINITY;
+    if (big == 0.0f || metal::isnan(big)) return big + small;
+    float r = small / big;
+    return big * metal::sqrt(1.0f + r * r);
+}
+inline half kir_hypot(half x, half y) { return half(kir_hypot(float(x), float(y))); }""",
+    # cbrt: pow of the magnitude with the sign put back, then one Newton step (to ~1 ulp).
+    "kir_cbrt": """inline float kir_cbrt(float x) {
+    float a = metal::abs(x);
+    if (a == 0.0f || metal::isinf(a) || metal::isnan(a)) return x;
+    float r = metal::pow(a, 1.0f / 3.0f);
+    r = r - (r * r * r - a) / (3.0f * r * r);
+    return metal::copysign(r, x);
+}
+inline half kir_cbrt(half x) { return half(kir_cbrt(float(x))); }""",
 }
 
 

@@ -245,6 +245,22 @@ inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
 inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
 inline unsigned long long __float2ull_rn(float x) { return (unsigned long long)nearbyintf(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+// sinpi / cospi (CUDA's, not in glibc): the argument reduced modulo 2 exactly first
+inline double sinpi(double x) { return std::sin(3.14159265358979323846 * std::fmod(x, 2.0)); }
+inline double cospi(double x) { return std::cos(3.14159265358979323846 * std::fmod(x, 2.0)); }
+inline float sinpif(float x) { return (float)sinpi(x); }
+inline float cospif(float x) { return (float)cospi(x); }
+// CUDA's composed math functions, from their definitions
+inline double rhypot(double x, double y) { return 1.0 / std::hypot(x, y); }
+inline float rhypotf(float x, float y) { return 1.0f / hypotf(x, y); }
+inline double norm3d(double a, double b, double c) { return std::sqrt(a * a + b * b + c * c); }
+inline float norm3df(float a, float b, float c) { return (float)norm3d(a, b, c); }
+inline double rnorm3d(double a, double b, double c) { return 1.0 / norm3d(a, b, c); }
+inline float rnorm3df(float a, float b, float c) { return (float)rnorm3d(a, b, c); }
+inline double rcbrt(double x) { return 1.0 / std::cbrt(x); }
+inline float rcbrtf(float x) { return (float)rcbrt(x); }
+inline double normcdf(double x) { return 0.5 * std::erfc(-x * 0.70710678118654752440); }
+inline float normcdff(float x) { return (float)normcdf(x); }
 // integer intrinsics (CUDA Math API, "Integer Intrinsics"), written byte by byte here so
 // that the original kernels check kir's shift-and-mask lowering of the same calls
 inline int __dp4a(int a, int b, int c) {

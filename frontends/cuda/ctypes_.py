@@ -120,12 +120,14 @@ def int_literal(text: str) -> Const:
 
 
 def float_literal(text: str) -> Const:
-    """A C floating literal: ``1.0f`` is float, ``1.0`` double (C semantics, not numpy's)."""
-    if text[-1] in "fF":
-        return Const(float(np.float32(float(text[:-1]))), F32)
+    """A C floating literal: ``1.0f`` is float, ``1.0`` double (C semantics, not numpy's);
+    hexadecimal ones (``0x1p-24f``) too."""
+    read = float.fromhex if text[:2] in ("0x", "0X") else float
+    if text[-1] in "fF":  # (a hexadecimal literal ends in its exponent's decimal digits)
+        return Const(float(np.float32(read(text[:-1]))), F32)
     if text[-1] in "lL":
         text = text[:-1]
-    return Const(float(text), F64)
+    return Const(read(text), F64)
 
 
 # --------------------------------------------------------------------------- conversions
@@ -301,4 +303,15 @@ FLOAT_CONSTANTS: dict[str, Const] = {
     "HUGE_VAL": Const(math.inf, F64), "M_PI": Const(math.pi, F64),
     "INT_MAX": Const(2**31 - 1, I32), "INT_MIN": Const(-2**31, I32),
     "UINT_MAX": Const(2**32 - 1, U32),
+    "DBL_MIN": Const(float(np.finfo(np.float64).tiny), F64),
+    "DBL_EPSILON": Const(float(np.finfo(np.float64).eps), F64),
+    "LLONG_MAX": Const(2**63 - 1, I64), "LLONG_MIN": Const(-2**63, I64),
+    "ULLONG_MAX": Const(2**64 - 1, U64),
+    # math.h's constants (doubles, as the header defines them)
+    "M_E": Const(math.e, F64), "M_LOG2E": Const(1 / math.log(2), F64),
+    "M_LOG10E": Const(1 / math.log(10), F64), "M_LN2": Const(math.log(2), F64),
+    "M_LN10": Const(math.log(10), F64), "M_PI_2": Const(math.pi / 2, F64),
+    "M_PI_4": Const(math.pi / 4, F64), "M_1_PI": Const(1 / math.pi, F64),
+    "M_2_PI": Const(2 / math.pi, F64), "M_2_SQRTPI": Const(2 / math.sqrt(math.pi), F64),
+    "M_SQRT2": Const(math.sqrt(2), F64), "M_SQRT1_2": Const(math.sqrt(0.5), F64),
 }

@@ -17,6 +17,7 @@ from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_assign import AssignMixin, struct_size
 from kir.frontends.cuda.lower_int_intrinsics import IntIntrinsicsMixin
 from kir.frontends.cuda.lower_warp_sync import WarpSyncMixin
+from kir.frontends.cuda.lower_math import MathMixin
 from kir.frontends.cuda.lower_bits import BitsMixin
 from kir.frontends.cuda.lower_calls import CallMixin
 from kir.frontends.cuda.lower_cg import CgMixin
@@ -111,7 +112,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
               StructMixin, InlineMixin, CgMixin, PoolMixin, ConstantMixin,
               ViewStructMixin, FunctorMixin, StructDefMixin, MethodMixin, OperatorMixin,
               Half2Mixin, LambdaMixin, ConstructorMixin, BitsMixin, IntIntrinsicsMixin,
-              WarpSyncMixin):
+              WarpSyncMixin, MathMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``
     the rest of the file's device side (structs, names); ``args`` what the spec says of the

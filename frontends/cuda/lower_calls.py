@@ -18,6 +18,7 @@ from kir.frontends.cuda.lower_methods import MethodRef
 from kir.frontends.cuda.lower_bits import MEMCPY, bitcast
 from kir.frontends.cuda.lower_int_intrinsics import BYTE_DOTS, INT_AVERAGES, INT_INTRINSICS
 from kir.frontends.cuda.lower_warp_sync import WARP_MATCHES, WARP_REDUCES
+from kir.frontends.cuda.lower_math import COMPOSED, ROUNDING_TO_INT
 from kir.frontends.cuda.values import (
     BufferInfo,
     FunctionName,
@@ -52,7 +53,7 @@ from kir.ir import (
     Var,
     WarpReduce,
 )
-from kir.ir.nodes import BITWISE_ATOMICS
+from kir.ir.nodes import BITWISE_ATOMICS, INTRINSIC_ARITY
 from kir.ir.types import (
     BF16,
     BOOL,
@@ -73,7 +74,8 @@ from kir.ir.types import (
 MATH: dict[str, tuple[str, bool, ScalarType | None]] = {}
 for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "erf", "sin", "cos",
             "floor", "ceil", "fma", "round", "rint", "trunc", "tan", "asin", "acos", "atan",
-            "atan2", "log10", "fmod", "copysign"):
+            "atan2", "log10", "fmod", "copysign", "exp10", "sinpi", "cospi", "asinh", "acosh",
+            "atanh", "hypot", "cbrt", "erfc"):
     MATH[_fn + "f"] = (_fn, False, F32)
     MATH[_fn] = (_fn, False, None)
 MATH.update({
@@ -86,8 +88,10 @@ MATH.update({
     "__frsqrt_rn": ("rsqrt", False, F32), "__fsqrt_rn": ("sqrt", False, F32),
     "__fmaf_rn": ("fma", False, F32), "hexp": ("exp", False, F16), "hsqrt": ("sqrt", False, F16),
     "nearbyintf": ("rint", False, F32), "nearbyint": ("rint", False, None),
+    "__exp10f": ("exp10", True, F32), "__tanf": ("tan", True, F32),
+    "__log10f": ("log10", True, F32),
 })
-ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3, "atan2": 2, "fmod": 2, "copysign": 2}
+ARITY = INTRINSIC_ARITY
 # isnan(x), isinf(x): a bool about a float (C's macros and CUDA's overloads)
 FLOAT_TESTS = ("isnan", "isinf")
 # an integer's bits: name -> (intrinsic, width in bytes); CUDA's results are int
@@ -219,6 +223,8 @@ class CallMixin:
             return self._vote(name, arg_trees, tree)
         if name in ATOMICS:
             return self._atomic(ATOMICS[name], arg_trees, tree, discard)
+        if name in ROUNDING_TO_INT or name in COMPOSED:
+            return self.composed_math(name, arg_trees, tree)
         if name in WARP_REDUCES or name in WARP_MATCHES:
             return self.warp_sync_call(name, arg_trees, tree)
         if name in INT_INTRINSICS:

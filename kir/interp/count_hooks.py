@@ -20,7 +20,8 @@ from kir.ir.types import VectorType
 # polynomials): an estimate, matching how Metal's standard library expands them.
 SFU_WEIGHT = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "sin": 1,
               "cos": 1, "pow": 2, "tanh": 2, "erf": 3, "tan": 2, "asin": 3, "acos": 3,
-              "atan": 3, "atan2": 3, "log10": 1, "fmod": 2}
+              "atan": 3, "atan2": 3, "log10": 1, "fmod": 2, "exp10": 1, "sinpi": 1, "cospi": 1,
+              "asinh": 3, "acosh": 3, "atanh": 3, "hypot": 2, "cbrt": 3, "erfc": 3}
 CHEAP_CALLS = {"max": 1, "min": 1, "abs": 1, "floor": 1, "ceil": 1, "fma": 2, "round": 1,
                "rint": 1, "trunc": 1, "copysign": 1, "isnan": 1, "isinf": 1, "popcount": 1,
                "clz": 1, "ctz": 1, "bitcast": 0}

@@ -23,6 +23,7 @@ from kir import ir
 from kir.errors import KirError, Loc
 from kir.interp.state import VECTOR_ALIGNED, Memory, State
 from kir.ir import cops
+from kir.ir.nodes import INTRINSIC_ARITY
 from kir.ir.types import BOOL, ScalarType, VectorType
 
 ExprFn = Callable[[State, np.ndarray], cops.Value]
@@ -315,7 +316,7 @@ def _cast(e: ir.Cast, loc: Loc | None, hoist: Hoist | None) -> ExprFn:
 def _call(e: ir.Call, loc: Loc | None, hoist: Hoist | None) -> ExprFn:
     if e.fn not in cops.INTRINSIC_FUNCS:
         raise KirError(f"unknown intrinsic {e.fn!r}", loc)
-    arity = cops.INTRINSIC_ARITY.get(e.fn, 1)
+    arity = INTRINSIC_ARITY.get(e.fn, 1)
     if len(e.args) != arity:
         raise KirError(f"intrinsic {e.fn} takes {arity} argument(s), got {len(e.args)}", loc)
     args = [compile_expr(a, loc, hoist) for a in e.args]

@@ -237,6 +237,27 @@ def _erf(x: Value) -> Value:
     return erf(x).astype(np.asarray(x).dtype)
 
 
+def _erfc(x: Value) -> Value:
+    a = np.asarray(x)
+    wide = np.vectorize(math.erfc, otypes=[np.float64])(a.astype(np.float64))
+    return wide.astype(a.dtype)
+
+
+def _in_f64(fn: Callable) -> Callable:
+    """``fn`` computed in float64 and rounded to the argument's type once."""
+    def apply(*args: Value) -> Value:
+        dtype = np.result_type(*args)
+        with np.errstate(all="ignore"):
+            return fn(*(np.asarray(a, np.float64) for a in args)).astype(dtype)
+    return apply
+
+
+def _pi_times(trig: Callable) -> Callable:
+    """sinpi / cospi: the argument reduced modulo 2 exactly first, so that large arguments
+    and integers (sinpi(n) = 0) come out as CUDA's and Metal's do."""
+    return _in_f64(lambda x: trig(np.pi * np.fmod(x, 2.0)))
+
+
 def _int_aware(float_fn: Callable, int_fn: Callable) -> Callable:
     def apply(*args: Value) -> Value:
         if np.asarray(args[0]).dtype.kind in "iub":
@@ -261,9 +282,10 @@ INTRINSIC_FUNCS: dict[str, Callable[..., Value]] = {
     "popcount": lambda x: _bits(x, lambda v, n: bin(v).count("1")),
     "clz": lambda x: _bits(x, lambda v, n: n - v.bit_length()),
     "ctz": lambda x: _bits(x, lambda v, n: (v & -v).bit_length() - 1 if v else n),
+    "exp10": _in_f64(lambda x: np.power(10.0, x)), "sinpi": _pi_times(np.sin),
+    "cospi": _pi_times(np.cos), "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh, "hypot": np.hypot, "cbrt": np.cbrt, "erfc": _erfc,
 }
-INTRINSIC_ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3, "atan2": 2, "fmod": 2,
-                   "copysign": 2}
 # intrinsics that take integers as they are (no float overload in between)
 _ON_INTEGERS = ("max", "min", "abs", "popcount", "clz", "ctz")
 

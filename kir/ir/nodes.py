@@ -206,7 +206,11 @@ class Cast(Expr):
 INTRINSICS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "max", "min", "abs", "tanh",
               "pow", "erf", "fma", "sin", "cos", "floor", "ceil", "round", "rint", "trunc",
               "tan", "asin", "acos", "atan", "atan2", "log10", "fmod", "copysign",
-              "isnan", "isinf", "popcount", "clz", "ctz", "bitcast")
+              "isnan", "isinf", "popcount", "clz", "ctz", "bitcast", "exp10", "sinpi", "cospi",
+              "asinh", "acosh", "atanh", "hypot", "cbrt", "erfc")
+#: the intrinsics taking more than one argument, and how many
+INTRINSIC_ARITY = {"pow": 2, "max": 2, "min": 2, "fma": 3, "atan2": 2, "fmod": 2, "copysign": 2,
+                   "hypot": 2}
 #: intrinsics answering a question about a float (their type is bool)
 PREDICATES = ("isnan", "isinf")
 #: ``bitcast(x)``: the bits of ``x`` read as the call's type, a scalar of the same width

@@ -19,6 +19,7 @@ from kir.ir.nodes import (
     ATOMIC_OPS,
     COMPARISONS,
     BIT_INTRINSICS,
+    INTRINSIC_ARITY,
     INTRINSICS,
     PREDICATES,
     SHUFFLE_MODES,
@@ -62,7 +63,6 @@ from kir.ir.types import BOOL, PointerType, ScalarType, Type, VectorType
 from kir.ir.verify_matrix import MATRIX_STMTS, lane_varying, matrix_problem
 from kir.target import Target
 
-_ARITY = {"max": 2, "min": 2, "pow": 2, "fma": 3, "atan2": 2, "fmod": 2, "copysign": 2}
 _VARYING_SPECIALS = ("thread", "lane", "warp")
 _REDUCE_OPS = ("sum", "max", "min")
 
@@ -324,8 +324,9 @@ def _expr_problem(e: Node, vars_: dict, buffers: dict) -> tuple[str, str | None]
     elif isinstance(e, Call):
         if e.fn not in INTRINSICS:
             return f"unknown intrinsic {e.fn!r}", "known: " + ", ".join(INTRINSICS)
-        if len(e.args) != _ARITY.get(e.fn, 1):
-            return f"{e.fn} takes {_ARITY.get(e.fn, 1)} arguments, not {len(e.args)}", None
+        if len(e.args) != INTRINSIC_ARITY.get(e.fn, 1):
+            want = INTRINSIC_ARITY.get(e.fn, 1)
+            return f"{e.fn} takes {want} arguments, not {len(e.args)}", None
         if e.fn == "bitcast":
             src = e.args[0].type
             if not (isinstance(src, ScalarType) and isinstance(e.type, ScalarType)

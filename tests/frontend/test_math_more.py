@@ -1,0 +1,73 @@
+"""Less common math functions (``normcdff``, ``erfcf``, ``hypotf``, ``norm3df``, ``cbrtf``,
+``sinpif``, ``exp10f``, ``asinhf``, ``lrintf``, ``ldexpf``, ``signbit``, ``fdimf`` ...) and
+math.h's ``M_*`` constants against float64 numpy on every target, the original kernel on the
+emulator included; the double forms and the edge cases of ``ldexp`` and ``fdim`` on the
+interpreter."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kir.frontends.cuda import load_cuda
+from tests.frontend.everywhere import TARGETS, check_everywhere
+
+from kir.driver.load import load_kernel
+from kir.interp import run_kernel
+from kir.ir import Launch
+
+KERNEL = Path(__file__).parent / "data" / "math_more.cu"
+ONE = Launch(("1", "1", "1"), (1, 1, 1), 0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_math_functions_everywhere(target):
+    check_everywhere(KERNEL, target, [{}, {"n": 70}], seed=6)
+
+
+def _run(body: str, out_type: str, n_out: int) -> np.ndarray:
+    source = f"#include <math.h>\n__global__ void k({out_type}* out) {{\n{body}\n}}\n"
+    dtype = {"double": np.float64, "float": np.float32, "long long": np.int64,
+             "int": np.int32}[out_type]
+    kernel = load_cuda(source, "m.cu", launch=ONE)
+    return run_kernel(kernel, {"out": np.zeros(n_out, dtype)})["out"]
+
+
+def test_double_forms():
+    out = _run("out[0] = hypot(3.0, 4.0); out[1] = ldexp(1.5, 600); out[2] = exp10(2.5);\n"
+               "out[3] = signbit(-0.0) ? 1.0 : 0.0; out[4] = normcdf(1.0);\n"
+               "out[5] = M_E * M_LN2 + M_SQRT2;", "double", 6)
+    np.testing.assert_allclose(out, [5.0, 1.5 * 2.0 ** 600, 10 ** 2.5, 1.0,
+                                     0.5 * math.erfc(-1 / math.sqrt(2)),
+                                     math.e * math.log(2) + math.sqrt(2)], rtol=1e-12)
+
+
+def test_ldexp_edges():
+    """Exponents past one power of two's range, into subnormals, and saturating."""
+    out = _run("out[0] = ldexpf(1.0f, 200 - 250); out[1] = ldexpf(0x1p-100f, 200);\n"
+               "out[2] = ldexpf(1.0f, -140); out[3] = ldexpf(3.0f, 1000);\n"
+               "out[4] = ldexpf(3.0f, -1000); out[5] = scalbnf(-0.75f, 3);", "float", 6)
+    expected = np.array([2.0 ** -50, 2.0 ** 100, 2.0 ** -140, np.inf, 0.0, -6.0], np.float32)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_fdim_and_rounding_edges():
+    out = _run("out[0] = fdimf(INFINITY, INFINITY); out[1] = fdimf(2.0f, 5.0f);\n"
+               "out[2] = fdimf(NAN, 1.0f); out[3] = fdimf(5.0f, 2.0f);", "float", 4)
+    assert out[0] == 0 and out[1] == 0 and math.isnan(out[2]) and out[3] == 3
+    rounded = _run("out[0] = lrintf(2.5f); out[1] = lroundf(2.5f); out[2] = llroundf(-2.5f);\n"
+                   "out[3] = llrintf(-3.5f); out[4] = lround(1e12);", "long long", 5)
+    assert rounded.tolist() == [2, 3, -3, -4, 10 ** 12]
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_emitted_cuda_compiles(tmp_path):
+    from kir.backends import emit
+    from tests.nvcc_build import nvcc_sm90
+
+    loaded = load_kernel(KERNEL)
+    nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path, assemble=False)
