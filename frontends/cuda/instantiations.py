@@ -50,15 +50,90 @@ def instantiation_values(text: str, signature: Signature) -> dict[str, int | str
     name = re.escape(signature.name)
     explicit = re.compile(rf"\btemplate\s+(?:__global__\s+)?(?:void\s+)?{name}\s*{_ARGS}\s*\(")
     launch = re.compile(rf"\b{name}\s*{_ARGS}\s*<<<")
-    found = explicit.search(text) or launch.search(text)
+    found = explicit.search(text)
+    host = None
     if found is None:
-        return {}
+        found = launch.search(text)
+        if found is None:
+            return {}
+        host = _LaunchContext(text, signature.name, found.start())
     values: dict[str, int | str | ValueText] = {}
     for (kind, param), arg in zip(signature.template, split_top_level(found.group(1))):
-        value = _value(kind, " ".join(arg.split()))
+        arg = " ".join(arg.split())
+        if host is not None:
+            arg = host.substituted(arg)
+        value = _value(kind, arg)
+        if isinstance(value, ValueText) and host is not None:
+            value = host.number(arg, value)
         if value is not None:
             values[param] = value
     return values
+
+
+class _LaunchContext:
+    """What the host code around a launch says of its template arguments: the launching
+    function's own template parameters, bound by the one instantiation or call of it in the
+    file (``template void run<half>(...)``, ``run<float, 4>(...)``), and the host variables
+    defined before the launch (``constexpr int HEAD_SIZE = 128;``)."""
+
+    def __init__(self, text: str, kernel: str, at: int) -> None:
+        from kir.frontends.cuda.launch_sites import HostReader
+
+        self.text = text
+        reader = HostReader(text)
+        launch = next((x for x in reader.launches({kernel}) if x.offset == at), None)
+        self.variables = launch.variables if launch is not None else {}
+        self.bound: dict[str, str] = {}
+        function = next(((name, start) for name, start, end, _, _ in reader.functions
+                         if start <= at < end), None)
+        if function is not None:
+            self.bound = _host_template_binding(text, *function)
+
+    def substituted(self, arg: str) -> str:
+        """``arg`` with the launching function's template parameters replaced by what its
+        instantiation gives them."""
+        if not self.bound:
+            return arg
+        return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: self.bound.get(m.group(0), m.group(0)),
+                      arg)
+
+    def number(self, arg: str, fallback: ValueText) -> int | ValueText:
+        """``arg`` evaluated with the host variables at their values, else ``fallback``."""
+        from kir.frontends.cuda.host_expr import HostExprError, Translator, parse_expr
+
+        def resolve(name: str):
+            var = self.variables.get(name)
+            if var is None or var.expr is None or var.param:
+                return None
+            return ("expr", var.expr, var.type)
+
+        try:
+            value = Translator(resolve).value(parse_expr(arg))
+        except (HostExprError, ValueError, ZeroDivisionError, RecursionError):
+            return fallback
+        return int(value) if float(value).is_integer() else fallback
+
+
+def _host_template_binding(text: str, name: str, body_start: int) -> dict[str, str]:
+    """The template parameters of host function ``name`` (its body at ``body_start``) ->
+    the argument texts of the first instantiation or call of it that names them all."""
+    at = text.rfind(name, 0, body_start)
+    head_start = max(text.rfind(";", 0, at), text.rfind("}", 0, at)) + 1
+    header = re.search(r"\btemplate\s*<(.*)>", text[head_start:at], re.DOTALL)
+    if header is None:
+        return {}
+    params = []
+    for piece in split_top_level(header.group(1)):
+        ident = re.findall(r"[A-Za-z_]\w*", piece.split("=", 1)[0])
+        if len(ident) >= 2:
+            params.append(ident[-1])
+    for use in re.finditer(rf"\b{re.escape(name)}\s*{_ARGS}\s*\(", text):
+        if use.start() == at:
+            continue
+        args = [" ".join(a.split()) for a in split_top_level(use.group(1))]
+        if len(args) == len(params):
+            return dict(zip(params, args))
+    return {}
 
 
 def _value(kind: str, arg: str) -> int | str | ValueText | None:

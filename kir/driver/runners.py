@@ -251,11 +251,17 @@ def _template_arguments(loaded: Loaded, params: list, namespace: str = "") -> li
     same name for a value), a type deduced from the dtype of a parameter declared with it,
     or — for trailing parameters with a default — nothing (C++ applies the default). A value
     of a named type (an enum) is converted to it, named from ``namespace`` when given."""
-    from kir.frontends.cuda import kernel_template
+    from kir.frontends.cuda import instantiated_template_values, kernel_template
+
+    from kir.frontends.cuda.instantiations import ValueText
 
     template = kernel_template(loaded.source, str(loaded.path), loaded.kernel.name,
                                loaded.include_dirs)
-    values = loaded.bound.template_values()
+    # the file's own instantiation or launch, where the spec gives nothing: what the
+    # frontend lowered the kernel with
+    from_file = instantiated_template_values(loaded.source, str(loaded.path),
+                                             loaded.kernel.name, loaded.include_dirs)
+    values = {**from_file, **loaded.bound.template_values()}
     spec = loaded.bound.spec
     deduced = {}
     for p in params:
@@ -267,7 +273,10 @@ def _template_arguments(loaded: Loaded, params: list, namespace: str = "") -> li
         value = values.get(t.name)
         if t.is_type:
             dtype = value if isinstance(value, str) else deduced.get(t.name)
-            out.append(_C_TYPES[dtype] if dtype else None)
+            # a dtype, or a type the file defines (a function object) by its name
+            out.append(_C_TYPES.get(dtype, dtype) if dtype else None)
+        elif isinstance(value, ValueText):  # an enumerator or constant of the file's scope
+            out.append(value.text)
         elif isinstance(value, int):
             # a named type (an enum) needs the integer converted to it explicitly
             named = t.type_text and not set(t.type_text.split()) <= _KEYWORDS

@@ -130,3 +130,64 @@ def test_enumerators_as_template_arguments():
     k = load_cuda(src, "e.cu", launch=LAUNCH)
     x = np.linspace(-1, 1, 8).astype(np.float32)
     np.testing.assert_allclose(_run(k, x), np.maximum(x, 0) * 10, rtol=1e-6)
+
+
+def test_launch_arguments_named_by_host_constants():
+    """``k<BM, TM><<<...>>>`` where the launcher declares ``constexpr int BM = ...``: the
+    host variables' values (siboehm's GEMM launchers, vLLM's ``HEAD_SIZE``)."""
+    host = """
+    void launch(const float* x, float* y) {
+        constexpr int BASE = 3;
+        const unsigned int FACTOR = BASE * 2 + 1;
+        scale<float, FACTOR><<<1, 8>>>(x, y);
+    }"""
+    k = load_cuda(SCALE + host, "s.cu", launch=LAUNCH)
+    np.testing.assert_array_equal(_run(k, np.ones(8, np.float32)), np.full(8, 7.0))
+
+
+def test_a_launch_inside_a_host_template_takes_its_instantiation():
+    """``template <typename T> void invoke(...) { k<T, 4><<<...>>>(...); }`` instantiated
+    once in the file (a call with explicit arguments, or an explicit instantiation), as
+    FasterTransformer's ``invokeGeneralLayerNorm<T>`` is."""
+    host = """
+    template <typename T, int F>
+    void invoke(const T* x, T* y) { scale<T, F, true><<<1, 8>>>(x, y); }
+    template void invoke<double, 6>(const double*, double*);"""
+    k = load_cuda(SCALE + host, "s.cu", launch=LAUNCH)
+    assert str(k.params[0].type).startswith("f64")
+    np.testing.assert_array_equal(_run(k, np.ones(8, np.float64)), np.full(8, -6.0))
+
+
+def test_the_original_kernel_gets_the_files_template_values(tmp_path):
+    """The original kernel on the emulator is built with the values the frontend read from
+    the file (it was built with C++'s default for a defaulted enumerator, and crashed)."""
+    from kir.backends.emulate import emulator_available
+    from kir.driver.load import load_kernel
+    from kir.driver.runners import check_on_target
+
+    if not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    (tmp_path / "red.cu").write_text("""
+enum class Reduction { None = 0, Sum = 1 };
+template <typename T, Reduction R = Reduction::None>
+__global__ void loss(const T* x, T* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if constexpr (R == Reduction::Sum) atomicAdd(out, x[i]);
+    else out[i] = x[i];
+}
+void run(const float* x, float* out, int n) {
+    loss<float, Reduction::Sum><<<(n + 127) / 128, 128>>>(x, out, n);
+}
+""")
+    (tmp_path / "red.kir.toml").write_text("""
+kernel = "loss"
+sizes = { n = 1000 }
+launch = { grid = ["ceil(n / 128)"], block = [128] }
+[args]
+x = { dtype = "f32", shape = ["n"] }
+out = { dtype = "f32", shape = [1], role = "out", init = 0 }
+n = { value = "n", dtype = "i32" }
+""")
+    outcome = check_on_target(load_kernel(tmp_path / "red.cu"), "emulate-original", seed=1)
+    assert outcome.result.ok, outcome.result.describe()
