@@ -808,3 +808,22 @@ if __name__ == "__main__":  # benchmark: python tests/test_interp.py [N]
     got, ref = run_attention(1, 4, size, 64)
     print(f"flash attention B=1 H=4 N={size} D=64: {time.perf_counter() - start:.2f} s, "
           f"max error {np.abs(got - ref).max():.2e}")
+
+
+def test_shared_and_local_memory_start_poisoned():
+    """Memory a kernel never wrote reads as the emulator's poison (NaN, -1), not 0: a kernel
+    reading an unwritten part of a shared tile must not pass as its own reference."""
+    from kir.frontends.cuda import load_cuda
+
+    source = """__global__ void k(float* f, int* i) {
+    __shared__ float tile[64];
+    int scratch[4];
+    tile[threadIdx.x] = 1.0f;
+    scratch[0] = 5;
+    __syncthreads();
+    f[threadIdx.x] = tile[threadIdx.x + 32];
+    i[threadIdx.x] = scratch[1] + scratch[0];
+}"""
+    kernel = load_cuda(source, "p.cu", launch=ir.Launch(("1", "1", "1"), (32, 1, 1), 0))
+    out = run_kernel(kernel, {"f": np.zeros(32, np.float32), "i": np.zeros(32, np.int32)})
+    assert np.isnan(out["f"]).all() and (out["i"] == 4).all()

@@ -170,7 +170,10 @@ class State:
         base = (self.block_in_chunk if space == "shared" else self.lane_ids) * size
         if owners * size < 2**31:
             base = base.astype(np.int32)  # i32 + i32 index arithmetic takes numpy's fast path
-        data = np.zeros(owners * size, dtype=dtype)
+        # Poisoned as the emulator poisons them (0xFF bytes: NaN, -1): a kernel reading
+        # shared or local memory it never wrote shows it here too, rather than reading 0
+        # and passing as its own reference.
+        data = np.full(owners * size * dtype.itemsize, 0xFF, np.uint8).view(dtype)
         self.memories[name] = Memory(name, data, size, space, base)
 
     def memory(self, name: str, loc: Loc | None) -> Memory:
