@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from kir.frontends.cuda.instantiations import instantiation_values
+from kir.frontends.cuda.instantiations import DTYPES, instantiation_values
 from kir.frontends.cuda.lower import Lowerer
 from kir.frontends.cuda.lower_types import function_param_name
 from kir.frontends.cuda.parser import SourceMap, parse_unit
@@ -26,7 +26,7 @@ from kir.frontends.cuda.program import (
     unit_type_name,
 )
 from kir.frontends.cuda.scan import Unit, kernel_names, scan_units
-from kir.frontends.cuda.signature import kernel_signature
+from kir.frontends.cuda.signature import kernel_signature, signatures
 from kir.frontends.cuda.values import ConstSym
 
 from kir.errors import KirError
@@ -280,8 +280,8 @@ def _choose(src: SourceMap, units: list[Unit], kernel: str | None) -> Unit:
         raise KirError("no __global__ function found", src.loc(0),
                        hint="kir lowers CUDA kernels; is this the right file?")
     if kernel is None:
-        if len(kernels) > 1:
-            names = ", ".join(u.name for u in kernels)
+        if len({u.name for u in kernels}) > 1:
+            names = ", ".join(dict.fromkeys(u.name for u in kernels))
             raise KirError(f"several __global__ functions ({names}); pick one", src.loc(0),
                            hint="name it: --kernel NAME on the command line, kernel = "
                                 "\"NAME\" in the spec, or kernel=NAME from Python")
@@ -298,12 +298,44 @@ def _lower(src: SourceMap, kernel: str | None, template_values: dict[str, int | 
            launch: Launch, args: ArgFacts | None) -> Kernel:
     units = scan_units(src.text)
     chosen = _choose(src, units, kernel)
-    lowerer = _file_lowerer(src, units, chosen, launch, args)
-    tree = parse_kernel_unit(lowerer.program, chosen)
     if src.text.startswith("template", chosen.start):  # what the file instantiates, unless given
         signature = kernel_signature(src.text, chosen.name)
         template_values = {**instantiation_values(src.text, signature), **template_values}
+        special = _specialization_for(src.text, signature, template_values, args)
+        if special is not None:  # template <> __global__ void k(half* ...): its own body
+            chosen = next(u for u in units if u.kind == "global" and u.start == special)
+    lowerer = _file_lowerer(src, units, chosen, launch, args)
+    tree = parse_kernel_unit(lowerer.program, chosen)
     return lowerer.lower_kernel(tree, chosen.start, template_values)
+
+
+def _specialization_for(text: str, primary, values: dict, args: ArgFacts | None) -> int | None:
+    """Where the explicit specialization of ``primary`` for these template values starts,
+    if the file has one: its parameters declared with the template's type parameters name
+    the types the values give (or the spec's dtypes deduce)."""
+    from kir.frontends.cuda.ctypes_ import NAMED_TYPES
+    from kir.ir.types import VectorType
+
+    def canonical(words: tuple[str, ...]) -> str | None:
+        name = " ".join(words)
+        if isinstance(NAMED_TYPES.get(name), VectorType):
+            return name
+        return DTYPES.get(name, name)
+
+    dtypes = args.dtypes if args is not None else {}
+    for special in signatures(text):
+        if special.name != primary.name or not special.specialization \
+                or len(special.params) != len(primary.params):
+            continue
+        fits = True
+        for mine, theirs in zip(primary.params, special.params):
+            for kind, param in primary.template:
+                if kind == "typename" and mine.type_words == (param,):
+                    wanted = values.get(param) or dtypes.get(mine.name)
+                    fits &= wanted is not None and canonical(theirs.type_words) == wanted
+        if fits:
+            return special.offset
+    return None
 
 
 def _file_lowerer(src: SourceMap, units: list[Unit], chosen: Unit, launch: Launch,

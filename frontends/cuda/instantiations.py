@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kir.frontends.cuda.ctypes_ import NAMED_TYPES
 from kir.frontends.cuda.macros import lex
 from kir.frontends.cuda.ppexpr import evaluate
 from kir.frontends.cuda.signature import Signature, split_top_level
+from kir.ir.types import VectorType
 
 # C type names -> kir dtypes, as template type arguments and host declarations name them
 DTYPES = {"float": "f32", "double": "f64", "half": "f16", "__half": "f16",
@@ -139,6 +141,8 @@ def _host_template_binding(text: str, name: str, body_start: int) -> dict[str, s
 def _value(kind: str, arg: str) -> int | str | ValueText | None:
     if kind == "typename":  # a dtype, or the name of a type the file defines (a functor)
         arg = arg.replace("const ", "")
+        if isinstance(NAMED_TYPES.get(arg), VectorType):
+            return arg  # T = half2 is the vector, not a dtype of its elements
         return DTYPES.get(arg) or (arg if re.fullmatch(r"[A-Za-z_][\w:]*", arg) else None)
     if kind == "function":
         head = arg.lstrip("&").split("<", 1)[0].strip()

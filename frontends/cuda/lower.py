@@ -333,7 +333,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         given = values.get(ident)
         default = param.children[1] if len(param.children) > 1 else None
         if isinstance(given, str):
-            t = dtype_type(given) or self._file_type(given)
+            t = dtype_type(given) or ct.NAMED_TYPES.get(given) or self._file_type(given)
             if t is None:
                 raise self.error(f"template type '{ident}' = {given!r} is not a kir dtype",
                                  param)

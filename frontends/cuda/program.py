@@ -130,7 +130,7 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
             functions.setdefault(unit.name, []).append(
                 FunctionSym("operator_" + operator_word(unit.name[8:]) if operator else unit.name,
                             unit.start, _parser_for(src, unit, type_names, templates),
-                            src.text.startswith("template", unit.start),
+                            _is_template(src.text, unit.start),
                             src.text[unit.start:unit.end]))
     constants = {u.name: u for u in units if u.kind == "constant"}
     program = Program(src, functions, struct_units, type_names, templates, constants=constants,
@@ -144,6 +144,14 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
                 hint="read the buffer as the type you need with reinterpret_cast, or copy the "
                      "bytes with memcpy into a local of that type")
     return program
+
+
+def _is_template(text: str, start: int) -> bool:
+    """Whether the function at ``start`` is a template: a ``template <...>`` header with
+    parameters (``template <>`` is an explicit specialization, a function of fixed types
+    that overload resolution matches as such)."""
+    return text.startswith("template", start) and not re.match(r"template\s*<\s*>",
+                                                                text[start:start + 40])
 
 
 def _parser_for(src: SourceMap, unit: Unit, type_names: frozenset[str],

@@ -261,5 +261,7 @@ def _is_constexpr_function(header: str) -> bool:
 
 
 def kernel_names(text: str) -> list[str]:
-    """Names of the ``__global__`` functions defined in ``text``, in source order."""
-    return [u.name for u in scan_units(text) if u.kind == "global"]
+    """Names of the ``__global__`` functions defined in ``text``, in source order (a kernel
+    template and its explicit specializations, one name)."""
+    names = [u.name for u in scan_units(text) if u.kind == "global"]
+    return list(dict.fromkeys(names))

@@ -48,6 +48,7 @@ class Signature:
     template: tuple[tuple[str, str], ...]
     params: tuple[ParamDecl, ...]
     offset: int = 0
+    specialization: bool = False  # ``template <> __global__ void k(half* ...)``
 
     @property
     def type_params(self) -> tuple[str, ...]:
@@ -139,7 +140,9 @@ def signatures(text: str) -> list[Signature]:
         open_at = rest.find("(", rest.find(unit.name))
         close_at = rest.rfind(")")
         params = [parse_param(p) for p in split_top_level(rest[open_at + 1:close_at])]
-        out.append(Signature(unit.name, template, tuple(p for p in params if p), unit.start))
+        special = not template and re.match(r"\s*template\s*<\s*>", header) is not None
+        out.append(Signature(unit.name, template, tuple(p for p in params if p), unit.start,
+                             special))
     return out
 
 
@@ -148,6 +151,8 @@ def kernel_signature(text: str, kernel: str | None = None) -> Signature:
     found = signatures(text)
     if kernel is not None:
         found = [s for s in found if s.name == kernel]
+    if len(found) > 1 and len({s.name for s in found}) == 1:  # a template, specializations
+        found = [s for s in found if not s.specialization][:1] or found[:1]
     if len(found) != 1:
         names = ", ".join(s.name for s in signatures(text)) or "none"
         raise KirError(f"no single __global__ function {kernel or ''} (found: {names})",

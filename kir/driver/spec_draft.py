@@ -232,10 +232,10 @@ class _Drafter:
         given = self.launch.template_args if self.launch else []
         # without a launch, what the file instantiates explicitly (the frontend's own fallback)
         # (a value only the file's scope gives, an enumerator, is the frontend's to read)
-        instantiated = {} if given else {
-            name: value for name, value in
-            instantiation_values(self.kernel_text, self.signature).items()
-            if isinstance(value, (int, str))}
+        from_file = {name: value for name, value in
+                     instantiation_values(self.kernel_text, self.signature).items()
+                     if isinstance(value, (int, str))}
+        instantiated = {} if given else from_file
         for i, (kind, name) in enumerate(self.signature.template):
             if name in instantiated:
                 value = instantiated[name]
@@ -264,6 +264,9 @@ class _Drafter:
             if kind == "typename":
                 self.types[name] = given[i].strip()
                 dtype = _dtype(given[i].split(), {})
+                if dtype is None and from_file.get(name) in DTYPES.values():
+                    dtype = from_file[name]  # T of the launching host template, bound
+                    self.types[name] = next(c for c, d in DTYPES.items() if d == dtype)
                 table[name] = dtype or "f32"
                 if dtype is None:
                     self.todo(("templates",), f"{name} = {given[i]} is not a kir dtype")
