@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from kir.backends.demote_f64 import demote_f64, uses_f64
 from kir.backends.cstyle import BufferInfo, Printer
 from kir.backends.emitted import Accumulation, Emitted, plan_inits
 from kir.backends.targets import target_named
@@ -19,7 +20,7 @@ from kir.backends.targets import target_named
 from kir import ir
 from kir.analysis.matrix_roles import tf32_operand_roles
 from kir.errors import KirError, LimitError, UnsupportedError
-from kir.ir.types import PointerType, ScalarType, VectorType
+from kir.ir.types import VectorType
 from kir.spec.sizeexpr import eval_size_expr
 from kir.target import Target
 
@@ -41,8 +42,8 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
         if p.name not in args:
             raise KirError(f"kernel parameter {p.name!r} has no entry in the spec's [args]",
                            hint=f"add {p.name} = {{ ... }} to {bound.spec.path.name}")
-    if not target.supports_f64:
-        _check_no_f64(kernel, target)
+    if not target.supports_f64 and uses_f64(kernel):
+        kernel = demote_f64(kernel, target.title)  # x * 0.5 on a float x: computed in f32
 
     blocks = tuple(_grid_dim(g, bound.sizes) for g in kernel.launch.grid)
     block = tuple(int(b) for b in kernel.launch.block)
@@ -213,19 +214,6 @@ def _size_dynamic_allocs(body: ir.Block, dynamic: list[ir.Alloc], nbytes: int,
         return None
 
     return ir.transform(body, fix)
-
-
-def _check_no_f64(kernel: ir.Kernel, target: Target) -> None:
-    for n in kernel.walk():
-        t = getattr(n, "type", None) or getattr(n, "elem", None)
-        if isinstance(t, PointerType):
-            t = t.elem
-        if isinstance(t, VectorType):
-            t = t.elem
-        if isinstance(t, ScalarType) and t.name == "f64":
-            raise UnsupportedError(f"{target.title} has no 64-bit float (double)", ir.stmt_loc(n)
-                                   if isinstance(n, ir.Stmt) else None,
-                                   hint="use float (f32) in the kernel and the spec")
 
 
 def _vector_accessed(body: ir.Node) -> set[str]:

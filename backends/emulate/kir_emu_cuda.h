@@ -227,6 +227,8 @@ inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
 inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
 inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
 inline float __uint_as_float(unsigned i) { float x; memcpy(&x, &i, 4); return x; }
+inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
+inline double __longlong_as_double(long long i) { double x; memcpy(&x, &i, 8); return x; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
