@@ -70,7 +70,8 @@ def _bit_view(src: ScalarType, dst: ScalarType, name: str, value: str) -> str:
              ("f32", "i32"): "__float_as_int", ("f32", "u32"): "__float_as_uint",
              ("i64", "f64"): "__longlong_as_double", ("f64", "i64"): "__double_as_longlong",
              ("i16", "f16"): "__short_as_half", ("f16", "i16"): "__half_as_short",
-             ("u16", "f16"): "__ushort_as_half", ("f16", "u16"): "__half_as_ushort"}
+             ("u16", "f16"): "__ushort_as_half", ("f16", "u16"): "__half_as_ushort",
+             ("u16", "bf16"): "__ushort_as_bfloat16", ("bf16", "u16"): "__bfloat16_as_ushort"}
     if (src.name, dst.name) not in named:
         raise UnsupportedError(f"CUDA: no bit view from {src} to {dst}")
     return f"{named[(src.name, dst.name)]}({value})"

@@ -140,6 +140,13 @@ inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
 inline __nv_bfloat16 __hneg(__nv_bfloat16 a) { return __nv_bfloat16(-(float)a); }
 inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a > (float)b ? a : b; }
 inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a < (float)b ? a : b; }
+// 16-bit bit views (cuda_fp16.h / cuda_bf16.h)
+inline __half __ushort_as_half(unsigned short u) { __half h; memcpy(&h, &u, 2); return h; }
+inline unsigned short __half_as_ushort(__half h) { unsigned short u; memcpy(&u, &h, 2); return u; }
+inline __half __short_as_half(short u) { __half h; memcpy(&h, &u, 2); return h; }
+inline short __half_as_short(__half h) { short u; memcpy(&u, &h, 2); return u; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { __nv_bfloat16 b; b.bits = u; return b; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.bits; }
 // integer averages without overflow (cuda's __hadd of two ints is one of these)
 inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
 inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }

@@ -16,7 +16,7 @@ from typing import Sequence
 from kir.frontends.cuda.instantiations import DTYPES, instantiation_values
 from kir.frontends.cuda.lower import Lowerer
 from kir.frontends.cuda.lower_types import function_param_name
-from kir.frontends.cuda.parser import SourceMap, parse_unit
+from kir.frontends.cuda.parser import BUILTIN_TYPE_NAMES, SourceMap, parse_unit
 from kir.frontends.cuda.program import (
     MAX_FUNCTION_CHARS,
     Program,
@@ -127,6 +127,28 @@ def instantiated_template_values(text: str, filename: str, kernel: str | None = 
         return instantiation_values(src.text, kernel_signature(src.text, kernel))
     except KirError:
         return {}
+
+
+def struct_sizes(text: str, filename: str, include_dirs: Sequence[str | Path] = ()
+                 ) -> dict[str, int]:
+    """``sizeof`` of each struct the file defines that kir reads (C's layout), by name: what
+    host code's ``n * sizeof(block_q8_0)`` allocations need."""
+    from kir.frontends.cuda.values import StructType, struct_size
+
+    src = _preprocess(text, filename, None, include_dirs)
+    units = scan_units(src.text)
+    if not units:
+        return {}
+    lowerer = _file_lowerer(src, units, units[-1], DEFAULT_LAUNCH)
+    sizes = {}
+    for name in lowerer.program.type_names - set(BUILTIN_TYPE_NAMES):
+        try:
+            t = lowerer.named_type(name, None)
+        except (KirError, RecursionError):
+            continue
+        if isinstance(t, StructType):
+            sizes[name] = struct_size(t)
+    return sizes
 
 
 def kernel_template(text: str, filename: str, kernel: str | None = None,

@@ -261,6 +261,8 @@ class Translator:
     resolve: Callable[[str], tuple | None]
     types: Mapping[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # sizeof of the file's own structs (kir.frontends.cuda.struct_sizes)
+    struct_sizes: Mapping[str, int] = field(default_factory=dict)
 
     def is_float(self, node: Node) -> bool:
         kind, parts = node.kind, node.parts
@@ -309,7 +311,7 @@ class Translator:
                 return meaning[1]
             return self.value(meaning[1])
         if kind == "sizeof":
-            return _sizeof(parts[0])
+            return _sizeof(parts[0], self.struct_sizes)
         if kind == "cast":
             inner = self.value(parts[1])
             if any(w in FLOAT_TYPES for w in parts[0].split()):
@@ -377,7 +379,7 @@ class Translator:
                 return (repr(value) if isinstance(value, float) else str(value)), 4
             return self._spec(meaning[1])
         if kind == "sizeof":
-            return str(_sizeof(parts[0])), 4
+            return str(_sizeof(parts[0], self.struct_sizes)), 4
         if kind == "cast":
             inner = self._spec(parts[1])
             if any(w in FLOAT_TYPES for w in parts[0].split()) or not self.is_float(parts[1]):
@@ -430,7 +432,7 @@ def _callee(node: Node) -> str | None:
     return target.parts[0] if target.kind == "name" else None
 
 
-def _sizeof(type_text: str) -> int:
+def _sizeof(type_text: str, structs: Mapping[str, int] = {}) -> int:
     words = [w for w in type_text.split() if w not in ("const", "struct", "unsigned", "signed")]
     if "*" in type_text:
         return 8
@@ -438,6 +440,8 @@ def _sizeof(type_text: str) -> int:
         return 4
     if words and words[0] in SIZEOF:
         return SIZEOF[words[0]]
+    if words and words[0] in structs:
+        return structs[words[0]]
     raise HostExprError(f"size of {type_text!r} unknown")
 
 

@@ -14,7 +14,7 @@ import dataclasses
 from typing import Callable
 
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.lower_assign import AssignMixin, struct_size
+from kir.frontends.cuda.lower_assign import AssignMixin
 from kir.frontends.cuda.lower_int_intrinsics import IntIntrinsicsMixin
 from kir.frontends.cuda.lower_warp_sync import WarpSyncMixin
 from kir.frontends.cuda.lower_math import MathMixin
@@ -41,6 +41,7 @@ from kir.frontends.cuda.lower_types import TypeMixin, dtype_type, function_param
 from kir.frontends.cuda.instantiations import ValueText
 from kir.frontends.cuda.parser import SourceMap, error, parse_expressions
 from kir.frontends.cuda.values import (
+    struct_size,
     AUTO,
     NULL_POINTER,
     OFFSET_TYPE,
@@ -64,7 +65,7 @@ from kir.analysis.array_copies import forward_array_copies
 from kir.analysis.copies import forward_single_writes, propagate_copies
 from kir.analysis.dead import drop_dead_locals
 from kir.ir import Block, Const, Declare, Kernel, Launch, Param, Stmt, Var
-from kir.ir.types import I32, PointerType, ScalarType
+from kir.ir.types import I32, U8, PointerType, ScalarType
 
 ASSIGNING = ("assign", "pre_inc", "pre_dec", "post_inc", "post_dec")
 
@@ -416,6 +417,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
             else:
                 self.bind(ident, VarSym(ident, ctype.base))
             return [Param(ident, ctype.base, loc=self.loc_of(ptree))]
+        if len(pointers) == 1 and ctype.base is None:  # void*: raw bytes (the spec may say)
+            view = ctype = dataclasses.replace(ctype, base=self._void_buffer_elem(ident))
         if len(pointers) > 1 or ctype.base is None:
             raise self.error(f"parameter '{ident}': only pointers to scalars or vectors are "
                              "supported", ptree, UnsupportedError)
@@ -431,6 +434,12 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.bind(ident, sym)
         return [Param(ident, PointerType(elem, "global", ctype.const, restrict),
                       loc=self.loc_of(ptree))]
+
+    def _void_buffer_elem(self, ident: str) -> ScalarType:
+        """A ``void*`` parameter's element type: the spec's dtype for it, else bytes
+        (``const void* vx`` holding quantized blocks, read through casts)."""
+        given = self.args.dtypes.get(ident) if self.args is not None else None
+        return dtype_type(given) if given else U8
 
     def struct_buffer_elem(self, ident: str, t: StructType, ptree) -> ScalarType:
         """The element type of ``const Particle* parts``'s buffer: an array of structs whose

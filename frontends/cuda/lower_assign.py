@@ -16,8 +16,6 @@ from kir.frontends.cuda.values import (
     CgType,
     CgVal,
     ConstSym,
-    FieldArray,
-    FieldPointer,
     FunctorStruct,
     FunctorVal,
     MemRef,
@@ -28,56 +26,13 @@ from kir.frontends.cuda.values import (
     StructType,
     StructVal,
     count_of,
+    struct_size,
 )
 from lark import Token, Tree
 
 from kir.errors import UnsupportedError
 from kir.ir import Assign, Component, Const, Declare, Expr, MakeVector, Store, Var
 from kir.ir.types import I8, I32, U8, U64, ScalarType, VectorType
-
-
-def struct_size(t: StructType) -> int:
-    """``sizeof`` a struct with C's natural layout (each field at a multiple of its own
-    alignment, the whole padded to the largest)."""
-    offset = 0
-    for _name, ft in t.fields:
-        if isinstance(ft, StructType):
-            n, a = struct_size(ft), _struct_align(ft)
-        elif isinstance(ft, FieldPointer):
-            n = a = ft.nbytes
-        elif isinstance(ft, FieldArray):
-            a, n = value_align(ft.elem), ft.elem.nbytes
-            for d in ft.dims:
-                n *= d
-        else:
-            n, a = ft.nbytes, value_align(ft)
-        offset = -(-offset // a) * a + n
-    align = _struct_align(t)
-    return -(-offset // align) * align
-
-
-def value_align(t) -> int:
-    """CUDA's alignment of a scalar or vector type: a 2- or 4-vector's size (``float4``:
-    16), a 3-vector's element's (``float3`` is three floats, aligned to 4)."""
-    if isinstance(t, VectorType) and t.count == 3:
-        return t.elem.nbytes
-    return t.nbytes
-
-
-def _struct_align(t: StructType) -> int:
-    """The struct's alignment: its largest member's, or what it declares (``__align__(16)``,
-    ``alignas(16)``) when that is more."""
-    out = max(1, t.align)
-    for _name, ft in t.fields:
-        if isinstance(ft, StructType):
-            out = max(out, _struct_align(ft))
-        elif isinstance(ft, FieldArray):
-            out = max(out, value_align(ft.elem))
-        elif isinstance(ft, FieldPointer):
-            out = max(out, ft.nbytes)
-        else:
-            out = max(out, value_align(ft))
-    return out
 
 
 class AssignMixin:
@@ -136,6 +91,9 @@ class AssignMixin:
                 # the other signedness, which the atomic reads back (_atomic)
                 self.atomic_operand.append(wanted)
                 return PtrVal(p.root, p.offset, root_elem)
+            if isinstance(wanted, ScalarType) and wanted != root_elem and wanted.is_int \
+                    and root_elem.is_int and wanted.nbytes == root_elem.nbytes:
+                return PtrVal(p.root, p.offset, target.base)  # (const char*) over bytes
             if wanted != root_elem:  # int4 over floats: a carrier
                 return self.reinterpreting_pointer(p, target.base, root_elem, tree)
             return PtrVal(p.root, p.offset, target.base)
@@ -302,8 +260,11 @@ class AssignMixin:
             info = self.buffers.get(target.buffer)
             if info is not None and info.const:
                 raise self.error(f"store into const buffer '{target.buffer}'", tree)
-            self.emit(Store(target.buffer, target.index, self.coerce(value, target.type, tree),
-                            loc=loc))
+            stored = self.coerce(value, target.type, tree)
+            if info is not None and isinstance(stored.type, ScalarType) and info.elem != \
+                    stored.type and stored.type.is_int and info.elem.is_int:
+                stored = ct.convert(stored, info.elem)  # the other signedness of its width
+            self.emit(Store(target.buffer, target.index, stored, loc=loc))
         elif isinstance(target, Var):
             self.emit(Assign(target.name, self.coerce(value, target.type, tree), loc=loc))
         elif isinstance(target, Component) and isinstance(target.vector, Var):

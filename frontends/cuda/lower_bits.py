@@ -24,8 +24,8 @@ from lark import Tree
 
 from kir.errors import UnsupportedError
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.lower_assign import struct_size
 from kir.frontends.cuda.values import (
+    struct_size,
     ArraySym,
     ArrVal,
     FieldArray,
@@ -36,7 +36,7 @@ from kir.frontends.cuda.values import (
     StructVal,
     VarSym,
 )
-from kir.ir import Call, Component, Const, Expr, Var
+from kir.ir import Call, Component, Const, Expr, MakeVector, Var
 from kir.ir.types import I32, U8, U16, U32, U64, ScalarType, VectorType
 
 _UNSIGNED = {1: U8, 2: U16, 4: U32, 8: U64}  # an element's bits as an unsigned integer
@@ -83,16 +83,25 @@ class BitsMixin:
                          "another type)", tree, UnsupportedError)
 
     def carrier_scalar(self, value: StructVal, tree) -> Expr:
-        """A carrier standing for an integer (or f32) scalar read as that scalar: its
+        """A carrier standing for a scalar or a short vector read as it: each scalar's
         integer elements' bits assembled little-endian, as every GPU lays them out (the
-        ``int`` a quantized kernel reads over four int8 weights for ``__dp4a``)."""
-        nominal: ScalarType = value.type.carries
+        ``int`` a quantized kernel reads over four int8 weights for ``__dp4a``, a block's
+        ``half`` scale over its two bytes)."""
+        nominal = value.type.carries
+        scalar = ct.scalar_of(nominal)
         parts = self._elements(value, nominal.nbytes, tree)
         if not all(isinstance(e.type, ScalarType) and e.type.is_int for e in parts):
             raise self.error(f"reading the bits of {len(parts)} {parts[0].type} as a "
                              f"{nominal} not supported (kir assembles a scalar from integer "
                              "elements only)", tree, UnsupportedError)
-        wide = U64 if nominal.nbytes == 8 else U32
+        per = scalar.nbytes // parts[0].type.nbytes  # elements a scalar
+        lanes = [self._assembled(parts[k * per:(k + 1) * per], scalar, tree)
+                 for k in range(len(parts) // per)]
+        return lanes[0] if isinstance(nominal, ScalarType) else MakeVector(tuple(lanes),
+                                                                           nominal)
+
+    def _assembled(self, parts: list, scalar: ScalarType, tree) -> Expr:
+        wide = U64 if scalar.nbytes == 8 else U32
         total: Expr | None = None
         for k, e in enumerate(parts):
             bits = ct.convert(ct.convert(self.value_of(e, tree), _UNSIGNED[e.type.nbytes]),
@@ -102,7 +111,9 @@ class BitsMixin:
                 bits = ct.binary("<<", bits, Const(shift, wide))
             total = bits if total is None else ct.binary("|", total, bits)
         assert total is not None
-        return bitcast(total, nominal) if nominal.is_float else ct.convert(total, nominal)
+        if scalar.is_float:
+            return bitcast(ct.convert(total, _UNSIGNED[scalar.nbytes]), scalar)
+        return ct.convert(total, scalar)
 
     def lower_memcpy(self, arg_trees: list, tree) -> Expr:
         """``memcpy(&dst, &src, n)`` between locals, struct members or buffer elements:

@@ -32,7 +32,7 @@ from lark import Tree
 
 from kir.errors import LimitError, UnsupportedError
 from kir.ir import Alloc, Const, Declare, MakeVector, Store
-from kir.ir.types import I8, I32, U8, VectorType
+from kir.ir.types import I8, I32, U8, ScalarType, VectorType
 
 
 # More elements than a thread's local memory holds (512 KiB on NVIDIA GPUs) for any element
@@ -108,6 +108,8 @@ class DeclMixin:
                 if ct.scalar_of(sym.view) in (I8, U8):
                     self.byte_pool_used(p.root, init)  # a byte pointer kept
                 sym.root = p.root
+                if base is None:  # void* p = ...: raw memory, seen as what it points into
+                    sym.view = p.view
                 if isinstance(p.view, StructType) and p.view.carries == sym.view:
                     sym.view = p.view  # const int* w = reinterpret_cast<const int*>(int8s)
                 self.check_view(sym.view, p.root, tree)
@@ -295,8 +297,13 @@ class DeclMixin:
             self.emit(Store(sym.name, Const(i * step, I32), value, loc=self.cur_loc))
 
     def check_view(self, view, root: str, tree) -> None:
+        held = self.buffers[root].elem
         if isinstance(view, StructType):  # a struct over the buffer: cast-checked already
+            if held in (I8, U8):
+                return  # (a struct over bytes: any layout)
             view = view.scalars()[0]
-        if ct.scalar_of(view) != self.buffers[root].elem:
+        seen = ct.scalar_of(view)
+        if seen != held and not (isinstance(seen, ScalarType) and seen.is_int and held.is_int
+                                 and seen.nbytes == held.nbytes):
             raise self.error(f"a {ct.scalar_of(view)} pointer into {self.buffers[root].elem} "
                              f"buffer '{root}'", tree, UnsupportedError)

@@ -84,10 +84,10 @@ class ExprMixin(PointerTestMixin):
     def rvalue_of(self, value, tree) -> Expr:
         """``value``, lowered from ``tree`` already, as a kir value expression."""
         if isinstance(value, MemRef):
-            return Load(value.buffer, value.index, value.type)
+            return self.load_ref(value)
         if isinstance(value, (PtrVal, ArrVal)):
             raise self.error("a pointer or array is used where a value is expected", tree)
-        if isinstance(value, StructVal) and isinstance(value.type.carries, ScalarType):
+        if isinstance(value, StructVal) and _readable_carrier(value.type):
             return self.carrier_scalar(value, tree)  # an int read over four int8 values
         if not isinstance(value, Expr):  # a struct, a group, a function object ...
             raise self.error(f"a {not_a_number(value)} is used where a number is expected",
@@ -112,6 +112,8 @@ class ExprMixin(PointerTestMixin):
     def as_pointer(self, value: Value, tree) -> PtrVal | None:
         if isinstance(value, PtrVal):
             return value
+        if isinstance(value, StructVal) and value.address is not None:
+            return value.address  # &blocks[i], a struct over bytes, passed as a pointer
         if isinstance(value, ArrVal):
             sym = value.sym
             rest = 1
@@ -156,15 +158,24 @@ class ExprMixin(PointerTestMixin):
                 acc = self._apply_binary(op, acc, self.operand(t.children[-1]), t)
         return acc
 
+    def load_ref(self, ref: MemRef) -> Expr:
+        """The value of buffer element ``ref``: a load, converted when the code sees the
+        element as the other signedness of its width (``(const char*)`` over bytes)."""
+        info = self.buffers.get(ref.buffer)
+        elem = info.elem if info is not None else ref.type
+        if _same_width_ints(ref.type, elem):
+            return ct.convert(Load(ref.buffer, ref.index, elem), ref.type)
+        return Load(ref.buffer, ref.index, ref.type)
+
     def _value(self, value: Value, tree) -> Expr:
         if isinstance(value, MemRef):
-            return Load(value.buffer, value.index, value.type)
+            return self.load_ref(value)
         if isinstance(value, (PtrVal, ArrVal)):
             raise self.error("pointer used as a value (pointer comparisons and "
                              "conversions are not supported)", tree, UnsupportedError)
         if isinstance(value, NullVal):
             raise self.error("null pointer used as a value", tree, UnsupportedError)
-        if isinstance(value, StructVal) and isinstance(value.type.carries, ScalarType):
+        if isinstance(value, StructVal) and _readable_carrier(value.type):
             return self.carrier_scalar(value, tree)
         if isinstance(value, StructVal):
             raise self.error(f"{value.type} used where a scalar is expected", tree)
@@ -527,3 +538,20 @@ class ExprMixin(PointerTestMixin):
         if trait is not None:  # std::is_same_v<T, float>
             return trait
         raise self.error(f"'{tree.children[0]}<...>' must be called", tree)
+
+
+def _same_width_ints(seen, held) -> bool:
+    """Whether an element held as ``held`` is seen as ``seen``, another integer type of its
+    width (the bits are the same: a conversion reads them)."""
+    return isinstance(seen, ScalarType) and isinstance(held, ScalarType) and seen != held \
+        and seen.is_int and held.is_int and seen.nbytes == held.nbytes
+
+
+def _readable_carrier(t) -> bool:
+    """A carrier read as the value it stands for: a scalar, or a vector over integer
+    elements (a ``half2`` over bytes); a vector over floats (``int4`` over bf16) travels
+    as its elements."""
+    if isinstance(t.carries, ScalarType):
+        return True
+    elem = t.fields[0][1].elem if t.carries is not None else None
+    return isinstance(t.carries, VectorType) and isinstance(elem, ScalarType) and elem.is_int

@@ -357,9 +357,7 @@ class InlineMixin:
 
     def value_of(self, arg, atree) -> Expr:
         if isinstance(arg, MemRef):
-            from kir.ir import Load
-
-            return Load(arg.buffer, arg.index, arg.type)
+            return self.load_ref(arg)
         return self._value(arg, atree)
 
     # ------------------------------------------------------------------------ body

@@ -32,12 +32,15 @@ from kir.frontends.cuda.values import (
     StructType,
     StructVal,
     count_of,
+    field_offsets,
 )
+from kir.frontends.cuda.lower_bits import bitcast, carrier_type
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import Alloc, Component, Const, Declare, Expr, Load, MakeVector, Param, Select, Var
-from kir.ir.types import I32, PointerType, ScalarType, VectorType
+from kir.ir import (Alloc, Component, Const, Declare, Expr, Load, MakeVector, Param, Select, Store,
+                    Var)
+from kir.ir.types import I8, I32, U8, U16, U32, U64, PointerType, ScalarType, VectorType
 
 
 def struct_fields(t: StructType, base: str) -> list[tuple[str, object]]:
@@ -197,10 +200,41 @@ class StructMixin:
             items = [c for c in tree.children if c is not None]
             return self.struct_from_list(t, items, tree)
         value = self.operand(tree)
+        if t.carries is not None and not isinstance(value, StructVal):
+            return self.carrier_of(t, self.rvalue_of(value, tree), tree)  # b[i].scale = h
         if not isinstance(value, StructVal) or value.type != t:
             what = value.type if isinstance(value, StructVal) else "a value that is not a struct"
             raise self.error(f"cannot initialize {t} from {what}", where or tree)
         return value
+
+    def carrier_of(self, t: StructType, value: Expr, tree) -> StructVal:
+        """The carrier ``t`` holding ``value``'s bits (a scalar or short vector of its
+        ``carries`` type), split into its integer elements little-endian: what a write of a
+        ``half`` member of a block over bytes stores."""
+        nominal = t.carries
+        elem = t.fields[0][1].elem
+        if not (isinstance(elem, ScalarType) and elem.is_int):
+            raise self.error(f"writing a {nominal} as the bits of {elem} values not supported "
+                             "(kir splits values into integer elements only)", tree,
+                             UnsupportedError)
+        value = self.coerce(value, nominal, tree)
+        scalar = ct.scalar_of(nominal)
+        lanes = [value] if isinstance(nominal, ScalarType) else [
+            Component(value, k, scalar) for k in range(nominal.count)]
+        unsigned = {1: U8, 2: U16, 4: U32, 8: U64}
+        pieces: list[Expr] = []
+        for lane in lanes:
+            bits = bitcast(lane, unsigned[scalar.nbytes]) if scalar.is_float else \
+                ct.convert(lane, unsigned[scalar.nbytes])
+            wide = self._temp(ct.convert(bits, U64 if scalar.nbytes == 8 else U32))
+            for k in range(scalar.nbytes // elem.nbytes):
+                shifted = ct.binary(">>", wide, Const(8 * elem.nbytes * k, wide.type)) \
+                    if k else wide
+                pieces.append(ct.convert(ct.convert(shifted, unsigned[elem.nbytes]), elem))
+        arr = self._field_array(t.fields[0][1], self.fresh("bits"), "local")
+        for k, piece in enumerate(pieces):
+            self.emit(Store(arr.name, Const(k, I32), piece, loc=self.cur_loc))
+        return StructVal(t, {"bits": ArrVal(arr)})
 
     def struct_from_list(self, t: StructType, items: list, tree) -> StructVal:
         """``{a, b}`` for a struct: fields in order, missing ones their default member
@@ -397,17 +431,35 @@ class StructMixin:
         """``reinterpret_cast<const S*>(p)``: a pointer seeing the buffer as ``S`` values,
         allowed when every member of ``S`` is made of the buffer's element type."""
         elem, _count = t.scalars()
+        if elem is None and root_elem in (I8, U8):
+            self._check_byte_layout(t, tree)
+            return PtrVal(p.root, p.offset, t)  # quantized blocks: members of mixed types
         if elem != root_elem:
             raise self.error(f"reading {t} over a {root_elem} buffer needs all its members "
                              f"made of {root_elem} (scalars, vectors, one-dimensional arrays)",
                              tree, UnsupportedError)
         return PtrVal(p.root, p.offset, t)
 
+    def _check_byte_layout(self, t: StructType, tree) -> None:
+        """A struct kir reads over bytes: members of scalars, vectors, one-dimensional arrays
+        of them and such structs (no pointers)."""
+        for name, ft in t.fields:
+            if isinstance(ft, StructType):
+                self._check_byte_layout(ft, tree)
+            elif isinstance(ft, FieldPointer) or isinstance(ft, FieldArray) and (
+                    len(ft.dims) != 1 or isinstance(ft.elem, StructType)):
+                raise self.error(f"reading {t} over bytes: member '{name}' is a pointer or an "
+                                 "array kir does not read over bytes", tree, UnsupportedError)
+
     def struct_in_memory(self, root: str, offset: Expr, t: StructType) -> StructVal:
         """The struct ``t`` stored at scalar ``offset`` of buffer or array ``root``: its
         members as memory references (an array member as a pointer to its first
         element)."""
         self.structs_taken_apart = True
+        if t.scalars()[0] is None:  # mixed members: over bytes, in C's layout
+            made = self._struct_in_bytes(root, offset, t)
+            made.address = PtrVal(root, offset, t)
+            return made
         parts: dict[str, object] = {}
         at = 0
         for field, ft in t.fields:
@@ -419,6 +471,27 @@ class StructMixin:
             else:
                 parts[field] = MemRef(root, where, ft)
             at += count_of(ft.elem) * ft.dims[0] if isinstance(ft, FieldArray) else count_of(ft)
+        return StructVal(t, parts)
+
+    def _struct_in_bytes(self, root: str, offset: Expr, t: StructType) -> StructVal:
+        """``t`` at byte ``offset`` of byte buffer ``root``: one-byte members and arrays of
+        them as the bytes they are; wider members as carriers of their bytes, read as the
+        value they stand for (a ``half`` scale from its two bytes, little-endian)."""
+        byte = self.buffers[root].elem
+        parts: dict[str, object] = {}
+        for (field, ft), at in zip(t.fields, field_offsets(t)):
+            where = offset if at == 0 else ct.binary("+", offset, Const(at, offset.type))
+            if isinstance(ft, StructType):
+                parts[field] = self._struct_in_bytes(root, where, ft)
+            elif isinstance(ft, FieldArray):
+                one = ct.scalar_of(ft.elem).nbytes == 1 and isinstance(ft.elem, ScalarType)
+                parts[field] = PtrVal(root, where, ft.elem if one else
+                                      carrier_type(ft.elem, byte))
+            elif ft.nbytes == 1:
+                parts[field] = MemRef(root, where, ft)
+            else:
+                parts[field] = StructVal(carrier_type(ft, byte), {"bits": PtrVal(root, where,
+                                                                                 byte)})
         return StructVal(t, parts)
 
     def struct_select(self, cond: Expr, a: StructVal, b: StructVal, tree) -> StructVal:

@@ -23,8 +23,75 @@ def count_of(t) -> int:
     """Scalar elements one value of ``t`` occupies in a buffer (a struct seen over a buffer
     of its one scalar type: all of its members')."""
     if isinstance(t, StructType):
-        return t.scalars()[1]
+        # members of mixed types are only ever seen over bytes: its size in bytes
+        elem, count = t.scalars()
+        return count if elem is not None else struct_size(t)
     return t.count if isinstance(t, VectorType) else 1
+
+
+def struct_size(t: StructType) -> int:
+    """``sizeof`` a struct with C's natural layout (each field at a multiple of its own
+    alignment, the whole padded to the largest)."""
+    offset = 0
+    for _name, ft in t.fields:
+        if isinstance(ft, StructType):
+            n, a = struct_size(ft), _struct_align(ft)
+        elif isinstance(ft, FieldPointer):
+            n = a = ft.nbytes
+        elif isinstance(ft, FieldArray):
+            a, n = value_align(ft.elem), ft.elem.nbytes
+            for d in ft.dims:
+                n *= d
+        else:
+            n, a = ft.nbytes, value_align(ft)
+        offset = -(-offset // a) * a + n
+    align = _struct_align(t)
+    return -(-offset // align) * align
+
+
+def field_offsets(t: StructType) -> list[int]:
+    """Each member's byte offset in C's natural layout (the layout :func:`struct_size`
+    measures)."""
+    out, offset = [], 0
+    for _name, ft in t.fields:
+        if isinstance(ft, StructType):
+            n, a = struct_size(ft), _struct_align(ft)
+        elif isinstance(ft, FieldPointer):
+            n = a = ft.nbytes
+        elif isinstance(ft, FieldArray):
+            a, n = value_align(ft.elem), ft.elem.nbytes
+            for d in ft.dims:
+                n *= d
+        else:
+            n, a = ft.nbytes, value_align(ft)
+        offset = -(-offset // a) * a
+        out.append(offset)
+        offset += n
+    return out
+
+
+def value_align(t) -> int:
+    """CUDA's alignment of a scalar or vector type: a 2- or 4-vector's size (``float4``:
+    16), a 3-vector's element's (``float3`` is three floats, aligned to 4)."""
+    if isinstance(t, VectorType) and t.count == 3:
+        return t.elem.nbytes
+    return t.nbytes
+
+
+def _struct_align(t: StructType) -> int:
+    """The struct's alignment: its largest member's, or what it declares (``__align__(16)``,
+    ``alignas(16)``) when that is more."""
+    out = max(1, t.align)
+    for _name, ft in t.fields:
+        if isinstance(ft, StructType):
+            out = max(out, _struct_align(ft))
+        elif isinstance(ft, FieldArray):
+            out = max(out, value_align(ft.elem))
+        elif isinstance(ft, FieldPointer):
+            out = max(out, ft.nbytes)
+        else:
+            out = max(out, value_align(ft))
+    return out
 
 
 @dataclass
@@ -260,6 +327,8 @@ class StructVal:
 
     type: StructType
     parts: dict[str, object]
+    # where a struct in a buffer or array lives (``&x[i]`` as a pointer), else None
+    address: object = field(default=None, compare=False)
 
 
 def carries(declared, value) -> bool:

@@ -20,6 +20,7 @@ from typing import Sequence
 from kir.errors import KirError
 from kir.frontends.cuda.host_expr import (FLOAT_TYPES, SIZEOF, HostExprError, Node,
                                           Translator, parse_expr, product_factors)
+from kir.frontends.cuda import struct_sizes
 from kir.frontends.cuda.instantiations import DTYPES, instantiation_values
 from kir.frontends.cuda.launch_sites import HostReader, HostVar, Launch, base_pointer
 from kir.frontends.cuda.signature import ParamDecl, Signature, signatures
@@ -359,6 +360,8 @@ class _Drafter:
             self.todo(keys, f"type {param.type_text} has no kir dtype: f32 is a guess")
         lanes = LANES.get(words[-1], 1)
         elem_bytes = SIZEOF.get(words[-1], 4) // lanes if words[-1] in SIZEOF else 4
+        if lowered is not None and words[-1:] == ["void"]:  # raw memory: the dtype's bytes
+            elem_bytes = lowered.type.elem.nbytes
         name, offset = base_pointer(text) if text else (None, None)
         var = self.variables.get(name) if name else None
         entry: dict = {"dtype": dtype, "shape": self.shape(var, elem_bytes, lanes, keys)}
@@ -421,10 +424,9 @@ class _Drafter:
             sized = [f for f in factors if f.kind == "sizeof"]
             if sized:
                 factors.remove(sized[0])
-                try:
-                    ratio = SIZEOF[sized[0].parts[0].split()[0]] // elem_bytes
-                except KeyError:
-                    ratio = 1
+                named = sized[0].parts[0].split()[0]
+                size = SIZEOF.get(named) or self.translator.struct_sizes.get(named)
+                ratio = size // elem_bytes if size else 1
                 dims = [self.expr(f, keys, "a dimension") for f in factors] or [1]
                 return dims + ([ratio] if ratio > 1 else [])
             total = self.expr(var.count_bytes, keys, "the allocation")
@@ -733,6 +735,7 @@ def draft_spec(path: str | Path, *, kernel: str | None = None,
     launch = mine[0][2] if mine else None
     drafter = _Drafter(launch, signature, str(path), text, source)
     drafter.struct_fields = _struct_fields(source, path, kernel)
+    drafter.translator.struct_sizes = struct_sizes(source, str(path))
     templates = drafter.templates()
     from kir.ir.types import SCALARS
 
