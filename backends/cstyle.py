@@ -12,6 +12,8 @@ inputs, outputs, atomic or XOR-encoded and passes that in as :class:`BufferInfo`
 
 from __future__ import annotations
 
+import re
+
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -266,8 +268,12 @@ class Printer:
 
     def _call(self, e: ir.Call, args: list[str]) -> str:
         if e.fn == "bitcast":
-            return self.dialect.bit_view(e.args[0].type, e.type, self.type_name(e.type),
+            text = self.dialect.bit_view(e.args[0].type, e.type, self.type_name(e.type),
                                          args[0])
+            helper = re.search(r"\bkir_\w+(?=\()", text)
+            if helper:
+                self.helpers.add(helper.group(0))
+            return text
         of = e.args[0].type if e.fn in PREDICATES else e.type  # isnan(x) is named for x
         t = of if isinstance(of, ScalarType) else of.elem
         callee = self.dialect.math(e.fn, t, e.fast)

@@ -72,6 +72,9 @@ def _bit_view(src: ScalarType, dst: ScalarType, name: str, value: str) -> str:
              ("i16", "f16"): "__short_as_half", ("f16", "i16"): "__half_as_short",
              ("u16", "f16"): "__ushort_as_half", ("f16", "u16"): "__half_as_ushort",
              ("u16", "bf16"): "__ushort_as_bfloat16", ("bf16", "u16"): "__bfloat16_as_ushort"}
+    if src.name in ("f16", "bf16") and dst.is_int:  # through a 32-bit register (HELPERS)
+        helper = "kir_half_bits" if src.name == "f16" else "kir_bfloat16_bits"
+        return f"(({name}){helper}({value}))"
     if (src.name, dst.name) not in named:
         raise UnsupportedError(f"CUDA: no bit view from {src} to {dst}")
     return f"{named[(src.name, dst.name)]}({value})"
@@ -154,7 +157,23 @@ CUDA = Dialect(
     matrix_products=cuda_products,
 )
 
+# A 16-bit float's bits, widened in a 32-bit register the compiler must keep: NVRTC for
+# sm_90 (MLX 0.30.1's CUDA back end on the H200) stored the low byte of a half's bits kept in
+# a 16-bit register as 0 (a block's half scale split into bytes came out with its low byte
+# lost; with the value forced through a 32-bit register, or a printf of it, it was right).
+_SIXTEEN_BITS = """__device__ __forceinline__ unsigned int {name}({type} h) {{
+    unsigned int bits = {view}(h);
+#ifdef __CUDA_ARCH__
+    asm volatile("" : "+r"(bits));
+#endif
+    return bits;
+}}"""
+
 HELPERS = {
+    "kir_half_bits": _SIXTEEN_BITS.format(name="kir_half_bits", type="__half",
+                                          view="__half_as_ushort"),
+    "kir_bfloat16_bits": _SIXTEEN_BITS.format(name="kir_bfloat16_bits", type="__nv_bfloat16",
+                                              view="__bfloat16_as_ushort"),
     "kir_ctz": """__device__ __forceinline__ unsigned int kir_ctz(unsigned int x) {
     return x ? (unsigned int)(__ffs((int)x) - 1) : 32u;
 }""",

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from kir.errors import UnsupportedError
 from kir.backends.original_source import expand_source, qualified_name
 
 #: Headers NVRTC provides (the rest are commented out).
@@ -46,6 +47,20 @@ typedef cuda::std::uintptr_t uintptr_t; typedef cuda::std::intptr_t intptr_t;
 typedef unsigned int uint;
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
+#endif
+#ifndef M_SQRT1_2
+#define M_E 2.7182818284590452354
+#define M_LOG2E 1.4426950408889634074
+#define M_LOG10E 0.43429448190325182765
+#define M_LN2 0.69314718055994530942
+#define M_LN10 2.30258509299404568402
+#define M_PI_2 1.57079632679489661923
+#define M_PI_4 0.78539816339744830962
+#define M_1_PI 0.31830988618379067154
+#define M_2_PI 0.63661977236758134308
+#define M_2_SQRTPI 1.12837916709551257390
+#define M_SQRT2 1.41421356237309504880
+#define M_SQRT1_2 0.70710678118654752440
 #endif
 #ifndef FLT_MAX
 #define FLT_MAX 3.402823466e+38f
@@ -102,7 +117,14 @@ def run_original_cupy(cu_source: str, kernel_name: str, args: Sequence[Any],
     expr = name_expression(cu_source, kernel_name, template_args)
     module = cp.RawModule(code=nvrtc_source(cu_source, kernel_name, filename, include_dirs),
                           options=OPTIONS, name_expressions=[expr])
-    function = module.get_function(expr)
+    try:
+        function = module.get_function(expr)
+    except cp.cuda.compiler.CompileException as exc:  # the file's own C++, as NVRTC reads it
+        raise UnsupportedError(f"NVRTC cannot compile the original {kernel_name}: "
+                               f"{str(exc).strip()[:1500]}",
+                               hint="the original kernel runs through CuPy's NVRTC, which "
+                                    "lacks host headers; check it with --target "
+                                    "emulate-original") from None
     device, launch_args = [], []
     for value, dtype in zip(args, dtypes):
         if value is None:
