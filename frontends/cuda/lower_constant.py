@@ -13,6 +13,8 @@ kernel: a scalar is folded, an array becomes a local table.
 
 from __future__ import annotations
 
+import re
+
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import parse_unit
 from kir.frontends.cuda.values import ArraySym, BufferInfo, StructType, VarSym
@@ -34,6 +36,17 @@ class ConstantMixin:
         if unit is None or ident in self.constants_bound:
             return False
         self.constants_bound.add(ident)
+        text = program.src.text
+        elsewhere = text[:unit.start] + " " * (unit.end - unit.start) + text[unit.end:]
+        if "__device__" in text[unit.start:unit.end].split("=", 1)[0] \
+                and _written(elsewhere, ident):
+            loc = program.src.loc(unit.start)
+            raise UnsupportedError(
+                f"'{ident}' is a __device__ variable the file's code writes: state every block "
+                "shares and keeps between launches, which an MLX kernel does not have", loc,
+                source_line=program.src.source_line(loc),
+                hint=f"pass '{ident}' to the kernel as a buffer argument (a counter as a "
+                     "one-element output the host zeroes)")
         tree = parse_unit(program.src, unit.start, unit.end, "top_decl", program.type_names,
                           program.template_names)
         decl = tree.children[0] if tree.data == "top_decl" else tree
@@ -53,7 +66,8 @@ class ConstantMixin:
                     raise self.error(f"__constant__ pointer or reference '{ident}' not "
                                      "supported", init_decl, UnsupportedError)
                 if init is not None:  # values in the source: a constant of the kernel
-                    self.declare(ctype, (quals - {"__constant__"}) | {"const"}, declarator,
+                    self.declare(ctype, (quals - {"__constant__", "__device__"}) | {"const"},
+                                 declarator,
                                  init, init_decl)
                 else:
                     self._constant_parameter(ident, ctype.base, dims, init_decl)
@@ -87,3 +101,12 @@ class ConstantMixin:
         self.bind(ident, ArraySym(ident, base, tuple(sizes), "global"))
         self.implicit_params.append(Param(ident, PointerType(elem, "global", True, False),
                                           loc=self.loc_of(tree)))
+
+
+def _written(text: str, ident: str) -> bool:
+    """Whether code in ``text`` assigns, increments or atomically updates ``ident`` (or an
+    element of it)."""
+    name = re.escape(ident)
+    return re.search(rf"(?<![\w.>])(?:{name}\s*(?:\[[^\]]*\]\s*)*(?:[-+*/%&|^]|<<|>>)?=(?!=)"
+                     rf"|{name}\s*(?:\[[^\]]*\]\s*)*(?:\+\+|--)|(?:\+\+|--)\s*{name}\b"
+                     rf"|atomic\w*\s*\(\s*&?\s*{name}\b)", text) is not None

@@ -162,11 +162,11 @@ def scan_units(text: str) -> list[Unit]:
             out.append(Unit(declared[0], declared[1], start, end))
         elif first == "typedef":
             out.append(Unit("typedef", "", start, end))
-        elif "__constant__" in _IDENT.findall(unit.split("=", 1)[0]) \
+        elif {"__constant__", "__device__"} & set(_IDENT.findall(unit.split("=", 1)[0])) \
                 and "(" not in unit.split("=", 1)[0].split("[", 1)[0]:
             names = _CONSTANT_NAME.findall(unit.split("=", 1)[0])
-            if names:  # __constant__ memory: the kernels reading it take it as an argument
-                out.append(Unit("constant", names[-1], start, end))
+            if names:  # __constant__ memory (or a __device__ variable): the kernels reading
+                out.append(Unit("constant", names[-1], start, end))  # it take it as input
         elif first in ("const", "constexpr", "static") and "(" not in unit.split("=", 1)[0]:
             heads = set(_IDENT.findall(unit.split("=", 1)[0]))
             if heads & {"const", "constexpr"} and not heads & {"__device__", "__constant__",

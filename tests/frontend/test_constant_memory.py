@@ -15,6 +15,7 @@ from tests.frontend.everywhere import TARGETS, check_everywhere
 from kir.driver.load import load_kernel
 from kir.errors import KirError, UnsupportedError
 from kir.interp.run import run_kernel
+from kir.ir import Launch
 from kir.spec import load_spec_text
 
 DATA = Path(__file__).parent / "data"
@@ -82,3 +83,33 @@ def test_spec_init_drafts_the_constant_memory_a_kernel_reads(tmp_path):
     assert '\nc_Kernel = { dtype = "f32", shape = ["N"] }' in draft.text, draft.text
     assert '\nc_width = { value = "N", dtype = "i32" }' in draft.text, draft.text
     assert any("cudaMemcpyToSymbol" in todo for todo in draft.todos)
+
+
+def test_device_variables_only_read_are_inputs_or_constants():
+    """A ``__device__`` variable the code only reads is read-only data like ``__constant__``
+    memory: with values in the source, a constant of the kernel; without, an input the spec
+    gives (the host fills it with cudaMemcpyToSymbol)."""
+    kernel = load_cuda("""
+    __device__ float d_table[4] = {5.0f, 6.0f, 7.0f, 8.0f};
+    __device__ float d_scale;
+    __global__ void k(float* y, const int* idx) {
+        y[threadIdx.x] = d_table[idx[threadIdx.x] & 3] * d_scale;
+    }""", "d.cu", launch=Launch(("1", "1", "1"), (4, 1, 1), 0))
+    assert [p.name for p in kernel.params] == ["y", "idx", "d_scale"]
+    idx = np.arange(4, dtype=np.int32)
+    out = run_kernel(kernel, {"y": np.zeros(4, np.float32), "idx": idx, "d_scale": 0.5}, {})
+    np.testing.assert_array_equal(out["y"], [2.5, 3.0, 3.5, 4.0])
+
+
+def test_a_device_variable_the_code_writes_is_refused_at_its_declaration():
+    """A counter every block shares (the samples' retirement count) has no MLX equivalent:
+    refused where it is declared, with what to do, rather than lowered to a per-thread copy."""
+    source = """__device__ unsigned int blocks_done = 0;
+__global__ void k(float* y) {
+    unsigned int t = atomicAdd(&blocks_done, 1u);
+    y[0] = t;
+}"""
+    with pytest.raises(UnsupportedError, match="__device__ variable the file's code writes") \
+            as info:
+        load_cuda(source, "w.cu")
+    assert info.value.loc.line == 1 and "buffer argument" in info.value.hint
