@@ -25,7 +25,8 @@ from kir.frontends.cuda.program import (
     template_types,
     unit_type_name,
 )
-from kir.frontends.cuda.scan import Unit, kernel_names, scan_units
+from kir.frontends.cuda.scan import FUNCTION_TYPEDEF, Unit, kernel_names, scan_units
+from kir.frontends.cuda.values import FUNCTION_POINTER
 from kir.frontends.cuda.signature import kernel_signature, signatures
 from kir.frontends.cuda.values import ConstSym
 
@@ -380,6 +381,9 @@ def _top_level(program: Program, unit: Unit, typedefs: dict, globals_: dict,
     reported where a kernel uses the name."""
     src = program.src
     own = unit_type_name(src, unit)
+    if own and FUNCTION_TYPEDEF.match(src.text, unit.start, unit.end):
+        typedefs[own] = FUNCTION_POINTER  # a template parameter of it: a function
+        return
     try:
         names = set(program.type_names) - ({own} if own and unit.kind == "typedef" else set())
         tree = parse_unit(src, unit.start, unit.end, "top_decl", names, program.template_names)

@@ -133,7 +133,7 @@ def _host_template_binding(text: str, name: str, body_start: int) -> dict[str, s
         if use.start() == at:
             continue
         args = [" ".join(a.split()) for a in split_top_level(use.group(1))]
-        if len(args) == len(params):
+        if 0 < len(args) <= len(params):  # (the rest deduced from the call's arguments)
             return dict(zip(params, args))
     return {}
 

@@ -41,6 +41,7 @@ from kir.frontends.cuda.lower_types import TypeMixin, dtype_type, function_param
 from kir.frontends.cuda.instantiations import ValueText
 from kir.frontends.cuda.parser import SourceMap, error, parse_expressions
 from kir.frontends.cuda.values import (
+    FUNCTION_POINTER,
     struct_size,
     AUTO,
     NULL_POINTER,
@@ -312,6 +313,9 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
             specs, ident = param.children[0], str(param.children[1])
             default = param.children[2] if len(param.children) > 2 else None
             t = self.resolve_specs(specs).base
+            if t is FUNCTION_POINTER:  # dequantize_kernel_t dequantize_kernel: a function
+                self.bind_function_param(param, values.get(ident))
+                continue
             value = values.get(ident)
             if isinstance(value, str):
                 raise self.error(f"template parameter '{ident}' is a value, but the spec "

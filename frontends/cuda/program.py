@@ -20,7 +20,7 @@ from kir.frontends.cuda.parser import (
     parse_unit,
     template_header_length,
 )
-from kir.frontends.cuda.scan import Unit
+from kir.frontends.cuda.scan import FUNCTION_TYPEDEF, Unit
 from kir.frontends.cuda.struct_text import PatchedSource, operator_word
 from kir.frontends.cuda.values import FunctionSym, StructType
 
@@ -32,6 +32,7 @@ from kir.errors import KirError, UnsupportedError
 MAX_FUNCTION_CHARS = 256 * 1024
 _TEMPLATE_TYPES = re.compile(r"\b(?:typename|class)\s+([A-Za-z_]\w*)")
 _TYPEDEF_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*;\s*$")
+
 _ENUM_TYPE = re.compile(r"enum\b(?:\s+(?:class|struct)\b)?\s*([A-Za-z_]\w*)")
 # Cooperative groups' types, usable unqualified after `using namespace cooperative_groups;`.
 _CG_TYPES = ("thread_block", "thread_block_tile", "grid_group", "thread_group",
@@ -93,7 +94,7 @@ def unit_type_name(src: SourceMap, unit: Unit) -> str | None:
         return unit.name
     text = src.text[unit.start:unit.end]
     if unit.kind == "typedef":
-        found = _TYPEDEF_NAME.search(text)
+        found = FUNCTION_TYPEDEF.match(text) or _TYPEDEF_NAME.search(text)
         return found.group(1) if found else None
     if unit.kind == "enum":
         found = _ENUM_TYPE.match(text)

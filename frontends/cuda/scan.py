@@ -260,6 +260,10 @@ def _is_constexpr_function(header: str) -> bool:
     return "constexpr" in words and "__host__" not in words
 
 
+# ``typedef void (*dequantize_t)(const void*, int, float2&);``: a function pointer type's name
+FUNCTION_TYPEDEF = re.compile(r"\btypedef\b[^;(){}]*\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*\(")
+
+
 def kernel_names(text: str) -> list[str]:
     """Names of the ``__global__`` functions defined in ``text``, in source order (a kernel
     template and its explicit specializations, one name)."""

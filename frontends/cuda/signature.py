@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kir.frontends.cuda.scan import scan_units
+from kir.frontends.cuda.scan import FUNCTION_TYPEDEF, scan_units
 
 from kir.errors import KirError
 
@@ -98,8 +98,11 @@ def parse_param(text: str) -> ParamDecl | None:
 _FUNCTION_PARAM = re.compile(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*\(")
 
 
-def _template(header: str) -> tuple[tuple[tuple[str, str], ...], str]:
-    """The template parameters of a header starting ``template <...>`` and the rest."""
+def _template(header: str, function_types: frozenset[str] = frozenset()
+              ) -> tuple[tuple[tuple[str, str], ...], str]:
+    """The template parameters of a header starting ``template <...>`` and the rest;
+    ``function_types`` names the file's function pointer typedefs (a parameter of one of
+    them is a function)."""
     stripped = header.lstrip()
     if not stripped.startswith("template"):
         return (), header
@@ -122,6 +125,9 @@ def _template(header: str) -> tuple[tuple[tuple[str, str], ...], str]:
         words = _IDENT.findall(part)
         if len(words) < 2:
             continue
+        if words[-2] in function_types:  # dequantize_kernel_t dequantize_kernel
+            params.append(("function", words[-1]))
+            continue
         kind = "typename" if words[0] in ("typename", "class") else " ".join(words[:-1])
         params.append((kind, words[-1]))
     return tuple(params), rest
@@ -130,12 +136,13 @@ def _template(header: str) -> tuple[tuple[tuple[str, str], ...], str]:
 def signatures(text: str) -> list[Signature]:
     """The signatures of every ``__global__`` function in preprocessed ``text``."""
     out = []
+    function_types = frozenset(FUNCTION_TYPEDEF.findall(text))
     for unit in scan_units(text):
         if unit.kind != "global":
             continue
         body = text.find("{", unit.start)
         header = text[unit.start:body if body >= 0 else unit.end]
-        template, rest = _template(header)
+        template, rest = _template(header, function_types)
         rest = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", rest)
         open_at = rest.find("(", rest.find(unit.name))
         close_at = rest.rfind(")")

@@ -331,6 +331,17 @@ class StructVal:
     address: object = field(default=None, compare=False)
 
 
+class FunctionPointerType:
+    """The type a function pointer typedef names (``typedef void (*op_t)(float&);``): a
+    template parameter of it is a function, bound as ``T (*F)(...)`` parameters are."""
+
+    def __repr__(self) -> str:
+        return "function pointer"
+
+
+FUNCTION_POINTER = FunctionPointerType()
+
+
 def carries(declared, value) -> bool:
     """Whether ``value`` is a carrier (:mod:`.lower_bits`) standing for a value of the
     ``declared`` vector or scalar type."""

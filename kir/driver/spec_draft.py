@@ -236,10 +236,21 @@ class _Drafter:
         from_file = {name: value for name, value in
                      instantiation_values(self.kernel_text, self.signature).items()
                      if isinstance(value, (int, str))}
-        instantiated = {} if given else from_file
+        # what the frontend reads from the file (the launching function's own template
+        # arguments resolved), where the launch's text names what the host code here does not
+        # define; a value it does define stays an expression of the spec's sizes
+        instantiated = {name: value for (kind, name), arg in
+                        zip(self.signature.template, given + [""] * len(self.signature.template))
+                        if name in from_file and (not arg or not set(
+                            re.findall(r"[A-Za-z_]\w*", arg)) <= set(self.variables))
+                        for value in (from_file[name],)} if given else from_file
         for i, (kind, name) in enumerate(self.signature.template):
             if name in instantiated:
                 value = instantiated[name]
+                if kind == "typename" and value in DTYPES.values():
+                    # its C name, which a scalar argument of type T is drafted from
+                    self.types[name] = given[i].strip() if i < len(given) else next(
+                        c for c, d in DTYPES.items() if d == value)
                 if kind == "typename" and value not in DTYPES.values():
                     # a function object of the file: the frontend binds it from the file
                     # itself, and a parameter of that type takes no argument

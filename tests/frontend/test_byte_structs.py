@@ -78,3 +78,70 @@ def test_emitted_cuda_compiles(path, tmp_path):
 
     loaded = load_kernel(path)
     nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path, assemble=False)
+
+
+DEQUANTIZE = """#include <cuda_fp16.h>
+#include <cstdint>
+#define QK 32
+typedef struct { half d; int8_t qs[QK]; } block_q8;
+typedef void (*dequantize_fn)(const void* vx, const int64_t ib, const int iqs, float2& v);
+
+static __device__ void dequantize_q8(const void* vx, const int64_t ib, const int iqs,
+                                     float2& v) {
+    const block_q8* x = (const block_q8*)vx;
+    const float d = __half2float(x[ib].d);
+    v.x = x[ib].qs[iqs + 0] * d;
+    v.y = x[ib].qs[iqs + 1] * d;
+}
+
+template <int qk, dequantize_fn dequantize, typename dst_t>
+static __global__ void dequantize_block(const void* __restrict__ vx, dst_t* __restrict__ y,
+                                        const int64_t k) {
+    const int64_t i = 2 * ((int64_t)blockDim.x * blockIdx.x + threadIdx.x);
+    if (i >= k) return;
+    float2 v;
+    dequantize(vx, i / qk, (int)(i % qk), v);
+    y[i] = v.x;
+    y[i + 1] = v.y;
+}
+
+template <int qk, dequantize_fn dequantize, typename dst_t>
+static void dequantize_cuda(const void* vx, dst_t* y, const int64_t k) {
+    dequantize_block<qk, dequantize><<<(k + 511) / 512, 256>>>(vx, y, k);
+}
+
+void run(const void* vx, float* y, int64_t k) { dequantize_cuda<QK, dequantize_q8>(vx, y, k); }
+"""
+
+DEQUANTIZE_SPEC = """kernel = "dequantize_block"
+sizes = { k = 2048 }
+templates = { dst_t = "f32" }
+launch = { grid = ["ceil(k / 512)"], block = [256] }
+reference = "deq_ref:dequantize"
+[args]
+vx = { dtype = "u8", shape = ["k // 32", 34], range = [0, 255] }
+y = { dtype = "f32", shape = ["k"], role = "out", init = "none" }
+k = { value = "k", dtype = "i64" }
+"""
+
+DEQUANTIZE_REF = '''import numpy as np
+
+
+def dequantize(args, sizes):
+    raw = np.ascontiguousarray(np.asarray(args["vx"], np.uint8))
+    d = raw[:, 0:2].copy().view(np.float16)[:, 0].astype(np.float32)
+    q = raw[:, 2:].copy().view(np.int8).astype(np.float32)
+    with np.errstate(invalid="ignore"):  # (infinite scales times zero quants)
+        return {"y": (q * d[:, None]).reshape(-1)}
+'''
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_function_pointer_typedef_template_launched_from_a_host_template(target, tmp_path):
+    """ggml's dequantize kernels: ``template <int qk, dequantize_fn dequantize, ...>`` (a
+    function pointer typedef as a template parameter type), launched inside a host template
+    the file instantiates with the function's name."""
+    (tmp_path / "deq.cu").write_text(DEQUANTIZE)
+    (tmp_path / "deq.kir.toml").write_text(DEQUANTIZE_SPEC)
+    (tmp_path / "deq_ref.py").write_text(DEQUANTIZE_REF)
+    check_everywhere(tmp_path / "deq.cu", target, [{}], seed=4)
