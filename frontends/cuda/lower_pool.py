@@ -76,14 +76,16 @@ class PoolMixin:
 
 
     def retype_pool(self, p: PtrVal, target) -> PtrVal | None:
-        """``(float*)pool`` for a dynamic shared array declared with another element type of
-        the same size (``extern __shared__ int smem[]``, raw memory to the code that casts
-        it) and not used before: the array holds the cast's type from now on. None when that
-        does not apply (the cast is then judged as any other)."""
+        """``(float*)pool`` for a dynamic shared array declared with another element type
+        (``extern __shared__ int smem[]``, raw memory to the code that casts it; cuda-samples'
+        ``SharedMemory<double>`` casts it to ``double*``) and not used before: the array
+        holds the cast's type from now on. An element of another size only from the array's
+        start. None when that does not apply (the cast is then judged as any other)."""
         sym, elem = self.dynamic_shared, ct.scalar_of(target)
         held = self.buffers[p.root].elem if p.root in self.buffers else None
+        at_start = isinstance(p.offset, Const) and p.offset.value == 0
         if sym is None or sym.name != p.root or self.is_byte_pool(p.root) or held is None \
-                or held == elem or held.nbytes != elem.nbytes \
+                or held == elem or (held.nbytes != elem.nbytes and not at_start) \
                 or "_pool_touched" in self.__dict__:
             return None
         self._pool_holds(p.root, elem, self.launch.shared_bytes // elem.nbytes)

@@ -81,3 +81,17 @@ def test_what_the_pool_struct_cannot_be_is_refused():
         template <class T> struct Holder { int n;
           __device__ operator T*() { extern __shared__ int raw[]; return (T*)raw; } };
         __global__ void k(float* y) { float* s = Holder<float>(); y[0] = s[0]; }""", "v.cu")
+
+
+SAMPLES_DOUBLE = Path(__file__).parent / "data" / "reduce_shared_double.cu"
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-cuda", "emulate-original"])
+def test_a_pool_declared_int_cast_to_double(target):
+    """The samples' ``SharedMemory<T>`` declares the pool as ``int`` and casts it to ``T*``:
+    for ``double``, an element of another size, from the pool's start (it was refused: "a f64
+    pointer into i32 buffer"); double outputs run on the CUDA emulator too (a KeyError). Metal
+    has no double: not a target here."""
+    from tests.frontend.everywhere import check_everywhere
+
+    check_everywhere(SAMPLES_DOUBLE, target, [{}, {"n": 300}], seed=9)
