@@ -441,13 +441,15 @@ inline int __all_sync(unsigned mask, int p, KirSL l = KirSL::current()) {
 }
 
 // Ampere's warp reduce and match functions: one exchange, each lane reading every live lane
+// (a mask naming a group of lanes, each lane of it passing the same mask, as after
+// __match_any_sync: every lane of the warp takes part in the exchange)
 template <class T, class F>
 inline T kir_emu_warp_fold(unsigned mask, T v, F f, const char* fn, KirSL l) {
-  kir_emu::cuda::check_mask(mask, fn);
+  (void)fn;
   auto e = kir_emu::simd_exchange(v, kir_emu::site_of(l));
   T acc = v;
   for (uint32_t i = 0; i < 32; i++)
-    if ((e.mask >> i & 1u) && i != e.lane) acc = f(acc, kir_emu::xread<T>(e, i, v));
+    if ((e.mask >> i & 1u) && (mask >> i & 1u) && i != e.lane) acc = f(acc, kir_emu::xread<T>(e, i, v));
   return acc;
 }
 #define KIR_EMU_WARP_REDUCE(NAME, T, EXPR)                                                   \

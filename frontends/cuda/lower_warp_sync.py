@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from kir.errors import UnsupportedError
 from kir.frontends.cuda import ctypes_ as ct
-from kir.ir import Assign, Block, Const, Declare, Expr, For, If, Select, Shuffle, Var, WarpReduce
+from kir.ir import (Assign, Block, Call, Const, Declare, Expr, For, If, Select, Shuffle, Var,
+                    WarpReduce)
 from kir.ir.types import I32, U32, ScalarType
 
 FULL_MASK = 0xFFFFFFFF
@@ -28,6 +29,10 @@ class WarpSyncMixin:
         """One of :data:`WARP_REDUCES` or :data:`WARP_MATCHES`."""
         low = 3 if name == "__match_all_sync" else 2
         self._arity(name, arg_trees, low, low, tree)
+        if name in WARP_REDUCES and not self._is_constant(arg_trees[0]):
+            # __reduce_add_sync(peers, v) over the group __match_any_sync found
+            return self._group_reduce(WARP_REDUCES[name], self.rvalue(arg_trees[0]),
+                                      self.rvalue(arg_trees[1]), arg_trees[1])
         mask = self.constant(arg_trees[0], "the warp mask")
         if mask != FULL_MASK:
             raise self.error(f"{name} over a partial mask ({mask:#x}) not supported: kir's warp "
@@ -51,6 +56,41 @@ class WarpSyncMixin:
         for offset in (16, 8, 4, 2, 1):  # a butterfly: every lane ends with the whole
             acc = self._temp(ct.binary(op, acc, Shuffle("xor", acc, Const(offset, I32), U32)))
         return acc
+
+    def _is_constant(self, tree) -> bool:
+        stmts, value = self.capture(lambda: self.rvalue(tree))
+        return not stmts and isinstance(value, Const)
+
+    def _group_reduce(self, op: str, mask: Expr, value: Expr, value_tree) -> Expr:
+        """A reduction over the lanes a run-time mask names (each lane of a group passing
+        the group's mask, as after ``__match_any_sync``): every lane's value broadcast in
+        turn and combined where its bit is set. The shuffles need the whole warp, as kir's
+        warp operations do (the verifier refuses them under lane-divergent control)."""
+        if not (isinstance(value.type, ScalarType) and value.type.is_int):
+            raise self.error(f"a warp reduction of a {value.type} value (CUDA's overloads "
+                             "take integers)", value_tree, UnsupportedError)
+        t = I32 if op in ("sum", "min", "max") and value.type.is_signed \
+            and value.type.nbytes <= 4 else U32
+        mine, bits = self._temp(ct.convert(value, t)), self._temp(ct.convert(mask, U32))
+        acc, lane = self.fresh("group"), self.fresh("group_lane")
+        start = {"sum": 0, "&": 0xFFFFFFFF, "|": 0, "^": 0, "min": None, "max": None}[op]
+        self.emit(Declare(acc, t, mine if start is None else Const(start, t),
+                          loc=self.cur_loc))
+        theirs = self.fresh("group_value")
+        member = ct.binary("!=", ct.binary("&", ct.binary(">>", bits, ct.convert(
+            Var(lane, I32), U32)), Const(1, U32)), Const(0, U32))
+        combined = {"sum": lambda a, b: ct.binary("+", a, b),
+                    "min": lambda a, b: Call("min", (a, b), t),
+                    "max": lambda a, b: Call("max", (a, b), t)}.get(
+            op, lambda a, b: ct.binary(op, a, b))(Var(acc, t), Var(theirs, t))
+        body = (  # the shuffle by every lane, then kept where the lane is in the group
+            Declare(theirs, t, Shuffle("idx", mine, Var(lane, I32), t), loc=self.cur_loc),
+            Assign(acc, Select(member, combined, Var(acc, t), t), loc=self.cur_loc))
+        self.emit(For(self.next_label(), lane, I32, Const(0, I32),
+                      ct.binary("<", Var(lane, I32), Const(32, I32)),
+                      ct.binary("+", Var(lane, I32), Const(1, I32)), Block(body),
+                      loc=self.cur_loc))
+        return Var(acc, t)
 
     def _match_any(self, value: Expr) -> Expr:
         """The lanes whose value equals this lane's: each lane's value broadcast in turn."""

@@ -5,7 +5,7 @@
 __global__ void warp_sync_ops(const int* __restrict__ keys, const unsigned* __restrict__ bits,
                               int* counts, unsigned* peers_out, int* sums, int* mins,
                               unsigned* umax, unsigned* ors, unsigned* ands, unsigned* xors,
-                              unsigned* all_mask, int* all_same) {
+                              unsigned* all_mask, int* all_same, unsigned* group_sums) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const unsigned lane = threadIdx.x & 31;
     const int key = keys[i];
@@ -14,6 +14,7 @@ __global__ void warp_sync_ops(const int* __restrict__ keys, const unsigned* __re
         atomicAdd(&counts[key], __popc(peers));
     }
     peers_out[i] = peers;
+    group_sums[i] = __reduce_add_sync(peers, bits[i]);  // over the lanes sharing the key
     sums[i] = __reduce_add_sync(0xffffffff, key);
     mins[i] = __reduce_min_sync(0xffffffff, key - 5);
     umax[i] = __reduce_max_sync(0xffffffffu, bits[i]);

@@ -8,13 +8,15 @@ def warp_sync(args: dict, sizes: dict) -> dict:
     bits = np.asarray(args["bits"], np.uint64)
     n, k = len(keys), int(sizes["K"])
     out = {name: np.zeros(n, np.uint32) for name in
-           ("peers_out", "umax", "ors", "ands", "xors", "all_mask")}
+           ("peers_out", "umax", "ors", "ands", "xors", "all_mask", "group_sums")}
     out.update({name: np.zeros(n, np.int32) for name in ("sums", "mins", "all_same")})
     for w in range(0, n, 32):
         key, b = keys[w:w + 32], bits[w:w + 32]
         lanes = range(32)
         for j in lanes:
             out["peers_out"][w + j] = sum(1 << m for m in lanes if key[m] == key[j])
+            out["group_sums"][w + j] = sum(int(b[m]) for m in lanes if key[m] == key[j]) \
+                % (1 << 32)
         out["sums"][w:w + 32] = key.sum()
         out["mins"][w:w + 32] = key.min() - 5
         out["umax"][w:w + 32] = b.max()
