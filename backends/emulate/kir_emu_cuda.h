@@ -224,6 +224,8 @@ inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline float __saturatef(float x) { return fminf(fmaxf(x, 0.0f), 1.0f); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline float rsqrt(float x) { return 1.0f / sqrtf(x); }  // CUDA's overloads of rsqrt
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -194,6 +194,7 @@ def kernel_params(text: str, filename: str, kernel: str | None = None,
         return []
     from kir.frontends.cuda.lower import param_parts, split_function
     from kir.frontends.cuda.lower_struct import struct_fields
+    from kir.frontends.cuda.values import FieldArray
     from kir.frontends.cuda.values import StructType
 
     lowerer = _file_lowerer(src, scan_units(src.text), chosen, DEFAULT_LAUNCH)
@@ -220,7 +221,8 @@ def kernel_params(text: str, filename: str, kernel: str | None = None,
             ctype = _quietly(lowerer.resolve_specs, specs)
             base = getattr(ctype, "base", None)
             dtype = getattr(base, "name", None)
-            if isinstance(base, StructType):
+            if isinstance(base, StructType) and not any(  # (an array member: refused)
+                    isinstance(t, FieldArray) for _, t in struct_fields(base, name)):
                 fields = tuple((n, str(t)) for n, t in struct_fields(base, name))
         out.append(KernelParam(name, pointer, text_default,
                                words[0] if len(words) == 1 else None, value, dtype, fields,

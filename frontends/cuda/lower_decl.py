@@ -28,7 +28,7 @@ from kir.frontends.cuda.values import (
     VarSym,
     count_of,
 )
-from lark import Tree
+from lark import Token, Tree
 
 from kir.errors import LimitError, UnsupportedError
 from kir.ir import Alloc, Const, Declare, MakeVector, Store
@@ -256,6 +256,10 @@ class DeclMixin:
             self.dynamic_shared = sym
             self.prologue.append(Alloc(name, elem, size, "shared", True, loc=self.cur_loc))
         else:
+            if dims and dims[0] is None and isinstance(init, Tree) and init.data == "init_list":
+                # float taps[] = {...}: the first size is the initializer's count
+                count = len([c for c in init.children if c is not None])
+                dims = [Tree("int_lit", [Token("INT_LIT", str(count))])] + list(dims[1:])
             sizes = self.array_sizes(ident, dims, tree)
             if not shared:
                 self.check_array_elements(ident, sizes, tree)

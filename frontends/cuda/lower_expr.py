@@ -26,6 +26,7 @@ from kir.frontends.cuda.lower_methods import MethodRef
 from kir.frontends.cuda.lower_struct import StructArrVal
 from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
 from kir.frontends.cuda.values import (
+    LocalAddr,
     not_a_number,
     FunctorVal,
     NULL_POINTER,
@@ -310,6 +311,8 @@ class ExprMixin(PointerTestMixin):
         value = self.operand(tree.children[-1])
         if isinstance(value, StructVal):  # *this inside a member function
             return value
+        if isinstance(value, LocalAddr):  # *out, out pointing to the caller's local
+            return value.target
         if isinstance(value, NullVal):
             raise self.error("a null pointer is read or written here (the spec gives it as "
                              "null, or it defaults to null)", tree, UnsupportedError)
@@ -327,6 +330,8 @@ class ExprMixin(PointerTestMixin):
             return target
         if isinstance(target, MemRef):
             return PtrVal(target.buffer, target.index, target.type)
+        if isinstance(target, Var):  # &local: a helper's output parameter
+            return LocalAddr(target)
         if isinstance(target, (PtrVal, ArrVal)):
             raise self.error("address of a pointer or of a whole array", tree, UnsupportedError)
         raise self.error("address of a local variable (only buffer and array elements "
@@ -453,6 +458,11 @@ class ExprMixin(PointerTestMixin):
         base = self.operand(base_tree)
         if isinstance(base, StructVal):  # s[i]: its operator[]
             return self.call_method(base, base.type, "operator[]", [index_tree], tree, discard)
+        if isinstance(base, LocalAddr):  # out[0] for *out
+            if self.constant(index_tree, "the index into a pointer to a local") != 0:
+                raise self.error("a pointer to a local variable indexed past it", index_tree,
+                                 UnsupportedError)
+            return base.target
         index = self.rvalue(index_tree)
         if not ct.index_type_ok(index.type):
             raise self.error(f"array index of type {index.type} (must be an integer)",

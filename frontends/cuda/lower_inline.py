@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.values import (
+    LocalAddr,
     carries,
     FunctorStruct,
     FunctorVal,
@@ -299,6 +300,8 @@ class InlineMixin:
                 return ident, RefSym(NULL_POINTER)
             if isinstance(arg, StructVal):  # f(&s): a pointer to a struct names the struct
                 return ident, arg
+            if isinstance(arg, LocalAddr):  # f(&x): the caller's local, written through it
+                return ident, RefSym(arg)
             p = self.as_pointer(arg, atree)
             if p is None:
                 raise self.error(f"argument for pointer parameter '{ident}' of '{fname}' is "

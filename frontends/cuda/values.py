@@ -342,6 +342,14 @@ class FunctionPointerType:
 FUNCTION_POINTER = FunctionPointerType()
 
 
+@dataclass
+class LocalAddr:
+    """``&x`` for a local scalar or vector ``x`` (``rope(..., &cos_t, &sin_t)``, outputs a
+    helper writes): what it points to, read and written through ``*p`` or ``p[0]``."""
+
+    target: object  # a Var
+
+
 def carries(declared, value) -> bool:
     """Whether ``value`` is a carrier (:mod:`.lower_bits`) standing for a value of the
     ``declared`` vector or scalar type."""
