@@ -203,6 +203,11 @@ def strip_host_code(text: str, keep_kernel: str | None = None) -> str:
             if depth == 0:
                 head_start = index + 1
         elif ch == ";" and depth == 0:
+            words = " ".join(masked[head_start:index].split())
+            if _is_function_instantiation(words):  # of a host function blanked above
+                first = head_start + (len(masked[head_start:index]) -
+                                      len(masked[head_start:index].lstrip()))
+                blank_ranges.append((first, index + 1))
             head_start = index + 1
         index += 1
     chars = list(text)
@@ -222,9 +227,20 @@ def _is_other_kernel(head: str, keep: str) -> bool:
         return False
     if head.startswith("template"):  # its parameters may hold parentheses: T (*F)(const T&)
         head = head[template_header_length(head):]
+    # the name follows __global__ (a launch-bounds macro before it has parentheses too:
+    # C10_LAUNCH_BOUNDS_1(1024) __global__ void k(...))
+    head = head[head.find("__global__") + len("__global__"):]
     signature = _LAUNCH_BOUNDS.sub(" ", head).split("(", 1)[0]
     names = re.findall(r"[A-Za-z_]\w*", signature)
     return bool(names) and names[-1] != keep
+
+
+def _is_function_instantiation(statement: str) -> bool:
+    """``template void run<float>(const float*, int);``: an explicit instantiation of a host
+    function (the launcher the harness blanks; a kernel's or a device function's names its
+    ``__global__``/``__device__``, and the harness instantiates the kernel it launches)."""
+    return bool(re.match(r"^(?:extern\s+)?template\s+(?!<)", statement)) and "(" in statement \
+        and not re.search(r"\b(__global__|__device__|struct|class)\b", statement)
 
 
 def _is_host_function(head: str) -> bool:

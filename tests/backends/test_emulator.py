@@ -328,6 +328,26 @@ def test_run_original_cuda_with_host_code_in_the_file() -> None:
     assert out[0] == 0.0  # the caller's arrays are not written
 
 
+def test_run_original_cuda_with_a_launch_bounds_macro_and_a_host_instantiation() -> None:
+    """ATen's ``C10_LAUNCH_BOUNDS_1(1024) __global__ void k(...)`` (a macro with parentheses
+    before ``__global__``) is the kernel, not another one to blank; a host launcher template's
+    explicit instantiation goes with the launcher (both failed to compile)."""
+    source = ORIGINAL.replace(
+        "template <int SCALE>\n__global__ void sum_squares",
+        "#define LAUNCH_BOUNDS_1(n) __launch_bounds__((n))\n"
+        "template <int SCALE>\nLAUNCH_BOUNDS_1(128) __global__ void sum_squares") + """
+template <int S>
+void launch_scaled(const float* x, float* out, int n) {
+    sum_squares<S><<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, out, n);
+}
+template void launch_scaled<3>(const float*, float*, int);
+"""
+    x = RNG.integers(-3, 4, 1000).astype(F32)
+    _, got_out, _ = run_original_cuda(source, "sum_squares", [x, np.zeros(1, F32), 1000],
+                                      grid=(8,), block=(128,), template_args=[2])
+    assert got_out[0] == 2 * np.sum(x * x)
+
+
 def test_run_original_cuda_compile_error_maps_to_the_file() -> None:
     broken = ORIGINAL.replace("v * v", "v * w")
     with pytest.raises(EmulatorError) as info:
