@@ -34,6 +34,7 @@ class Worker:
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
         self.process = subprocess.Popen([sys.executable, str(_WORKER_SCRIPT)], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=self.log, env=env)
+        self.libraries: set = set()  # the kernel libraries it has loaded
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -101,6 +102,11 @@ class Worker:
 
 _lock = threading.Lock()
 _worker: Worker | None = None
+# A worker keeps every kernel library it loaded (and its fiber stacks) mapped: after this
+# many it is retired and a fresh one started, so a long run (a test suite, a search) stays
+# under the kernel's map count (vm.max_map_count, 65530 here), where dlopen then failed
+# with "failed to map segment from shared object".
+MAX_LIBRARIES_PER_WORKER = 48
 
 
 def run_request(request: dict[str, Any], timeout: float, what: str) -> dict[str, Any]:
@@ -111,10 +117,11 @@ def run_request(request: dict[str, Any], timeout: float, what: str) -> dict[str,
             if _worker is not None:
                 _worker.stop()
             _worker = Worker()
+        _worker.libraries.add(request.get("so"))
         try:
             return _worker.call(request, timeout, what)
         finally:
-            if not _worker.alive():
+            if not _worker.alive() or len(_worker.libraries) >= MAX_LIBRARIES_PER_WORKER:
                 _worker.stop()
                 _worker = None
 

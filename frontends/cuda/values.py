@@ -32,42 +32,36 @@ def count_of(t) -> int:
 def struct_size(t: StructType) -> int:
     """``sizeof`` a struct with C's natural layout (each field at a multiple of its own
     alignment, the whole padded to the largest)."""
-    offset = 0
-    for _name, ft in t.fields:
-        if isinstance(ft, StructType):
-            n, a = struct_size(ft), _struct_align(ft)
-        elif isinstance(ft, FieldPointer):
-            n = a = ft.nbytes
-        elif isinstance(ft, FieldArray):
-            a, n = value_align(ft.elem), ft.elem.nbytes
-            for d in ft.dims:
-                n *= d
-        else:
-            n, a = ft.nbytes, value_align(ft)
-        offset = -(-offset // a) * a + n
+    offsets = field_offsets(t)
+    end = offsets[-1] + _member_size_align(t.fields[-1][1])[0] if offsets else 0
     align = _struct_align(t)
-    return -(-offset // align) * align
+    return -(-end // align) * align
 
 
 def field_offsets(t: StructType) -> list[int]:
-    """Each member's byte offset in C's natural layout (the layout :func:`struct_size`
-    measures)."""
+    """Each member's byte offset in C's natural layout (each at a multiple of its own
+    alignment)."""
     out, offset = [], 0
     for _name, ft in t.fields:
-        if isinstance(ft, StructType):
-            n, a = struct_size(ft), _struct_align(ft)
-        elif isinstance(ft, FieldPointer):
-            n = a = ft.nbytes
-        elif isinstance(ft, FieldArray):
-            a, n = value_align(ft.elem), ft.elem.nbytes
-            for d in ft.dims:
-                n *= d
-        else:
-            n, a = ft.nbytes, value_align(ft)
+        n, a = _member_size_align(ft)
         offset = -(-offset // a) * a
         out.append(offset)
         offset += n
     return out
+
+
+def _member_size_align(ft) -> tuple[int, int]:
+    """A member's size and alignment in bytes."""
+    if isinstance(ft, StructType):
+        return struct_size(ft), _struct_align(ft)
+    if isinstance(ft, FieldPointer):
+        return ft.nbytes, ft.nbytes
+    if isinstance(ft, FieldArray):
+        n = ft.elem.nbytes
+        for d in ft.dims:
+            n *= d
+        return n, value_align(ft.elem)
+    return ft.nbytes, value_align(ft)
 
 
 def value_align(t) -> int:

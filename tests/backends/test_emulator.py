@@ -396,3 +396,18 @@ def test_cuda_dialect_builtins() -> None:
                        output_shapes=[(16,), (2,)], output_dtypes=[F32, np.int32], init_value=0)
     np.testing.assert_array_equal(out, x[::4] * 2 + 5)
     np.testing.assert_array_equal(imax, [63, 7])
+
+
+def test_a_worker_is_retired_after_its_quota_of_kernel_libraries(monkeypatch) -> None:
+    """A worker keeps every kernel library it loads mapped; after its quota a fresh one takes
+    over (a long suite ran into the map count: "failed to map segment from shared object")."""
+    from kir.backends.emulate import worker
+
+    monkeypatch.setattr(worker, "MAX_LIBRARIES_PER_WORKER", 2)
+    pids = []
+    for scale in (2, 3, 4):  # three distinct kernels, three libraries
+        run_original_cuda(ORIGINAL, "sum_squares", [np.ones(256, F32), np.zeros(1, F32), 256],
+                          grid=(2,), block=(128,), template_args=[scale])
+        pids.append(worker._worker.process.pid if worker._worker is not None else None)
+    assert pids[0] is not None and pids[1] is None  # retired after its second library
+    assert pids[2] is not None and pids[2] != pids[0]
