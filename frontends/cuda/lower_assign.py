@@ -91,7 +91,7 @@ class AssignMixin:
                 # the other signedness, which the atomic reads back (_atomic)
                 self.atomic_operand.append(wanted)
                 return PtrVal(p.root, p.offset, root_elem)
-            if isinstance(wanted, ScalarType) and wanted != root_elem and wanted.is_int \
+            if isinstance(target.base, ScalarType) and wanted != root_elem and wanted.is_int \
                     and root_elem.is_int and wanted.nbytes == root_elem.nbytes:
                 return PtrVal(p.root, p.offset, target.base)  # (const char*) over bytes
             if wanted != root_elem:  # int4 over floats: a carrier

@@ -106,6 +106,10 @@ class ExprMixin(PointerTestMixin):
             raise self.error(f"{operand.type} used as a pointer (a struct with data members "
                              "converts to nothing in kir: conversion operators are read on "
                              "structs without data only)", tree, UnsupportedError)
+        if value is None and isinstance(operand, LocalAddr):
+            raise self.error("address of a local variable kept in a pointer (kir passes a "
+                             "local's address to a helper that writes through it, nothing "
+                             "more)", tree, UnsupportedError)
         if value is None:
             raise self.error("expected a pointer into a buffer or array", tree)
         return value

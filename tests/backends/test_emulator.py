@@ -404,6 +404,7 @@ def test_a_worker_is_retired_after_its_quota_of_kernel_libraries(monkeypatch) ->
     from kir.backends.emulate import worker
 
     monkeypatch.setattr(worker, "MAX_LIBRARIES_PER_WORKER", 2)
+    worker._shutdown()  # (a fresh worker: earlier tests' libraries count against the quota)
     pids = []
     for scale in (2, 3, 4):  # three distinct kernels, three libraries
         run_original_cuda(ORIGINAL, "sum_squares", [np.ones(256, F32), np.zeros(1, F32), 256],
