@@ -266,7 +266,10 @@ class _Drafter:
                               "name one of the file's __device__ functions")
                 continue
             if i >= len(given):
-                if kind == "typename":
+                deduced = self._deduced_type(name) if kind == "typename" else None
+                if deduced is not None:  # k<<<...>>>(half_ptr, ...): T from the argument
+                    self.types[name], table[name] = deduced
+                elif kind == "typename":
                     self.types[name] = "float"
                     table[name] = "f32"
                     self.todo(("templates",), f"the launch gives no {name}: f32 is a guess")
@@ -286,6 +289,26 @@ class _Drafter:
                 table[name] = self.expr(_parse(given[i]), ("templates",),
                                         f"template value {name}")
         return table
+
+    def _deduced_type(self, type_param: str) -> tuple[str, str] | None:
+        """(C name, dtype) of ``type_param`` as C++ deduces it from the launch: the host
+        declaration of the argument passed for a parameter declared with it."""
+        if self.launch is None:
+            return None
+        names = [p.name for p in self.signature.params]
+        for param in self.signature.typed_by(type_param):
+            k = names.index(param)
+            if k >= len(self.launch.args):
+                continue
+            var = self.variables.get(base_pointer(self.launch.args[k])[0] or "")
+            words = [w for w in (var.type if var else "").replace("*", " ").split()
+                     if w not in ("const", "volatile", "__restrict__")]
+            c_name = " ".join(words)
+            if c_name in DTYPES and DTYPES[c_name] in ("f32", "f16", "bf16", "f64", "i32",
+                                                       "u32", "i64", "u64", "i8", "u8",
+                                                       "i16", "u16"):
+                return c_name, DTYPES[c_name]
+        return None
 
     def args(self, accesses: dict[str, set[str]]) -> dict:
         table = {}

@@ -191,3 +191,25 @@ def test_a_function_object_parameter_takes_no_argument(tmp_path):
     inputs = loaded.bound.make_inputs(3)
     got = run_interp(loaded, copy_inputs(inputs))
     assert (got["y"] == 2 * inputs["x"]).all()
+
+
+def test_a_template_type_is_deduced_from_the_launch_arguments(tmp_path):
+    """``scale<<<...>>>(x, n)`` with ``__half* x`` in the host code: T is half, as C++
+    deduces it (it was drafted as a guessed f32)."""
+    source = tmp_path / "deduce.cu"
+    source.write_text("""#include <cuda_fp16.h>
+template <typename T>
+__global__ void scale(T* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * (T)2.0f;
+}
+int main() {
+    int n = 4096;
+    __half* x;
+    cudaMalloc(&x, n * sizeof(__half));
+    scale<<<(n + 255) / 256, 256>>>(x, n);
+}
+""")
+    draft = draft_spec(source)
+    assert 'templates = { T = "f16" }' in draft.text
+    assert not any("f32 is a guess" in todo for todo in draft.todos)
