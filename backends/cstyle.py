@@ -153,7 +153,7 @@ class Printer:
                 return text, UNARY
             return text, (UNARY if value < 0 or text.startswith("-") else PRIMARY)
         value = int(value)
-        if t.name in ("i8", "u8", "i16", "u16"):  # char and short literals do not exist: a converted int
+        if t.name in ("i8", "u8", "i16", "u16"):  # no char or short literals: a converted int
             return f"({self.type_name(t)}){value}", UNARY
         suffix = self.dialect.int_suffixes.get(t.name, "")
         if t.name == "i32" and value == -2**31:

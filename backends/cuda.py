@@ -69,9 +69,8 @@ def _bit_view(src: ScalarType, dst: ScalarType, name: str, value: str) -> str:
     named = {("i32", "f32"): "__int_as_float", ("u32", "f32"): "__uint_as_float",
              ("f32", "i32"): "__float_as_int", ("f32", "u32"): "__float_as_uint",
              ("i64", "f64"): "__longlong_as_double", ("f64", "i64"): "__double_as_longlong",
-             ("i16", "f16"): "__short_as_half", ("f16", "i16"): "__half_as_short",
-             ("u16", "f16"): "__ushort_as_half", ("f16", "u16"): "__half_as_ushort",
-             ("u16", "bf16"): "__ushort_as_bfloat16", ("bf16", "u16"): "__bfloat16_as_ushort"}
+             ("i16", "f16"): "__short_as_half", ("u16", "f16"): "__ushort_as_half",
+             ("u16", "bf16"): "__ushort_as_bfloat16"}
     if src.name in ("f16", "bf16") and dst.is_int:  # through a 32-bit register (HELPERS)
         helper = "kir_half_bits" if src.name == "f16" else "kir_bfloat16_bits"
         return f"(({name}){helper}({value}))"

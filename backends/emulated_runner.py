@@ -76,7 +76,8 @@ def as_kir_array(array) -> np.ndarray:
     return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
 
 
-_NP = {"bool": np.bool_, "i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32, "u32": np.uint32,
+_NP = {"bool": np.bool_, "i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32,
+       "u32": np.uint32,
        "i64": np.int64,
        "u64": np.uint64, "f16": np.float16, "f32": np.float32, "u16": np.uint16,
        "f64": np.float64}

@@ -20,7 +20,8 @@ from kir.backends.emitted import Emitted, accumulated, decode, key_array
 
 from kir.errors import KirError
 
-MX_DTYPES = {"bool": "bool_", "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "u32": "uint32",
+MX_DTYPES = {"bool": "bool_", "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32",
+             "u32": "uint32",
              "i64": "int64", "u64": "uint64",
              "f16": "float16", "bf16": "bfloat16", "f32": "float32", "u16": "uint16",
              "f64": "float64"}

@@ -36,7 +36,8 @@ from kir.ir.types import SCALARS
 from kir.spec.pyexpr import PRELUDE, size_expr_to_python
 from kir.spec.require import to_python as require_to_python
 
-MX_DTYPES = {"bool": "bool_", "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "u32": "uint32",
+MX_DTYPES = {"bool": "bool_", "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32",
+             "u32": "uint32",
              "i64": "int64", "u64": "uint64", "f16": "float16", "bf16": "bfloat16",
              "f32": "float32", "u16": "uint16", "f64": "float64"}
 _BITS = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}

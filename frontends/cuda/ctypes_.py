@@ -40,7 +40,8 @@ NAMED_TYPES: dict[str, ValueType] = {
     "int2": VectorType(I32, 2), "int3": VectorType(I32, 3), "int4": VectorType(I32, 4),
     "uint2": VectorType(U32, 2), "uint3": VectorType(U32, 3), "uint4": VectorType(U32, 4),
     "double2": VectorType(F64, 2), "uintptr_t": U64, "intptr_t": I64, "nv_bfloat16": BF16,
-    "int8_t": I8, "uint8_t": U8, "int16_t": I16, "uint16_t": U16, "ushort": U16, "uchar": U8, "uchar2": VectorType(U8, 2),
+    "int8_t": I8, "uint8_t": U8, "int16_t": I16, "uint16_t": U16, "ushort": U16, "uchar": U8,
+    "uchar2": VectorType(U8, 2),
     "uchar3": VectorType(U8, 3), "uchar4": VectorType(U8, 4), "char2": VectorType(I8, 2),
     "char4": VectorType(I8, 4), "half2": VectorType(F16, 2), "__half2": VectorType(F16, 2),
     "__nv_bfloat162": VectorType(BF16, 2), "nv_bfloat162": VectorType(BF16, 2),
@@ -73,6 +74,13 @@ class CType:
 
 def scalar_of(t: ValueType) -> ScalarType:
     return t.elem if isinstance(t, VectorType) else t
+
+
+def same_width_ints(seen, held) -> bool:
+    """Whether an element held as ``held`` is seen as ``seen``, another integer type of its
+    width (the bits are the same: a conversion reads them)."""
+    return isinstance(seen, ScalarType) and isinstance(held, ScalarType) and seen != held \
+        and seen.is_int and held.is_int and seen.nbytes == held.nbytes
 
 
 def combine_type_words(words: list[str]) -> ValueType | None | str:

@@ -28,7 +28,8 @@ DTYPES = {"float": "f32", "double": "f64", "half": "f16", "__half": "f16",
           "bool": "bool", "float2": "f32", "float4": "f32", "float3": "f32", "int2": "i32",
           "int4": "i32", "uint2": "u32", "uint4": "u32", "double2": "f64", "half2": "f16",
           "__half2": "f16", "int8_t": "i8", "uint8_t": "u8",
-          "int16_t": "i16", "uint16_t": "u16", "short": "i16", "unsigned short": "u16", "c10::Half": "f16",
+          "int16_t": "i16", "uint16_t": "u16", "short": "i16", "unsigned short": "u16",
+          "c10::Half": "f16",
           "c10::BFloat16": "bf16", "at::Half": "f16", "at::BFloat16": "bf16"}
 
 _ARGS = r"<((?:[^<>;{}]|<(?:[^<>;{}]|<[^<>;{}]*>)*>)*)>"

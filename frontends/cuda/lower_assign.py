@@ -84,15 +84,12 @@ class AssignMixin:
             if retyped is not None:
                 return retyped
             wanted = ct.scalar_of(target.base)
-            if self.atomic_operand is not None and wanted != root_elem and isinstance(
-                    wanted, ScalarType) and wanted.is_int and root_elem.is_int \
-                    and wanted.nbytes == root_elem.nbytes:
+            if self.atomic_operand is not None and ct.same_width_ints(wanted, root_elem):
                 # atomicAdd((unsigned long long*)&int64_buffer[i], v): the same bits under
                 # the other signedness, which the atomic reads back (_atomic)
                 self.atomic_operand.append(wanted)
                 return PtrVal(p.root, p.offset, root_elem)
-            if isinstance(target.base, ScalarType) and wanted != root_elem and wanted.is_int \
-                    and root_elem.is_int and wanted.nbytes == root_elem.nbytes:
+            if ct.same_width_ints(target.base, root_elem):
                 return PtrVal(p.root, p.offset, target.base)  # (const char*) over bytes
             if wanted != root_elem:  # int4 over floats: a carrier
                 return self.reinterpreting_pointer(p, target.base, root_elem, tree)

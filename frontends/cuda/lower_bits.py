@@ -12,9 +12,13 @@ bf16 values), so the bits travel as the values they are and nothing is converted
 may go where the code declares the vector type — a parameter, a local, a function's result —
 be copied by ``memcpy`` and be stored back through a pointer of that type. ``memcpy`` copies
 element by element: elements of one type directly, of one size and another type through a
-``bitcast``. What would need bit arithmetic — reading a carrier as the vector it stands for
-(``v.x`` of an ``int4`` made of floats), copying between elements of different sizes — is
-refused where it is written.
+``bitcast``. A carrier of integer elements is read as the scalar (or short vector) it stands
+for, its elements' bits assembled little-endian (an ``int`` over four int8 values, a block's
+``half`` scale over two bytes: :meth:`BitsMixin.carrier_scalar`), and written from one, split
+back into them (:meth:`BitsMixin.carrier_of`). What would need bits split across float
+elements — reading a carrier of floats as the vector it stands for (``v.x`` of an ``int4``
+made of floats), copying between elements of different sizes — is refused where it is
+written.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from kir.frontends.cuda.values import (
     StructVal,
     VarSym,
 )
-from kir.ir import Call, Component, Const, Expr, MakeVector, Var
+from kir.ir import Call, Component, Const, Expr, MakeVector, Store, Var
 from kir.ir.types import I32, U8, U16, U32, U64, ScalarType, VectorType
 
 _UNSIGNED = {1: U8, 2: U16, 4: U32, 8: U64}  # an element's bits as an unsigned integer
@@ -114,6 +118,34 @@ class BitsMixin:
         if scalar.is_float:
             return bitcast(ct.convert(total, _UNSIGNED[scalar.nbytes]), scalar)
         return ct.convert(total, scalar)
+
+    def carrier_of(self, t: StructType, value: Expr, tree) -> StructVal:
+        """The carrier ``t`` holding ``value``'s bits (a scalar or short vector of its
+        ``carries`` type), split into its integer elements little-endian: what a write of a
+        ``half`` member of a block over bytes stores (the inverse of :meth:`carrier_scalar`)."""
+        nominal = t.carries
+        elem = t.fields[0][1].elem
+        if not (isinstance(elem, ScalarType) and elem.is_int):
+            raise self.error(f"writing a {nominal} as the bits of {elem} values not supported "
+                             "(kir splits values into integer elements only)", tree,
+                             UnsupportedError)
+        value = self.coerce(value, nominal, tree)
+        scalar = ct.scalar_of(nominal)
+        lanes = [value] if isinstance(nominal, ScalarType) else [
+            Component(value, k, scalar) for k in range(nominal.count)]
+        pieces: list[Expr] = []
+        for lane in lanes:
+            bits = bitcast(lane, _UNSIGNED[scalar.nbytes]) if scalar.is_float else \
+                ct.convert(lane, _UNSIGNED[scalar.nbytes])
+            wide = self._temp(ct.convert(bits, U64 if scalar.nbytes == 8 else U32))
+            for k in range(scalar.nbytes // elem.nbytes):
+                shifted = ct.binary(">>", wide, Const(8 * elem.nbytes * k, wide.type)) \
+                    if k else wide
+                pieces.append(ct.convert(ct.convert(shifted, _UNSIGNED[elem.nbytes]), elem))
+        arr = self._field_array(t.fields[0][1], self.fresh("bits"), "local")
+        for k, piece in enumerate(pieces):
+            self.emit(Store(arr.name, Const(k, I32), piece, loc=self.cur_loc))
+        return StructVal(t, {"bits": ArrVal(arr)})
 
     def lower_memcpy(self, arg_trees: list, tree) -> Expr:
         """``memcpy(&dst, &src, n)`` between locals, struct members or buffer elements:

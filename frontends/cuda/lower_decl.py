@@ -32,7 +32,7 @@ from lark import Token, Tree
 
 from kir.errors import LimitError, UnsupportedError
 from kir.ir import Alloc, Const, Declare, MakeVector, Store
-from kir.ir.types import I8, I32, U8, ScalarType, VectorType
+from kir.ir.types import I8, I32, U8, VectorType
 
 
 # More elements than a thread's local memory holds (512 KiB on NVIDIA GPUs) for any element
@@ -307,7 +307,6 @@ class DeclMixin:
                 return  # (a struct over bytes: any layout)
             view = view.scalars()[0]
         seen = ct.scalar_of(view)
-        if seen != held and not (isinstance(seen, ScalarType) and seen.is_int and held.is_int
-                                 and seen.nbytes == held.nbytes):
+        if seen != held and not ct.same_width_ints(seen, held):
             raise self.error(f"a {ct.scalar_of(view)} pointer into {self.buffers[root].elem} "
                              f"buffer '{root}'", tree, UnsupportedError)

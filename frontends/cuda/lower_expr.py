@@ -168,7 +168,7 @@ class ExprMixin(PointerTestMixin):
         element as the other signedness of its width (``(const char*)`` over bytes)."""
         info = self.buffers.get(ref.buffer)
         elem = info.elem if info is not None else ref.type
-        if _same_width_ints(ref.type, elem):
+        if ct.same_width_ints(ref.type, elem):
             return ct.convert(Load(ref.buffer, ref.index, elem), ref.type)
         return Load(ref.buffer, ref.index, ref.type)
 
@@ -552,13 +552,6 @@ class ExprMixin(PointerTestMixin):
         if trait is not None:  # std::is_same_v<T, float>
             return trait
         raise self.error(f"'{tree.children[0]}<...>' must be called", tree)
-
-
-def _same_width_ints(seen, held) -> bool:
-    """Whether an element held as ``held`` is seen as ``seen``, another integer type of its
-    width (the bits are the same: a conversion reads them)."""
-    return isinstance(seen, ScalarType) and isinstance(held, ScalarType) and seen != held \
-        and seen.is_int and held.is_int and seen.nbytes == held.nbytes
 
 
 def _readable_carrier(t) -> bool:

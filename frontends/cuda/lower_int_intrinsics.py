@@ -159,15 +159,15 @@ class IntIntrinsicsMixin:
 
     def _umul64hi(self, a: Expr, b: Expr) -> Expr:
         """The high 64 bits of the 128-bit product, from 32-bit halves (schoolbook)."""
-        half = [(self._named(_bin("&", v, 0xFFFFFFFF), "lo"), self._named(_bin(">>", v, 32), "hi"))
-                for v in (a, b)]
+        half = [(self._named(_bin("&", v, 0xFFFFFFFF), "lo"),
+                 self._named(_bin(">>", v, 32), "hi")) for v in (a, b)]
         (a_lo, a_hi), (b_lo, b_hi) = half
         low = self._named(_bin("*", a_lo, b_lo), "ll")
         cross1 = self._named(_bin("*", a_hi, b_lo), "hl")
         cross2 = self._named(_bin("*", a_lo, b_hi), "lh")
         # the middle column: both cross products' low halves and the carry out of low
-        middle = self._named(_bin("+", _bin("+", _bin(">>", low, 32), _bin("&", cross1, 0xFFFFFFFF)),
-                                  _bin("&", cross2, 0xFFFFFFFF)), "mid")
+        carried = _bin("+", _bin(">>", low, 32), _bin("&", cross1, 0xFFFFFFFF))
+        middle = self._named(_bin("+", carried, _bin("&", cross2, 0xFFFFFFFF)), "mid")
         top = _bin("+", _bin("*", a_hi, b_hi), _bin(">>", cross1, 32))
         return _bin("+", _bin("+", top, _bin(">>", cross2, 32)), _bin(">>", middle, 32))
 

@@ -34,13 +34,12 @@ from kir.frontends.cuda.values import (
     count_of,
     field_offsets,
 )
-from kir.frontends.cuda.lower_bits import bitcast, carrier_type
+from kir.frontends.cuda.lower_bits import carrier_type
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import (Alloc, Component, Const, Declare, Expr, Load, MakeVector, Param, Select, Store,
-                    Var)
-from kir.ir.types import I8, I32, U8, U16, U32, U64, PointerType, ScalarType, VectorType
+from kir.ir import Alloc, Component, Const, Declare, Expr, Load, MakeVector, Param, Select, Var
+from kir.ir.types import I8, I32, U8, PointerType, ScalarType, VectorType
 
 
 def struct_fields(t: StructType, base: str) -> list[tuple[str, object]]:
@@ -206,35 +205,6 @@ class StructMixin:
             what = value.type if isinstance(value, StructVal) else "a value that is not a struct"
             raise self.error(f"cannot initialize {t} from {what}", where or tree)
         return value
-
-    def carrier_of(self, t: StructType, value: Expr, tree) -> StructVal:
-        """The carrier ``t`` holding ``value``'s bits (a scalar or short vector of its
-        ``carries`` type), split into its integer elements little-endian: what a write of a
-        ``half`` member of a block over bytes stores."""
-        nominal = t.carries
-        elem = t.fields[0][1].elem
-        if not (isinstance(elem, ScalarType) and elem.is_int):
-            raise self.error(f"writing a {nominal} as the bits of {elem} values not supported "
-                             "(kir splits values into integer elements only)", tree,
-                             UnsupportedError)
-        value = self.coerce(value, nominal, tree)
-        scalar = ct.scalar_of(nominal)
-        lanes = [value] if isinstance(nominal, ScalarType) else [
-            Component(value, k, scalar) for k in range(nominal.count)]
-        unsigned = {1: U8, 2: U16, 4: U32, 8: U64}
-        pieces: list[Expr] = []
-        for lane in lanes:
-            bits = bitcast(lane, unsigned[scalar.nbytes]) if scalar.is_float else \
-                ct.convert(lane, unsigned[scalar.nbytes])
-            wide = self._temp(ct.convert(bits, U64 if scalar.nbytes == 8 else U32))
-            for k in range(scalar.nbytes // elem.nbytes):
-                shifted = ct.binary(">>", wide, Const(8 * elem.nbytes * k, wide.type)) \
-                    if k else wide
-                pieces.append(ct.convert(ct.convert(shifted, unsigned[elem.nbytes]), elem))
-        arr = self._field_array(t.fields[0][1], self.fresh("bits"), "local")
-        for k, piece in enumerate(pieces):
-            self.emit(Store(arr.name, Const(k, I32), piece, loc=self.cur_loc))
-        return StructVal(t, {"bits": ArrVal(arr)})
 
     def struct_from_list(self, t: StructType, items: list, tree) -> StructVal:
         """``{a, b}`` for a struct: fields in order, missing ones their default member

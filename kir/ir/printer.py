@@ -67,13 +67,14 @@ INDENT = "  "
 RESERVED = frozenset("""
     kernel grid block shared_bytes specialized global shared local const restrict let for while
     do if else barrier atomic dynamic return break continue true false as fast select shuffle reduce
-    inf nan lane warp warp_size thread block_dim grid_dim bool i8 u8 i16 u16 i32 u32 i64 u64 f16 bf16 f32
-    f64
+    inf nan lane warp warp_size thread block_dim grid_dim bool i8 u8 i16 u16 i32 u32 i64 u64 f16
+    bf16 f32 f64
     matrix fill mload stride transposed mma tf32 tf32x3 mstore assert
 """.split())
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPED = re.compile(
-    r"(?:bool|i8|u8|i16|u16|i32|u32|i64|u64|f16|bf16|f32|f64)(?:x[234]|m[1-9][0-9]*x[1-9][0-9]*)?\Z")
+    r"(?:bool|i8|u8|i16|u16|i32|u32|i64|u64|f16|bf16|f32|f64)"
+    r"(?:x[234]|m[1-9][0-9]*x[1-9][0-9]*)?\Z")
 
 COMPONENTS = "xyzw"
 

@@ -36,7 +36,8 @@ class ScalarType:
 
     @property
     def bits(self) -> int:
-        return {"bool": 8, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64, "u64": 64,
+        return {"bool": 8, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32,
+                "i64": 64, "u64": 64,
                 "f16": 16, "bf16": 16, "f32": 32, "f64": 64}[self.name]
 
     @property

@@ -39,3 +39,16 @@ def spec_variant(path: Path, tmp_path: Path, changes: dict[str, str]) -> Path:
     ref = path.parent / f"{path.stem}_ref.py"
     (tmp_path / ref.name).write_text(ref.read_text())
     return out
+
+
+def assert_call_refused(call: str, message: str, out_type: str = "int") -> None:
+    """``out[0] = call;`` in a one-line kernel over ``const float* x`` is refused with
+    ``message``, located on that line (2)."""
+    from kir.frontends.cuda import load_cuda
+    from kir.errors import KirError
+    from kir.ir import Launch
+
+    source = f"__global__ void f(const float* x, {out_type}* out) {{\n    out[0] = {call};\n}}\n"
+    with pytest.raises(KirError, match=message) as info:
+        load_cuda(source, "f.cu", launch=Launch(("1", "1", "1"), (32, 1, 1), 0))
+    assert info.value.loc.line == 2

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from kir.frontends.cuda import load_cuda
-from tests.frontend.everywhere import TARGETS, check_everywhere
+from tests.frontend.everywhere import TARGETS, assert_call_refused, check_everywhere
 
 from kir.driver.load import load_kernel
 from kir.errors import KirError
@@ -44,10 +44,7 @@ def test_an_int_over_int8_reads_four_bytes():
     ("__brev(x[0])", "__brev takes integers, not f32"),
 ])
 def test_integer_intrinsics_of_floats_are_refused(call, message):
-    source = f"__global__ void f(const float* x, int* out) {{\n    out[0] = {call};\n}}\n"
-    with pytest.raises(KirError, match=message) as info:
-        load_cuda(source, "f.cu", launch=ONE)
-    assert info.value.loc.line == 2
+    assert_call_refused(call, message)
 
 
 def test_an_int_over_halves_is_refused_where_read():

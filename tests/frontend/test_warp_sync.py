@@ -8,15 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kir.frontends.cuda import load_cuda
-from tests.frontend.everywhere import TARGETS, check_everywhere
+from tests.frontend.everywhere import TARGETS, assert_call_refused, check_everywhere
 
 from kir.driver.load import load_kernel
-from kir.errors import KirError
-from kir.ir import Launch
 
 KERNEL = Path(__file__).parent / "data" / "warp_sync.cu"
-ONE = Launch(("1", "1", "1"), (32, 1, 1), 0)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -30,10 +26,7 @@ def test_warp_reduce_and_match_everywhere(target):
     ("__match_any_sync(0x0000ffff, (int)x[0])", "partial mask"),
 ])
 def test_what_kir_does_not_model_is_refused(call, message):
-    source = f"__global__ void f(const float* x, unsigned* out) {{\n    out[0] = {call};\n}}\n"
-    with pytest.raises(KirError, match=message) as info:
-        load_cuda(source, "w.cu", launch=ONE)
-    assert info.value.loc.line == 2
+    assert_call_refused(call, message, "unsigned")
 
 
 @pytest.mark.nvcc
