@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from kir.frontends.cuda.instantiations import DTYPES, instantiation_values
+from kir.frontends.cuda.instantiations import instantiation_values, type_argument
 from kir.frontends.cuda.lower import Lowerer
 from kir.frontends.cuda.lower_types import function_param_name
 from kir.frontends.cuda.parser import BUILTIN_TYPE_NAMES, SourceMap, parse_unit
@@ -338,15 +338,6 @@ def _specialization_for(text: str, primary, values: dict, args: ArgFacts | None)
     """Where the explicit specialization of ``primary`` for these template values starts,
     if the file has one: its parameters declared with the template's type parameters name
     the types the values give (or the spec's dtypes deduce)."""
-    from kir.frontends.cuda.ctypes_ import NAMED_TYPES
-    from kir.ir.types import VectorType
-
-    def canonical(words: tuple[str, ...]) -> str | None:
-        name = " ".join(words)
-        if isinstance(NAMED_TYPES.get(name), VectorType):
-            return name
-        return DTYPES.get(name, name)
-
     dtypes = args.dtypes if args is not None else {}
     for special in signatures(text):
         if special.name != primary.name or not special.specialization \
@@ -357,7 +348,8 @@ def _specialization_for(text: str, primary, values: dict, args: ArgFacts | None)
             for kind, param in primary.template:
                 if kind == "typename" and mine.type_words == (param,):
                     wanted = values.get(param) or dtypes.get(mine.name)
-                    fits &= wanted is not None and canonical(theirs.type_words) == wanted
+                    fits &= wanted is not None \
+                        and type_argument(" ".join(theirs.type_words)) == wanted
         if fits:
             return special.offset
     return None

@@ -139,12 +139,19 @@ def _host_template_binding(text: str, name: str, body_start: int) -> dict[str, s
     return {}
 
 
+def type_argument(arg: str) -> str | None:
+    """A type template argument as kir binds it: a dtype (``float`` -> ``"f32"``), a vector
+    type's own name (``half2``: the vector, not a dtype of its elements), or the name of a
+    type the file defines (a function object); None for what it cannot name."""
+    arg = arg.replace("const ", "")
+    if isinstance(NAMED_TYPES.get(arg), VectorType):
+        return arg
+    return DTYPES.get(arg) or (arg if re.fullmatch(r"[A-Za-z_][\w:]*", arg) else None)
+
+
 def _value(kind: str, arg: str) -> int | str | ValueText | None:
-    if kind == "typename":  # a dtype, or the name of a type the file defines (a functor)
-        arg = arg.replace("const ", "")
-        if isinstance(NAMED_TYPES.get(arg), VectorType):
-            return arg  # T = half2 is the vector, not a dtype of its elements
-        return DTYPES.get(arg) or (arg if re.fullmatch(r"[A-Za-z_][\w:]*", arg) else None)
+    if kind == "typename":
+        return type_argument(arg)
     if kind == "function":
         head = arg.lstrip("&").split("<", 1)[0].strip()
         return f"&{head}" if re.fullmatch(r"[A-Za-z_][\w:]*", head) else None

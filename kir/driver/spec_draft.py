@@ -239,18 +239,17 @@ class _Drafter:
         # what the frontend reads from the file (the launching function's own template
         # arguments resolved), where the launch's text names what the host code here does not
         # define; a value it does define stays an expression of the spec's sizes
-        instantiated = {name: value for (kind, name), arg in
-                        zip(self.signature.template, given + [""] * len(self.signature.template))
-                        if name in from_file and (not arg or not set(
-                            re.findall(r"[A-Za-z_]\w*", arg)) <= set(self.variables))
-                        for value in (from_file[name],)} if given else from_file
+        instantiated = dict(from_file)
+        for i, (_kind, name) in enumerate(self.signature.template):
+            if i < len(given) and set(re.findall(r"[A-Za-z_]\w*", given[i])) <= \
+                    set(self.variables):
+                instantiated.pop(name, None)
         for i, (kind, name) in enumerate(self.signature.template):
             if name in instantiated:
                 value = instantiated[name]
                 if kind == "typename" and value in DTYPES.values():
                     # its C name, which a scalar argument of type T is drafted from
-                    self.types[name] = given[i].strip() if i < len(given) else next(
-                        c for c, d in DTYPES.items() if d == value)
+                    self.types[name] = given[i].strip() if i < len(given) else _c_name(value)
                 if kind == "typename" and value not in DTYPES.values():
                     # a function object of the file: the frontend binds it from the file
                     # itself, and a parameter of that type takes no argument
@@ -281,7 +280,7 @@ class _Drafter:
                 dtype = _dtype(given[i].split(), {})
                 if dtype is None and from_file.get(name) in DTYPES.values():
                     dtype = from_file[name]  # T of the launching host template, bound
-                    self.types[name] = next(c for c, d in DTYPES.items() if d == dtype)
+                    self.types[name] = _c_name(dtype)
                 table[name] = dtype or "f32"
                 if dtype is None:
                     self.todo(("templates",), f"{name} = {given[i]} is not a kir dtype")
@@ -304,9 +303,7 @@ class _Drafter:
             words = [w for w in (var.type if var else "").replace("*", " ").split()
                      if w not in ("const", "volatile", "__restrict__")]
             c_name = " ".join(words)
-            if c_name in DTYPES and DTYPES[c_name] in ("f32", "f16", "bf16", "f64", "i32",
-                                                       "u32", "i64", "u64", "i8", "u8",
-                                                       "i16", "u16"):
+            if DTYPES.get(c_name) not in (None, "bool"):
                 return c_name, DTYPES[c_name]
         return None
 
@@ -801,6 +798,11 @@ def draft_spec(path: str | Path, *, kernel: str | None = None,
                "kernel is the reference.")
     text = dumps(data, drafter.comments, header)
     return Draft(text, kernel, where, drafter.todos)
+
+
+def _c_name(dtype: str) -> str:
+    """The first C name :data:`DTYPES` gives ``dtype`` (``"f16"`` -> ``half``)."""
+    return next(c for c, d in DTYPES.items() if d == dtype)
 
 
 def _struct_fields(source: str, path: Path, kernel: str) -> dict[str, tuple]:
