@@ -20,7 +20,7 @@ from kir.frontends.cuda.parser import (
     parse_unit,
     template_header_length,
 )
-from kir.frontends.cuda.scan import FUNCTION_TYPEDEF, Unit
+from kir.frontends.cuda.scan import FUNCTION_TYPEDEF, SPECIALIZATION_HEADER, Unit
 from kir.frontends.cuda.struct_text import PatchedSource, operator_word
 from kir.frontends.cuda.values import FunctionSym, StructType
 
@@ -151,8 +151,8 @@ def _is_template(text: str, start: int) -> bool:
     """Whether the function at ``start`` is a template: a ``template <...>`` header with
     parameters (``template <>`` is an explicit specialization, a function of fixed types
     that overload resolution matches as such)."""
-    return text.startswith("template", start) and not re.match(r"template\s*<\s*>",
-                                                                text[start:start + 40])
+    return text.startswith("template", start) \
+        and not SPECIALIZATION_HEADER.match(text, start)
 
 
 def _parser_for(src: SourceMap, unit: Unit, type_names: frozenset[str],

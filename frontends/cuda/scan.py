@@ -165,8 +165,10 @@ def scan_units(text: str) -> list[Unit]:
         elif {"__constant__", "__device__"} & set(_IDENT.findall(unit.split("=", 1)[0])) \
                 and "(" not in unit.split("=", 1)[0].split("[", 1)[0]:
             names = _CONSTANT_NAME.findall(unit.split("=", 1)[0])
-            if names:  # __constant__ memory (or a __device__ variable): the kernels reading
-                out.append(Unit("constant", names[-1], start, end))  # it take it as input
+            # __constant__ memory (or a __device__ variable): the kernels reading it take it
+            # as an input
+            if names:
+                out.append(Unit("constant", names[-1], start, end))
         elif first in ("const", "constexpr", "static") and "(" not in unit.split("=", 1)[0]:
             heads = set(_IDENT.findall(unit.split("=", 1)[0]))
             if heads & {"const", "constexpr"} and not heads & {"__device__", "__constant__",
@@ -260,6 +262,8 @@ def _is_constexpr_function(header: str) -> bool:
     return "constexpr" in words and "__host__" not in words
 
 
+# ``template <> __global__ void k(half* x)``: an explicit specialization's empty header
+SPECIALIZATION_HEADER = re.compile(r"\s*template\s*<\s*>")
 # ``typedef void (*dequantize_t)(const void*, int, float2&);``: a function pointer type's name
 FUNCTION_TYPEDEF = re.compile(r"\btypedef\b[^;(){}]*\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*\(")
 

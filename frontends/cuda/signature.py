@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kir.frontends.cuda.scan import FUNCTION_TYPEDEF, scan_units
+from kir.frontends.cuda.scan import FUNCTION_TYPEDEF, SPECIALIZATION_HEADER, scan_units
 
 from kir.errors import KirError
 
@@ -147,7 +147,7 @@ def signatures(text: str) -> list[Signature]:
         open_at = rest.find("(", rest.find(unit.name))
         close_at = rest.rfind(")")
         params = [parse_param(p) for p in split_top_level(rest[open_at + 1:close_at])]
-        special = not template and re.match(r"\s*template\s*<\s*>", header) is not None
+        special = not template and SPECIALIZATION_HEADER.match(header) is not None
         out.append(Signature(unit.name, template, tuple(p for p in params if p), unit.start,
                              special))
     return out
