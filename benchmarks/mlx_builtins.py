@@ -25,6 +25,11 @@ def builtin(name: str, inputs: dict):
         scale = float(inputs["softmax_scale"])
         return "mx.fast.scaled_dot_product_attention", \
             lambda: mx.fast.scaled_dot_product_attention(a["Q"], a["K"], a["V"], scale=scale)
+    if name == "attention_heads":  # [BH, N, d] buffers q, k, v (lower case)
+        scale = float(inputs["scale"])
+        qkv = [a[n][None] for n in ("q", "k", "v")]
+        return "mx.fast.scaled_dot_product_attention", \
+            lambda: mx.fast.scaled_dot_product_attention(*qkv, scale=scale)
     if name == "softmax":
         return "mx.softmax", lambda: mx.softmax(a["x"], axis=-1)
     if name == "layernorm":

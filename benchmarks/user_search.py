@@ -35,6 +35,10 @@ CASES = {
     # loop per thread row, no cooperative staging loop, the grid over query tiles).
     "attention-rows-1024": ("tests/rules/data/flash_attn_rows.cu", None,
                             {"B": 1, "H": 16, "N": 1024, "D": 64}, 120, "flash_attn", 0.5),
+    # Attention written as one thread a query row walking the keys twice from global memory
+    # (tests/rules/data: exp2, a #define'd head size, pointers offset per head).
+    "attention-two-pass-1024": ("tests/rules/data/attention_two_pass.cu", None,
+                                {"BH": 16, "N": 1024}, 120, "attention_heads", 0.5),
     "matmul-2048": ("examples/sgemm.cu", None, {"M": 2048, "N": 2048, "K": 2048}, 90,
                     "sgemm", 0.5),
     "reduce-16M": ("examples/reduce.cu", None, {"n": 1 << 24}, 60, "reduce", 0.5),

@@ -110,6 +110,10 @@ class RuleContext:
     tile_sizes: Mapping[str, int] = field(default_factory=dict)
     base: Kernel | None = field(default=None, compare=False)
     retiled: Callable[[dict[str, int]], Kernel] | None = field(default=None, compare=False)
+    # The spec bound at the compiled sizes (a kir.spec.BoundSpec), for rules that recognise
+    # a kernel by running it at small sizes (kir.rewrites.attention.recognize); None for a
+    # kernel read without a spec.
+    bound: Any = field(default=None, compare=False)
 
 def context_for(loaded, target: Target | None = None) -> "RuleContext":
     """The rule context for a loaded kernel (a :class:`kir.driver.load.Loaded`): its bound sizes,
@@ -125,7 +129,7 @@ def context_for(loaded, target: Target | None = None) -> "RuleContext":
     tiles = loaded.tile_sizes() if hasattr(loaded, "tile_sizes") else {}
     return RuleContext(sizes=dict(bound.sizes), scalars=scalars, target=target,
                        scalar_exprs=exprs, tile_sizes=tiles, base=loaded.kernel,
-                       retiled=loaded.retiled if tiles else None)
+                       retiled=loaded.retiled if tiles else None, bound=bound)
 
 
 @runtime_checkable

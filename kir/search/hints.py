@@ -32,6 +32,9 @@ class Want:
     params: Mapping[str, object] = field(default_factory=dict)
     any_site: bool = False
     repeat: int = 1
+    # The recipe means nothing without this step (a rebuild the rest finishes): when it
+    # finds no site, the whole recipe is dropped instead of kept shorter.
+    required: bool = False
 
 
 @dataclass(frozen=True)
@@ -224,10 +227,35 @@ def _warp_tiled(kernel: Kernel) -> list[tuple[str, list[Want]]]:
     return out
 
 
+def _matrix_attention(kernel: Kernel) -> list[tuple[str, list[Want]]]:
+    """Attention rebuilt as FlashAttention-2 on matrix fragments (``mma-attention``, which
+    runs the kernel to recognise attention, whatever its loops look like) at the block shapes
+    fastest on the H200, each on TF32 tensor cores, split in three at f32's precision (the
+    spec's tolerance takes one or the other) and in f32 (Metal; CUDA where neither passes).
+    At N=1024, f32, timed alone: 0.18-0.19 ms on TF32, 0.31 ms split in three, 0.45 ms in
+    f32 against 0.47 ms for the best CUDA-core kernel (BENCHMARKS.md "Round 16")."""
+    from kir.rewrites.attention.recognize import looks_like_attention
+
+    if not looks_like_attention(kernel):
+        return []
+    out = []
+    for config in ("64x32/4", "32x32/2", "64x16/4"):
+        rebuilt = Want("mma-attention", any_site=True, params={"config": config},
+                       required=True)
+        for rule in ("tf32-matrix", "tf32x3-matrix"):
+            out.append((f"mma-attention-{config}-{rule.split('-')[0]}", [
+                rebuilt, Want(rule, ("all",), required=True), *_finishing(kernel)]))
+    out += [(f"mma-attention-{config}", [
+        Want("mma-attention", any_site=True, params={"config": config}, required=True),
+        *_finishing(kernel)])
+        for config in ("32x32/2", "64x16/4", "64x32/4")]
+    return out
+
+
 def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
     """Named recipes of known CUDA practice that fit ``kernel``'s shape (most specific
     first), ending with the finishing touches alone."""
-    out: list[tuple[str, list[Want]]] = []
+    out: list[tuple[str, list[Want]]] = _matrix_attention(kernel)
     nest = attention_nest(kernel)
     if nest:
         tiles, rows = nest
@@ -441,12 +469,16 @@ def _params(rule: Rule, wanted: Mapping[str, object]) -> tuple[tuple[str, object
 def build(kernel: Kernel, wants: Sequence[Want], registry: Mapping[str, Rule],
           ctx: RuleContext) -> tuple[Step, ...]:
     """Turn a recipe into the steps that really apply, in order (missing rules, absent sites
-    and steps a rule declines are dropped; a rule that raises is dropped too)."""
+    and steps a rule declines are dropped; a rule that raises is dropped too). A
+    ``required`` step that does not apply leaves no steps at all."""
     steps: list[Step] = []
     for want in wants:
         rule = registry.get(want.rule)
         if rule is None:
+            if want.required:
+                return ()
             continue
+        before = len(steps)
         for _ in range(max(1, want.repeat)):
             offered = safe_sites(rule, kernel, ctx, registry)
             order = [s for s in want.sites if s in offered]
@@ -464,6 +496,8 @@ def build(kernel: Kernel, wants: Sequence[Want], registry: Mapping[str, Rule],
                     break
             else:
                 break  # no site applied: repeating will not help
+        if want.required and len(steps) == before:
+            return ()
     return tuple(steps)
 
 

@@ -7,3 +7,11 @@ def softmax(args, sizes):
     x = args["x"].astype(np.float64)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     return {"y": (e / e.sum(axis=1, keepdims=True)).astype(np.float32)}
+
+
+def attention(args, sizes):
+    """out = softmax(q k^T * scale) v per (batch, head)."""
+    q, k, v = (args[n].astype(np.float64) for n in ("q", "k", "v"))
+    s = q @ np.swapaxes(k, -1, -2) * float(args["scale"])
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return {"out": ((p / p.sum(axis=-1, keepdims=True)) @ v).astype(np.float32)}

@@ -1,0 +1,1 @@
+"""Rules that rebuild an attention nest's GPU structure (mma-attention)."""

@@ -1,0 +1,95 @@
+"""mma-attention: rebuild an attention kernel as FlashAttention-2 on 8x8 matrix fragments."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kir.errors import KirError
+from kir.ir import Block, Kernel, Launch, Stmt, transform
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.ir.verify import verify
+from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
+from kir.rewrites.attention.recognize import Recognized, looks_like_attention, recognize
+from kir.rewrites.attention.template import PREFIX, body_text, parse_config
+
+# Query rows x keys a step / warps, the search's gene. MLX's steel attention takes 32 query
+# rows a threadgroup (4 SIMD-groups of 8) and 16-32 keys a step on Apple GPUs; on the H200
+# (BENCHMARKS.md round 16) 64x32/4 and 32x32/2 were fastest at N = 1024 and 4096.
+CONFIGS = ("64x32/4", "32x32/2", "64x16/4", "32x32/4", "64x32/8", "128x16/8")
+SITE = "kernel"
+
+
+class MmaAttention(BaseRule):
+    """Rebuild an attention kernel as FlashAttention-2 on 8x8 matrix fragments.
+
+    Encodes FlashAttention-2's forward pass (Dao 2023: the query rows of a block split over
+    its warps, the keys walked in tiles with an online softmax, O rescaled once a tile) on
+    the matrix units: Apple's SIMD-group matrices (MSL §6.7; MLX's ``steel_attention``) and,
+    through ``tf32-matrix`` / ``tf32x3-matrix``, NVIDIA's ``mma.sync`` tensor cores, as
+    FlashAttention-2's CUDA kernels do. S = Q·Kᵀ and P·V become fragment products, so each K
+    and V element a warp loads from shared memory serves 8 or 16 query rows, and the
+    products run on the matrix hardware instead of one multiply-add per lane
+    (:mod:`kir.rewrites.attention.template` has the kernel).
+
+    Site: the kernel (``kernel``), when it computes attention: roles from the spec and the
+    function checked by running it (:mod:`kir.rewrites.attention.recognize`: evidence by
+    evaluation, as validation is, not a proof). The rebuilt kernel keeps every parameter,
+    writes O (and the rows' maximum and sum where the original does), launches
+    ``(ceil(n / rows), heads)`` blocks and bakes in the head dimension, so it is right at the
+    compiled head dimension only. ``config`` (rows x keys / warps) is the search's gene.
+    Refused when the roles or the function do not fit, or the result exceeds the target's
+    limits (shared memory, threads).
+    """
+
+    name = "mma-attention"
+    site_key = "at"
+    once_per_site = True
+
+    @dataclass(frozen=True)
+    class Params:
+        config: str = choice(*CONFIGS)
+
+    def candidates(self, kernel: Kernel) -> list[str]:
+        return [SITE] if looks_like_attention(kernel) else []
+
+    def plan_in(self, kernel: Kernel, site: str, ctx: RuleContext | None) -> Recognized:
+        if any(v.startswith(PREFIX) for v in _names(kernel)):
+            return Recognized(refusal=f"the kernel already declares names starting {PREFIX!r}")
+        return recognize(kernel, ctx)
+
+    def apply(self, kernel: Kernel, match: Match, params: Params,
+              ctx: RuleContext) -> Kernel | NotApplicable:
+        found: Recognized = match.plan
+        assert found.attention is not None
+        cfg = parse_config(params.config)
+        problem = cfg.problem(found.attention.head_dim)
+        if problem:
+            return NotApplicable(problem)
+        seq = found.seq if found.seq.isidentifier() else f"({found.seq})"
+        launch = Launch((f"ceil({seq} / {cfg.rows})", found.heads, "1"), (cfg.threads, 1, 1), 0,
+                        specialized=kernel.launch.specialized)
+        shell = dataclasses.replace(kernel, body=Block(()), launch=launch)
+        head = print_kernel(shell, locations=False).rstrip().rsplit("}", 1)[0]
+        text = head + "\n".join("  " + line for line in body_text(cfg, found.attention))
+        try:
+            built = parse_kernel(text + "\n}\n", f"<{self.name}>")
+            loc = kernel.loc if hasattr(kernel, "loc") else None
+            body = transform(built.body, lambda n: dataclasses.replace(n, loc=loc)
+                             if isinstance(n, Stmt) and getattr(n, "loc", 0) is None
+                             and loc is not None else None)
+            result = dataclasses.replace(kernel, body=body, launch=launch)
+            verify(result, ctx.target)
+        except KirError as err:
+            return NotApplicable(f"the rebuilt attention kernel does not verify: {err.message}")
+        return result
+
+
+def _names(kernel: Kernel) -> set[str]:
+    """Every name the kernel declares or reads."""
+    return {getattr(n, "name", "") for n in kernel.body.walk()} | {
+        getattr(n, "var", "") for n in kernel.body.walk()}
+
+
+RULES = [MmaAttention()]

@@ -1,0 +1,234 @@
+"""Which kernels ``mma-attention`` may rebuild: attention, recognised by what it computes.
+
+FlashAttention kernels are written in many shapes (FlashAttention-1's tile loops with the
+running statistics in global memory, FlashAttention-2's row loops, a key a lane, scores in
+registers or in shared memory, exp or exp2 with the scale folded in), and proving any one of
+them equal to softmax(scale·Q·Kᵀ)·V from its loops is a proof per style. The rule instead
+takes the *roles* from the kernel and its spec and checks the *function* by running the
+kernel on kir's interpreter:
+
+1. shape (cheap, no run): the kernel calls exp or exp2, takes a maximum, and has two
+   multiply-accumulate loops (the two products);
+2. roles from the spec: three read-only f32 buffers of one shape ``[..., n, d]`` (Q, K and V
+   in some order), one written buffer of that shape (O), and written ``[..., n]`` buffers (the
+   rows' softmax maximum and sum, as FlashAttention-1 keeps them), nothing else written; a
+   scalar argument bound to ``n`` itself (the run-time sequence length);
+3. the function: the kernel runs at small sizes (the spec's check table or sizes shrunk from
+   the compiled ones, the head dimension as compiled) on random inputs, twice with the float
+   scalars halved the second time, and at the spec's ragged sizes; one assignment of Q, K and
+   V and one scale (a float scalar argument, 1/sqrt(d) or 1) must reproduce O, and each other
+   output must be the rows' maximum of the scaled scores or their sum of exponentials.
+
+This is evidence by evaluation, as kir's validation is, not a proof: a kernel that computes
+attention at the sizes tried but something else elsewhere (a branch on a size never tried)
+would be rebuilt wrongly. The rebuilt kernel is validated like every candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kir.errors import KirError
+from kir.ir import Assign, Binary, Call, For, Kernel, Var
+from kir.ir.printer import print_kernel
+from kir.ir.types import PointerType
+from kir.rewrites.attention.template import Attention
+
+# Loop iterations the interpreter may spend on one run of the kernel being recognised.
+PROBE_STEPS = 1 << 18
+# Elements a buffer may hold at the sizes derived to run it at (a spec without a check
+# table): 8192 is two heads of 64 queries at d = 64.
+PROBE_ELEMENTS = 1 << 13
+_RTOL, _ATOL = 2e-3, 2e-4  # the kernel's f32 against the formula in f64
+
+
+@dataclass(frozen=True)
+class Recognized:
+    """The roles found (``attention``), with the grid's second axis (``heads``: the product
+    of the shape's leading sizes, a spec expression) and the sequence length's size name;
+    or why not (``refusal``)."""
+
+    attention: Attention | None = None
+    heads: str = ""
+    seq: str = ""
+    refusal: str = ""
+
+
+def looks_like_attention(kernel: Kernel) -> bool:
+    """Step 1: exp or exp2, a maximum, and two multiply-accumulate loops."""
+    calls = {n.fn for n in kernel.body.walk() if isinstance(n, Call)}
+    if not calls & {"exp", "exp2"}:
+        return False
+    compares = any(isinstance(n, Binary) and n.op in (">", "<") for n in kernel.body.walk())
+    if "max" not in calls and not compares:
+        return False
+    return sum(1 for n in kernel.body.walk() if isinstance(n, For) and _accumulates(n)) >= 2
+
+
+def _accumulates(loop: For) -> bool:
+    """Whether ``loop``'s own body (not a nested loop's) adds a product into a local."""
+    for stmt in loop.body.stmts:
+        if isinstance(stmt, Assign) and isinstance(stmt.value, Binary) and stmt.value.op == "+":
+            sides = (stmt.value.left, stmt.value.right)
+            own = any(isinstance(s, Var) and s.name == stmt.name for s in sides)
+            if own and any(isinstance(s, Binary) and s.op == "*" for s in sides):
+                return True
+    return False
+
+
+_CACHE: dict[tuple, Recognized] = {}
+
+
+def recognize(kernel: Kernel, ctx) -> Recognized:
+    """Steps 2 and 3 for ``kernel`` under rule context ``ctx`` (which carries the bound
+    spec); remembered per kernel text and sizes, since the search asks again and again."""
+    bound = getattr(ctx, "bound", None)
+    if bound is None:
+        return Recognized(refusal="recognising attention needs the kernel's spec")
+    key = (hashlib.sha1(print_kernel(kernel, locations=False).encode()).hexdigest(),
+           str(bound.spec.path), tuple(sorted(bound.sizes.items())))
+    if key not in _CACHE:
+        try:
+            _CACHE[key] = _recognize(kernel, bound)
+        except KirError as err:
+            _CACHE[key] = Recognized(refusal=f"the kernel did not run at small sizes: "
+                                             f"{err.message}")
+    return _CACHE[key]
+
+
+def _recognize(kernel: Kernel, bound) -> Recognized:
+    spec = bound.spec
+    params = {p.name: p for p in kernel.params}
+    buffers = {name: a for name, a in spec.args.items()
+               if a.is_buffer and name in params and isinstance(params[name].type, PointerType)}
+    written = set(bound.outputs)
+    inputs = [n for n, a in buffers.items() if n not in written and a.dtype == "f32"]
+    by_shape: dict[tuple[str, ...], list[str]] = {}
+    for name in inputs:
+        by_shape.setdefault(tuple(buffers[name].shape), []).append(name)
+    shape = next((s for s, names in by_shape.items() if len(names) == 3 and len(s) >= 2), None)
+    if shape is None:
+        return Recognized(refusal="no three read-only f32 buffers of one shape [..., n, d] "
+                                  "(Q, K and V)")
+    outs = [n for n in written if tuple(buffers[n].shape) == shape and buffers[n].dtype == "f32"]
+    stats = [n for n in written if tuple(buffers[n].shape) == shape[:-1]
+             and buffers[n].dtype == "f32"]
+    if len(outs) != 1 or len(outs) + len(stats) != len(written):
+        return Recognized(refusal="the kernel writes other than one output shaped like Q and "
+                                  "per-row statistics")
+    seq_name, dim_name = shape[-2], shape[-1]
+    if seq_name not in spec.sizes:
+        return Recognized(refusal=f"Q's sequence dimension {seq_name!r} is not a size of the "
+                                  "spec")
+    n_param = next((n for n, a in spec.args.items() if a.is_scalar and n in params
+                    and (a.value or "").strip() == seq_name), None)
+    if n_param is None:
+        return Recognized(refusal=f"no scalar argument is the sequence length {seq_name!r}")
+    runs = _runs(kernel, bound, dim_name)
+    if isinstance(runs, str):
+        return Recognized(refusal=runs)
+    roles = _roles(runs, by_shape[shape], outs[0], stats, spec, params)
+    if isinstance(roles, str):
+        return Recognized(refusal=roles)
+    (q, k, v), scale, row_max, row_sum = roles
+    head_dim = bound.shape(q)[-1]
+    attention = Attention(q, k, v, outs[0], n_param, head_dim, scale, row_max, row_sum)
+    heads = " * ".join(f"({d})" if not d.isidentifier() else d for d in shape[:-2]) or "1"
+    return Recognized(attention, heads, seq_name)
+
+
+@dataclass
+class _Run:
+    inputs: dict
+    outputs: dict
+    shape: tuple[int, ...]  # Q's
+
+
+def _runs(kernel: Kernel, bound, dim_name: str) -> list[_Run] | str:
+    """The kernel's runs at small sizes (seed 0, then with the float scalars halved) and at
+    the ragged sizes on top of them; a refusal when the sizes cannot be had."""
+    from kir.interp import run_kernel
+    from kir.spec.shrink import check_sizes
+
+    spec = bound.spec
+    small = dict(spec.check) if spec.check else check_sizes(spec, bound.sizes, PROBE_ELEMENTS)
+    # The head dimension stays as compiled (a size, or a number in the shape).
+    kept = {dim_name: bound.sizes[dim_name]} if dim_name in bound.sizes else {}
+    small = {**bound.sizes, **small, **kept}
+    cases = [small] + ([{**small, **spec.ragged, **kept}] if spec.ragged else [])
+    runs = []
+    for i, sizes in enumerate(cases):
+        try:
+            case = spec.bind(sizes)
+        except KirError as err:
+            return f"no small sizes to run it at ({err.message})"
+        q_shape = None
+        variants = [case.make_inputs(0)]
+        if i == 0:
+            halved = dict(variants[0])
+            for name, arg in spec.args.items():
+                if arg.is_scalar and isinstance(halved.get(name), float):
+                    halved[name] = halved[name] * 0.5
+            variants.append(halved)
+        for inputs in variants:
+            outputs = run_kernel(kernel, {k: np.copy(v) if isinstance(v, np.ndarray) else v
+                                          for k, v in inputs.items()},
+                                 case.sizes, max_steps=PROBE_STEPS)
+            q_shape = q_shape or next(v.shape for v in inputs.values()
+                                      if isinstance(v, np.ndarray))
+            runs.append(_Run(inputs, outputs, q_shape))
+    return runs
+
+
+def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float):
+    """O, the rows' maximum of the scaled scores and their sum of exponentials (f64)."""
+    d, n = q.shape[-1], q.shape[-2]
+    q, k, v = (x.reshape(-1, n, d).astype(np.float64) for x in (q, k, v))
+    s = scale * np.einsum("hqd,hkd->hqk", q, k)
+    m = s.max(axis=-1, keepdims=True)
+    p = np.exp(s - m)
+    total = p.sum(axis=-1, keepdims=True)
+    return np.einsum("hqk,hkd->hqd", p / total, v), m[..., 0], total[..., 0]
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> bool:
+    got = np.asarray(got, np.float64).reshape(want.shape)
+    return bool(np.all(np.isfinite(got)) and np.allclose(got, want, rtol=_RTOL, atol=_ATOL))
+
+
+def _roles(runs: list[_Run], qkv: list[str], out: str, stats: list[str], spec, params):
+    """((Q, K, V), scale expression, row-max buffer, row-sum buffer), or a refusal."""
+    floats = [n for n, a in spec.args.items() if a.is_scalar and n in params
+              and isinstance(runs[0].inputs.get(n), float)]
+
+    def scale_of(run: _Run, choice: str) -> float:
+        if choice in floats:
+            return float(run.inputs[choice])
+        d = run.inputs[qkv[0]].shape[-1]
+        return 1.0 / math.sqrt(d) if choice == "rsqrt" else 1.0
+
+    for (q, k, v), choice in itertools.product(itertools.permutations(qkv),
+                                               [*floats, "rsqrt", "one"]):
+        formulas = [_attention(r.inputs[q], r.inputs[k], r.inputs[v], scale_of(r, choice))
+                    for r in runs]
+        if not all(_close(r.outputs[out], f[0]) for r, f in zip(runs, formulas)):
+            continue
+        found = {"max": "", "sum": ""}
+        for name in stats:
+            kind = next((kind for kind, i in (("max", 1), ("sum", 2))
+                         if all(_close(r.outputs[name], f[i]) for r, f in zip(runs, formulas))),
+                        None)
+            if kind is None or found[kind]:
+                return f"{name!r} is neither the rows' softmax maximum nor their sum"
+            found[kind] = name
+        d = runs[0].inputs[q].shape[-1]
+        scale = choice if choice in floats else (repr(1.0 / math.sqrt(d)) if choice == "rsqrt"
+                                                 else "1.0")
+        return (q, k, v), scale, found["max"], found["sum"]
+    return ("on random inputs its output is not softmax(scale * Q K^T) V for any order of "
+            f"{', '.join(qkv)} and scale (a float argument, 1/sqrt(d) or 1)")

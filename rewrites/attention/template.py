@@ -1,0 +1,224 @@
+"""The attention kernel that ``mma-attention`` builds, as kir IR text.
+
+FlashAttention-2's forward pass (Dao 2023, Algorithm 1) on 8x8 matrix fragments, the
+structure of MLX's fused attention on Apple GPUs (``steel_attention``: each SIMD-group owns
+rows of queries, S = Q·Kᵀ and O += P·V on ``simdgroup_matrix``) and of FlashAttention-2's
+``mma.sync`` kernels on NVIDIA GPUs. A block of ``warps`` warps takes ``rows`` query rows
+(``rows / warps`` a warp, held as 8-row fragments of Q in registers for the whole kernel) of
+one (batch, head) and walks the keys ``keys`` at a time:
+
+1. all threads copy the K and V tiles from global memory into shared memory (16-byte loads,
+   zero past the last key), one block barrier;
+2. each warp computes its S tile (``rows / warps`` x ``keys``) as fragment products and
+   stores it to its own shared scratch;
+3. the online softmax on that scratch: lane ``l`` owns row ``l / 4`` of each 8-row fragment
+   and columns ``l % 4 + 4t``; the row's maximum and sum are combined over the four lanes of
+   the row by two butterfly shuffles; keys past the last score -inf (weight 0); P replaces S;
+4. P·V into fresh fragments, stored over the same scratch, and folded into the running O,
+   which each lane keeps in registers for its row and columns ``l % 4 + 4t``:
+   ``O = O * alpha + P·V``. (kir's fragments are opaque, so O is rescaled outside them:
+   a product with a diagonal would need an accumulator as an operand, which tensor-core
+   operands cannot be.)
+
+At the end each lane writes its O elements divided by the row's sum, and the row's maximum
+and sum where the original kernel writes them (FlashAttention-1's ``m`` and ``l``). Rows past
+the last query are computed on zero queries and never written.
+
+Padding (32 banks of 4 bytes; the TF32 layouts read A[g][t] and B[t][g], g < 8, t < 4): the
+K tile's pitch is D + 4 (Kᵀ fragments read K[g][t]: bank 4g + t), V's D + 8 (B[t][g] =
+V[t][g]: bank 8t + g), the scratch's keys + 4 for S and P and D + 4 for P·V.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FRAG = 8
+PREFIX = "fa_"  # every name the template declares starts so; the rule checks none is taken
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """``rows`` query rows a block over ``warps`` warps, ``keys`` keys a step."""
+
+    rows: int
+    keys: int
+    warps: int
+
+    @property
+    def threads(self) -> int:
+        return self.warps * 32
+
+    @property
+    def row_frags(self) -> int:
+        """8-row fragments of queries each warp owns."""
+        return self.rows // self.warps // FRAG
+
+    def problem(self, head_dim: int) -> str:
+        """Why this configuration cannot be built for head dimension ``head_dim``, or ''."""
+        if self.rows % (self.warps * FRAG) or self.keys % FRAG or head_dim % FRAG:
+            return (f"{self.rows} rows over {self.warps} warps, {self.keys} keys and head "
+                    f"dimension {head_dim} do not split into 8x8 fragments")
+        quads = head_dim // 4
+        for count in (self.rows * quads, self.keys * quads):
+            if count % self.threads:
+                return f"the Q, K and V tiles do not split evenly over {self.threads} threads"
+        return ""
+
+    def shared_floats(self, head_dim: int) -> int:
+        """Shared f32 elements the kernel declares: the K and V tiles, each warp's scratch."""
+        return self.keys * (2 * head_dim + 12) + self.rows * (max(self.keys, head_dim) + 4)
+
+    def __str__(self) -> str:
+        return f"{self.rows}x{self.keys}/{self.warps}"
+
+
+def parse_config(text: str) -> AttentionConfig:
+    """``"64x32/4"`` (query rows x keys a step / warps) as an AttentionConfig."""
+    tile, warps = text.split("/")
+    rows, keys = (int(v) for v in tile.split("x"))
+    return AttentionConfig(rows, keys, int(warps))
+
+
+@dataclass(frozen=True)
+class Attention:
+    """What the template needs from the original kernel, as IR text over its parameters:
+    the Q, K, V and O buffers (each ``[heads, n, head_dim]`` row-major from ``head_offset``),
+    the sequence length, the score scale, and the buffers the original also writes the rows'
+    softmax maximum (of the scaled scores) and sum to, if any (``[heads, n]``)."""
+
+    q: str
+    k: str
+    v: str
+    o: str
+    n: str
+    head_dim: int
+    scale: str
+    row_max: str = ""
+    row_sum: str = ""
+
+
+def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
+    """The kernel body's lines (IR text); the grid is (ceil(n / rows), heads), block.y the
+    (batch, head)."""
+    d, rf, kt = a.head_dim, cfg.row_frags, cfg.keys
+    kp, vp = d + 4, d + 8  # the K and V tiles' pitches
+    sp, op = kt + 4, d + 4  # the scratch's pitch for S / P and for P·V
+    rows_w = rf * FRAG  # query rows a warp
+    scratch_w = rows_w * (max(kt, d) + 4)
+    v_at = kt * kp  # V's tile follows K's in fa_T
+    labels = iter(range(1_000))
+
+    def loop(var: str, count: int, step_body: list[str], unroll: bool = True) -> list[str]:
+        pragma = " [pragma_unroll]" if unroll else ""
+        return ([f"for L{next(labels)}{pragma} {var}: i32 = 0; {var} < {count}; "
+                 f"{var} = {var} + 1 {{"] + ["  " + line for line in step_body] + ["}"])
+
+    def copy(buf: str, first_row: str, rows: int, dest: str, pitch: int,
+             var: str) -> list[str]:
+        """``rows`` rows of ``buf`` from row ``first_row`` of this head into shared memory at
+        ``dest`` (pitch ``pitch``), zero past row n; each thread a share of float4s."""
+        quads = d // 4
+        e, row, col, v = f"{var}_e", f"{var}_r", f"{var}_c", f"{var}_v"
+        return loop(var, rows * quads // cfg.threads, [
+            f"let {e}: i32 = fa_tid + {var} * {cfg.threads}",
+            f"let {row}: i32 = {e} / {quads}",
+            f"let {col}: i32 = {e} % {quads} * 4",
+            f"if {first_row} + {row} < {a.n} {{",
+            f"  let {v}: f32x4 = {buf}[fa_base + ({first_row} + {row}) * {d} + {col}] as f32x4",
+            *(f"  {dest} + {row} * {pitch} + {col} + {c}] = {v}.{'xyzw'[c]}"
+              for c in range(4)),
+            "} else {",
+            *(f"  {dest} + {row} * {pitch} + {col} + {c}] = 0.0" for c in range(4)),
+            "}"])
+
+    lines = [
+        f"shared fa_T: f32[{kt * (kp + vp)}]",
+        f"shared fa_W: f32[{cfg.warps * scratch_w}]",
+        "let fa_tid: i32 = i32(thread.x)",
+        "let fa_warp: i32 = fa_tid / 32",
+        "let fa_r: i32 = fa_tid % 32 / 4",
+        "let fa_q: i32 = fa_tid % 4",
+        f"let fa_base: i32 = i32(block.y) * ({a.n}) * {d}",
+        f"let fa_row0: i32 = i32(block.x) * {cfg.rows}",
+        f"let fa_s: i32 = fa_warp * {scratch_w}",
+    ]
+    # Q's rows through the warps' scratch (contiguous rows of pitch wp), into registers.
+    wp = max(kt, d) + 4
+    lines += copy(a.q, "fa_row0", cfg.rows, "fa_W[0", wp, "fa_cq")
+    lines.append("barrier block")
+    for f in range(rf):
+        for j in range(d // FRAG):
+            lines.append(f"matrix fa_q{f}_{j}: f32m8x8 = mload fa_W[(fa_warp * {rows_w} + "
+                         f"{f * FRAG}) * {wp} + {j * FRAG}] stride {wp}")
+    for f in range(rf):
+        lines += [f"let fa_m{f}: f32 = -inf", f"let fa_l{f}: f32 = 0.0"]
+        lines += [f"let fa_o{f}_{t}: f32 = 0.0" for t in range(d // 4)]
+    lines.append("barrier block")
+    step = [*copy(a.k, "fa_k0", kt, "fa_T[0", kp, "fa_ck"),
+            *copy(a.v, "fa_k0", kt, f"fa_T[{v_at}", vp, "fa_cv"),
+            "barrier block"]
+    # S = Q·Kᵀ: fragment (f, c) rows f of the warp's queries, keys c of the tile.
+    step += [f"matrix fa_s{f}_{c}: f32m8x8 = fill 0.0"
+             for f in range(rf) for c in range(kt // FRAG)]
+    for j in range(d // FRAG):
+        for c in range(kt // FRAG):
+            step.append(f"matrix fa_k{j}_{c}: f32m8x8 = mload fa_T[{c * FRAG * kp + j * FRAG}] "
+                        f"stride {kp} transposed")
+            step += [f"mma fa_s{f}_{c} += fa_q{f}_{j} * fa_k{j}_{c}" for f in range(rf)]
+    step += [f"mstore fa_W[fa_s + {f * FRAG * sp + c * FRAG}] stride {sp} = fa_s{f}_{c}"
+             for f in range(rf) for c in range(kt // FRAG)]
+    step.append("barrier warp")
+    for f in range(rf):
+        at = f"fa_s + ({f * FRAG} + fa_r) * {sp} + fa_q + 4 * fa_t"
+        score = (f"select(fa_k0 + fa_q + 4 * fa_t < {a.n}, fa_W[{at}] * ({a.scale}), -inf)")
+        step += [f"let fa_mx{f}: f32 = -inf"]
+        step += loop("fa_t", kt // 4, [f"fa_mx{f} = max(fa_mx{f}, {score})"])
+        step += [f"fa_mx{f} = max(fa_mx{f}, shuffle.xor(fa_mx{f}, 1))",
+                 f"fa_mx{f} = max(fa_mx{f}, shuffle.xor(fa_mx{f}, 2))",
+                 f"let fa_mn{f}: f32 = max(fa_m{f}, fa_mx{f})",
+                 f"let fa_a{f}: f32 = exp(fa_m{f} - fa_mn{f})",
+                 f"let fa_ps{f}: f32 = 0.0"]
+        step += loop("fa_t", kt // 4, [f"let fa_p: f32 = exp({score} - fa_mn{f})",
+                                       f"fa_W[{at}] = fa_p",
+                                       f"fa_ps{f} = fa_ps{f} + fa_p"])
+        step += [f"fa_ps{f} = fa_ps{f} + shuffle.xor(fa_ps{f}, 1)",
+                 f"fa_ps{f} = fa_ps{f} + shuffle.xor(fa_ps{f}, 2)",
+                 f"fa_l{f} = fa_l{f} * fa_a{f} + fa_ps{f}",
+                 f"fa_m{f} = fa_mn{f}"]
+    step.append("barrier warp")
+    # P·V: fragment (f, j) rows f of the warp's queries, columns j of the head.
+    step += [f"matrix fa_pv{f}_{j}: f32m8x8 = fill 0.0"
+             for f in range(rf) for j in range(d // FRAG)]
+    for c in range(kt // FRAG):
+        step += [f"matrix fa_p{f}_{c}: f32m8x8 = mload fa_W[fa_s + {f * FRAG * sp + c * FRAG}] "
+                 f"stride {sp}" for f in range(rf)]
+        for j in range(d // FRAG):
+            step.append(f"matrix fa_v{c}_{j}: f32m8x8 = mload fa_T[{v_at + c * FRAG * vp} + "
+                        f"{j * FRAG}] stride {vp}")
+            step += [f"mma fa_pv{f}_{j} += fa_p{f}_{c} * fa_v{c}_{j}" for f in range(rf)]
+    step.append("barrier warp")
+    step += [f"mstore fa_W[fa_s + {f * FRAG * op + j * FRAG}] stride {op} = fa_pv{f}_{j}"
+             for f in range(rf) for j in range(d // FRAG)]
+    step.append("barrier warp")
+    for f in range(rf):
+        step += [f"fa_o{f}_{t} = fa_o{f}_{t} * fa_a{f} + "
+                 f"fa_W[fa_s + ({f * FRAG} + fa_r) * {op} + fa_q + {4 * t}]"
+                 for t in range(d // 4)]
+    step += ["barrier block"]
+    lines.append(f"for L{next(labels)} fa_k0: i32 = 0; fa_k0 < {a.n}; fa_k0 = fa_k0 + {kt} {{")
+    lines += ["  " + line for line in step]
+    lines.append("}")
+    for f in range(rf):
+        row = f"fa_out{f}"
+        lines += [f"let {row}: i32 = fa_row0 + fa_warp * {rows_w} + {f * FRAG} + fa_r",
+                  f"if {row} < {a.n} {{"]
+        lines += [f"  {a.o}[fa_base + {row} * {d} + fa_q + {4 * t}] = fa_o{f}_{t} / fa_l{f}"
+                  for t in range(d // 4)]
+        head_row = f"i32(block.y) * ({a.n}) + {row}"
+        if a.row_max:
+            lines += ["  if fa_q == 0 {", f"    {a.row_max}[{head_row}] = fa_m{f}", "  }"]
+        if a.row_sum:
+            lines += ["  if fa_q == 0 {", f"    {a.row_sum}[{head_row}] = fa_l{f}", "  }"]
+        lines.append("}")
+    return lines
