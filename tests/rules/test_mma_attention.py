@@ -163,3 +163,26 @@ def test_hints_put_it_first_for_all_three_styles():
         # No TF32 on Metal, and 64 rows a block do not fit: the f32 shapes that do.
         assert metal[0].name == "mma-attention-32x32/2", path.name
         assert not any("tf32" in h.name for h in metal)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", list(KERNELS), ids=lambda p: p.stem)
+def test_on_the_gpu_matches_the_reference(path):
+    """The tensor-core path (paired mma.sync in TF32 and 3xTF32, float4 tile copies, the
+    online softmax's shuffles) on an NVIDIA GPU at a ragged size, each kernel through MLX."""
+    from kir.backends import emit
+    from kir.backends.mlx_runner import MLXKernel, available_targets
+
+    if "cuda" not in available_targets():
+        pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
+    sizes = KERNELS[path][0]
+    sized = load_kernel(path, sizes=sizes)
+    inputs = sized.bound.make_inputs(4)
+    want, _ = reference_outputs(sized, copy_inputs(inputs))
+    for precision, tolerance in (("tf32x3", None), ("tf32", (2e-2, 2e-3))):
+        out = _rewritten(path, ["mma-attention{at=kernel,config=64x32/4}",
+                                f"{precision}-matrix{{at=all}}"])
+        got = MLXKernel(emit(out, sized.bound, "cuda"))(copy_inputs(inputs))
+        result = compare_outputs(got, want, lambda o: tolerance or sized.bound.tolerance(
+            sized.bound.spec.args[o].dtype))
+        assert result.ok, (precision, result.describe())
