@@ -37,8 +37,10 @@ class MmaAttention(BaseRule):
     function checked by running it (:mod:`kir.rewrites.attention.recognize`: evidence by
     evaluation, as validation is, not a proof). The rebuilt kernel keeps every parameter,
     writes O (and the rows' maximum and sum where the original does), launches
-    ``(ceil(n / rows), heads)`` blocks and bakes in the head dimension, so it is right at the
-    compiled head dimension only. ``config`` (rows x keys / warps) is the search's gene.
+    ``(ceil(n / rows), heads, batches)`` blocks and bakes in the head dimension, so it is
+    right at the compiled head dimension only. Q, K, V and O may hold the sequence before or
+    after the heads (``[B, H, N, d]``, ``[B, N, H, d]``, ``[BH, N, d]``); a causal mask (key
+    j only for query i >= j) is kept, and the key tiles past a block's last query skipped. ``config`` (rows x keys / warps) is the search's gene.
     Refused when the roles or the function do not fit, or the result exceeds the target's
     limits (shared memory, threads).
     """
@@ -68,7 +70,7 @@ class MmaAttention(BaseRule):
         if problem:
             return NotApplicable(problem)
         seq = found.seq if found.seq.isidentifier() else f"({found.seq})"
-        launch = Launch((f"ceil({seq} / {cfg.rows})", found.heads, "1"), (cfg.threads, 1, 1), 0,
+        launch = Launch((f"ceil({seq} / {cfg.rows})", *found.heads), (cfg.threads, 1, 1), 0,
                         specialized=kernel.launch.specialized)
         shell = dataclasses.replace(kernel, body=Block(()), launch=launch)
         head = print_kernel(shell, locations=False).rstrip().rsplit("}", 1)[0]

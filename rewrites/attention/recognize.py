@@ -34,10 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from kir.errors import KirError
-from kir.ir import Assign, Binary, Call, For, Kernel, Var
+from kir.ir import Assign, Binary, Call, For, Kernel, Store
 from kir.ir.printer import print_kernel
 from kir.ir.types import PointerType
-from kir.rewrites.attention.template import Attention
+from kir.rewrites.attention.template import Attention, Rows
 
 # Loop iterations the interpreter may spend on one run of the kernel being recognised.
 PROBE_STEPS = 1 << 18
@@ -49,18 +49,18 @@ _RTOL, _ATOL = 2e-3, 2e-4  # the kernel's f32 against the formula in f64
 
 @dataclass(frozen=True)
 class Recognized:
-    """The roles found (``attention``), with the grid's second axis (``heads``: the product
-    of the shape's leading sizes, a spec expression) and the sequence length's size name;
-    or why not (``refusal``)."""
+    """The roles found (``attention``), with the grid's y and z (``heads``: the sizes of Q's
+    axes other than the sequence and the head, as spec expressions) and the sequence length's
+    size name; or why not (``refusal``)."""
 
     attention: Attention | None = None
-    heads: str = ""
+    heads: tuple[str, str] = ("1", "1")
     seq: str = ""
     refusal: str = ""
 
 
 def looks_like_attention(kernel: Kernel) -> bool:
-    """Step 1: exp or exp2, a maximum, and two multiply-accumulate loops."""
+    """Step 1: exp or exp2, a maximum, and two loops that accumulate products."""
     calls = {n.fn for n in kernel.body.walk() if isinstance(n, Call)}
     if not calls & {"exp", "exp2"}:
         return False
@@ -71,12 +71,17 @@ def looks_like_attention(kernel: Kernel) -> bool:
 
 
 def _accumulates(loop: For) -> bool:
-    """Whether ``loop``'s own body (not a nested loop's) adds a product into a local."""
+    """Whether ``loop``'s own body (not a nested loop's) adds a product to what it writes:
+    ``s += a * b`` into a local, ``acc[i] = acc[i] * c + p * v[i]`` into an array, or an
+    ``fma``."""
     for stmt in loop.body.stmts:
-        if isinstance(stmt, Assign) and isinstance(stmt.value, Binary) and stmt.value.op == "+":
-            sides = (stmt.value.left, stmt.value.right)
-            own = any(isinstance(s, Var) and s.name == stmt.name for s in sides)
-            if own and any(isinstance(s, Binary) and s.op == "*" for s in sides):
+        if isinstance(stmt, (Assign, Store)):
+            value = stmt.value
+            if isinstance(value, Call) and value.fn == "fma":
+                return True
+            if isinstance(value, Binary) and value.op == "+" and any(
+                    isinstance(side, Binary) and side.op == "*"
+                    for side in (value.left, value.right)):
                 return True
     return False
 
@@ -111,35 +116,62 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
     by_shape: dict[tuple[str, ...], list[str]] = {}
     for name in inputs:
         by_shape.setdefault(tuple(buffers[name].shape), []).append(name)
-    shape = next((s for s, names in by_shape.items() if len(names) == 3 and len(s) >= 2), None)
+    shape = next((s for s, names in by_shape.items() if len(names) == 3 and 2 <= len(s) <= 4),
+                 None)
     if shape is None:
-        return Recognized(refusal="no three read-only f32 buffers of one shape [..., n, d] "
-                                  "(Q, K and V)")
+        return Recognized(refusal="no three read-only f32 buffers of one shape of 2 to 4 "
+                                  "dimensions, the last the head's (Q, K and V)")
     outs = [n for n in written if tuple(buffers[n].shape) == shape and buffers[n].dtype == "f32"]
     stats = [n for n in written if tuple(buffers[n].shape) == shape[:-1]
              and buffers[n].dtype == "f32"]
     if len(outs) != 1 or len(outs) + len(stats) != len(written):
         return Recognized(refusal="the kernel writes other than one output shaped like Q and "
                                   "per-row statistics")
-    seq_name, dim_name = shape[-2], shape[-1]
-    if seq_name not in spec.sizes:
-        return Recognized(refusal=f"Q's sequence dimension {seq_name!r} is not a size of the "
-                                  "spec")
-    n_param = next((n for n, a in spec.args.items() if a.is_scalar and n in params
-                    and (a.value or "").strip() == seq_name), None)
-    if n_param is None:
-        return Recognized(refusal=f"no scalar argument is the sequence length {seq_name!r}")
-    runs = _runs(kernel, bound, dim_name)
+    # The sequence axis: one a scalar argument is bound to (the run-time sequence length).
+    seq_axes = [(axis, name) for axis, symbol in enumerate(shape[:-1]) if symbol in spec.sizes
+                for name, a in spec.args.items()
+                if a.is_scalar and name in params and (a.value or "").strip() == symbol]
+    if not seq_axes:
+        return Recognized(refusal="no scalar argument is bound to a dimension of Q (the "
+                                  "sequence length)")
+    runs = _runs(kernel, bound, shape[-1])
     if isinstance(runs, str):
         return Recognized(refusal=runs)
-    roles = _roles(runs, by_shape[shape], outs[0], stats, spec, params)
-    if isinstance(roles, str):
-        return Recognized(refusal=roles)
-    (q, k, v), scale, row_max, row_sum = roles
-    head_dim = bound.shape(q)[-1]
-    attention = Attention(q, k, v, outs[0], n_param, head_dim, scale, row_max, row_sum)
-    heads = " * ".join(f"({d})" if not d.isidentifier() else d for d in shape[:-2]) or "1"
-    return Recognized(attention, heads, seq_name)
+    refusal = ""
+    for axis, n_param in seq_axes:
+        roles = _roles(runs, axis, by_shape[shape], outs[0], stats, spec, params)
+        if isinstance(roles, str):
+            refusal = refusal or roles
+            continue
+        (q, k, v), scale, causal, row_max, row_sum = roles
+        head_dim = bound.shape(q)[-1]
+        rows, grid = _rows(shape, axis, n_param, str(head_dim))
+        stat_rows = _rows(shape[:-1], axis, n_param, None)[0] if stats else None
+        attention = Attention(q, k, v, outs[0], n_param, head_dim, scale, rows, row_max,
+                              row_sum, stat_rows, causal)
+        return Recognized(attention, grid, shape[axis])
+    return Recognized(refusal=refusal)
+
+
+def _rows(dims: tuple[str, ...], axis: int, n: str, head: str | None) -> tuple[Rows, tuple]:
+    """Where a (batch, head)'s rows lie in a row-major buffer of ``dims`` whose ``axis`` is
+    the sequence (``n`` long) and, unless ``head`` is None, whose last axis is the head
+    dimension (``head`` long); and the grid's y and z (spec expressions) that give each
+    (batch, head) a block row: the other axes, innermost on y (its size ``grid_dim.y``)."""
+    last = len(dims) - 1 if head is not None else None
+    others = [i for i in range(len(dims)) if i not in (axis, last)]
+    size = {axis: f"({n})"} | ({last: head} if last is not None else {})
+    index = {}
+    for i, grid_axis in zip(reversed(others), ("y", "z")):
+        size[i], index[i] = f"i32(grid_dim.{grid_axis})", f"i32(block.{grid_axis})"
+
+    def stride(i: int) -> str:
+        return " * ".join(size[j] for j in range(i + 1, len(dims))) or "1"
+
+    base = " + ".join(f"{index[i]} * {stride(i)}" for i in others) or "0"
+    grid = tuple(dims[i] if dims[i].isidentifier() else f"({dims[i]})"
+                 for i in reversed(others)) + ("1",) * (2 - len(others))
+    return Rows(base, stride(axis)), grid
 
 
 @dataclass
@@ -185,11 +217,21 @@ def _runs(kernel: Kernel, bound, dim_name: str) -> list[_Run] | str:
     return runs
 
 
-def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float):
-    """O, the rows' maximum of the scaled scores and their sum of exponentials (f64)."""
-    d, n = q.shape[-1], q.shape[-2]
-    q, k, v = (x.reshape(-1, n, d).astype(np.float64) for x in (q, k, v))
+def _heads(x: np.ndarray, axis: int, rows_last: bool = False) -> np.ndarray:
+    """``x`` as (heads, n, d) — or (heads, n) for per-row statistics — with ``axis`` the
+    sequence, in f64."""
+    moved = np.moveaxis(np.asarray(x, np.float64), axis, -1 if rows_last else -2)
+    return moved.reshape(-1, moved.shape[-1]) if rows_last else \
+        moved.reshape(-1, *moved.shape[-2:])
+
+
+def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool):
+    """O, the rows' maximum of the scaled scores and their sum of exponentials (f64), each
+    (heads, n, ...)."""
     s = scale * np.einsum("hqd,hkd->hqk", q, k)
+    if causal:
+        n = s.shape[-1]
+        s = np.where(np.tri(n, dtype=bool), s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     p = np.exp(s - m)
     total = p.sum(axis=-1, keepdims=True)
@@ -197,12 +239,13 @@ def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float):
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> bool:
-    got = np.asarray(got, np.float64).reshape(want.shape)
     return bool(np.all(np.isfinite(got)) and np.allclose(got, want, rtol=_RTOL, atol=_ATOL))
 
 
-def _roles(runs: list[_Run], qkv: list[str], out: str, stats: list[str], spec, params):
-    """((Q, K, V), scale expression, row-max buffer, row-sum buffer), or a refusal."""
+def _roles(runs: list[_Run], axis: int, qkv: list[str], out: str, stats: list[str], spec,
+           params):
+    """((Q, K, V), scale expression, causal, row-max buffer, row-sum buffer) with ``axis``
+    the sequence, or a refusal."""
     floats = [n for n, a in spec.args.items() if a.is_scalar and n in params
               and isinstance(runs[0].inputs.get(n), float)]
 
@@ -212,23 +255,26 @@ def _roles(runs: list[_Run], qkv: list[str], out: str, stats: list[str], spec, p
         d = run.inputs[qkv[0]].shape[-1]
         return 1.0 / math.sqrt(d) if choice == "rsqrt" else 1.0
 
-    for (q, k, v), choice in itertools.product(itertools.permutations(qkv),
-                                               [*floats, "rsqrt", "one"]):
-        formulas = [_attention(r.inputs[q], r.inputs[k], r.inputs[v], scale_of(r, choice))
-                    for r in runs]
-        if not all(_close(r.outputs[out], f[0]) for r, f in zip(runs, formulas)):
+    heads = [{n: _heads(r.inputs[n], axis) for n in qkv} for r in runs]
+    got = [_heads(r.outputs[out], axis) for r in runs]
+    for (q, k, v), choice, causal in itertools.product(
+            itertools.permutations(qkv), [*floats, "rsqrt", "one"], (False, True)):
+        formulas = [_attention(h[q], h[k], h[v], scale_of(r, choice), causal)
+                    for r, h in zip(runs, heads)]
+        if not all(_close(g, f[0]) for g, f in zip(got, formulas)):
             continue
         found = {"max": "", "sum": ""}
         for name in stats:
+            values = [_heads(r.outputs[name], axis, rows_last=True) for r in runs]
             kind = next((kind for kind, i in (("max", 1), ("sum", 2))
-                         if all(_close(r.outputs[name], f[i]) for r, f in zip(runs, formulas))),
-                        None)
+                         if all(_close(g, f[i]) for g, f in zip(values, formulas))), None)
             if kind is None or found[kind]:
                 return f"{name!r} is neither the rows' softmax maximum nor their sum"
             found[kind] = name
         d = runs[0].inputs[q].shape[-1]
         scale = choice if choice in floats else (repr(1.0 / math.sqrt(d)) if choice == "rsqrt"
                                                  else "1.0")
-        return (q, k, v), scale, found["max"], found["sum"]
-    return ("on random inputs its output is not softmax(scale * Q K^T) V for any order of "
-            f"{', '.join(qkv)} and scale (a float argument, 1/sqrt(d) or 1)")
+        return (q, k, v), scale, causal, found["max"], found["sum"]
+    return ("on random inputs its output is not softmax(scale * Q K^T) V (nor causally "
+            f"masked) for any order of {', '.join(qkv)} and scale (a float argument, "
+            "1/sqrt(d) or 1)")

