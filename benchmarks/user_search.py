@@ -31,6 +31,12 @@ CASES = {
                        {"B": 1, "H": 16, "N": 1024, "D": 64}, 120, "flash_attn", 0.5),
     "attention-4096": ("examples/flash_attn.cu", None,
                        {"B": 1, "H": 16, "N": 4096, "D": 64}, 120, "flash_attn", 0.5),
+    # The example with the tolerance of MLX's own f32 attention on CUDA (TF32-grade), so the
+    # search may use TF32 tensor cores as the built-in does.
+    "attention-1024-tf32": ("examples/flash_attn.cu", "examples/flash_attn.tf32.kir.toml",
+                            {"B": 1, "H": 16, "N": 1024, "D": 64}, 120, "flash_attn", 0.5),
+    "attention-4096-tf32": ("examples/flash_attn.cu", "examples/flash_attn.tf32.kir.toml",
+                            {"B": 1, "H": 16, "N": 4096, "D": 64}, 120, "flash_attn", 0.5),
     # A FlashAttention-1 kernel written unlike the example (tests/rules/data: a K/V tile
     # loop per thread row, no cooperative staging loop, the grid over query tiles).
     "attention-rows-1024": ("tests/rules/data/flash_attn_rows.cu", None,
