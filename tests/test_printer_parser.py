@@ -302,3 +302,25 @@ def test_specialized_launch_round_trips():
     back = parse(text)
     assert back.launch.specialized and back == special
     assert parse(dump(kernel)).launch.specialized is False
+
+
+def test_ignored_arguments_round_trip_and_must_be_scalar_parameters():
+    import dataclasses as dc
+
+    from kir.driver.load import load_kernel
+    from kir.errors import KirError
+    from kir.ir.parser import parse_kernel as parse
+    from kir.ir.printer import print_kernel as dump
+    from kir.ir.verify import verify
+
+    kernel = load_kernel("examples/softmax.cu").kernel
+    assert "ignores" not in dump(kernel)
+    ignoring = dc.replace(kernel, launch=dc.replace(kernel.launch, ignores=("cols",)))
+    text = dump(ignoring)
+    assert "shared_bytes=0 ignores=(cols) {" in text
+    back = parse(text)
+    assert back == ignoring and back.launch.ignores == ("cols",)
+    verify(back)
+    stray = dc.replace(kernel, launch=dc.replace(kernel.launch, ignores=("x", "nope")))
+    with pytest.raises(KirError, match="names x, nope: only scalar parameters"):
+        verify(stray)

@@ -22,7 +22,7 @@ from kir.backends.module import (Fallback, ModuleOptions, Variant, default_fixed
 from kir.driver.load import Loaded, load_kernel
 from kir.errors import KirError
 from kir.ir import Kernel
-from kir.measure.cases import scalars_used
+from kir.measure.cases import scalars_kept, scalars_used
 from kir.spec import Spec
 from kir.spec.bound import DEFAULT_TOLERANCES
 
@@ -55,8 +55,9 @@ class ModuleBuild:
 
 def is_specialized(kernel: Kernel, base: Kernel) -> bool:
     """Right only at the sizes it was validated at: a rule said so (``Launch.specialized``)
-    or it stopped reading a size the unrewritten kernel reads (the value is baked in)."""
-    return kernel.launch.specialized or not scalars_used(base) <= scalars_used(kernel)
+    or it stopped reading a size the unrewritten kernel reads without declaring it does not
+    depend on it (``Launch.ignores``): the value is baked in."""
+    return kernel.launch.specialized or not scalars_used(base) <= scalars_kept(kernel)
 
 
 def fixed_sizes(loaded: Loaded) -> tuple[str, ...]:

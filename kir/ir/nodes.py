@@ -512,12 +512,17 @@ class Launch(Node):
     expression language (``"B"``, ``"ceil(N / 32)"``; see :mod:`kir.spec.sizeexpr`), ``block``
     threads per block, ``shared_bytes`` of dynamic shared memory. ``specialized`` says a rule
     baked a count computed at the spec's sizes into the kernel (a guard, a grid size): it is
-    right at those sizes only, and validation does not try it at others."""
+    right at those sizes only, and validation does not try it at others. ``ignores`` names
+    scalar arguments the kernel no longer reads though the original did, and whose values it
+    does not depend on (a rule rebuilt it to compute the same whatever they are, e.g. a
+    FlashAttention kernel's tile counts): not reading them is then no sign of a baked value
+    (kir.measure.cases.judged_cases)."""
 
     grid: tuple[str, str, str]
     block: tuple[int, int, int]
     shared_bytes: int = 0
     specialized: bool = False
+    ignores: tuple[str, ...] = ()
 
     @property
     def threads_per_block(self) -> int:

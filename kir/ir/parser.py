@@ -236,9 +236,13 @@ class _Builder:
     on_alloc_space = on_space
     on_scope = on_space
 
+    def on_ignores(self, meta, kids):
+        return tuple(_unescape(k) for k in kids)
+
     def on_launch(self, meta, kids):
-        specialized = bool(kids) and kids[-1] is not None and \
-            getattr(kids[-1], "type", "") == "SPECIALIZED"
+        ignores = next((k for k in kids if isinstance(k, tuple)), ())
+        kids = [k for k in kids if not isinstance(k, tuple)]
+        specialized = any(getattr(k, "type", "") == "SPECIALIZED" for k in kids if k is not None)
         kids = [k for k in kids if k is not None and getattr(k, "type", "") != "SPECIALIZED"]
         dims = []
         for token in kids:
@@ -255,7 +259,7 @@ class _Builder:
             if not isinstance(value, int):
                 raise self.error("block sizes and shared_bytes are whole numbers",
                                  token.line, token.column)
-        return Launch(grid, block, dims[6], specialized)  # type: ignore[arg-type]
+        return Launch(grid, block, dims[6], specialized, ignores)  # type: ignore[arg-type]
 
     # -- statements ----------------------------------------------------------------------
 

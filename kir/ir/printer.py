@@ -65,7 +65,7 @@ INDENT = "  "
 
 # Words of the IR text grammar; a variable with one of these names prints as `%name`.
 RESERVED = frozenset("""
-    kernel grid block shared_bytes specialized global shared local const restrict let for while
+    kernel grid block shared_bytes specialized ignores global shared local const restrict let for while
     do if else barrier atomic dynamic return break continue true false as fast select shuffle reduce
     inf nan lane warp warp_size thread block_dim grid_dim bool i8 u8 i16 u16 i32 u32 i64 u64 f16
     bf16 f32 f64
@@ -398,7 +398,9 @@ def print_kernel(kernel: Kernel, locations: bool = True) -> str:
     block = ", ".join(str(b) for b in launch.block)
     head = [(0, f"kernel @{format_name(kernel.name)}({params})", None),
             (2, f"grid=({grid}) block=({block}) shared_bytes={launch.shared_bytes}"
-                f"{' specialized' if launch.specialized else ''} {{", None)]
+                f"{' specialized' if launch.specialized else ''}"
+                f"{' ignores=(' + ', '.join(map(format_name, launch.ignores)) + ')' if launch.ignores else ''}"
+                " {", None)]
     body = _lines(kernel.body, env, 0)
     # The body block's own "{" is the header's; keep its closing line (and loc).
     return _render(head + body[1:], locations) + "\n"

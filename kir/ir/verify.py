@@ -71,6 +71,11 @@ def verify(kernel: Kernel, target: Target | None = None) -> None:
     """Raise :class:`KirError` for the first problem found in ``kernel``; with ``target``
     (a :class:`kir.target.Target`), also check threads per group and shared memory against
     its limits."""
+    scalars = {p.name for p in kernel.params if not p.is_buffer}
+    stray = [name for name in kernel.launch.ignores if name not in scalars]
+    if stray:
+        raise KirError(f"the launch's ignores=(...) names {', '.join(stray)}: only scalar "
+                       "parameters of the kernel may be ignored")
     checker = _Checker(kernel)
     checker.check_types()
     checker.check_barriers()

@@ -80,6 +80,12 @@ def scalars_used(kernel: Kernel) -> frozenset[str]:
                      if isinstance(n, ir.Var) and n.name in names)
 
 
+def scalars_kept(kernel: ir.Kernel) -> frozenset[str]:
+    """Scalar parameters ``kernel`` reads, and those it declares it does not depend on
+    (``Launch.ignores``): a scalar the original reads that is in neither was baked in."""
+    return scalars_used(kernel) | frozenset(kernel.launch.ignores)
+
+
 def copy_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
     """A copy of an input set whose arrays a run may write without touching the original."""
     return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
@@ -216,7 +222,7 @@ def judged_cases(kernel: Kernel, ctx: CheckContext) -> tuple[list[Case], bool]:
     """The cases ``kernel`` is judged on, and whether it is specialized: a kernel that no
     longer reads a size parameter the original reads was specialized to the spec's sizes (a
     rule baked the value in), and other sizes cannot check it."""
-    specialized = kernel.launch.specialized or not ctx.scalars_used <= scalars_used(kernel)
+    specialized = kernel.launch.specialized or not ctx.scalars_used <= scalars_kept(kernel)
     return [c for c in ctx.cases if not (specialized and c.ragged)], specialized
 
 

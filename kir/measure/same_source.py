@@ -32,7 +32,7 @@ import dataclasses
 import hashlib
 
 from kir.ir import Kernel
-from kir.measure.cases import scalars_used
+from kir.measure.cases import scalars_kept
 from kir.search.evaluator import Evaluation
 
 # What a GPU job spent on the first candidate: not spent again on its duplicates.
@@ -54,7 +54,7 @@ def source_key(emitted, kernel: Kernel) -> str:
     call["header"] = code_lines(emitted.header)
     launch = kernel.launch
     validation = (launch.grid, launch.block, launch.shared_bytes, launch.specialized,
-                  sorted(scalars_used(kernel)))
+                  sorted(scalars_kept(kernel)))
     return hashlib.sha256(repr((call, validation)).encode()).hexdigest()
 
 

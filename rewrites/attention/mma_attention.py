@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kir.errors import KirError
-from kir.ir import Block, Kernel, Launch, Stmt, transform
+from kir.ir import Block, Kernel, Launch, Stmt, Var, transform
 from kir.ir.parser import parse_kernel
 from kir.ir.printer import print_kernel
 from kir.ir.verify import verify
@@ -81,11 +81,29 @@ class MmaAttention(BaseRule):
             body = transform(built.body, lambda n: dataclasses.replace(n, loc=loc)
                              if isinstance(n, Stmt) and getattr(n, "loc", 0) is None
                              and loc is not None else None)
+            launch = dataclasses.replace(launch, ignores=_ignored(kernel, body, found))
             result = dataclasses.replace(kernel, body=body, launch=launch)
             verify(result, ctx.target)
         except KirError as err:
             return NotApplicable(f"the rebuilt attention kernel does not verify: {err.message}")
         return result
+
+
+def _ignored(kernel: Kernel, body: Block, found: Recognized) -> tuple[str, ...]:
+    """The scalar parameters the original reads and the rebuilt kernel does not, none of
+    whose values it depends on: what the recognition found attention to depend on is Q, K,
+    V, the scale and the sequence length, all read; a FlashAttention kernel's tile counts
+    only say how it walks them. The head dimension is baked in: the arguments equal to it
+    count as ignored only where it is fixed wherever the kernel is used."""
+    scalars = {p.name for p in kernel.params if not p.is_buffer}
+
+    def reads(block: Block) -> set[str]:
+        return {n.name for n in block.walk() if isinstance(n, Var) and n.name in scalars}
+
+    dropped = reads(kernel.body) - reads(body)
+    if not found.head_fixed:
+        return tuple(kernel.launch.ignores)  # not reading the head dimension bakes it in
+    return tuple(sorted(set(kernel.launch.ignores) | dropped))
 
 
 def _names(kernel: Kernel) -> set[str]:

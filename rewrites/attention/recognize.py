@@ -38,6 +38,7 @@ from kir.ir import Assign, Binary, Call, For, Kernel, Store
 from kir.ir.printer import print_kernel
 from kir.ir.types import PointerType
 from kir.rewrites.attention.template import Attention, Rows
+from kir.spec.shrink import structural_sizes
 
 # Loop iterations the interpreter may spend on one run of the kernel being recognised.
 PROBE_STEPS = 1 << 18
@@ -57,6 +58,9 @@ class Recognized:
     heads: tuple[str, str] = ("1", "1")
     seq: str = ""
     refusal: str = ""
+    # Whether the head dimension (baked into the rebuilt kernel) is fixed wherever the kernel
+    # is used: a number in Q's shape, or a size the launch or shared memory is sized by.
+    head_fixed: bool = False
 
 
 def looks_like_attention(kernel: Kernel) -> bool:
@@ -149,7 +153,9 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
         stat_rows = _rows(shape[:-1], axis, n_param, None)[0] if stats else None
         attention = Attention(q, k, v, outs[0], n_param, head_dim, scale, rows, row_max,
                               row_sum, stat_rows, causal)
-        return Recognized(attention, grid, shape[axis])
+        head = shape[-1]
+        fixed = head not in spec.sizes or head in structural_sizes(spec)
+        return Recognized(attention, grid, shape[axis], head_fixed=fixed)
     return Recognized(refusal=refusal)
 
 

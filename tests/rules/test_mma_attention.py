@@ -206,3 +206,27 @@ def test_on_the_gpu_matches_the_reference(path):
         result = compare_outputs(got, want, lambda o: tolerance or sized.bound.tolerance(
             sized.bound.spec.args[o].dtype))
         assert result.ok, (precision, result.describe())
+
+
+def test_it_ignores_the_tile_counts_but_not_a_head_dimension_that_may_change(tmp_path):
+    """The rebuilt kernel reads N and the scale, not the example's tile counts (Tc, Tr, Bc,
+    Br) and head dimension (d): it declares them ignored (``Launch.ignores``), so it is
+    validated and used at every size, where the head dimension is fixed (sizing the shared
+    memory, or a number in the shape). Where the spec lets D change, d is baked in: the
+    kernel is specialized to the compiled sizes."""
+    from kir.api.modules import is_specialized
+
+    loaded = load_kernel(EXAMPLES / "flash_attn.cu")
+    out = RULE.rewrite(loaded.kernel, "kernel", {"config": "32x32/2"}, context_for(loaded))
+    assert out.launch.ignores == ("Bc", "Br", "Tc", "Tr", "d")
+    assert not is_specialized(out, loaded.kernel)
+    causal = load_kernel(DATA / "attention_causal_bthd.cu")
+    out = RULE.rewrite(causal.kernel, "kernel", {"config": "32x32/2"}, context_for(causal))
+    assert out.launch.ignores == ("B", "NH") and not is_specialized(out, causal.kernel)
+    spec = (EXAMPLES / "flash_attn.kir.toml").read_text()
+    path = _variant(tmp_path, "int tx = threadIdx.x;", "int tx = threadIdx.x;")
+    (tmp_path / "fa.kir.toml").write_text(spec.replace("(3 * T * D + T * T) * 4",
+                                                       "(3 * T * 64 + T * T) * 4"))
+    free = load_kernel(path)
+    out = RULE.rewrite(free.kernel, "kernel", {"config": "32x32/2"}, context_for(free))
+    assert "d" not in out.launch.ignores and is_specialized(out, free.kernel)

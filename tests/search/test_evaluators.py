@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import pickle
 import time
@@ -151,6 +153,21 @@ def test_a_specialized_kernel_is_validated_at_its_own_sizes(evaluator, loaded):
     result = evaluator.evaluate(edit(loaded.kernel, fn))
     assert result.status == "ok" and result.details["cases"] == 2
     assert "specialized" in result.details
+
+
+def test_a_kernel_that_ignores_what_it_no_longer_reads_is_validated_everywhere(evaluator,
+                                                                             loaded):
+    """The same baked cols=100, declared ignored (``Launch.ignores``: a rule saying the
+    result does not depend on it): validated at the ragged sizes too, where it is wrong."""
+    def fn(n):
+        if isinstance(n, ir.Var) and n.name == "cols":
+            return ir.Const(100, n.type)
+        return None
+    baked = edit(loaded.kernel, fn)
+    baked = dataclasses.replace(baked, launch=dataclasses.replace(baked.launch,
+                                                                  ignores=("cols",)))
+    result = evaluator.evaluate(baked)
+    assert result.status in ("invalid", "nan", "crash") and "specialized" not in result.details
 
 
 def test_evaluate_many_returns_in_order(evaluator, loaded):
