@@ -25,6 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
+TF32_ATTENTION_SPEC = "benchmarks/specs/flash_attn_tf32.kir.toml"
 # name: (kernel file, spec or None, sizes, --time seconds, built-in job, aim)
 CASES = {
     "attention-1024": ("examples/flash_attn.cu", None,
@@ -33,9 +34,9 @@ CASES = {
                        {"B": 1, "H": 16, "N": 4096, "D": 64}, 120, "flash_attn", 0.5),
     # The example with the tolerance of MLX's own f32 attention on CUDA (TF32-grade), so the
     # search may use TF32 tensor cores as the built-in does.
-    "attention-1024-tf32": ("examples/flash_attn.cu", "examples/flash_attn.tf32.kir.toml",
+    "attention-1024-tf32": ("examples/flash_attn.cu", TF32_ATTENTION_SPEC,
                             {"B": 1, "H": 16, "N": 1024, "D": 64}, 120, "flash_attn", 0.5),
-    "attention-4096-tf32": ("examples/flash_attn.cu", "examples/flash_attn.tf32.kir.toml",
+    "attention-4096-tf32": ("examples/flash_attn.cu", TF32_ATTENTION_SPEC,
                             {"B": 1, "H": 16, "N": 4096, "D": 64}, 120, "flash_attn", 0.5),
     # A FlashAttention-1 kernel written unlike the example (tests/rules/data: a K/V tile
     # loop per thread row, no cooperative staging loop, the grid over query tiles).
