@@ -40,7 +40,8 @@ class MmaAttention(BaseRule):
     ``(ceil(n / rows), heads, batches)`` blocks and bakes in the head dimension, so it is
     right at the compiled head dimension only. Q, K, V and O may hold the sequence before or
     after the heads (``[B, H, N, d]``, ``[B, N, H, d]``, ``[BH, N, d]``); a causal mask (key
-    j only for query i >= j) is kept, and the key tiles past a block's last query skipped. ``config`` (rows x keys / warps) is the search's gene.
+    j only for query i >= j) is kept, and the key tiles past a block's last query skipped.
+    ``config`` (rows x keys / warps) is the search's gene.
     Refused when the roles or the function do not fit, or the result exceeds the target's
     limits (shared memory, threads).
     """
@@ -59,7 +60,12 @@ class MmaAttention(BaseRule):
     def plan_in(self, kernel: Kernel, site: str, ctx: RuleContext | None) -> Recognized:
         if any(v.startswith(PREFIX) for v in _names(kernel)):
             return Recognized(refusal=f"the kernel already declares names starting {PREFIX!r}")
-        return recognize(kernel, ctx)
+        # In a search every kernel derives from the unrewritten one by rules whose results
+        # are validated to compute the same: recognising that one (once, remembered) serves
+        # them all instead of running each intermediate kernel on the interpreter.
+        base = getattr(ctx, "base", None)
+        same_signature = base is not None and base.params == kernel.params
+        return recognize(base if same_signature else kernel, ctx)
 
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:

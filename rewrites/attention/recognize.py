@@ -115,7 +115,7 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
     params = {p.name: p for p in kernel.params}
     buffers = {name: a for name, a in spec.args.items()
                if a.is_buffer and name in params and isinstance(params[name].type, PointerType)}
-    written = set(bound.outputs)
+    written = list(bound.outputs)
     inputs = [n for n, a in buffers.items() if n not in written and a.dtype == "f32"]
     by_shape: dict[tuple[str, ...], list[str]] = {}
     for name in inputs:

@@ -1,7 +1,8 @@
 """mma-attention: four attention kernels written differently (FlashAttention-1's tile loops,
 the same with the row loop outside, one thread a query row walking the keys twice with exp2,
-a causal one over [B, T, NH, HS] with a grid-stride loop and the online softmax) rebuilt as FlashAttention-2 on 8x8 fragments at every block shape, right at sizes other than
-the ones rewritten at (ragged, tiny) on the interpreter, emitted for CUDA (f32, TF32, 3xTF32)
+a causal one over [B, T, NH, HS] with a grid-stride loop and the online softmax) rebuilt as
+FlashAttention-2 on 8x8 fragments at every block shape, right at sizes other than the ones
+rewritten at (ragged, tiny) on the interpreter, emitted for CUDA (f32, TF32, 3xTF32)
 and Metal on the CPU emulator; kernels that compute something else are refused, never
 rebuilt; the target's limits; the hints."""
 
