@@ -827,3 +827,20 @@ def test_shared_and_local_memory_start_poisoned():
     kernel = load_cuda(source, "p.cu", launch=ir.Launch(("1", "1", "1"), (32, 1, 1), 0))
     out = run_kernel(kernel, {"f": np.zeros(32, np.float32), "i": np.zeros(32, np.int32)})
     assert np.isnan(out["f"]).all() and (out["i"] == 4).all()
+
+
+def test_vector_loads_and_stores_at_64_bit_unsigned_addresses():
+    """A size_t offset makes the address u64; numpy adds u64 and int64 in float64, which
+    crashed the vector load (a half2 read at ``(size_t)row * 64``) and the vector store."""
+    from kir.ir.parser import parse_kernel
+
+    kernel = parse_kernel("""kernel @k(x: f32* global const, y: f32* global)
+    grid=("1", "1", "1") block=(4, 1, 1) shared_bytes=0 {
+  let at: u64 = u64(thread.x) * 4
+  let v: f32x4 = x[at] as f32x4
+  y[at] = v + v
+}
+""")
+    x = np.arange(16, dtype=np.float32)
+    out = run_kernel(kernel, {"x": x, "y": np.zeros(16, np.float32)})
+    assert np.array_equal(out["y"], 2 * x)

@@ -222,7 +222,10 @@ def _load(e: ir.Load, loc: Loc | None, hoist: Hoist | None) -> ExprFn:
             out = mem.data.take(addr, mode="clip") if type(addr) is np.ndarray \
                 else mem.data[addr]
         else:
-            out = mem.data.take(np.asarray(addr)[..., None] + offsets, mode="clip")
+            # An unsigned 64-bit address (a size_t offset) plus int64 offsets would be float64
+            # in numpy: the address as int64 (live lanes' addresses are checked in bounds).
+            out = mem.data.take(np.asarray(addr).astype(np.int64)[..., None] + offsets,
+                                mode="clip")
             if out.ndim == 1:
                 out = np.broadcast_to(out, (st.n, count))
         return out if out.dtype == dtype else to_type(out)

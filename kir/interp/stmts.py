@@ -211,7 +211,7 @@ class StmtCompiler:
                 return
             addr = st.lanes(addr)
             if count > 1:
-                addr = addr[:, None] + offsets
+                addr = addr.astype(np.int64)[:, None] + offsets  # a u64 address: see _load
                 v = np.broadcast_to(v, (st.n, count))
             else:
                 v = st.lanes(v)

@@ -7,8 +7,8 @@ them equal to softmax(scale·Q·Kᵀ)·V from its loops is a proof per style. Th
 takes the *roles* from the kernel and its spec and checks the *function* by running the
 kernel on kir's interpreter:
 
-1. shape (cheap, no run): the kernel calls exp or exp2, takes a maximum, and has two
-   multiply-accumulate loops (the two products);
+1. shape (cheap, no run): the kernel calls exp or exp2, takes a maximum, and has a loop
+   that accumulates products;
 2. roles from the spec: three read-only f32 buffers of one shape ``[..., n, d]`` (Q, K and V
    in some order), one written buffer of that shape (O), and written ``[..., n]`` buffers (the
    rows' softmax maximum and sum, as FlashAttention-1 keeps them), nothing else written; a
@@ -45,7 +45,10 @@ PROBE_STEPS = 1 << 18
 # Elements a buffer may hold at the sizes derived to run it at (a spec without a check
 # table): 8192 is two heads of 64 queries at d = 64.
 PROBE_ELEMENTS = 1 << 13
-_RTOL, _ATOL = 2e-3, 2e-4  # the kernel's f32 against the formula in f64
+FLOATS = ("f32", "f16", "bf16")  # Q, K, V and O's element types (computed in f32)
+# The kernel against the formula in f64: f32 arithmetic (fast exponentials included), and
+# outputs rounded to 16 bits (bf16 keeps 8 bits of mantissa).
+_TOLERANCES = {"f32": (2e-3, 2e-4), "f16": (1e-2, 2e-3), "bf16": (3e-2, 1e-2)}
 
 
 @dataclass(frozen=True)
@@ -64,14 +67,15 @@ class Recognized:
 
 
 def looks_like_attention(kernel: Kernel) -> bool:
-    """Step 1: exp or exp2, a maximum, and two loops that accumulate products."""
+    """Step 1: exp or exp2, a maximum, and a loop that accumulates products (the two
+    products may share one, or have their sums taken by shuffles)."""
     calls = {n.fn for n in kernel.body.walk() if isinstance(n, Call)}
     if not calls & {"exp", "exp2"}:
         return False
     compares = any(isinstance(n, Binary) and n.op in (">", "<") for n in kernel.body.walk())
     if "max" not in calls and not compares:
         return False
-    return sum(1 for n in kernel.body.walk() if isinstance(n, For) and _accumulates(n)) >= 2
+    return any(isinstance(n, For) and _accumulates(n) for n in kernel.body.walk())
 
 
 def _accumulates(loop: For) -> bool:
@@ -116,16 +120,18 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
     buffers = {name: a for name, a in spec.args.items()
                if a.is_buffer and name in params and isinstance(params[name].type, PointerType)}
     written = list(bound.outputs)
-    inputs = [n for n, a in buffers.items() if n not in written and a.dtype == "f32"]
+    inputs = [n for n, a in buffers.items() if n not in written and a.dtype in FLOATS]
     by_shape: dict[tuple[str, ...], list[str]] = {}
     for name in inputs:
         by_shape.setdefault(tuple(buffers[name].shape), []).append(name)
-    shape = next((s for s, names in by_shape.items() if len(names) == 3 and 2 <= len(s) <= 4),
-                 None)
+    shape = next((s for s, names in by_shape.items() if len(names) == 3 and 2 <= len(s) <= 4
+                  and len({buffers[n].dtype for n in names}) == 1), None)
     if shape is None:
-        return Recognized(refusal="no three read-only f32 buffers of one shape of 2 to 4 "
-                                  "dimensions, the last the head's (Q, K and V)")
-    outs = [n for n in written if tuple(buffers[n].shape) == shape and buffers[n].dtype == "f32"]
+        return Recognized(refusal="no three read-only f32, f16 or bf16 buffers of one shape "
+                                  "and type, of 2 to 4 dimensions, the last the head's (Q, K "
+                                  "and V)")
+    dtype = buffers[by_shape[shape][0]].dtype
+    outs = [n for n in written if tuple(buffers[n].shape) == shape and buffers[n].dtype == dtype]
     stats = [n for n in written if tuple(buffers[n].shape) == shape[:-1]
              and buffers[n].dtype == "f32"]
     if len(outs) != 1 or len(outs) + len(stats) != len(written):
@@ -143,7 +149,8 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
         return Recognized(refusal=runs)
     refusal = ""
     for axis, n_param in seq_axes:
-        roles = _roles(runs, axis, by_shape[shape], outs[0], stats, spec, params)
+        roles = _roles(runs, axis, by_shape[shape], outs[0], stats, spec, params,
+                   _TOLERANCES[dtype])
         if isinstance(roles, str):
             refusal = refusal or roles
             continue
@@ -152,7 +159,7 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
         rows, grid = _rows(shape, axis, n_param, str(head_dim))
         stat_rows = _rows(shape[:-1], axis, n_param, None)[0] if stats else None
         attention = Attention(q, k, v, outs[0], n_param, head_dim, scale, rows, row_max,
-                              row_sum, stat_rows, causal)
+                              row_sum, stat_rows, causal, dtype)
         head = shape[-1]
         fixed = head not in spec.sizes or head in structural_sizes(spec)
         return Recognized(attention, grid, shape[axis], head_fixed=fixed)
@@ -244,12 +251,13 @@ def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal
     return np.einsum("hqk,hkd->hqd", p / total, v), m[..., 0], total[..., 0]
 
 
-def _close(got: np.ndarray, want: np.ndarray) -> bool:
-    return bool(np.all(np.isfinite(got)) and np.allclose(got, want, rtol=_RTOL, atol=_ATOL))
+def _close(got: np.ndarray, want: np.ndarray, tolerance: tuple[float, float]) -> bool:
+    rtol, atol = tolerance
+    return bool(np.all(np.isfinite(got)) and np.allclose(got, want, rtol=rtol, atol=atol))
 
 
 def _roles(runs: list[_Run], axis: int, qkv: list[str], out: str, stats: list[str], spec,
-           params):
+           params, tolerance: tuple[float, float]):
     """((Q, K, V), scale expression, causal, row-max buffer, row-sum buffer) with ``axis``
     the sequence, or a refusal."""
     floats = [n for n, a in spec.args.items() if a.is_scalar and n in params
@@ -267,13 +275,14 @@ def _roles(runs: list[_Run], axis: int, qkv: list[str], out: str, stats: list[st
             itertools.permutations(qkv), [*floats, "rsqrt", "one"], (False, True)):
         formulas = [_attention(h[q], h[k], h[v], scale_of(r, choice), causal)
                     for r, h in zip(runs, heads)]
-        if not all(_close(g, f[0]) for g, f in zip(got, formulas)):
+        if not all(_close(g, f[0], tolerance) for g, f in zip(got, formulas)):
             continue
         found = {"max": "", "sum": ""}
         for name in stats:
             values = [_heads(r.outputs[name], axis, rows_last=True) for r in runs]
             kind = next((kind for kind, i in (("max", 1), ("sum", 2))
-                         if all(_close(g, f[i]) for g, f in zip(values, formulas))), None)
+                         if all(_close(g, f[i], _TOLERANCES["f32"])
+                                for g, f in zip(values, formulas))), None)
             if kind is None or found[kind]:
                 return f"{name!r} is neither the rows' softmax maximum nor their sum"
             found[kind] = name

@@ -109,6 +109,7 @@ class Attention:
     row_sum: str = ""
     stat_rows: Rows | None = None
     causal: bool = False
+    dtype: str = "f32"  # Q, K, V and O's elements (f16 and bf16 are computed in f32)
 
 
 def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
@@ -130,17 +131,24 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
     def copy(buf: str, first_row: str, rows: int, dest: str, pitch: int,
              var: str) -> list[str]:
         """``rows`` rows of ``buf`` from row ``first_row`` of this head into shared memory at
-        ``dest`` (pitch ``pitch``), zero past row n; each thread a share of float4s."""
+        ``dest`` (pitch ``pitch``), zero past row n; each thread a share of 4-element pieces
+        (one float4 load in f32; 16-bit elements read one by one and widened to f32)."""
         quads = d // 4
         e, row, col, v = f"{var}_e", f"{var}_r", f"{var}_c", f"{var}_v"
+        at = f"fa_base + ({first_row} + {row}) * fa_ld + {col}"
+        if a.dtype == "f32":
+            load = [f"  let {v}: f32x4 = {buf}[{at}] as f32x4"]
+            element = [f"{v}.{'xyzw'[c]}" for c in range(4)]
+        else:
+            load = []
+            element = [f"f32({buf}[{at} + {c}])" for c in range(4)]
         return loop(var, rows * quads // cfg.threads, [
             f"let {e}: i32 = fa_tid + {var} * {cfg.threads}",
             f"let {row}: i32 = {e} / {quads}",
             f"let {col}: i32 = {e} % {quads} * 4",
             f"if {first_row} + {row} < {a.n} {{",
-            f"  let {v}: f32x4 = {buf}[fa_base + ({first_row} + {row}) * fa_ld + {col}] as f32x4",
-            *(f"  {dest} + {row} * {pitch} + {col} + {c}] = {v}.{'xyzw'[c]}"
-              for c in range(4)),
+            *load,
+            *(f"  {dest} + {row} * {pitch} + {col} + {c}] = {element[c]}" for c in range(4)),
             "} else {",
             *(f"  {dest} + {row} * {pitch} + {col} + {c}] = 0.0" for c in range(4)),
             "}"])
@@ -236,8 +244,9 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
     for f in range(rf):
         row = f"fa_qr{f}"
         lines.append(f"if {row} < {a.n} {{")
-        lines += [f"  {a.o}[fa_base + {row} * fa_ld + fa_q + {4 * t}] = fa_o{f}_{t} / fa_l{f}"
-                  for t in range(d // 4)]
+        out = "{}" if a.dtype == "f32" else f"{a.dtype}({{}})"
+        lines += [f"  {a.o}[fa_base + {row} * fa_ld + fa_q + {4 * t}] = "
+                  + out.format(f"fa_o{f}_{t} / fa_l{f}") for t in range(d // 4)]
         head_row = (f"fa_sbase + {row} * ({a.stat_rows.stride})" if a.stat_rows is not None
                     else "")
         if a.row_max:

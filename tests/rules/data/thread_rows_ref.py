@@ -25,3 +25,11 @@ def causal_attention(args, sizes):
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     out = (p / p.sum(axis=-1, keepdims=True)) @ v
     return {"out": np.moveaxis(out, 2, 1).astype(np.float32)}
+
+
+def attention_half(args, sizes):
+    """o = softmax(q k^T * scale) v per (batch, head), half buffers."""
+    q, k, v = (args[n].astype(np.float64) for n in ("q", "k", "v"))
+    s = q @ np.swapaxes(k, -1, -2) * float(args["scale"])
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return {"o": ((p / p.sum(axis=-1, keepdims=True)) @ v).astype(np.float16)}
