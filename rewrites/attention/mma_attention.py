@@ -39,8 +39,10 @@ class MmaAttention(BaseRule):
     writes O (and the rows' maximum and sum where the original does), launches
     ``(ceil(n / rows), heads, batches)`` blocks and bakes in the head dimension, so it is
     right at the compiled head dimension only. Q, K, V and O may hold the sequence before or
-    after the heads (``[B, H, N, d]``, ``[B, N, H, d]``, ``[BH, N, d]``); a causal mask (key
-    j only for query i >= j) is kept, and the key tiles past a block's last query skipped.
+    after the heads (``[B, H, N, d]``, ``[B, N, H, d]``, ``[BH, N, d]``), K and V may have
+    fewer heads than Q (grouped-query attention, each serving consecutive query heads), the
+    buffers may be f32, f16 or bf16 (computed in f32); a causal mask (key j only for query
+    i >= j) is kept, and the key tiles past a block's last query skipped.
     ``config`` (rows x keys / warps) is the search's gene.
     Refused when the roles or the function do not fit, or the result exceeds the target's
     limits (shared memory, threads).

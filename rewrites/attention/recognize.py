@@ -9,10 +9,12 @@ kernel on kir's interpreter:
 
 1. shape (cheap, no run): the kernel calls exp or exp2, takes a maximum, and has a loop
    that accumulates products;
-2. roles from the spec: three read-only f32 buffers of one shape ``[..., n, d]`` (Q, K and V
-   in some order), one written buffer of that shape (O), and written ``[..., n]`` buffers (the
-   rows' softmax maximum and sum, as FlashAttention-1 keeps them), nothing else written; a
-   scalar argument bound to ``n`` itself (the run-time sequence length);
+2. roles from the spec: three read-only buffers of one type (f32, f16 or bf16) and shape (Q,
+   K and V in some order; or K and V with fewer heads along one axis, grouped-query
+   attention, with a scalar argument bound to their number), one written buffer shaped like
+   Q (O), and written f32 buffers of one row each (the rows' softmax maximum and sum, as
+   FlashAttention-1 keeps them), nothing else written; a scalar argument bound to one of
+   Q's dimensions (the run-time sequence length: which one, the run decides);
 3. the function: the kernel runs at small sizes (the spec's check table or sizes shrunk from
    the compiled ones, the head dimension as compiled) on random inputs, twice with the float
    scalars halved the second time, and at the spec's ragged sizes; one assignment of Q, K and
@@ -124,13 +126,20 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
     by_shape: dict[tuple[str, ...], list[str]] = {}
     for name in inputs:
         by_shape.setdefault(tuple(buffers[name].shape), []).append(name)
-    shape = next((s for s, names in by_shape.items() if len(names) == 3 and 2 <= len(s) <= 4
-                  and len({buffers[n].dtype for n in names}) == 1), None)
-    if shape is None:
-        return Recognized(refusal="no three read-only f32, f16 or bf16 buffers of one shape "
-                                  "and type, of 2 to 4 dimensions, the last the head's (Q, K "
-                                  "and V)")
-    dtype = buffers[by_shape[shape][0]].dtype
+    found = _qkv_shapes(by_shape, buffers)
+    if found is None:
+        return Recognized(refusal="no three read-only f32, f16 or bf16 buffers of one type "
+                                  "and shape, of 2 to 4 dimensions, the last the head's (Q, K "
+                                  "and V; or K and V with fewer heads than Q)")
+    shape, kv_shape, qkv, kv_axis = found
+    dtype = buffers[qkv[0]].dtype
+    kv_heads = ""
+    if kv_axis is not None:
+        kv_heads = next((n for n, a in spec.args.items() if a.is_scalar and n in params
+                         and (a.value or "").strip() == kv_shape[kv_axis]), "")
+        if not kv_heads:
+            return Recognized(refusal=f"no scalar argument is the number of K and V heads "
+                                      f"{kv_shape[kv_axis]!r}")
     outs = [n for n in written if tuple(buffers[n].shape) == shape and buffers[n].dtype == dtype]
     stats = [n for n in written if tuple(buffers[n].shape) == shape[:-1]
              and buffers[n].dtype == "f32"]
@@ -138,7 +147,8 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
         return Recognized(refusal="the kernel writes other than one output shaped like Q and "
                                   "per-row statistics")
     # The sequence axis: one a scalar argument is bound to (the run-time sequence length).
-    seq_axes = [(axis, name) for axis, symbol in enumerate(shape[:-1]) if symbol in spec.sizes
+    seq_axes = [(axis, name) for axis, symbol in enumerate(shape[:-1])
+                if symbol in spec.sizes and axis != kv_axis
                 for name, a in spec.args.items()
                 if a.is_scalar and name in params and (a.value or "").strip() == symbol]
     if not seq_axes:
@@ -149,8 +159,8 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
         return Recognized(refusal=runs)
     refusal = ""
     for axis, n_param in seq_axes:
-        roles = _roles(runs, axis, by_shape[shape], outs[0], stats, spec, params,
-                   _TOLERANCES[dtype])
+        roles = _roles(runs, axis, qkv, kv_axis, outs[0], stats, spec, params,
+                       _TOLERANCES[dtype])
         if isinstance(roles, str):
             refusal = refusal or roles
             continue
@@ -158,25 +168,54 @@ def _recognize(kernel: Kernel, bound) -> Recognized:
         head_dim = bound.shape(q)[-1]
         rows, grid = _rows(shape, axis, n_param, str(head_dim))
         stat_rows = _rows(shape[:-1], axis, n_param, None)[0] if stats else None
+        kv_rows = None if kv_axis is None else \
+            _rows(kv_shape, axis, n_param, str(head_dim), (kv_axis, kv_heads))[0]
         attention = Attention(q, k, v, outs[0], n_param, head_dim, scale, rows, row_max,
-                              row_sum, stat_rows, causal, dtype)
+                              row_sum, stat_rows, causal, dtype, kv_rows)
         head = shape[-1]
         fixed = head not in spec.sizes or head in structural_sizes(spec)
         return Recognized(attention, grid, shape[axis], head_fixed=fixed)
     return Recognized(refusal=refusal)
 
 
-def _rows(dims: tuple[str, ...], axis: int, n: str, head: str | None) -> tuple[Rows, tuple]:
+def _qkv_shapes(by_shape: dict[tuple[str, ...], list[str]], buffers):
+    """(Q's shape, K and V's shape, the three buffers (Q first where K and V differ), the
+    axis along which K and V have fewer heads, or None): three buffers of one shape, or one
+    and a pair whose shapes differ in one leading axis (grouped-query attention)."""
+    def one_type(names: list[str]) -> bool:
+        return len({buffers[n].dtype for n in names}) == 1
+
+    for shape, names in by_shape.items():
+        if len(names) == 3 and 2 <= len(shape) <= 4 and one_type(names):
+            return shape, shape, names, None
+    for kv, pair in by_shape.items():
+        for shape, single in by_shape.items():
+            if len(pair) != 2 or len(single) != 1 or len(kv) != len(shape) or \
+                    not 3 <= len(shape) <= 4 or not one_type(pair + single):
+                continue
+            differ = [i for i in range(len(shape)) if shape[i] != kv[i]]
+            if len(differ) == 1 and differ[0] < len(shape) - 1:
+                return shape, kv, single + pair, differ[0]
+    return None
+
+
+def _rows(dims: tuple[str, ...], axis: int, n: str, head: str | None,
+          grouped: tuple[int, str] | None = None) -> tuple[Rows, tuple]:
     """Where a (batch, head)'s rows lie in a row-major buffer of ``dims`` whose ``axis`` is
     the sequence (``n`` long) and, unless ``head`` is None, whose last axis is the head
     dimension (``head`` long); and the grid's y and z (spec expressions) that give each
-    (batch, head) a block row: the other axes, innermost on y (its size ``grid_dim.y``)."""
+    (batch, head) a block row: the other axes, innermost on y (its size ``grid_dim.y``).
+    ``grouped`` (axis, argument): K and V's fewer heads along that axis, the argument their
+    number, each serving a group of consecutive query heads (the block's head / the group)."""
     last = len(dims) - 1 if head is not None else None
     others = [i for i in range(len(dims)) if i not in (axis, last)]
     size = {axis: f"({n})"} | ({last: head} if last is not None else {})
     index = {}
     for i, grid_axis in zip(reversed(others), ("y", "z")):
         size[i], index[i] = f"i32(grid_dim.{grid_axis})", f"i32(block.{grid_axis})"
+        if grouped is not None and i == grouped[0]:
+            size[i] = f"({grouped[1]})"
+            index[i] = f"i32(block.{grid_axis}) / (i32(grid_dim.{grid_axis}) / ({grouped[1]}))"
 
     def stride(i: int) -> str:
         return " * ".join(size[j] for j in range(i + 1, len(dims))) or "1"
@@ -256,10 +295,11 @@ def _close(got: np.ndarray, want: np.ndarray, tolerance: tuple[float, float]) ->
     return bool(np.all(np.isfinite(got)) and np.allclose(got, want, rtol=rtol, atol=atol))
 
 
-def _roles(runs: list[_Run], axis: int, qkv: list[str], out: str, stats: list[str], spec,
-           params, tolerance: tuple[float, float]):
+def _roles(runs: list[_Run], axis: int, qkv: list[str], kv_axis: int | None, out: str,
+           stats: list[str], spec, params, tolerance: tuple[float, float]):
     """((Q, K, V), scale expression, causal, row-max buffer, row-sum buffer) with ``axis``
-    the sequence, or a refusal."""
+    the sequence, or a refusal. With ``kv_axis``, ``qkv`` is Q then K and V in some order,
+    which have fewer heads along that axis, each serving consecutive query heads."""
     floats = [n for n, a in spec.args.items() if a.is_scalar and n in params
               and isinstance(runs[0].inputs.get(n), float)]
 
@@ -269,10 +309,21 @@ def _roles(runs: list[_Run], axis: int, qkv: list[str], out: str, stats: list[st
         d = run.inputs[qkv[0]].shape[-1]
         return 1.0 / math.sqrt(d) if choice == "rsqrt" else 1.0
 
-    heads = [{n: _heads(r.inputs[n], axis) for n in qkv} for r in runs]
+    def expanded(run: _Run, name: str) -> np.ndarray:
+        x = run.inputs[name]
+        if kv_axis is None or name == qkv[0]:
+            return x
+        group = run.inputs[qkv[0]].shape[kv_axis] // max(1, x.shape[kv_axis])
+        return np.repeat(x, group, axis=kv_axis)
+
+    heads = [{n: _heads(expanded(r, n), axis) for n in qkv} for r in runs]
+    if any(h[n].shape != h[qkv[0]].shape for h in heads for n in qkv):
+        return "K and V's heads do not divide Q's"
     got = [_heads(r.outputs[out], axis) for r in runs]
+    orders = list(itertools.permutations(qkv)) if kv_axis is None else \
+        [(qkv[0], qkv[1], qkv[2]), (qkv[0], qkv[2], qkv[1])]
     for (q, k, v), choice, causal in itertools.product(
-            itertools.permutations(qkv), [*floats, "rsqrt", "one"], (False, True)):
+            orders, [*floats, "rsqrt", "one"], (False, True)):
         formulas = [_attention(h[q], h[k], h[v], scale_of(r, choice), causal)
                     for r, h in zip(runs, heads)]
         if not all(_close(g, f[0], tolerance) for g, f in zip(got, formulas)):

@@ -110,6 +110,7 @@ class Attention:
     stat_rows: Rows | None = None
     causal: bool = False
     dtype: str = "f32"  # Q, K, V and O's elements (f16 and bf16 are computed in f32)
+    kv_rows: Rows | None = None  # K and V's, where they have fewer heads than Q
 
 
 def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
@@ -128,14 +129,14 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
         return ([f"for L{next(labels)}{pragma} {var}: i32 = 0; {var} < {count}; "
                  f"{var} = {var} + 1 {{"] + ["  " + line for line in step_body] + ["}"])
 
-    def copy(buf: str, first_row: str, rows: int, dest: str, pitch: int,
-             var: str) -> list[str]:
+    def copy(buf: str, first_row: str, rows: int, dest: str, pitch: int, var: str,
+             base: str = "fa_base", ld: str = "fa_ld") -> list[str]:
         """``rows`` rows of ``buf`` from row ``first_row`` of this head into shared memory at
         ``dest`` (pitch ``pitch``), zero past row n; each thread a share of 4-element pieces
         (one float4 load in f32; 16-bit elements read one by one and widened to f32)."""
         quads = d // 4
         e, row, col, v = f"{var}_e", f"{var}_r", f"{var}_c", f"{var}_v"
-        at = f"fa_base + ({first_row} + {row}) * fa_ld + {col}"
+        at = f"{base} + ({first_row} + {row}) * {ld} + {col}"
         if a.dtype == "f32":
             load = [f"  let {v}: f32x4 = {buf}[{at}] as f32x4"]
             element = [f"{v}.{'xyzw'[c]}" for c in range(4)]
@@ -165,6 +166,11 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
         f"let fa_row0: i32 = i32(block.x) * {cfg.rows}",
         f"let fa_s: i32 = fa_warp * {scratch_w}",
     ]
+    kv = ("fa_base", "fa_ld")
+    if a.kv_rows is not None:  # K and V with fewer heads: their own rows
+        kv = ("fa_kvbase", "fa_kvld")
+        lines += [f"let fa_kvbase: i32 = {a.kv_rows.base}",
+                  f"let fa_kvld: i32 = {a.kv_rows.stride}"]
     # Q's rows through the warps' scratch (contiguous rows of pitch wp), into registers.
     wp = max(kt, d) + 4
     lines += copy(a.q, "fa_row0", cfg.rows, "fa_W[0", wp, "fa_cq")
@@ -177,8 +183,8 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
         lines += [f"let fa_m{f}: f32 = -inf", f"let fa_l{f}: f32 = 0.0"]
         lines += [f"let fa_o{f}_{t}: f32 = 0.0" for t in range(d // 4)]
     lines.append("barrier block")
-    step = [*copy(a.k, "fa_k0", kt, "fa_T[0", kp, "fa_ck"),
-            *copy(a.v, "fa_k0", kt, f"fa_T[{v_at}", vp, "fa_cv"),
+    step = [*copy(a.k, "fa_k0", kt, "fa_T[0", kp, "fa_ck", *kv),
+            *copy(a.v, "fa_k0", kt, f"fa_T[{v_at}", vp, "fa_cv", *kv),
             "barrier block"]
     # S = Q·Kᵀ: fragment (f, c) rows f of the warp's queries, keys c of the tile.
     step += [f"matrix fa_s{f}_{c}: f32m8x8 = fill 0.0"

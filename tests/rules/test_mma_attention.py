@@ -1,7 +1,7 @@
-"""mma-attention: five attention kernels written differently (FlashAttention-1's tile loops,
+"""mma-attention: six attention kernels written differently (FlashAttention-1's tile loops,
 the same with the row loop outside, one thread a query row walking the keys twice with exp2,
 a causal one over [B, T, NH, HS] with a grid-stride loop and the online softmax, one over
-half buffers with a warp a query row) rebuilt as
+half buffers with a warp a query row, grouped-query attention) rebuilt as
 FlashAttention-2 on 8x8 fragments at every block shape, right at sizes other than the ones
 rewritten at (ragged, tiny) on the interpreter, emitted for CUDA (f32, TF32, 3xTF32)
 and Metal on the CPU emulator; kernels that compute something else are refused, never
@@ -38,7 +38,10 @@ KERNELS = {EXAMPLES / "flash_attn.cu": [{"H": 2, "N": 200}, {"H": 1, "N": 5}],
            DATA / "attention_causal_bthd.cu": [{"B": 2, "T": 77, "NH": 3}, {"B": 1, "T": 9,
                                                                            "NH": 1}],
            # Half buffers computed in float, a warp a query row, dot products by shuffles.
-           DATA / "attention_half_warp.cu": [{"BH": 3, "N": 77}, {"BH": 1, "N": 6}]}
+           DATA / "attention_half_warp.cu": [{"BH": 3, "N": 77}, {"BH": 1, "N": 6}],
+           # Grouped-query: K and V with fewer heads, each serving consecutive query heads.
+           DATA / "attention_gqa.cu": [{"B": 2, "H": 6, "HKV": 3, "N": 77},
+                                       {"B": 1, "H": 4, "HKV": 1, "N": 9}]}
 
 
 def _rewritten(path: Path, steps: list[str], target: str = "cuda"):

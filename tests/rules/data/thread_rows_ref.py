@@ -33,3 +33,13 @@ def attention_half(args, sizes):
     s = q @ np.swapaxes(k, -1, -2) * float(args["scale"])
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     return {"o": ((p / p.sum(axis=-1, keepdims=True)) @ v).astype(np.float16)}
+
+
+def gqa(args, sizes):
+    """o = softmax(q k^T * scale) v with each K/V head serving H / HKV query heads."""
+    q = args["q"].astype(np.float64)
+    group = q.shape[1] // args["k"].shape[1]
+    k, v = (np.repeat(args[n].astype(np.float64), group, axis=1) for n in ("k", "v"))
+    s = q @ np.swapaxes(k, -1, -2) * float(args["scale"])
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return {"o": ((p / p.sum(axis=-1, keepdims=True)) @ v).astype(np.float32)}
