@@ -85,10 +85,7 @@ class MmaAttention(BaseRule):
         text = head + "\n".join("  " + line for line in body_text(cfg, found.attention))
         try:
             built = parse_kernel(text + "\n}\n", f"<{self.name}>")
-            loc = kernel.loc if hasattr(kernel, "loc") else None
-            body = transform(built.body, lambda n: dataclasses.replace(n, loc=loc)
-                             if isinstance(n, Stmt) and getattr(n, "loc", 0) is None
-                             and loc is not None else None)
+            body = _located(built.body, kernel)
             launch = dataclasses.replace(launch, ignores=_ignored(kernel, body, found))
             result = dataclasses.replace(kernel, body=body, launch=launch)
             verify(result, ctx.target)
@@ -112,6 +109,18 @@ def _ignored(kernel: Kernel, body: Block, found: Recognized) -> tuple[str, ...]:
     if not found.head_fixed:
         return tuple(kernel.launch.ignores)  # not reading the head dimension bakes it in
     return tuple(sorted(set(kernel.launch.ignores) | dropped))
+
+
+def _located(body: Block, kernel: Kernel) -> Block:
+    """``body`` with the template's statements pointing at the original kernel's first
+    statement, so diagnostics and reports name the user's source."""
+    loc = next((s.loc for s in kernel.body.walk() if isinstance(s, Stmt) and s.loc), None)
+
+    def locate(n):
+        if loc is not None and isinstance(n, Stmt) and getattr(n, "loc", 0) is None:
+            return dataclasses.replace(n, loc=loc)
+        return None
+    return transform(body, locate)
 
 
 def _names(kernel: Kernel) -> set[str]:

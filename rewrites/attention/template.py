@@ -7,8 +7,9 @@ rows of queries, S = Q·Kᵀ and O += P·V on ``simdgroup_matrix``) and of Flash
 (``rows / warps`` a warp, held as 8-row fragments of Q in registers for the whole kernel) of
 one (batch, head) and walks the keys ``keys`` at a time:
 
-1. all threads copy the K and V tiles from global memory into shared memory (16-byte loads,
-   zero past the last key), one block barrier;
+1. all threads copy the K and V tiles from global memory into shared memory (16-byte loads
+   of f32; 16-bit elements widened to f32 one by one), zero past the last key, one block
+   barrier (with a causal mask the walk stops at the block's last query);
 2. each warp computes its S tile (``rows / warps`` x ``keys``) as fragment products and
    stores it to its own shared scratch;
 3. the online softmax on that scratch: lane ``l`` owns row ``l / 4`` of each 8-row fragment
@@ -114,8 +115,8 @@ class Attention:
 
 
 def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
-    """The kernel body's lines (IR text); the grid is (ceil(n / rows), heads), block.y the
-    (batch, head)."""
+    """The kernel body's lines (IR text); the grid is (ceil(n / rows), heads, batches), each
+    (batch, head)'s rows where ``a.rows`` (and ``a.kv_rows``) say from block.y and .z."""
     d, rf, kt = a.head_dim, cfg.row_frags, cfg.keys
     kp, vp = d + 4, d + 8  # the K and V tiles' pitches
     sp, op = kt + 4, d + 4  # the scratch's pitch for S / P and for P·V
@@ -124,9 +125,9 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
     v_at = kt * kp  # V's tile follows K's in fa_T
     labels = iter(range(1_000))
 
-    def loop(var: str, count: int, step_body: list[str], unroll: bool = True) -> list[str]:
-        pragma = " [pragma_unroll]" if unroll else ""
-        return ([f"for L{next(labels)}{pragma} {var}: i32 = 0; {var} < {count}; "
+    def loop(var: str, count: int, step_body: list[str]) -> list[str]:
+        """A fully unrolled loop of ``count`` steps."""
+        return ([f"for L{next(labels)} [pragma_unroll] {var}: i32 = 0; {var} < {count}; "
                  f"{var} = {var} + 1 {{"] + ["  " + line for line in step_body] + ["}"])
 
     def copy(buf: str, first_row: str, rows: int, dest: str, pitch: int, var: str,
