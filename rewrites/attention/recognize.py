@@ -113,6 +113,9 @@ def recognize(kernel: Kernel, ctx) -> Recognized:
         except KirError as err:
             _CACHE[key] = Recognized(refusal=f"the kernel did not run at small sizes: "
                                              f"{err.message}")
+        except Exception as exc:  # noqa: BLE001 - an interpreter failure must not stop a search
+            _CACHE[key] = Recognized(refusal=f"running the kernel at small sizes failed: "
+                                             f"{type(exc).__name__}: {exc}")
     return _CACHE[key]
 
 

@@ -237,3 +237,20 @@ def test_it_ignores_the_tile_counts_but_not_a_head_dimension_that_may_change(tmp
     free = load_kernel(path)
     out = RULE.rewrite(free.kernel, "kernel", {"config": "32x32/2"}, context_for(free))
     assert "d" not in out.launch.ignores and is_specialized(out, free.kernel)
+
+
+def test_a_kernel_the_interpreter_fails_on_is_refused_not_raised(monkeypatch):
+    """Recognition runs the kernel; a failure there (here a stand-in for an interpreter bug,
+    as the u64 address one was) refuses the site instead of stopping the search."""
+    import kir.interp
+    from kir.rewrites.attention import recognize as recognition
+
+    def broken(*args, **kwargs):
+        raise TypeError("stand-in for an interpreter bug")
+
+    monkeypatch.setattr(kir.interp, "run_kernel", broken)
+    monkeypatch.setattr(recognition, "_CACHE", {})
+    loaded = load_kernel(DATA / "attention_two_pass.cu")
+    result = RULE.rewrite(loaded.kernel, "kernel", {"config": "32x32/2"}, context_for(loaded))
+    assert isinstance(result, NotApplicable)
+    assert "failed: TypeError: stand-in for an interpreter bug" in result.reason
