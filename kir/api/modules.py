@@ -22,7 +22,7 @@ from kir.backends.module import (Fallback, ModuleOptions, Variant, default_fixed
 from kir.driver.load import Loaded, load_kernel
 from kir.errors import KirError
 from kir.ir import Kernel
-from kir.measure.cases import scalars_kept, scalars_used
+from kir.measure.cases import scalars_used, sizes_baked_in
 from kir.spec import Spec
 from kir.spec.bound import DEFAULT_TOLERANCES
 
@@ -57,7 +57,7 @@ def is_specialized(kernel: Kernel, base: Kernel) -> bool:
     """Right only at the sizes it was validated at: a rule said so (``Launch.specialized``)
     or it stopped reading a size the unrewritten kernel reads without declaring it does not
     depend on it (``Launch.ignores``): the value is baked in."""
-    return kernel.launch.specialized or not scalars_used(base) <= scalars_kept(kernel)
+    return sizes_baked_in(kernel, scalars_used(base))
 
 
 def fixed_sizes(loaded: Loaded) -> tuple[str, ...]:

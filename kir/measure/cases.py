@@ -86,6 +86,13 @@ def scalars_kept(kernel: ir.Kernel) -> frozenset[str]:
     return scalars_used(kernel) | frozenset(kernel.launch.ignores)
 
 
+def sizes_baked_in(kernel: ir.Kernel, original_scalars: frozenset[str]) -> bool:
+    """Whether ``kernel`` is right only at the sizes it was rewritten at: a rule said so
+    (``Launch.specialized``), or it stopped reading a scalar the original reads
+    (``original_scalars``) without declaring it does not depend on it."""
+    return kernel.launch.specialized or not original_scalars <= scalars_kept(kernel)
+
+
 def copy_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
     """A copy of an input set whose arrays a run may write without touching the original."""
     return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
@@ -222,7 +229,7 @@ def judged_cases(kernel: Kernel, ctx: CheckContext) -> tuple[list[Case], bool]:
     """The cases ``kernel`` is judged on, and whether it is specialized: a kernel that no
     longer reads a size parameter the original reads was specialized to the spec's sizes (a
     rule baked the value in), and other sizes cannot check it."""
-    specialized = kernel.launch.specialized or not ctx.scalars_used <= scalars_kept(kernel)
+    specialized = sizes_baked_in(kernel, ctx.scalars_used)
     return [c for c in ctx.cases if not (specialized and c.ragged)], specialized
 
 

@@ -238,17 +238,13 @@ def _matrix_attention(kernel: Kernel) -> list[tuple[str, list[Want]]]:
 
     if not looks_like_attention(kernel):
         return []
-    out = []
-    for config in ("64x32/4", "32x32/2", "64x16/4"):
-        rebuilt = Want("mma-attention", any_site=True, params={"config": config},
-                       required=True)
-        for rule in ("tf32-matrix", "tf32x3-matrix"):
-            out.append((f"mma-attention-{config}-{rule.split('-')[0]}", [
-                rebuilt, Want(rule, ("all",), required=True), *_finishing(kernel)]))
-    out += [(f"mma-attention-{config}", [
-        Want("mma-attention", any_site=True, params={"config": config}, required=True),
-        *_finishing(kernel)])
-        for config in ("32x32/2", "64x16/4", "64x32/4")]
+    rebuilt = {config: Want("mma-attention", any_site=True, params={"config": config},
+                            required=True) for config in ("64x32/4", "32x32/2", "64x16/4")}
+    out = [(f"mma-attention-{config}-{rule.split('-')[0]}", [
+        rebuild, Want(rule, ("all",), required=True), *_finishing(kernel)])
+        for config, rebuild in rebuilt.items() for rule in ("tf32-matrix", "tf32x3-matrix")]
+    out += [(f"mma-attention-{config}", [rebuilt[config], *_finishing(kernel)])
+            for config in ("32x32/2", "64x16/4", "64x32/4")]
     return out
 
 

@@ -233,7 +233,6 @@ def _rows(dims: tuple[str, ...], axis: int, n: str, head: str | None,
 class _Run:
     inputs: dict
     outputs: dict
-    shape: tuple[int, ...]  # Q's
 
 
 def _runs(kernel: Kernel, bound, dim_name: str) -> list[_Run] | str:
@@ -254,7 +253,6 @@ def _runs(kernel: Kernel, bound, dim_name: str) -> list[_Run] | str:
             case = spec.bind(sizes)
         except KirError as err:
             return f"no small sizes to run it at ({err.message})"
-        q_shape = None
         variants = [case.make_inputs(0)]
         if i == 0:
             halved = dict(variants[0])
@@ -262,13 +260,9 @@ def _runs(kernel: Kernel, bound, dim_name: str) -> list[_Run] | str:
                 if arg.is_scalar and isinstance(halved.get(name), float):
                     halved[name] = halved[name] * 0.5
             variants.append(halved)
-        for inputs in variants:
-            outputs = run_kernel(kernel, {k: np.copy(v) if isinstance(v, np.ndarray) else v
-                                          for k, v in inputs.items()},
-                                 case.sizes, max_steps=PROBE_STEPS)
-            q_shape = q_shape or next(v.shape for v in inputs.values()
-                                      if isinstance(v, np.ndarray))
-            runs.append(_Run(inputs, outputs, q_shape))
+        for inputs in variants:  # run_kernel returns new arrays, leaving the inputs alone
+            runs.append(_Run(inputs, run_kernel(kernel, inputs, case.sizes,
+                                                max_steps=PROBE_STEPS)))
     return runs
 
 
@@ -340,9 +334,7 @@ def _roles(runs: list[_Run], axis: int, qkv: list[str], kv_axis: int | None, out
             if kind is None or found[kind]:
                 return f"{name!r} is neither the rows' softmax maximum nor their sum"
             found[kind] = name
-        d = runs[0].inputs[q].shape[-1]
-        scale = choice if choice in floats else (repr(1.0 / math.sqrt(d)) if choice == "rsqrt"
-                                                 else "1.0")
+        scale = choice if choice in floats else repr(scale_of(runs[0], choice))
         return (q, k, v), scale, causal, found["max"], found["sum"]
     return ("on random inputs its output is not softmax(scale * Q K^T) V (nor causally "
             f"masked) for any order of {', '.join(qkv)} and scale (a float argument, "
