@@ -81,6 +81,14 @@ class Dialect:
     # A line copying each scalar parameter into a local at the top of the body ("{type}",
     # "{name}"), which ``scalar_param`` then reads; "" where parameters are read in place.
     scalar_copy: str = ""
+    # Asynchronous global-to-shared copies (ir.Store.asynchronous): a statement's format over
+    # "{dst}", "{src}" (element addresses) and "{bytes}", and the commit and wait
+    # ("{pending}") statements, with the helper that defines them; None copies synchronously
+    # (a load and a store: one of the orders an asynchronous copy allows) and drops the rest.
+    async_copy: str | None = None
+    async_commit: str = ""
+    async_wait: str = ""
+    async_helper: str = ""
     # (source type, target type, target's name, value) -> the value's bits as the target
     bit_view: Callable[[ScalarType, ScalarType, str, str], str] | None = None
 
@@ -333,6 +341,21 @@ class Printer:
         contents MLX cannot fill)."""
         return bool(info.atomic or info.xor_key or info.xor_key_buffer)
 
+    def async_copy(self, s: ir.Store) -> str:
+        """An asynchronous copy where the target has one, else an ordinary store."""
+        d, load = self.dialect, s.value
+        if d.async_copy is None or not isinstance(load, ir.Load):
+            return self.store(s)
+        if self._per_lane(self.info(load.buffer)) or self._per_lane(self.info(s.buffer)):
+            raise UnsupportedError(f"asynchronous copy from {load.buffer!r}, whose elements "
+                                   "are atomic or encoded", s.loc,
+                                   hint="copy it with an ordinary load and store")
+        self.helpers.add(d.async_helper)
+        return d.async_copy.format(
+            dst=f"&{self.element(s.buffer, self.expr(s.index))}",
+            src=f"&{self.element(load.buffer, self.expr(load.index))}",
+            bytes=load.type.nbytes) + ";"
+
     def store(self, s: ir.Store) -> str:
         info = self.info(s.buffer)
         if not info.writable:
@@ -397,8 +420,17 @@ class Printer:
                 return [f"{pad}{self.type_name(t)} {self.name(name)}{tail};"]
             case ir.Assign(name=name, value=value):
                 return [f"{pad}{self.name(name)} = {self.expr(value)};"]
+            case ir.Store(asynchronous=True):
+                return [pad + self.async_copy(s)]
             case ir.Store():
                 return [pad + self.store(s)]
+            case ir.AsyncCommit() | ir.AsyncWait():
+                if d.async_copy is None:
+                    return []
+                self.helpers.add(d.async_helper)
+                if isinstance(s, ir.AsyncCommit):
+                    return [pad + d.async_commit + ";"]
+                return [pad + d.async_wait.format(pending=s.pending) + ";"]
             case ir.For():
                 return self._for(s, indent)
             case ir.While(cond=cond, body=body, test_first=test_first):

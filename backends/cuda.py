@@ -154,6 +154,10 @@ CUDA = Dialect(
     bare_special_floats=frozenset({"f32", "f64"}),
     matrix=cuda_matrix,
     matrix_products=cuda_products,
+    async_copy="kir_copy_async<{bytes}>({dst}, {src})",
+    async_commit="kir_copy_commit()",
+    async_wait="kir_copy_wait<{pending}>()",
+    async_helper="async_copy",
 )
 
 # A 16-bit float's bits, widened in a 32-bit register the compiler must keep: NVRTC for
@@ -241,6 +245,34 @@ __device__ __forceinline__ {name} make_{name}({", ".join(f"{elem} {c}" for c in 
         f"return make_{t}{n}({', '.join(f'a.{c} {op} b.{c}' for c in 'xyzw'[:n])}); }}"
         for t in ("float", "int") for n in (2, 4) for op in "+-*/"),
 }
+
+# cp.async (PTX ISA, "Data Movement and Conversion Instructions: cp.async", sm_80+): 16 bytes
+# bypass L1 (.cg, the only size it takes), 4 and 8 go through it (.ca). The "memory" clobbers
+# keep the compiler from moving shared-memory accesses across a commit or wait. Elsewhere
+# (older GPUs, the C++ emulator) the copy is a plain one, which the asynchronous one allows.
+HELPERS["async_copy"] = """template <int Bytes>
+__device__ __forceinline__ void kir_copy_async(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned int at = (unsigned int)__cvta_generic_to_shared(dst);
+    if (Bytes == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(at), "l"(src) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(at), "l"(src), "n"(Bytes)
+                     : "memory");
+#else
+    __builtin_memcpy(dst, src, Bytes);
+#endif
+}
+__device__ __forceinline__ void kir_copy_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int Pending> __device__ __forceinline__ void kir_copy_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" :: "n"(Pending) : "memory");
+#endif
+}"""
 
 # After "lane": the fragment helpers call kir_lane(); the TF32 ones use kir_frag8x8.
 HELPERS["matrix"] = CUDA_HELPER

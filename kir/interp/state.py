@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -102,6 +103,10 @@ class State:
     env: dict[str, Value] = field(default_factory=dict)
     memories: dict[str, Memory] = field(default_factory=dict)
     loops: list[LoopFrame] = field(default_factory=list)
+    # Asynchronous copies (ir.Store.asynchronous) not landed yet: those issued since the last
+    # commit, and the committed groups, oldest first; each copy lands when called.
+    open_copies: list[Callable[[], None]] = field(default_factory=list)
+    copy_groups: list[list[Callable[[], None]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = self.n_blocks * self.threads

@@ -199,13 +199,7 @@ class StmtCompiler:
         offsets = np.arange(count, dtype=np.int64)
         name, loc = s.buffer, s.loc
 
-        def run(st: State, mask: np.ndarray) -> None:
-            mem = st.memories.get(name) or st.memory(name, loc)
-            data = mem.data
-            v = value(st, mask)
-            if v.dtype != data.dtype:
-                v = v.astype(data.dtype)
-            addr = address(st, mem, count, mask)
+        def write(st: State, mask: np.ndarray, data: np.ndarray, addr, v) -> None:
             if count == 1 and mask is st.full and type(addr) is not np.ndarray:
                 data[addr] = v if type(v) is not np.ndarray else v[-1]  # the last lane wins
                 return
@@ -219,6 +213,34 @@ class StmtCompiler:
                 data[addr] = v
             else:
                 data[addr[mask]] = v[mask]
+
+        def run(st: State, mask: np.ndarray) -> None:
+            mem = st.memories.get(name) or st.memory(name, loc)
+            data = mem.data
+            v = value(st, mask)
+            if v.dtype != data.dtype:
+                v = v.astype(data.dtype)
+            addr = address(st, mem, count, mask)
+            if s.asynchronous:
+                # Read now, land at the wait that requires it: as late as the GPU may.
+                st.open_copies.append(lambda: write(st, mask, data, addr, v))
+            else:
+                write(st, mask, data, addr, v)
+        return run
+
+    def _asynccommit(self, s: ir.AsyncCommit) -> StmtFn:
+        def run(st: State, mask: np.ndarray) -> None:
+            st.copy_groups.append(st.open_copies)
+            st.open_copies = []
+        return run
+
+    def _asyncwait(self, s: ir.AsyncWait) -> StmtFn:
+        pending = s.pending
+
+        def run(st: State, mask: np.ndarray) -> None:
+            while len(st.copy_groups) > pending:
+                for land in st.copy_groups.pop(0):
+                    land()
         return run
 
     def _if(self, s: ir.If) -> StmtFn:

@@ -303,12 +303,22 @@ class Assign(Stmt):
 
 @node
 class Store(Stmt):
-    """Write ``buffer[index] = value``; a vector value writes consecutive elements."""
+    """Write ``buffer[index] = value``; a vector value writes consecutive elements.
+
+    ``asynchronous`` (printed ``async As[i] = A[j]``): a copy from global memory into a
+    shared array that completes later (CUDA's ``cp.async``, sm_80+). Its value must be a
+    plain load of 4, 8 or 16 bytes from a global buffer; the copy is guaranteed to have landed
+    only after an :class:`AsyncWait` that leaves fewer groups in flight than were committed
+    after it (:class:`AsyncCommit`), and for other threads only after a barrier too. Targets
+    without such copies (Metal) perform it as an ordinary load and store, which is one of
+    the orders the asynchronous copy allows. The interpreter lands it as late as allowed, so
+    a kernel that reads the tile before waiting reads stale data and fails validation."""
 
     buffer: str
     index: Expr
     value: Expr
     loc: Loc | None = _loc()
+    asynchronous: bool = False
 
 
 LOOP_KINDS = ("serial", "unroll")
@@ -356,6 +366,28 @@ class Barrier(Stmt):
 
     scope: str = "block"
     loc: Loc | None = _loc()
+
+
+@node
+class AsyncCommit(Stmt):
+    """Close this thread's asynchronous copies issued since the last commit into one group
+    (CUDA ``cp.async.commit_group``; nothing on targets that copy synchronously). Like a
+    barrier, every thread of the block reaches it together (the interpreter's model)."""
+
+    loc: Loc | None = _loc()
+
+
+@node
+class AsyncWait(Stmt):
+    """Wait until at most ``pending`` of this thread's committed copy groups are still in
+    flight, the older ones landed (CUDA ``cp.async.wait_group pending``). Other threads'
+    copies are visible only after a block barrier that follows."""
+
+    pending: int
+    loc: Loc | None = _loc()
+
+
+ASYNC_STMTS = (AsyncCommit, AsyncWait)
 
 
 @node

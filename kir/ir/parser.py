@@ -28,6 +28,8 @@ from kir.ir.nodes import (
     Assign,
     Atomic,
     Assert,
+    AsyncCommit,
+    AsyncWait,
     Barrier,
     Binary,
     Block,
@@ -280,8 +282,15 @@ class _Builder:
         return Assign(_unescape(kids[0]), self._need(kids[1], meta), loc=self._stmt_loc(meta))
 
     def on_store(self, meta, kids):
-        return Store(_unescape(kids[0]), self._need(kids[1], meta), self._need(kids[2], meta),
-                     loc=self._stmt_loc(meta))
+        asynchronous, buffer, index, value = kids
+        return Store(_unescape(buffer), self._need(index, meta), self._need(value, meta),
+                     loc=self._stmt_loc(meta), asynchronous=asynchronous is not None)
+
+    def on_async_commit(self, meta, kids):
+        return AsyncCommit(loc=self._stmt_loc(meta))
+
+    def on_async_wait(self, meta, kids):
+        return AsyncWait(_int(kids[1]), loc=self._stmt_loc(meta))
 
     def on_atomic(self, meta, kids):
         result, _, op, buffer, index, value = kids

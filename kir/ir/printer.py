@@ -26,6 +26,8 @@ from kir.ir.nodes import (
     Assign,
     Atomic,
     Assert,
+    AsyncCommit,
+    AsyncWait,
     Barrier,
     Binary,
     Block,
@@ -69,7 +71,8 @@ RESERVED = frozenset("""
     while do if else barrier atomic dynamic return break continue true false as fast select shuffle reduce
     inf nan lane warp warp_size thread block_dim grid_dim bool i8 u8 i16 u16 i32 u32 i64 u64 f16
     bf16 f32 f64
-    matrix fill mload stride transposed mma tf32 tf32x3 mstore assert
+    matrix fill mload stride transposed mma tf32 tf32x3 mstore assert async async_commit
+    async_wait
 """.split())
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPED = re.compile(
@@ -285,7 +288,8 @@ def _lines(stmt: Stmt, env: Env, depth: int) -> list[tuple[int, str, object]]:
             out.append((d, f"{format_name(s.name)} = {print_expr(s.value, env)}", s.loc))
         elif isinstance(s, Store):
             target = f"{format_name(s.buffer)}[{print_expr(s.index, env)}]"
-            out.append((d, f"{target} = {print_expr(s.value, env)}", s.loc))
+            prefix = "async " if s.asynchronous else ""
+            out.append((d, f"{prefix}{target} = {print_expr(s.value, env)}", s.loc))
         elif isinstance(s, Atomic):
             result = "" if s.result is None else f"{format_name(s.result)} = "
             call = (f"atomic.{format_name(s.op)}({format_name(s.buffer)}"
@@ -318,6 +322,10 @@ def _lines(stmt: Stmt, env: Env, depth: int) -> list[tuple[int, str, object]]:
                 _push_body(work, s.then, d)
         elif isinstance(s, Barrier):
             out.append((d, f"barrier {s.scope}", s.loc))
+        elif isinstance(s, AsyncCommit):
+            out.append((d, "async_commit", s.loc))
+        elif isinstance(s, AsyncWait):
+            out.append((d, f"async_wait {s.pending}", s.loc))
         elif isinstance(s, Assert):
             out.append((d, f"assert {print_expr(s.cond, env)}", s.loc))
         elif isinstance(s, Alloc):

@@ -28,6 +28,8 @@ from kir.ir.nodes import (
     Assign,
     Atomic,
     Assert,
+    AsyncCommit,
+    AsyncWait,
     Barrier,
     Binary,
     Block,
@@ -133,6 +135,7 @@ class _Checker:
             p.name: (p.type.elem, p.type.const) for p in self.kernel.params
             if isinstance(p.type, PointerType)}
         fragments: dict[str, Type] = {}
+        shared: set[str] = set()  # the shared arrays declared so far
         # (stmt, loop depth); a stack in program order, so declarations precede uses.
         work: list[tuple[Stmt, int]] = [(self.kernel.body, 0)]
         while work:
@@ -151,6 +154,8 @@ class _Checker:
                 self.check_assign(stmt.name, stmt.value.type, vars_, loc)
             elif isinstance(stmt, (Store, Atomic)):
                 self.check_write(stmt, buffers, vars_, loc)
+                if isinstance(stmt, Store) and stmt.asynchronous:
+                    self.check_async_copy(stmt, shared, loc)
             elif isinstance(stmt, For):
                 self.check_cond(stmt.init, loc, stmt.type, "loop start")
                 vars_[stmt.var] = (stmt.type, "loop")
@@ -178,6 +183,11 @@ class _Checker:
                 if stmt.size <= 0 and not stmt.dynamic:
                     raise self.fail(f"array {stmt.name!r} has size {stmt.size}", loc)
                 buffers[stmt.name] = (stmt.elem, False)
+                if stmt.space == "shared":
+                    shared.add(stmt.name)
+            elif isinstance(stmt, AsyncWait) and stmt.pending < 0:
+                raise self.fail(f"async_wait {stmt.pending}: the number of copy groups left "
+                                "in flight cannot be negative", loc)
             elif isinstance(stmt, Barrier) and stmt.scope not in ("block", "warp"):
                 raise self.fail(f"unknown barrier scope {stmt.scope!r}", loc)
             elif isinstance(stmt, MATRIX_STMTS):
@@ -229,6 +239,22 @@ class _Checker:
             if stmt.result is not None:
                 self.check_assign(stmt.result, value, vars_, loc)
 
+    def check_async_copy(self, stmt: Store, shared: set[str], loc: Loc | None) -> None:
+        """An asynchronous copy moves 4, 8 or 16 bytes from a global buffer, read as they
+        are stored, into a shared array (what ``cp.async`` can do)."""
+        value = stmt.value
+        if stmt.buffer not in shared:
+            raise self.fail(f"asynchronous copy into {stmt.buffer!r}, which is not a shared "
+                            "array", loc, hint="copy asynchronously into shared memory only")
+        source = self.params.get(value.buffer) if isinstance(value, Load) else None
+        if not isinstance(source, PointerType) or source.space != "global":
+            raise self.fail("an asynchronous copy's value must be a load from a global "
+                            "buffer", loc, hint="store computed values synchronously")
+        if value.type.nbytes not in (4, 8, 16):
+            raise self.fail(f"an asynchronous copy moves 4, 8 or 16 bytes, not "
+                            f"{value.type.nbytes} ({value.type})", loc,
+                            hint="copy 32-bit elements, alone or as vectors of 2 or 4")
+
     def check_expr(self, root: Expr, vars_: dict, buffers: dict, loc: Loc | None) -> None:
         for e in root.walk():
             problem = _expr_problem(e, vars_, buffers)  # type: ignore[arg-type]
@@ -265,9 +291,10 @@ class _Checker:
             tainted = set(walker.tainted)
         if walker.bad is not None:
             barrier, reason = walker.bad
-            raise self.fail(f"barrier under thread-divergent control flow ({reason})",
+            what = "barrier" if isinstance(barrier, Barrier) else "async_commit / async_wait"
+            raise self.fail(f"{what} under thread-divergent control flow ({reason})",
                             barrier.loc,
-                            hint="move the barrier out of the branch or loop, so every thread "
+                            hint=f"move the {what} out of the branch or loop, so every thread "
                                  "of the block reaches it")
 
 
@@ -395,7 +422,10 @@ class _Divergence:
         # Which values count as varying, and which statements must not sit under them:
         # block barriers by default; warp-wide matrix statements for check_matrix_uniform.
         self.varying = varying or _varying
-        self.is_target = is_target or (lambda s: isinstance(s, Barrier) and s.scope == "block")
+        # Copy groups are counted per thread; kir's interpreter models them for the whole
+        # block, so commits and waits are reached by every thread together, like barriers.
+        self.is_target = is_target or (lambda s: isinstance(s, Barrier) and s.scope == "block"
+                                       or isinstance(s, (AsyncCommit, AsyncWait)))
 
     def block(self, block: Block, why: str | None) -> None:
         # Statement lists are walked with an explicit stack of (stmt, why) for depth safety.

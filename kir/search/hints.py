@@ -212,17 +212,29 @@ def _warp_rows() -> list[Want]:
             Want("split-reduction", any_site=True, repeat=8)]
 
 
+# Block tiles and pipeline depths the warp-tiled recipes start from, fastest first on the
+# H200 at 2048^3 on TF32 (BENCHMARKS.md "Round 17": two stages of 128x128x16 0.25 ms against
+# 0.36 ms for one). One stage leads on Metal, which copies synchronously: a pipeline there
+# only takes threadgroup memory (kir.rewrites.matmul.warp_tiles.body_text).
+WARP_TILES = (("128x128x16/2x2", 2), ("128x128x16/2x2", 3), ("128x128x32/2x4", 2),
+              ("64x128x16/2x2", 1), ("64x64x16/2x2", 1))
+
+
 def _warp_tiled(kernel: Kernel) -> list[tuple[str, list[Want]]]:
     """The warp-tiled rebuild (each warp a patch of 8x8 fragments, MLX steel's and CUTLASS's
-    structure) at four block tiles, in f32 and on TF32 tensor cores where the target has
-    them, at TF32's precision and split in three at f32's (the spec's tolerance takes one or
-    the other); the search mutates the tile gene from there."""
+    structure) at the block tiles and pipeline depths of ``WARP_TILES``, in f32 and on TF32
+    tensor cores where the target has them, at TF32's precision and split in three at f32's
+    (the spec's tolerance takes one or the other); the search mutates both genes from there.
+    Where the target cannot hold a shape (Metal's 32 KB) the rule refuses it and the recipe
+    drops out."""
     out = []
-    for config in ("128x128x16/2x2", "64x128x16/2x2", "64x64x16/2x2", "128x128x32/2x4"):
-        warp_tiles = Want("warp-tile-matmul", any_site=True, params={"config": config})
-        out.append((f"warp-tiled-matmul-{config}", [warp_tiles, *_finishing(kernel)]))
+    for config, stages in WARP_TILES:
+        warp_tiles = Want("warp-tile-matmul", any_site=True,
+                          params={"config": config, "stages": stages}, required=True)
+        name = f"warp-tiled-matmul-{config}" + (f"-{stages}-stages" if stages > 1 else "")
+        out.append((name, [warp_tiles, *_finishing(kernel)]))
         for rule in ("tf32-matrix", "tf32x3-matrix"):
-            out.append((f"warp-tiled-matmul-{config}-{rule.split('-')[0]}", [
+            out.append((f"{name}-{rule.split('-')[0]}", [
                 warp_tiles, Want(rule, ("all",)), *_finishing(kernel)]))
     return out
 

@@ -32,13 +32,13 @@ from kir.rewrites.matmul.direct_nest import recognize_direct
 from kir.rewrites.matmul.tiled_nest import MatmulNest, Refused, recognize
 from kir.rewrites.matmul.unguarded_nest import recognize_unguarded
 from kir.rewrites.matmul.warp_tiles import (PREFIX, Gemm, TileConfig, body_text,
-                                            epilogue_names)
+                                            epilogue_names, tile_bytes)
 from kir.rewrites.mma_tile import inner_product
 
 # Block tile / warps, the search's gene: MLX's steel GEMMs use 32-64 x 32-64 tiles with 2 x 2
 # SIMD groups on Apple GPUs; CUDA GEMMs 64-128 x 64-128 with 4-8 warps (CUTLASS defaults).
 CONFIGS = ("64x64x16/2x2", "64x128x16/2x2", "128x128x16/2x4", "128x128x32/2x4", "128x128x16/2x2",
-           "128x64x16/2x2", "64x64x32/2x2", "32x64x16/1x2")
+           "128x64x16/2x2", "64x64x32/2x2", "32x64x16/1x2", "128x256x16/2x4", "256x128x16/4x2")
 
 
 def parse_config(text: str) -> TileConfig:
@@ -61,7 +61,10 @@ class WarpTileMatmul(BaseRule):
     zero past the edges, into shared arrays padded against bank conflicts; the original's
     epilogue (its bounds-checked store of the sum, and whatever it computes from it) runs
     unchanged for every output element. ``config`` (``BMxBNxBK/WMxWN``) is the search's gene,
-    like a Triton config. ``tf32-matrix`` then puts the products on TF32 tensor cores (CUDA).
+    like a Triton config; ``stages`` (1-3) the tiles kept in shared memory at once, 2 or more
+    a software pipeline whose whole tiles arrive by asynchronous copies (CUDA's ``cp.async``;
+    see :func:`kir.rewrites.matmul.warp_tiles.body_text`). ``tf32-matrix`` then puts the
+    products on TF32 tensor cores (CUDA).
 
     Site: the inner-product loop of the classic tiled SGEMM (``acc += As[ty][k] * Bs[k][tx]``
     over a T x T tile in a T x T block; CUDA Best Practices Guide, "Shared Memory in Matrix
@@ -98,6 +101,7 @@ class WarpTileMatmul(BaseRule):
     @dataclass(frozen=True)
     class Params:
         config: str = choice(*CONFIGS)
+        stages: int = choice(1, 2, 3)
 
     def candidates(self, kernel: Kernel) -> list[str]:
         return [n.label for n in kernel.body.walk()
@@ -127,7 +131,7 @@ class WarpTileMatmul(BaseRule):
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
         nest: MatmulNest = match.plan
-        cfg = parse_config(params.config)
+        cfg = dataclasses.replace(parse_config(params.config), stages=params.stages)
         problem = cfg.problem()
         if problem:
             return NotApplicable(problem)
@@ -138,10 +142,16 @@ class WarpTileMatmul(BaseRule):
                 return NotApplicable(f"no size expression for {param!r} to size the grid "
                                      "with (the spec binds it)")
             grid.append(f"ceil({expr if expr.isidentifier() else f'({expr})'} / {size})")
-        launch = Launch((*grid, nest.grid_z), (cfg.threads, 1, 1), 0,
+        # A pipeline over the target's static shared memory takes its tiles from dynamic
+        # shared memory where the target has more of that (CUDA: 227 KB against 48).
+        tiles = tile_bytes(cfg, nest.gemm)
+        dynamic = (cfg.stages > 1 and ctx.target.dynamic_shared
+                   and tiles + cfg.warps_m * cfg.warps_n * 64 * 4
+                   > ctx.target.max_static_shared_bytes)
+        launch = Launch((*grid, nest.grid_z), (cfg.threads, 1, 1), tiles if dynamic else 0,
                         specialized=kernel.launch.specialized)
         try:
-            result = _build(kernel, nest, cfg, launch, match_loc(kernel, match.site))
+            result = _build(kernel, nest, cfg, launch, match_loc(kernel, match.site), dynamic)
             verify(result, ctx.target)
         except KirError as err:
             return NotApplicable(f"the warp-tiled kernel does not verify: {err.message}")
@@ -182,14 +192,14 @@ def _i32_sizes(kernel: Kernel, gemm: Gemm) -> Gemm:
 
 
 def _build(kernel: Kernel, nest: MatmulNest, cfg: TileConfig, launch: Launch,
-           loc) -> Kernel:
+           loc, dynamic: bool) -> Kernel:
     """The template's kernel with the original's parameters, ``launch``, and its epilogue
     spliced into each fragment's copy-out loop (its locals renamed per copy)."""
     assert nest.gemm is not None
     shell = dataclasses.replace(kernel, body=Block(()), launch=launch)
     head = print_kernel(shell, locations=False).rstrip().rsplit("}", 1)[0]
     gemm = _i32_sizes(kernel, nest.gemm)
-    text = head + "\n".join("  " + line for line in body_text(cfg, gemm)) + "\n}\n"
+    text = head + "\n".join("  " + line for line in body_text(cfg, gemm, dynamic)) + "\n}\n"
     built = parse_kernel(text, f"<{WarpTileMatmul.name}>")
     declared = {n.name for s in nest.epilogue for n in s.walk() if isinstance(n, Declare)}
 

@@ -38,6 +38,7 @@ class TileConfig:
     bk: int
     warps_m: int
     warps_n: int
+    stages: int = 1  # tiles in shared memory at once; 2 or more copy the next ones ahead
 
     @property
     def threads(self) -> int:
@@ -58,6 +59,8 @@ class TileConfig:
                     f"over {self.warps_m}x{self.warps_n} warps")
         if (self.bm * self.bk) % self.threads or (self.bk * self.bn) % self.threads:
             return f"the tiles do not split evenly over {self.threads} threads"
+        if self.stages < 1:
+            return f"{self.stages} stages: a pipeline keeps at least one tile"
         return ""
 
     def vector_copy(self) -> bool:
@@ -68,7 +71,8 @@ class TileConfig:
                 and (self.bk * self.bn) % (4 * self.threads) == 0)
 
     def __str__(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk}, {self.warps_m}x{self.warps_n} warps"
+        stages = f", {self.stages} stages" if self.stages > 1 else ""
+        return f"{self.bm}x{self.bn}x{self.bk}, {self.warps_m}x{self.warps_n} warps{stages}"
 
 
 @dataclass(frozen=True)
@@ -116,16 +120,23 @@ class _Tile:
 
 def _tiles(cfg: "TileConfig", g: Gemm) -> tuple[_Tile, _Tile]:
     """A's and B's tiles, each kept as the operand is stored in memory (rows of k for A·B's
-    B, rows of m or n where k runs along the stored rows), so every copy reads whole rows."""
+    B, rows of m or n where k runs along the stored rows), so every copy reads whole rows.
+    A pipeline keeps both operands' stages in one array (``wt_S``: A's stages, then B's)."""
     m = ("wt_m0", cfg.bm, g.m)
     n = ("wt_n0", cfg.bn, g.n)
     k = ("wt_k0", cfg.bk, g.k)
     a = (*k, *m, PAD_B) if g.a_transposed else (*m, *k, PAD_A)
     b = (*n, *k, PAD_A) if g.b_transposed else (*k, *n, PAD_B)
-    return (_Tile("a", "wt_As", g.a, g.lda, f"{g.a_offset} + " if g.a_offset else "",
+    shared_a, shared_b = ("wt_S", "wt_S") if cfg.stages > 1 else ("wt_As", "wt_Bs")
+    return (_Tile("a", shared_a, g.a, g.lda, f"{g.a_offset} + " if g.a_offset else "",
                   *a),  # type: ignore[arg-type]
-            _Tile("b", "wt_Bs", g.b, g.ldb, f"{g.b_offset} + " if g.b_offset else "",
+            _Tile("b", shared_b, g.b, g.ldb, f"{g.b_offset} + " if g.b_offset else "",
                   *b))  # type: ignore[arg-type]
+
+
+def tile_bytes(cfg: TileConfig, g: Gemm) -> int:
+    """The bytes of shared memory the A and B tiles of all stages take."""
+    return cfg.stages * sum(t.rows * t.pitch for t in _tiles(cfg, g)) * 4
 
 
 PREFIX = "wt_"  # every name the template declares starts so; the rule checks none is taken
@@ -136,13 +147,25 @@ def epilogue_names(i: int, j: int) -> tuple[str, str, str]:
     return f"wt_row_{i}_{j}", f"wt_col_{i}_{j}", f"wt_sum_{i}_{j}"
 
 
-def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
+def body_text(cfg: TileConfig, g: Gemm, dynamic: bool = False) -> list[str]:
     """The kernel body's lines (IR text). Each fragment's copy-out loop ends with a stand-in
     statement (``wt_Ws[...] = wt_sum_i_j``) where the rule splices the original epilogue.
 
+    With ``cfg.stages`` S > 1 the k loop is a software pipeline over S tiles in shared
+    memory (CUTLASS's "multistage" GEMM, Ampere's ``cp.async``): iteration i copies tile i
+    into stage i % S — whole tiles as asynchronous 16-byte copies that need no registers,
+    edge tiles by the bounds-checked copy — and multiplies tile i - (S - 1), which its copies
+    committed S - 1 iterations earlier have landed by then (``async_wait S - 2``, then a
+    barrier). One barrier an iteration: the stage a copy writes was last read one iteration
+    before, which every thread finished before that barrier. Targets without asynchronous
+    copies (Metal) copy synchronously; the pipeline then only costs shared memory. With
+    ``dynamic`` the stages live in CUDA's dynamic shared memory (the launch's
+    ``shared_bytes``, :func:`tile_bytes`), which may exceed the 48 KB of static arrays.
+
     (Measured on the H200, 2048^3 TF32, BENCHMARKS.md round 4: prefetching the next tiles
     into registers while the current ones are multiplied was slower at four of five block
-    tiles and no faster at the fifth: the extra registers spill or cost occupancy.)"""
+    tiles and no faster at the fifth: the extra registers spill or cost occupancy. The
+    asynchronous copies above take no registers.)"""
     tile_a, tile_b = _tiles(cfg, g)
     wm, wn = cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n
     labels = iter(range(1_000))
@@ -152,16 +175,22 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
         return ([f"  for L{next(labels)} [pragma_unroll] {var}: i32 = 0; {var} < {count}; "
                  f"{var} = {var} + 1 {{"] + [f"    {line}" for line in body] + ["  }"])
 
+    pipelined = cfg.stages > 1
+    # Where each operand's stage starts in its shared array ("" with one stage).
+    put = {t.letter: f"wt_put_{t.letter} + " if pipelined else "" for t in (tile_a, tile_b)}
+    get = {t.letter: f"wt_get_{t.letter} + " if pipelined else "" for t in (tile_a, tile_b)}
+
     def vector_copy(t: _Tile) -> list[str]:
         x = t.letter
         e, v = f"wt_e{x}", f"wt_{x}v"
+        source = (f"{t.buf}[{t.offset}({t.row0} + {e} / {t.cols}) * {t.ld} + {t.col0} + "
+                  f"{e} % {t.cols}] as f32x4")
+        start = f"{put[x]}{e} / {t.cols} * {t.pitch} + {e} % {t.cols}"
+        copy = ([f"async {t.shared}[{start}] = {source}"] if pipelined else
+                [f"let {v}: f32x4 = {source}",
+                 *(f"{t.shared}[{start} + {c}] = {v}.{'xyzw'[c]}" for c in range(4))])
         return ["  " + line for line in each(f"wt_v{x}", t.rows * t.cols // cfg.threads // 4, [
-            f"let {e}: i32 = (wt_tid + wt_v{x} * {cfg.threads}) * 4",
-            f"let {v}: f32x4 = {t.buf}[{t.offset}({t.row0} + {e} / {t.cols}) * {t.ld} + "
-            f"{t.col0} + "
-            f"{e} % {t.cols}] as f32x4",
-            *(f"{t.shared}[{e} / {t.cols} * {t.pitch} + {e} % {t.cols} + {c}] = "
-              f"{v}.{'xyzw'[c]}" for c in range(4))])]
+            f"let {e}: i32 = (wt_tid + wt_v{x} * {cfg.threads}) * 4", *copy])]
 
     def scalar_copy(t: _Tile) -> list[str]:
         x = t.letter
@@ -169,13 +198,18 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
         return each(f"wt_i{x}", t.rows * t.cols // cfg.threads, [
             f"let {r}: i32 = (wt_tid + wt_i{x} * {cfg.threads}) / {t.cols}",
             f"let {c}: i32 = (wt_tid + wt_i{x} * {cfg.threads}) % {t.cols}",
-            f"{t.shared}[{r} * {t.pitch} + {c}] = select({t.row0} + {r} < {t.row_bound} && "
-            f"{t.col0} + {c} < {t.col_bound}, {t.buf}[{t.offset}({t.row0} + {r}) * {t.ld} + "
-            f"{t.col0} + {c}], 0.0)"])
+            f"{t.shared}[{put[x]}{r} * {t.pitch} + {c}] = select({t.row0} + {r} < "
+            f"{t.row_bound} && {t.col0} + {c} < {t.col_bound}, {t.buf}[{t.offset}({t.row0} + "
+            f"{r}) * {t.ld} + {t.col0} + {c}], 0.0)"])
 
-    lines = [
-        f"shared wt_As: f32[{tile_a.rows * tile_a.pitch}]",
-        f"shared wt_Bs: f32[{tile_b.rows * tile_b.pitch}]",
+    size_a, size_b = tile_a.rows * tile_a.pitch, tile_b.rows * tile_b.pitch
+    if not pipelined:
+        lines = [f"shared wt_As: f32[{size_a}]", f"shared wt_Bs: f32[{size_b}]"]
+    elif dynamic:
+        lines = ["shared dynamic wt_S: f32[0]"]
+    else:
+        lines = [f"shared wt_S: f32[{cfg.stages * (size_a + size_b)}]"]
+    lines += [
         f"shared wt_Ws: f32[{cfg.warps_m * cfg.warps_n * 64}]",
         "let wt_tid: i32 = i32(thread.x)",
         "let wt_warp: i32 = wt_tid / 32",
@@ -186,33 +220,62 @@ def body_text(cfg: TileConfig, g: Gemm) -> list[str]:
     ]
     accs = [(i, j) for i in range(cfg.frags_m) for j in range(cfg.frags_n)]
     lines += [f"matrix wt_acc_{i}_{j}: f32m8x8 = fill 0.0" for i, j in accs]
-    lines.append(f"for L{next(labels)} wt_k0: i32 = 0; wt_k0 < {g.k}; wt_k0 = wt_k0 + {cfg.bk} {{")
-    vector = cfg.vector_copy()
-    if vector:
+    k_loop = f"L{next(labels)}"  # numbered before the loops inside it, as in source order
+    copy = []
+    if cfg.vector_copy():
         aligned = "".join(f" && ({offset}) % 4 == 0" for offset in (g.a_offset, g.b_offset)
                           if offset)  # a batch's start too
-        lines += [f"  if wt_m0 + {cfg.bm} <= {g.m} && wt_n0 + {cfg.bn} <= {g.n} && "
-                  f"wt_k0 + {cfg.bk} <= {g.k} && ({g.lda}) % 4 == 0 && ({g.ldb}) % 4 == 0"
-                  f"{aligned} {{"]
-        lines += vector_copy(tile_a) + vector_copy(tile_b) + ["  } else {"]
-        lines += ["  " + line for line in scalar_copy(tile_a) + scalar_copy(tile_b)] + ["  }"]
+        copy += [f"  if wt_m0 + {cfg.bm} <= {g.m} && wt_n0 + {cfg.bn} <= {g.n} && "
+                 f"wt_k0 + {cfg.bk} <= {g.k} && ({g.lda}) % 4 == 0 && ({g.ldb}) % 4 == 0"
+                 f"{aligned} {{"]
+        copy += vector_copy(tile_a) + vector_copy(tile_b) + ["  } else {"]
+        copy += ["  " + line for line in scalar_copy(tile_a) + scalar_copy(tile_b)] + ["  }"]
     else:
-        lines += scalar_copy(tile_a) + scalar_copy(tile_b)
-    lines.append("  barrier block")
-    lines.append(f"  for L{next(labels)} [pragma_unroll] wt_kk: i32 = 0; wt_kk < {cfg.bk}; "
-                 "wt_kk = wt_kk + 8 {")
+        copy += scalar_copy(tile_a) + scalar_copy(tile_b)
+    multiply = [f"  for L{next(labels)} [pragma_unroll] wt_kk: i32 = 0; wt_kk < {cfg.bk}; "
+                "wt_kk = wt_kk + 8 {"]
     # A fragment: rows m, columns k; B fragment: rows k, columns n. Loaded as stored, or
     # transposed where the tile's rows run along the fragment's columns.
     for t, base, count in ((tile_a, "wt_wm", cfg.frags_m), (tile_b, "wt_wn", cfg.frags_n)):
         k_rows = t.row0 == "wt_k0"
         for i in range(count):
-            at = (f"wt_kk * {t.pitch} + {base} + {i * FRAG}" if k_rows
-                  else f"({base} + {i * FRAG}) * {t.pitch} + wt_kk")
+            at = (f"{get[t.letter]}wt_kk * {t.pitch} + {base} + {i * FRAG}" if k_rows
+                  else f"{get[t.letter]}({base} + {i * FRAG}) * {t.pitch} + wt_kk")
             stored_like_fragment = k_rows == (t is tile_b)
-            lines.append(f"    matrix wt_{t.letter}_{i}: f32m8x8 = mload {t.shared}[{at}] "
-                         f"stride {t.pitch}" + ("" if stored_like_fragment else " transposed"))
-    lines += [f"    mma wt_acc_{i}_{j} += wt_a_{i} * wt_b_{j}" for i, j in accs]
-    lines += ["  }", "  barrier block", "}"]
+            multiply.append(f"    matrix wt_{t.letter}_{i}: f32m8x8 = mload {t.shared}[{at}] "
+                            f"stride {t.pitch}" + ("" if stored_like_fragment else " transposed"))
+    multiply += [f"    mma wt_acc_{i}_{j} += wt_a_{i} * wt_b_{j}" for i, j in accs]
+    multiply.append("  }")
+    if not pipelined:
+        lines.append(f"for {k_loop} wt_k0: i32 = 0; wt_k0 < {g.k}; wt_k0 = wt_k0 + {cfg.bk} {{")
+        lines += copy + ["  barrier block"] + multiply + ["  barrier block", "}"]
+    else:
+        ahead = cfg.stages - 1
+
+        def indent(block: list[str]) -> list[str]:
+            return ["  " + line for line in block]
+        lines += [
+            f"let wt_tiles: i32 = ({g.k} + {cfg.bk - 1}) / {cfg.bk}",
+            f"for {k_loop} wt_i: i32 = 0; wt_i < wt_tiles + {ahead}; wt_i = wt_i + 1 {{",
+            f"  if wt_i >= {ahead} {{",
+            f"    async_wait {ahead - 1}",
+            "    barrier block",
+            "  }",
+            "  if wt_i < wt_tiles {",
+            f"    let wt_k0: i32 = wt_i * {cfg.bk}",
+            f"    let wt_put_a: i32 = wt_i % {cfg.stages} * {size_a}",
+            f"    let wt_put_b: i32 = {cfg.stages * size_a} + wt_i % {cfg.stages} * {size_b}",
+            *indent(copy),
+            "  }",
+            "  async_commit",
+            f"  if wt_i >= {ahead} {{",
+            f"    let wt_get_a: i32 = (wt_i - {ahead}) % {cfg.stages} * {size_a}",
+            f"    let wt_get_b: i32 = {cfg.stages * size_a} + (wt_i - {ahead}) % {cfg.stages} * "
+            f"{size_b}",
+            *indent(multiply),
+            "  }",
+            "}",
+        ]
     for i, j in accs:
         row, col, total = epilogue_names(i, j)
         e = f"wt_e_{i}_{j}"
