@@ -145,9 +145,10 @@ class WarpTileMatmul(BaseRule):
         # A pipeline over the target's static shared memory takes its tiles from dynamic
         # shared memory where the target has more of that (CUDA: 227 KB against 48).
         tiles = tile_bytes(cfg, nest.gemm)
-        dynamic = (cfg.stages > 1 and ctx.target.dynamic_shared
+        target = ctx.target
+        dynamic = (cfg.stages > 1 and target is not None and target.dynamic_shared
                    and tiles + cfg.warps_m * cfg.warps_n * 64 * 4
-                   > ctx.target.max_static_shared_bytes)
+                   > target.max_static_shared_bytes)
         launch = Launch((*grid, nest.grid_z), (cfg.threads, 1, 1), tiles if dynamic else 0,
                         specialized=kernel.launch.specialized)
         try:
