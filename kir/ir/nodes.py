@@ -64,12 +64,23 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 
 class Node:
-    """Base of all IR nodes: generic traversal over child nodes."""
+    """Base of all IR nodes: generic traversal over child nodes.
 
-    __slots__ = ()
+    ``_kids`` caches :meth:`children`, and ``_memo`` one value derived from the node, by
+    class: a :class:`Block`'s :meth:`walk`, a :class:`Kernel`'s fingerprint. Nodes are
+    immutable and shared between the kernels a search derives from one another, and walking
+    and printing them was most of a search's own loop (the attention example with an
+    evaluator that answers at once, BENCHMARKS.md "Round 17"). Neither is a dataclass field,
+    so equality, hashing, ``replace`` and pickling never see them."""
+
+    __slots__ = ("_kids", "_memo")
 
     def children(self) -> tuple["Node", ...]:
         """Direct child nodes, in field order (tuples of nodes are flattened)."""
+        try:
+            return self._kids  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
         out: list[Node] = []
         for name in _field_names(type(self)):
             value = getattr(self, name)
@@ -77,7 +88,9 @@ class Node:
                 out.append(value)
             elif isinstance(value, tuple):
                 out.extend(v for v in value if isinstance(v, Node))
-        return tuple(out)
+        kids = tuple(out)
+        object.__setattr__(self, "_kids", kids)
+        return kids
 
     def with_children(self, new: tuple["Node", ...] | list["Node"]) -> "Node":
         """A copy with child nodes replaced, in the order :meth:`children` gives them."""
@@ -92,10 +105,18 @@ class Node:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
     def walk(self) -> Iterator["Node"]:
-        """Pre-order traversal of this node and all descendants (iterative, no recursion)."""
+        """Pre-order traversal of this node and all descendants (iterative, no recursion).
+        A :class:`Block` keeps its traversal once made (``_memo``), and a walk passing
+        through a block that has one takes it whole: rules walk the same statements over and
+        over, and most of a rewritten kernel's blocks are its parent's."""
         stack: list[Node] = [self]
         while stack:
             node = stack.pop()
+            if node.__class__ is Block and node is not self:
+                flat = getattr(node, "_memo", None)
+                if flat is not None:
+                    yield from flat
+                    continue
             yield node
             stack.extend(reversed(node.children()))
 
@@ -282,6 +303,14 @@ class Stmt(Node):
 class Block(Stmt):
     stmts: tuple[Stmt, ...] = ()
     loc: Loc | None = _loc()
+
+    def walk(self) -> Iterator[Node]:
+        """:meth:`Node.walk`, made once and kept (see there)."""
+        flat = getattr(self, "_memo", None)
+        if flat is None:
+            flat = tuple(Node.walk(self))
+            object.__setattr__(self, "_memo", flat)
+        return iter(flat)
 
 
 @node
@@ -577,8 +606,12 @@ class Kernel(Node):
         deduplication across processes (Python's ``hash`` is salted per process)."""
         from kir.ir.printer import print_kernel
 
-        text = print_kernel(self, locations=False)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        known = getattr(self, "_memo", None)
+        if known is None:
+            text = print_kernel(self, locations=False)
+            known = hashlib.sha256(text.encode()).hexdigest()[:16]
+            object.__setattr__(self, "_memo", known)
+        return known
 
 
 # ------------------------------------------------------------------------------- utilities

@@ -75,6 +75,14 @@ def _lark() -> Lark:
                 maybe_placeholders=True)
 
 
+@lru_cache(maxsize=32)
+def parse_template(text: str, filename: str) -> Kernel:
+    """:func:`parse_kernel` for the IR text a rule builds from a template: one search
+    rebuilds the same kernel from the same text again and again (each attention rebuild
+    took 0.27 s to parse), and kernels are immutable, so each text is parsed once."""
+    return parse_kernel(text, filename)
+
+
 def parse_kernel(text: str, filename: str = "<ir>", *, locate_unmarked: bool = False) -> Kernel:
     """Parse IR text into a :class:`Kernel`; malformed text raises :class:`KirError` naming
     ``filename:line:col`` with the offending line and a caret. Statements keep the source

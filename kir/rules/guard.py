@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from kir import limits
 from kir.errors import AnalysisLimitError, KirError, Loc, frame_place
-from kir.ir import Kernel, Node
+from kir.ir import Kernel, Node, Stmt
 
 
 class RuleError(KirError):
@@ -193,12 +193,15 @@ def _malformed(kernel: Kernel) -> str | None:
     """Why a Kernel a rule returned cannot be printed or verified (a field holding the wrong
     kind of thing: what every later step does with it), or None. A kernel the verifier
     refuses with a KirError is well-formed: its caller reports that."""
-    from kir.ir.printer import print_kernel
     from kir.ir.verify import verify
 
     try:
-        print_kernel(kernel)
+        kernel.fingerprint()  # prints it (and keeps the fingerprint the search asks next)
         verify(kernel)
+        stray = next((n.loc for n in kernel.body.walk() if isinstance(n, Stmt)
+                      and n.loc is not None and not isinstance(n.loc, Loc)), None)
+        if stray is not None:
+            return f"a statement's loc is {type(stray).__name__}, not a kir.errors.Loc"
     except KirError:
         return None
     except Exception as exc:  # noqa: BLE001 - garbage in the rule's kernel

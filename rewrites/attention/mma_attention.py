@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kir.errors import KirError
 from kir.ir import Block, Kernel, Launch, Stmt, Var, transform
-from kir.ir.parser import parse_kernel
+from kir.ir.parser import parse_template
 from kir.ir.printer import print_kernel
 from kir.ir.verify import verify
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
@@ -84,7 +84,7 @@ class MmaAttention(BaseRule):
         head = print_kernel(shell, locations=False).rstrip().rsplit("}", 1)[0]
         text = head + "\n".join("  " + line for line in body_text(cfg, found.attention))
         try:
-            built = parse_kernel(text + "\n}\n", f"<{self.name}>")
+            built = parse_template(text + "\n}\n", f"<{self.name}>")
             body = _located(built.body, kernel)
             launch = dataclasses.replace(launch, ignores=_ignored(kernel, body, found))
             result = dataclasses.replace(kernel, body=body, launch=launch)

@@ -23,7 +23,7 @@ from kir.ir import (
     Var,
     transform,
 )
-from kir.ir.parser import parse_kernel
+from kir.ir.parser import parse_template
 from kir.ir.printer import print_kernel
 from kir.ir.types import I32, Type
 from kir.ir.verify import verify
@@ -201,7 +201,7 @@ def _build(kernel: Kernel, nest: MatmulNest, cfg: TileConfig, launch: Launch,
     head = print_kernel(shell, locations=False).rstrip().rsplit("}", 1)[0]
     gemm = _i32_sizes(kernel, nest.gemm)
     text = head + "\n".join("  " + line for line in body_text(cfg, gemm, dynamic)) + "\n}\n"
-    built = parse_kernel(text, f"<{WarpTileMatmul.name}>")
+    built = parse_template(text, f"<{WarpTileMatmul.name}>")
     declared = {n.name for s in nest.epilogue for n in s.walk() if isinstance(n, Declare)}
 
     def epilogue_for(i: int, j: int) -> list[Stmt]:
