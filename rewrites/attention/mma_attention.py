@@ -43,7 +43,9 @@ class MmaAttention(BaseRule):
     fewer heads than Q (grouped-query attention, each serving consecutive query heads), the
     buffers may be f32, f16 or bf16 (computed in f32); a causal mask (key j only for query
     i >= j) is kept, and the key tiles past a block's last query skipped.
-    ``config`` (rows x keys / warps) is the search's gene.
+    ``config`` (rows x keys / warps) is the search's gene, and ``stages``: 2 walks the keys
+    as a software pipeline, the next K/V tile copied asynchronously (CUDA's ``cp.async``)
+    while the current one is multiplied (:func:`kir.rewrites.attention.template.body_text`).
     Refused when the roles or the function do not fit, or the result exceeds the target's
     limits (shared memory, threads).
     """
@@ -55,6 +57,7 @@ class MmaAttention(BaseRule):
     @dataclass(frozen=True)
     class Params:
         config: str = choice(*CONFIGS)
+        stages: int = choice(1, 2)
 
     def candidates(self, kernel: Kernel) -> list[str]:
         return [SITE] if looks_like_attention(kernel) else []
@@ -73,16 +76,23 @@ class MmaAttention(BaseRule):
               ctx: RuleContext) -> Kernel | NotApplicable:
         found: Recognized = match.plan
         assert found.attention is not None
-        cfg = parse_config(params.config)
-        problem = cfg.problem(found.attention.head_dim)
+        cfg = dataclasses.replace(parse_config(params.config), stages=params.stages)
+        head_dim = found.attention.head_dim
+        problem = cfg.problem(head_dim)
         if problem:
             return NotApplicable(problem)
+        # Two stages over the target's static shared memory put the K/V tiles in dynamic
+        # shared memory where the target has more of that (CUDA).
+        target, tiles = ctx.target, cfg.tile_floats(head_dim) * 4
+        dynamic = (cfg.stages > 1 and target is not None and target.dynamic_shared
+                   and cfg.shared_floats(head_dim) * 4 > target.max_static_shared_bytes)
         seq = found.seq if found.seq.isidentifier() else f"({found.seq})"
-        launch = Launch((f"ceil({seq} / {cfg.rows})", *found.heads), (cfg.threads, 1, 1), 0,
-                        specialized=kernel.launch.specialized)
+        launch = Launch((f"ceil({seq} / {cfg.rows})", *found.heads), (cfg.threads, 1, 1),
+                        tiles if dynamic else 0, specialized=kernel.launch.specialized)
         shell = dataclasses.replace(kernel, body=Block(()), launch=launch)
         head = print_kernel(shell, locations=False).rstrip().rsplit("}", 1)[0]
-        text = head + "\n".join("  " + line for line in body_text(cfg, found.attention))
+        text = head + "\n".join("  " + line
+                                for line in body_text(cfg, found.attention, dynamic))
         try:
             built = parse_template(text + "\n}\n", f"<{self.name}>")
             body = _located(built.body, kernel)

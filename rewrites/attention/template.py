@@ -45,6 +45,7 @@ class AttentionConfig:
     rows: int
     keys: int
     warps: int
+    stages: int = 1  # K/V tiles in shared memory at once; 2 copies the next while one is used
 
     @property
     def threads(self) -> int:
@@ -64,14 +65,21 @@ class AttentionConfig:
         for count in (self.rows * quads, self.keys * quads):
             if count % self.threads:
                 return f"the Q, K and V tiles do not split evenly over {self.threads} threads"
+        if self.stages not in (1, 2):
+            return f"{self.stages} stages: the K/V tiles take one or two"
         return ""
+
+    def tile_floats(self, head_dim: int) -> int:
+        """Shared f32 elements of the K and V tiles, all stages (``fa_T``)."""
+        return self.stages * self.keys * (2 * head_dim + 12)
 
     def shared_floats(self, head_dim: int) -> int:
         """Shared f32 elements the kernel declares: the K and V tiles, each warp's scratch."""
-        return self.keys * (2 * head_dim + 12) + self.rows * (max(self.keys, head_dim) + 4)
+        return self.tile_floats(head_dim) + self.rows * (max(self.keys, head_dim) + 4)
 
     def __str__(self) -> str:
-        return f"{self.rows}x{self.keys}/{self.warps}"
+        stages = f", {self.stages} stages" if self.stages > 1 else ""
+        return f"{self.rows}x{self.keys}/{self.warps}{stages}"
 
 
 def parse_config(text: str) -> AttentionConfig:
@@ -114,9 +122,15 @@ class Attention:
     kv_rows: Rows | None = None  # K and V's, where they have fewer heads than Q
 
 
-def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
+def body_text(cfg: AttentionConfig, a: Attention, dynamic: bool = False) -> list[str]:
     """The kernel body's lines (IR text); the grid is (ceil(n / rows), heads, batches), each
-    (batch, head)'s rows where ``a.rows`` (and ``a.kv_rows``) say from block.y and .z."""
+    (batch, head)'s rows where ``a.rows`` (and ``a.kv_rows``) say from block.y and .z.
+
+    With two stages the key walk is a software pipeline (as warp-tile-matmul's, see
+    :func:`kir.rewrites.matmul.warp_tiles.body_text`): iteration i copies K/V tile i into
+    stage i % 2 — f32 rows by asynchronous 16-byte copies, 16-bit ones widened as before —
+    while tile i - 1 is multiplied, one block barrier an iteration instead of two. With
+    ``dynamic`` the tiles live in CUDA's dynamic shared memory (over 48 KB of arrays)."""
     d, rf, kt = a.head_dim, cfg.row_frags, cfg.keys
     kp, vp = d + 4, d + 8  # the K and V tiles' pitches
     sp, op = kt + 4, d + 4  # the scratch's pitch for S / P and for P·V
@@ -131,32 +145,39 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
                  f"{var} = {var} + 1 {{"] + ["  " + line for line in step_body] + ["}"])
 
     def copy(buf: str, first_row: str, rows: int, dest: str, pitch: int, var: str,
-             base: str = "fa_base", ld: str = "fa_ld") -> list[str]:
+             base: str = "fa_base", ld: str = "fa_ld", asynchronous: bool = False
+             ) -> list[str]:
         """``rows`` rows of ``buf`` from row ``first_row`` of this head into shared memory at
         ``dest`` (pitch ``pitch``), zero past row n; each thread a share of 4-element pieces
-        (one float4 load in f32; 16-bit elements read one by one and widened to f32)."""
+        (one float4 load in f32 — ``asynchronous``: an asynchronous copy —; 16-bit elements
+        read one by one and widened to f32)."""
         quads = d // 4
         e, row, col, v = f"{var}_e", f"{var}_r", f"{var}_c", f"{var}_v"
         at = f"{base} + ({first_row} + {row}) * {ld} + {col}"
-        if a.dtype == "f32":
-            load = [f"  let {v}: f32x4 = {buf}[{at}] as f32x4"]
-            element = [f"{v}.{'xyzw'[c]}" for c in range(4)]
+        if a.dtype == "f32" and asynchronous:
+            store = [f"  async {dest} + {row} * {pitch} + {col}] = {buf}[{at}] as f32x4"]
+        elif a.dtype == "f32":
+            store = [f"  let {v}: f32x4 = {buf}[{at}] as f32x4",
+                     *(f"  {dest} + {row} * {pitch} + {col} + {c}] = {v}.{'xyzw'[c]}"
+                       for c in range(4))]
         else:
-            load = []
-            element = [f"f32({buf}[{at} + {c}])" for c in range(4)]
+            store = [f"  {dest} + {row} * {pitch} + {col} + {c}] = f32({buf}[{at} + {c}])"
+                     for c in range(4)]
         return loop(var, rows * quads // cfg.threads, [
             f"let {e}: i32 = fa_tid + {var} * {cfg.threads}",
             f"let {row}: i32 = {e} / {quads}",
             f"let {col}: i32 = {e} % {quads} * 4",
             f"if {first_row} + {row} < {a.n} {{",
-            *load,
-            *(f"  {dest} + {row} * {pitch} + {col} + {c}] = {element[c]}" for c in range(4)),
+            *store,
             "} else {",
             *(f"  {dest} + {row} * {pitch} + {col} + {c}] = 0.0" for c in range(4)),
             "}"])
 
+    pipelined = cfg.stages > 1
+    tile = kt * (kp + vp)  # one stage of fa_T: K's tile, then V's
+    at_tile = "fa_get + " if pipelined else ""  # where the tile being multiplied starts
     lines = [
-        f"shared fa_T: f32[{kt * (kp + vp)}]",
+        "shared dynamic fa_T: f32[0]" if dynamic else f"shared fa_T: f32[{cfg.stages * tile}]",
         f"shared fa_W: f32[{cfg.warps * scratch_w}]",
         "let fa_tid: i32 = i32(thread.x)",
         "let fa_warp: i32 = fa_tid / 32",
@@ -184,16 +205,18 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
         lines += [f"let fa_m{f}: f32 = -inf", f"let fa_l{f}: f32 = 0.0"]
         lines += [f"let fa_o{f}_{t}: f32 = 0.0" for t in range(d // 4)]
     lines.append("barrier block")
-    step = [*copy(a.k, "fa_k0", kt, "fa_T[0", kp, "fa_ck", *kv),
-            *copy(a.v, "fa_k0", kt, f"fa_T[{v_at}", vp, "fa_cv", *kv),
-            "barrier block"]
+    put = "fa_put + " if pipelined else ""
+    first = "fa_kn" if pipelined else "fa_k0"
+    copies = [*copy(a.k, first, kt, f"fa_T[{put}0", kp, "fa_ck", *kv, asynchronous=pipelined),
+              *copy(a.v, first, kt, f"fa_T[{put}{v_at}", vp, "fa_cv", *kv,
+                    asynchronous=pipelined)]
     # S = Q·Kᵀ: fragment (f, c) rows f of the warp's queries, keys c of the tile.
-    step += [f"matrix fa_s{f}_{c}: f32m8x8 = fill 0.0"
-             for f in range(rf) for c in range(kt // FRAG)]
+    step = [f"matrix fa_s{f}_{c}: f32m8x8 = fill 0.0"
+            for f in range(rf) for c in range(kt // FRAG)]
     for j in range(d // FRAG):
         for c in range(kt // FRAG):
-            step.append(f"matrix fa_k{j}_{c}: f32m8x8 = mload fa_T[{c * FRAG * kp + j * FRAG}] "
-                        f"stride {kp} transposed")
+            step.append(f"matrix fa_k{j}_{c}: f32m8x8 = mload "
+                        f"fa_T[{at_tile}{c * FRAG * kp + j * FRAG}] stride {kp} transposed")
             step += [f"mma fa_s{f}_{c} += fa_q{f}_{j} * fa_k{j}_{c}" for f in range(rf)]
     step += [f"mstore fa_W[fa_s + {f * FRAG * sp + c * FRAG}] stride {sp} = fa_s{f}_{c}"
              for f in range(rf) for c in range(kt // FRAG)]
@@ -225,8 +248,8 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
         step += [f"matrix fa_p{f}_{c}: f32m8x8 = mload fa_W[fa_s + {f * FRAG * sp + c * FRAG}] "
                  f"stride {sp}" for f in range(rf)]
         for j in range(d // FRAG):
-            step.append(f"matrix fa_v{c}_{j}: f32m8x8 = mload fa_T[{v_at + c * FRAG * vp} + "
-                        f"{j * FRAG}] stride {vp}")
+            step.append(f"matrix fa_v{c}_{j}: f32m8x8 = mload "
+                        f"fa_T[{at_tile}{v_at + c * FRAG * vp} + {j * FRAG}] stride {vp}")
             step += [f"mma fa_pv{f}_{j} += fa_p{f}_{c} * fa_v{c}_{j}" for f in range(rf)]
     step.append("barrier warp")
     step += [f"mstore fa_W[fa_s + {f * FRAG * op + j * FRAG}] stride {op} = fa_pv{f}_{j}"
@@ -236,16 +259,40 @@ def body_text(cfg: AttentionConfig, a: Attention) -> list[str]:
         step += [f"fa_o{f}_{t} = fa_o{f}_{t} * fa_a{f} + "
                  f"fa_W[fa_s + ({f * FRAG} + fa_r) * {op} + fa_q + {4 * t}]"
                  for t in range(d // 4)]
-    step += ["barrier block"]
     # The lane's query row of each row fragment; with a causal mask the keys stop at the
     # block's last row (the tiles past it are masked whole).
     lines += [f"let fa_qr{f}: i32 = fa_row0 + fa_warp * {rows_w} + {f * FRAG} + fa_r"
               for f in range(rf)]
     keys_end = f"min({a.n}, fa_row0 + {cfg.rows})" if a.causal else a.n
-    lines.append(f"for L{next(labels)} fa_k0: i32 = 0; fa_k0 < {keys_end}; "
-                 f"fa_k0 = fa_k0 + {kt} {{")
-    lines += ["  " + line for line in step]
-    lines.append("}")
+    if not pipelined:
+        lines.append(f"for L{next(labels)} fa_k0: i32 = 0; fa_k0 < {keys_end}; "
+                     f"fa_k0 = fa_k0 + {kt} {{")
+        lines += ["  " + line for line in [*copies, "barrier block", *step, "barrier block"]]
+        lines.append("}")
+        return lines + _epilogue(cfg, a)
+    lines += [f"let fa_tiles: i32 = ({keys_end} + {kt - 1}) / {kt}",
+              f"for L{next(labels)} fa_i: i32 = 0; fa_i < fa_tiles + 1; fa_i = fa_i + 1 {{",
+              "  if fa_i >= 1 {", "    async_wait 0", "    barrier block", "  }",
+              "  if fa_i < fa_tiles {",
+              f"    let fa_kn: i32 = fa_i * {kt}",
+              f"    let fa_put: i32 = fa_i % 2 * {tile}",
+              *("    " + line for line in copies),
+              "  }",
+              "  async_commit",
+              "  if fa_i >= 1 {",
+              f"    let fa_k0: i32 = (fa_i - 1) * {kt}",
+              f"    let fa_get: i32 = (fa_i - 1) % 2 * {tile}",
+              *("    " + line for line in step),
+              "  }",
+              "}"]
+    return lines + _epilogue(cfg, a)
+
+
+def _epilogue(cfg: AttentionConfig, a: Attention) -> list[str]:
+    """Each lane's O elements divided by the row's sum, and the row's maximum and sum where
+    the original writes them."""
+    lines: list[str] = []
+    rf, d = cfg.row_frags, a.head_dim
     if a.stat_rows is not None:
         lines.append(f"let fa_sbase: i32 = {a.stat_rows.base}")
     for f in range(rf):

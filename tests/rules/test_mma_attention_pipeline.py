@@ -1,0 +1,98 @@
+"""mma-attention with two stages: the next K/V tile copied (asynchronously, for f32) while
+the current one is multiplied. Right at ragged and tiny sizes on the interpreter for every
+kernel style (whose model of asynchronous copies lands them as late as the waits allow), on
+the emulated CUDA target, in dynamic shared memory where the stages exceed CUDA's 48 KB of
+arrays, and on the GPU where one is present."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from loop_sizes import EXAMPLES
+from test_mma_attention import KERNELS, RULE, _agrees, _rewritten
+
+from kir.backends import TARGETS, emit
+from kir.driver.load import load_kernel
+from kir.driver.runners import copy_inputs, reference_outputs
+from kir.ir import Alloc, AsyncWait, Store, transform
+from kir.rules import NotApplicable, context_for
+from kir.spec.compare import compare_outputs
+
+
+def _step(config: str) -> str:
+    return f"mma-attention{{at=kernel,config={config},stages=2}}"
+
+
+@pytest.mark.parametrize("path", list(KERNELS), ids=lambda p: p.stem)
+@pytest.mark.parametrize("config", ["32x32/2", "64x16/4"])
+def test_two_stages_are_right_at_other_sizes(path, config):
+    out = _rewritten(path, [_step(config)])
+    copies = [n for n in out.body.walk() if isinstance(n, Store) and n.asynchronous]
+    f32 = load_kernel(path).bound.spec.args[next(iter(load_kernel(path).bound.spec.args))]
+    assert len(copies) == (2 if f32.dtype == "f32" else 0)  # K's and V's 16-byte copies
+    assert [n.pending for n in out.body.walk() if isinstance(n, AsyncWait)] == [0]
+    for sizes in KERNELS[path]:
+        _agrees(path, out, sizes)
+
+
+def test_a_wait_that_leaves_the_tile_in_flight_is_caught():
+    out = _rewritten(EXAMPLES / "flash_attn.cu", [_step("32x32/2")])
+
+    def lenient(n):
+        return dataclasses.replace(n, pending=1) if isinstance(n, AsyncWait) else None
+    late = dataclasses.replace(out, body=transform(out.body, lenient))
+    with pytest.raises(AssertionError, match="MISMATCH"):
+        _agrees(EXAMPLES / "flash_attn.cu", late, KERNELS[EXAMPLES / "flash_attn.cu"][0])
+
+
+def test_emitted_for_cuda_on_the_emulator():
+    from kir.backends.emulate import emulator_available
+    from kir.driver.runners import RUNNERS
+
+    if not emulator_available():
+        pytest.skip("no host C++ compiler for the emulator")
+    # CUDA only: two stages of 32 or more keys at head dimension 64 exceed Metal's 32 KB
+    # (refused there, test below), and Metal copies synchronously anyway.
+    path = EXAMPLES / "flash_attn.cu"
+    for steps in ([_step("32x32/2")], [_step("32x32/2"), "tf32x3-matrix{at=all}"]):
+        out = _rewritten(path, steps, "cuda")
+        _agrees(path, out, KERNELS[path][0], RUNNERS["emulate-cuda"])
+        assert "kir_copy_async<16>(" in emit(out, load_kernel(path).bound, "cuda").source
+
+
+def test_stages_over_48_kb_take_dynamic_shared_memory_on_cuda_only():
+    loaded = load_kernel(EXAMPLES / "flash_attn.cu")
+    out = RULE.rewrite(loaded.kernel, "kernel", {"config": "64x32/4", "stages": 2},
+                       context_for(loaded, TARGETS["cuda"]))
+    assert out.launch.shared_bytes == 2 * 32 * (2 * 64 + 12) * 4  # two stages of K and V
+    assert [a.name for a in out.body.walk() if isinstance(a, Alloc) and a.dynamic] == ["fa_T"]
+    _agrees(EXAMPLES / "flash_attn.cu", out, KERNELS[EXAMPLES / "flash_attn.cu"][0])
+    small = RULE.rewrite(loaded.kernel, "kernel", {"config": "64x16/4", "stages": 2},
+                         context_for(loaded, TARGETS["cuda"]))
+    assert small.launch.shared_bytes == 0
+    metal = RULE.rewrite(loaded.kernel, "kernel", {"config": "64x32/4", "stages": 2},
+                         context_for(loaded, TARGETS["metal"]))
+    assert isinstance(metal, NotApplicable) and "shared memory" in metal.reason
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", [EXAMPLES / "flash_attn.cu", *list(KERNELS)[3:]],
+                         ids=lambda p: p.stem)
+def test_on_the_gpu_matches_the_reference(path):
+    """cp.async K/V tiles (dynamic shared memory at 64x32/4, static at 64x16/4) on an
+    NVIDIA GPU at a ragged size; the 16-bit kernels' synchronous copies in two stages."""
+    from kir.backends.mlx_runner import MLXKernel, available_targets
+
+    if "cuda" not in available_targets():
+        pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
+    sizes = KERNELS[path][0]
+    sized = load_kernel(path, sizes=sizes)
+    inputs = sized.bound.make_inputs(4)
+    want, _ = reference_outputs(sized, copy_inputs(inputs))
+    for config in ("64x32/4", "64x16/4"):
+        out = _rewritten(path, [_step(config), "tf32x3-matrix{at=all}"])
+        got = MLXKernel(emit(out, sized.bound, "cuda"))(copy_inputs(inputs))
+        result = compare_outputs(got, want, lambda o: sized.bound.tolerance(
+            sized.bound.spec.args[o].dtype))
+        assert result.ok, (config, result.describe())
