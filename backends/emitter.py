@@ -57,6 +57,8 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
         body = _size_dynamic_allocs(body, dynamic, shared_dynamic, target)
         allocs = [s for s in body.walk() if isinstance(s, ir.Alloc)]
     _check_shared(allocs, shared_dynamic if target.dynamic_shared else 0, target)
+    shared_memory = _dynamic_request(allocs, shared_dynamic) \
+        if target.dynamic_shared and dynamic else 0
 
     in_params = [p for p in kernel.params if args[p.name].role == "in"]
     out_params = [p for p in kernel.params if args[p.name].role != "in"]
@@ -149,7 +151,7 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
         output_dtypes=tuple(r[2].name for r in out_rows),
         grid=grid, threadgroup=block, template=(), init_value=init_value,
         atomic_outputs=atomic_outputs,
-        shared_memory=shared_dynamic if target.dynamic_shared and dynamic else 0,
+        shared_memory=shared_memory,
         inout_decode=tuple(encodings), scalar_values=tuple(scalar_values), blocks=blocks,
         accumulate=tuple(accumulations), grid_exprs=tuple(kernel.launch.grid))
 
@@ -173,6 +175,26 @@ def _check_threads(block: tuple[int, ...], target: Target) -> None:
             f"{threads} threads per {target.group_word} exceed {target.title}'s "
             f"{target.max_threads} by {threads - target.max_threads}",
             hint=f"use a block of at most {target.max_threads} threads (block={block})")
+
+
+# MLX's CUDA custom kernels raise a kernel's shared-memory limit above the default 48 KB
+# (cuFuncSetAttribute, MAX_DYNAMIC_SHARED_SIZE_BYTES) only when the dynamic part asked for
+# is over this many bytes (mlx/backend/cuda/custom_kernel.cpp); static arrays count against
+# the same limit. On the H200 (MLX 0.30.1) a kernel of 17 KB static and 35 KB dynamic
+# failed to launch ("cuGraphAddKernelNode ... invalid argument") where one of 1 KB static
+# and 57 KB dynamic ran.
+MLX_DYNAMIC_OPT_IN_BYTES = 48000
+DEFAULT_SHARED_LIMIT_BYTES = 48 * 1024
+
+
+def _dynamic_request(allocs: list[ir.Alloc], dynamic_bytes: int) -> int:
+    """The dynamic shared memory to ask MLX for: the kernel's, or just over MLX's threshold
+    where static and dynamic together exceed the default limit and the dynamic part alone
+    would not raise it (the extra bytes go unused)."""
+    static = sum(a.size * a.elem.nbytes for a in allocs if a.space == "shared" and not a.dynamic)
+    if static + dynamic_bytes > DEFAULT_SHARED_LIMIT_BYTES:
+        return max(dynamic_bytes, MLX_DYNAMIC_OPT_IN_BYTES + 16)
+    return dynamic_bytes
 
 
 def _check_shared(allocs: list[ir.Alloc], dynamic_bytes: int, target: Target) -> None:

@@ -252,17 +252,11 @@ def _matrix_attention(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         return []
     rebuilt = {config: Want("mma-attention", any_site=True, params={"config": config},
                             required=True) for config in ("64x32/4", "32x32/2", "64x16/4")}
-    # Two stages (the next K/V tile copied asynchronously, CUDA) at the two fastest shapes;
-    # refused on Metal, whose 32 KB they exceed, so those recipes drop out there.
-    piped = {config: Want("mma-attention", any_site=True,
-                          params={"config": config, "stages": 2}, required=True)
-             for config in ("64x32/4", "64x16/4")}
+    # (Two stages, the K/V tiles pipelined, are the search's to find: at 64x16/4 on 3xTF32
+    # they timed 0.334 ms against 0.323 for one on the H200, BENCHMARKS.md "Round 17".)
     out = [(f"mma-attention-{config}-{rule.split('-')[0]}", [
         rebuild, Want(rule, ("all",), required=True), *_finishing(kernel)])
         for config, rebuild in rebuilt.items() for rule in ("tf32-matrix", "tf32x3-matrix")]
-    out += [(f"mma-attention-{config}-2-stages-{rule.split('-')[0]}", [
-        rebuild, Want(rule, ("all",), required=True), *_finishing(kernel)])
-        for config, rebuild in piped.items() for rule in ("tf32-matrix", "tf32x3-matrix")]
     out += [(f"mma-attention-{config}", [rebuilt[config], *_finishing(kernel)])
             for config in ("32x32/2", "64x16/4", "64x32/4")]
     return out
