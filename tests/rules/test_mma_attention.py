@@ -197,22 +197,26 @@ def test_hints_put_it_first_for_every_style():
 def test_on_the_gpu_matches_the_reference(path):
     """The tensor-core path (paired mma.sync in TF32 and 3xTF32, float4 tile copies, the
     online softmax's shuffles) on an NVIDIA GPU at a ragged size, each kernel through MLX."""
+    for precision, tolerance in (("tf32x3", None), ("tf32", (2e-2, 2e-3))):
+        gpu_matches_reference(path, ["mma-attention{at=kernel,config=64x32/4}",
+                                     f"{precision}-matrix{{at=all}}"], tolerance)
+
+
+def gpu_matches_reference(path: Path, steps: list[str], tolerance=None) -> None:
+    """``steps`` on the kernel at ``path``, run through MLX on an NVIDIA GPU at its first
+    test size, give the reference's results (within ``tolerance``, default the spec's)."""
     from kir.backends import emit
     from kir.backends.mlx_runner import MLXKernel, available_targets
 
     if "cuda" not in available_targets():
         pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
-    sizes = KERNELS[path][0]
-    sized = load_kernel(path, sizes=sizes)
+    sized = load_kernel(path, sizes=KERNELS[path][0])
     inputs = sized.bound.make_inputs(4)
     want, _ = reference_outputs(sized, copy_inputs(inputs))
-    for precision, tolerance in (("tf32x3", None), ("tf32", (2e-2, 2e-3))):
-        out = _rewritten(path, ["mma-attention{at=kernel,config=64x32/4}",
-                                f"{precision}-matrix{{at=all}}"])
-        got = MLXKernel(emit(out, sized.bound, "cuda"))(copy_inputs(inputs))
-        result = compare_outputs(got, want, lambda o: tolerance or sized.bound.tolerance(
-            sized.bound.spec.args[o].dtype))
-        assert result.ok, (precision, result.describe())
+    got = MLXKernel(emit(_rewritten(path, steps), sized.bound, "cuda"))(copy_inputs(inputs))
+    result = compare_outputs(got, want, lambda o: tolerance or sized.bound.tolerance(
+        sized.bound.spec.args[o].dtype))
+    assert result.ok, (steps, result.describe())
 
 
 def test_it_ignores_the_tile_counts_but_not_a_head_dimension_that_may_change(tmp_path):

@@ -10,14 +10,12 @@ import dataclasses
 
 import pytest
 from loop_sizes import EXAMPLES
-from test_mma_attention import KERNELS, RULE, _agrees, _rewritten
+from test_mma_attention import KERNELS, RULE, _agrees, _rewritten, gpu_matches_reference
 
 from kir.backends import TARGETS, emit
 from kir.driver.load import load_kernel
-from kir.driver.runners import copy_inputs, reference_outputs
 from kir.ir import Alloc, AsyncWait, Store, transform
 from kir.rules import NotApplicable, context_for
-from kir.spec.compare import compare_outputs
 
 
 def _step(config: str) -> str:
@@ -88,16 +86,4 @@ def test_on_the_gpu_matches_the_reference(path, config):
     memory beside 17 KB of static scratch: the launch MLX raises the limit for only when
     the emitter asks for more than 48000 dynamic bytes); the 16-bit kernels' synchronous
     copies in two stages."""
-    from kir.backends.mlx_runner import MLXKernel, available_targets
-
-    if "cuda" not in available_targets():
-        pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
-    sizes = KERNELS[path][0]
-    sized = load_kernel(path, sizes=sizes)
-    inputs = sized.bound.make_inputs(4)
-    want, _ = reference_outputs(sized, copy_inputs(inputs))
-    out = _rewritten(path, [_step(config), "tf32x3-matrix{at=all}"])
-    got = MLXKernel(emit(out, sized.bound, "cuda"))(copy_inputs(inputs))
-    result = compare_outputs(got, want, lambda o: sized.bound.tolerance(
-        sized.bound.spec.args[o].dtype))
-    assert result.ok, (config, result.describe())
+    gpu_matches_reference(path, [_step(config), "tf32x3-matrix{at=all}"])

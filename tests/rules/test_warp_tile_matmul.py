@@ -116,11 +116,18 @@ def test_paired_tensor_core_products_compile_for_sm90(tmp_path):
 def test_on_the_gpu_matches_the_reference(config):
     """The asm path (paired mma.sync, cvt.rna) and the 16-byte copy on an NVIDIA GPU, at a
     size with whole and edge tiles and at one of whole tiles only."""
+    gpu_matches_reference([f"warp-tile-matmul{{loop=L1,config={config}}}",
+                           "tf32-matrix{at=all}"])
+
+
+def gpu_matches_reference(steps: list[str]) -> None:
+    """``steps`` on examples/sgemm.cu, run through MLX on an NVIDIA GPU, give the reference's
+    results (and the interpreter's, up to the order of the sums) at a size with whole and
+    edge tiles and at one of whole tiles only."""
     from kir.backends.mlx_runner import MLXKernel, available_targets
 
     if "cuda" not in available_targets():
         pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
-    steps = [f"warp-tile-matmul{{loop=L1,config={config}}}", "tf32-matrix{at=all}"]
     for sizes in ({"M": 136, "N": 264, "K": 40}, {"M": 256, "N": 256, "K": 512}):
         loaded, out = _rewritten(EXAMPLES / "sgemm.cu", steps, sizes=sizes)
         inputs = loaded.bound.make_inputs(5)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import dataclasses
 import shutil
 
-import numpy as np
 import pytest
 from test_warp_tile_matmul import (DATA, EXAMPLES, KERNELS, OTHER_SIZES, RULE, _agrees,
-                                   _rewritten)
+                                   _rewritten, gpu_matches_reference)
 
 from kir.backends import TARGETS, emit
 from kir.driver.load import load_kernel
@@ -133,17 +132,4 @@ def test_on_the_gpu_matches_the_reference(config, stages):
     """cp.async, its waits and the edge tiles' synchronous copies on an NVIDIA GPU (the last
     two in dynamic shared memory over 48 KB), at a size with whole and edge tiles and at one
     of whole tiles only."""
-    from kir.backends.mlx_runner import MLXKernel, available_targets
-
-    if "cuda" not in available_targets():
-        pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
-    steps = [_step(config, stages), "tf32-matrix{at=all}"]
-    for sizes in ({"M": 136, "N": 264, "K": 40}, {"M": 256, "N": 256, "K": 512}):
-        loaded, out = _rewritten(EXAMPLES / "sgemm.cu", steps, sizes=sizes)
-        inputs = loaded.bound.make_inputs(5)
-        want = loaded.bound.reference(copy_inputs(inputs))
-        interp = run_interp(dataclasses.replace(loaded, kernel=out), copy_inputs(inputs))
-        got = MLXKernel(emit(out, loaded.bound, "cuda"))(copy_inputs(inputs))
-        assert compare_outputs(got, want, lambda o: loaded.bound.tolerance(
-            loaded.bound.spec.args[o].dtype)).ok, sizes
-        assert np.abs(got["C"] - interp["C"]).max() < 1e-3 * np.abs(want["C"]).max() / 64
+    gpu_matches_reference([_step(config, stages), "tf32-matrix{at=all}"])
