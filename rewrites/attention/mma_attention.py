@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 from kir.errors import KirError
 from kir.ir import Block, Kernel, Launch, Stmt, Var, transform
-from kir.ir.parser import parse_template
-from kir.ir.printer import print_kernel
 from kir.ir.verify import verify
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
+from kir.rules.templates import kernel_from_template, needs_dynamic_shared
 from kir.rewrites.attention.recognize import Recognized, looks_like_attention, recognize
 from kir.rewrites.attention.template import PREFIX, body_text, parse_config
 
@@ -83,18 +82,15 @@ class MmaAttention(BaseRule):
             return NotApplicable(problem)
         # Two stages over the target's static shared memory put the K/V tiles in dynamic
         # shared memory where the target has more of that (CUDA).
-        target, tiles = ctx.target, cfg.tile_floats(head_dim) * 4
-        dynamic = (cfg.stages > 1 and target is not None and target.dynamic_shared
-                   and cfg.shared_floats(head_dim) * 4 > target.max_static_shared_bytes)
+        tiles = cfg.tile_floats(head_dim) * 4
+        dynamic = cfg.stages > 1 and needs_dynamic_shared(ctx.target,
+                                                          cfg.shared_floats(head_dim) * 4)
         seq = found.seq if found.seq.isidentifier() else f"({found.seq})"
         launch = Launch((f"ceil({seq} / {cfg.rows})", *found.heads), (cfg.threads, 1, 1),
                         tiles if dynamic else 0, specialized=kernel.launch.specialized)
-        shell = dataclasses.replace(kernel, body=Block(()), launch=launch)
-        head = print_kernel(shell, locations=False).rstrip().rsplit("}", 1)[0]
-        text = head + "\n".join("  " + line
-                                for line in body_text(cfg, found.attention, dynamic))
         try:
-            built = parse_template(text + "\n}\n", f"<{self.name}>")
+            built = kernel_from_template(kernel, launch, body_text(cfg, found.attention, dynamic),
+                                         f"<{self.name}>")
             body = _located(built.body, kernel)
             launch = dataclasses.replace(launch, ignores=_ignored(kernel, body, found))
             result = dataclasses.replace(kernel, body=body, launch=launch)

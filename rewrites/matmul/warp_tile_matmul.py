@@ -10,7 +10,6 @@ from kir.analysis import rename_var, substitute
 from kir.errors import KirError
 from kir.ir import (
     Alloc,
-    Block,
     Cast,
     Declare,
     Expr,
@@ -23,11 +22,10 @@ from kir.ir import (
     Var,
     transform,
 )
-from kir.ir.parser import parse_template
-from kir.ir.printer import print_kernel
 from kir.ir.types import I32, Type
 from kir.ir.verify import verify
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
+from kir.rules.templates import kernel_from_template, needs_dynamic_shared
 from kir.rewrites.matmul.direct_nest import recognize_direct
 from kir.rewrites.matmul.tiled_nest import MatmulNest, Refused, recognize
 from kir.rewrites.matmul.unguarded_nest import recognize_unguarded
@@ -145,10 +143,8 @@ class WarpTileMatmul(BaseRule):
         # A pipeline over the target's static shared memory takes its tiles from dynamic
         # shared memory where the target has more of that (CUDA: 227 KB against 48).
         tiles = tile_bytes(cfg, nest.gemm)
-        target = ctx.target
-        dynamic = (cfg.stages > 1 and target is not None and target.dynamic_shared
-                   and tiles + cfg.warps_m * cfg.warps_n * 64 * 4
-                   > target.max_static_shared_bytes)
+        dynamic = cfg.stages > 1 and needs_dynamic_shared(
+            ctx.target, tiles + cfg.warps_m * cfg.warps_n * 64 * 4)
         launch = Launch((*grid, nest.grid_z), (cfg.threads, 1, 1), tiles if dynamic else 0,
                         specialized=kernel.launch.specialized)
         try:
@@ -197,11 +193,9 @@ def _build(kernel: Kernel, nest: MatmulNest, cfg: TileConfig, launch: Launch,
     """The template's kernel with the original's parameters, ``launch``, and its epilogue
     spliced into each fragment's copy-out loop (its locals renamed per copy)."""
     assert nest.gemm is not None
-    shell = dataclasses.replace(kernel, body=Block(()), launch=launch)
-    head = print_kernel(shell, locations=False).rstrip().rsplit("}", 1)[0]
     gemm = _i32_sizes(kernel, nest.gemm)
-    text = head + "\n".join("  " + line for line in body_text(cfg, gemm, dynamic)) + "\n}\n"
-    built = parse_template(text, f"<{WarpTileMatmul.name}>")
+    built = kernel_from_template(kernel, launch, body_text(cfg, gemm, dynamic),
+                                 f"<{WarpTileMatmul.name}>")
     declared = {n.name for s in nest.epilogue for n in s.walk() if isinstance(n, Declare)}
 
     def epilogue_for(i: int, j: int) -> list[Stmt]:
