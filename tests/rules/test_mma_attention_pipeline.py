@@ -52,11 +52,11 @@ def test_emitted_for_cuda_on_the_emulator():
         pytest.skip("no host C++ compiler for the emulator")
     # CUDA only: two stages of 32 or more keys at head dimension 64 exceed Metal's 32 KB
     # (refused there, test below), and Metal copies synchronously anyway.
+    # (One build, on 3xTF32: the emulator compiles this kernel for 13 s on a 2-core machine.)
     path = EXAMPLES / "flash_attn.cu"
-    for steps in ([_step("32x32/2")], [_step("32x32/2"), "tf32x3-matrix{at=all}"]):
-        out = _rewritten(path, steps, "cuda")
-        _agrees(path, out, KERNELS[path][0], RUNNERS["emulate-cuda"])
-        assert "kir_copy_async<16>(" in emit(out, load_kernel(path).bound, "cuda").source
+    out = _rewritten(path, [_step("32x32/2"), "tf32x3-matrix{at=all}"], "cuda")
+    _agrees(path, out, KERNELS[path][0], RUNNERS["emulate-cuda"])
+    assert "kir_copy_async<16>(" in emit(out, load_kernel(path).bound, "cuda").source
 
 
 def test_stages_over_48_kb_take_dynamic_shared_memory_on_cuda_only():
