@@ -57,7 +57,7 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
         body = _size_dynamic_allocs(body, dynamic, shared_dynamic, target)
         allocs = [s for s in body.walk() if isinstance(s, ir.Alloc)]
     _check_shared(allocs, shared_dynamic if target.dynamic_shared else 0, target)
-    shared_memory = _dynamic_request(allocs, shared_dynamic) \
+    shared_memory = _dynamic_request(allocs, shared_dynamic, target) \
         if target.dynamic_shared and dynamic else 0
 
     in_params = [p for p in kernel.params if args[p.name].role == "in"]
@@ -184,21 +184,23 @@ def _check_threads(block: tuple[int, ...], target: Target) -> None:
 # failed to launch ("cuGraphAddKernelNode ... invalid argument") where one of 1 KB static
 # and 57 KB dynamic ran.
 MLX_DYNAMIC_OPT_IN_BYTES = 48000
-DEFAULT_SHARED_LIMIT_BYTES = 48 * 1024
 
 
-def _dynamic_request(allocs: list[ir.Alloc], dynamic_bytes: int) -> int:
+def _static_shared_bytes(allocs: list[ir.Alloc]) -> int:
+    return sum(a.size * a.elem.nbytes for a in allocs if a.space == "shared" and not a.dynamic)
+
+
+def _dynamic_request(allocs: list[ir.Alloc], dynamic_bytes: int, target: Target) -> int:
     """The dynamic shared memory to ask MLX for: the kernel's, or just over MLX's threshold
-    where static and dynamic together exceed the default limit and the dynamic part alone
-    would not raise it (the extra bytes go unused)."""
-    static = sum(a.size * a.elem.nbytes for a in allocs if a.space == "shared" and not a.dynamic)
-    if static + dynamic_bytes > DEFAULT_SHARED_LIMIT_BYTES:
+    where static and dynamic together exceed the default limit (the static arrays' own, 48 KB)
+    and the dynamic part alone would not raise it (the extra bytes go unused)."""
+    if _static_shared_bytes(allocs) + dynamic_bytes > target.max_static_shared_bytes:
         return max(dynamic_bytes, MLX_DYNAMIC_OPT_IN_BYTES + 16)
     return dynamic_bytes
 
 
 def _check_shared(allocs: list[ir.Alloc], dynamic_bytes: int, target: Target) -> None:
-    static = sum(a.size * a.elem.nbytes for a in allocs if a.space == "shared" and not a.dynamic)
+    static = _static_shared_bytes(allocs)
     total = static + dynamic_bytes
     if target.max_static_shared_bytes < target.max_shared_bytes \
             and static > target.max_static_shared_bytes:

@@ -197,7 +197,7 @@ class StmtCompiler:
         count = s.value.type.count if isinstance(s.value.type, VectorType) else 1
         address = compile_index(s.index, s.loc, self.hoist, "store to")
         offsets = np.arange(count, dtype=np.int64)
-        name, loc = s.buffer, s.loc
+        name, loc, asynchronous = s.buffer, s.loc, s.asynchronous
 
         def write(st: State, mask: np.ndarray, data: np.ndarray, addr, v) -> None:
             if count == 1 and mask is st.full and type(addr) is not np.ndarray:
@@ -221,7 +221,7 @@ class StmtCompiler:
             if v.dtype != data.dtype:
                 v = v.astype(data.dtype)
             addr = address(st, mem, count, mask)
-            if s.asynchronous:
+            if asynchronous:
                 # Read now, land at the wait that requires it: as late as the GPU may.
                 st.open_copies.append(lambda: write(st, mask, data, addr, v))
             else:

@@ -66,7 +66,8 @@ __all__ = [
     'UNARY_OPS', 'Unary', 'BINARY_OPS', 'COMPARISONS', 'Binary', 'Select', 'Cast',
     'INTRINSICS', 'Call', 'SHUFFLE_MODES', 'Shuffle', 'WarpReduce', 'MakeVector', 'Component',
     'Stmt', 'Block', 'Declare', 'Assign', 'Store', 'LOOP_KINDS', 'For', 'While', 'If',
-    'Barrier', 'AsyncCommit', 'AsyncWait', 'ASYNC_STMTS', 'ATOMIC_OPS', 'Atomic', 'Alloc', 'Return', 'Break', 'Continue', 'MatrixFill',
+    'Barrier', 'AsyncCommit', 'AsyncWait', 'ASYNC_STMTS', 'ATOMIC_OPS', 'Atomic', 'Alloc',
+    'Return', 'Break', 'Continue', 'MatrixFill',
     'MatrixLoad', 'MatrixMultiplyAccumulate', 'MatrixStore', 'MATRIX_STMTS', 'Param', 'Launch',
     'Kernel', 'const', 'transform', 'stmt_loc',
 ]

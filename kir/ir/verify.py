@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from kir.errors import KirError, LimitError, Loc, source_line_of
 from kir.ir.nodes import (
+    ASYNC_STMTS,
     ATOMIC_OPS,
     COMPARISONS,
     BIT_INTRINSICS,
@@ -28,7 +29,6 @@ from kir.ir.nodes import (
     Assign,
     Atomic,
     Assert,
-    AsyncCommit,
     AsyncWait,
     Barrier,
     Binary,
@@ -425,7 +425,7 @@ class _Divergence:
         # Copy groups are counted per thread; kir's interpreter models them for the whole
         # block, so commits and waits are reached by every thread together, like barriers.
         self.is_target = is_target or (lambda s: isinstance(s, Barrier) and s.scope == "block"
-                                       or isinstance(s, (AsyncCommit, AsyncWait)))
+                                       or isinstance(s, ASYNC_STMTS))
 
     def block(self, block: Block, why: str | None) -> None:
         # Statement lists are walked with an explicit stack of (stmt, why) for depth safety.

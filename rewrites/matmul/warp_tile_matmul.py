@@ -143,12 +143,12 @@ class WarpTileMatmul(BaseRule):
         # A pipeline over the target's static shared memory takes its tiles from dynamic
         # shared memory where the target has more of that (CUDA: 227 KB against 48).
         tiles = tile_bytes(cfg, nest.gemm)
-        dynamic = cfg.stages > 1 and needs_dynamic_shared(
-            ctx.target, tiles + cfg.warps_m * cfg.warps_n * 64 * 4)
+        dynamic = cfg.stages > 1 and needs_dynamic_shared(ctx.target,
+                                                          tiles + cfg.scratch_floats * 4)
         launch = Launch((*grid, nest.grid_z), (cfg.threads, 1, 1), tiles if dynamic else 0,
                         specialized=kernel.launch.specialized)
         try:
-            result = _build(kernel, nest, cfg, launch, match_loc(kernel, match.site), dynamic)
+            result = _build(kernel, nest, cfg, launch, match_loc(kernel, match.site))
             verify(result, ctx.target)
         except KirError as err:
             return NotApplicable(f"the warp-tiled kernel does not verify: {err.message}")
@@ -189,12 +189,13 @@ def _i32_sizes(kernel: Kernel, gemm: Gemm) -> Gemm:
 
 
 def _build(kernel: Kernel, nest: MatmulNest, cfg: TileConfig, launch: Launch,
-           loc, dynamic: bool) -> Kernel:
-    """The template's kernel with the original's parameters, ``launch``, and its epilogue
-    spliced into each fragment's copy-out loop (its locals renamed per copy)."""
+           loc) -> Kernel:
+    """The template's kernel with the original's parameters, ``launch`` (dynamic shared
+    bytes: the tiles live there), and its epilogue spliced into each fragment's copy-out
+    loop (its locals renamed per copy)."""
     assert nest.gemm is not None
     gemm = _i32_sizes(kernel, nest.gemm)
-    built = kernel_from_template(kernel, launch, body_text(cfg, gemm, dynamic),
+    built = kernel_from_template(kernel, launch, body_text(cfg, gemm, launch.shared_bytes > 0),
                                  f"<{WarpTileMatmul.name}>")
     declared = {n.name for s in nest.epilogue for n in s.walk() if isinstance(n, Declare)}
 

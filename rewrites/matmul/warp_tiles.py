@@ -45,6 +45,11 @@ class TileConfig:
         return self.warps_m * self.warps_n * 32
 
     @property
+    def scratch_floats(self) -> int:
+        """The per-warp 8x8 scratch tiles the epilogue copies fragments through."""
+        return self.warps_m * self.warps_n * 64
+
+    @property
     def frags_m(self) -> int:
         return self.bm // self.warps_m // FRAG
 
@@ -210,7 +215,7 @@ def body_text(cfg: TileConfig, g: Gemm, dynamic: bool = False) -> list[str]:
     else:
         lines = [f"shared wt_S: f32[{cfg.stages * (size_a + size_b)}]"]
     lines += [
-        f"shared wt_Ws: f32[{cfg.warps_m * cfg.warps_n * 64}]",
+        f"shared wt_Ws: f32[{cfg.scratch_floats}]",
         "let wt_tid: i32 = i32(thread.x)",
         "let wt_warp: i32 = wt_tid / 32",
         f"let wt_m0: i32 = i32(block.y) * {cfg.bm}",
