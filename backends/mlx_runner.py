@@ -157,6 +157,10 @@ def measure(run_once: Callable[[], None], warmup: int = 3, repeat: int = 10,
 class MLXKernel:
     """An emitted kernel ready to call through MLX with numpy inputs."""
 
+    # Whether the kernel was compiled before its first call (kir.backends.mlx_precompiled);
+    # MLX's own kernels compile on their first call.
+    compiled_ahead = False
+
     def __init__(self, emitted: Emitted, *, check_target: bool = True) -> None:
         if check_target:
             require_target(emitted.target)

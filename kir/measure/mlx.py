@@ -214,6 +214,8 @@ class MLXEvaluator(Validating):
                    "time": stats["time_s"], "lock wait": stats["lock_wait_s"]}
         counts = {"GPU jobs": stats["gpu_jobs"], "source duplicates": stats["source_duplicates"],
                   "cut short": stats["cut_short"]}
+        if self.target == "cuda":  # kir compiles CUDA candidates (kir.backends.mlx_precompiled)
+            counts["compiled by kir"] = stats["compiled_ahead"]
         return Phases(seconds, counts, overlapping=isinstance(self.gpu, GpuPool))
 
     def note_best(self, best_ms: float | None) -> None:
@@ -223,9 +225,11 @@ class MLXEvaluator(Validating):
     def retime(self, kernel: Kernel, warmup: int = 5, repeat: int = 20) -> Evaluation:
         """Check and time ``kernel`` again with nothing else running (after a search: see
         :mod:`kir.api.finalists`), ``warmup`` + ``repeat`` runs as MLX's built-ins are
-        timed, never cut short."""
+        timed, never cut short, compiled by MLX itself as the user's module will be (the
+        search's candidates were compiled by kir: :mod:`kir.backends.mlx_precompiled`)."""
         job = dataclasses.replace(self.gpu_job(kernel, self.emitted_call(kernel)[0]),
-                                  warmup=warmup, repeat=repeat, give_up_ms=None)
+                                  warmup=warmup, repeat=repeat, give_up_ms=None,
+                                  compile_ahead=False)
         started = time.perf_counter()
         return self._account(self.gpu.run(job), time.perf_counter() - started)
 
@@ -301,6 +305,7 @@ class MLXEvaluator(Validating):
         for phase in ("build_s", "check_s", "lock_wait_s", "time_s"):
             self.stats[phase] += float(verdict.details.get(phase, 0.0))
         self.stats["cut_short"] += bool(verdict.details.get("cut_short"))
+        self.stats["compiled_ahead"] += bool(verdict.details.get("compiled_ahead"))
         return verdict
 
 

@@ -121,3 +121,70 @@ def test_no_warm_up_when_the_small_call_builds_another_kernel(evaluator, loaded)
     other = dataclasses.replace(emitted, source=emitted.source + "\n// other")
     assert evaluator.warm_call(loaded.kernel, other) is None
     assert evaluator.warm_call(loaded.kernel, emitted) is not None
+
+
+class AheadRunner(RecordingRunner):
+    """Compiles ahead (as MLXRunner does for CUDA, kir.backends.mlx_precompiled): its
+    callables say so, and it counts the builds of each kind."""
+
+    def __init__(self, lock_path: str) -> None:
+        super().__init__(lock_path)
+        self.builds: list[str] = []
+
+    def build(self, emitted):
+        self.builds.append("first run")
+        return super().build(emitted)
+
+    def build_ahead(self, emitted):
+        self.builds.append("ahead")
+        built = super().build(emitted)
+        built.compiled_ahead = True
+        return built
+
+
+def _warm_job(loaded, lock: str, **changes) -> GpuJob:
+    small = loaded.spec.bind({"rows": 2, "cols": 33})
+    job = GpuJob(loaded.kernel, str(loaded.bound.spec.path.resolve()), dict(SIZES), "cuda",
+                 warmup=0, repeat=1, lock_path=lock, warm_sizes=dict(small.sizes),
+                 warm_emitted=emit(loaded.kernel, small, "cuda"))
+    return dataclasses.replace(job, **changes)
+
+
+def test_a_kernel_compiled_ahead_needs_no_warm_up(loaded, tmp_path):
+    lock = str(tmp_path / "gpu.lock")
+    runner = AheadRunner(lock)
+    verdict, _ = run_job(_warm_job(loaded, lock), runner, {})
+    assert verdict.ok, verdict
+    assert runner.builds == ["ahead"]
+    assert runner.runs == [(SIZES, True)]  # only the locked check: compiled already
+    assert verdict.details["compiled_ahead"] is True and "warm_s" not in verdict.details
+
+
+def test_a_final_timing_goes_through_the_first_run_compile(loaded, tmp_path):
+    """``compile_ahead=False`` (the evaluator's retime of a result): the runner's plain
+    build, as the user's module will run, and the warm-up back where it applies."""
+    lock = str(tmp_path / "gpu.lock")
+    runner = AheadRunner(lock)
+    verdict, _ = run_job(_warm_job(loaded, lock, compile_ahead=False), runner, {})
+    assert verdict.ok, verdict
+    assert runner.builds == ["first run", "first run"]  # the candidate, then its warm-up
+    assert runner.runs[0] == ({"rows": 2, "cols": 33}, False)
+    assert "compiled_ahead" not in verdict.details
+
+
+def test_the_evaluator_retimes_without_compiling_ahead(evaluator, loaded):
+    sent = []
+    real_run = evaluator.gpu.run
+
+    def run(job):
+        sent.append(job)
+        return real_run(job)
+
+    evaluator.gpu.run = run
+    try:
+        verdict = evaluator.retime(loaded.kernel, warmup=0, repeat=1)
+    finally:
+        evaluator.gpu.run = real_run
+    assert verdict.ok
+    assert [job.compile_ahead for job in sent] == [False]
+    assert evaluator.gpu_job(loaded.kernel).compile_ahead  # a search's candidates do
