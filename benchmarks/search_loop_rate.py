@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="cuda", choices=["cuda", "metal"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="print the top of a cProfile")
+    parser.add_argument("--sort", default="tottime", help="the profile's order (cumulative...)")
+    parser.add_argument("--top", type=int, default=25, help="how many profile lines")
     args = parser.parse_args(argv)
 
     from kir.backends import TARGETS
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         import pstats
 
         profile.disable()
-        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profile).sort_stats(args.sort).print_stats(args.top)
     evaluations = len(result.history)
     print(json.dumps({"file": args.file, "sizes": args.size, "hints_s": round(hinted - started, 2),
                       "recipes": len(seeds), "search_s": round(done - hinted, 2),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,6 +159,8 @@ def run_case(name: str, out: Path, time_scale: float, extra: list[str] = ()) -> 
     label = name + "".join(extra).replace("--", "_")
     row["case"] = label
     (out / f"{label}.json").write_text(json.dumps(row, indent=1))
+    if (work / "tuning.db").is_file():  # each candidate's phases and time of verdict
+        shutil.copy(work / "tuning.db", out / f"{label}.db")
     print(json.dumps({k: v for k, v in row.items() if k != "stderr_tail"}), flush=True)
     return row
 

@@ -148,14 +148,15 @@ class LoadedKernel:
         return getattr(build.load(), _function(build))
 
     def search(self, target: str | None = None, budget: int | None = None, *,
-               time: str | float | None = None, strategy: str = "evolve", seed: int = 0,
+               time: str | float | None = None, strategy: str | None = None, seed: int = 0,
                check_sizes: Mapping[str, int] | None = None, db: str | Path | None | bool = None,
                rules: Sequence[str | Path] = (), quiet: bool = True,
                cluster: str | None = None,
                device_resource: str | None = None) -> "SearchResult":
         """Search rewrites for the fastest valid kernel on ``target`` ("metal", "cuda",
         "model"; default this machine's GPU, else the model) within ``budget`` evaluations
-        and/or ``time`` ("5m" or seconds). ``db``: the tuning database (a path; None for the
+        and/or ``time`` ("5m" or seconds) with ``strategy`` (None: the target's
+        :func:`~kir.api.searching.default_strategy`). ``db``: the tuning database (a path; None for the
         default one, False for none). ``quiet`` False prints what the CLI would on stderr.
         ``cluster`` ("ray" or "ray:ADDRESS") judges candidates on a Ray cluster's workers,
         the device workers on nodes offering ``device_resource`` (docs/SCALE_OUT.md)."""

@@ -157,6 +157,15 @@ def emit_or_explain(kernel, loaded: Loaded, target: str) -> None:
                        hint=exc.hint or "no search was run") from None
 
 
+def default_strategy(target: str) -> str:
+    """The search strategy when none is asked for: ``evolve`` with the cost model, whose
+    verdicts are deterministic (a search repeats from its seed), ``steady`` when timing on a
+    GPU. There timings vary run to run, so no search repeats from its seed anyway, and
+    generations wait for their slowest candidate: on the H200 (BENCHMARKS.md round 18)
+    steady judged 1.3-2.5x the candidates a second, its results as fast."""
+    return "evolve" if target == "model" else "steady"
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """What to search for: ``target`` ("metal", "cuda", "model", or None for this machine's
@@ -169,7 +178,7 @@ class SearchRequest:
     target: str | None = None
     budget: int | None = None
     time_limit: str | float | None = None
-    strategy: str = "evolve"
+    strategy: str | None = None  # None: default_strategy(the target)
     seed: int = 0
     check_sizes: Mapping[str, int] | None = None
     db: str | Path | None | bool = None
@@ -273,7 +282,12 @@ class SearchSession:
         self.limit = parse_duration(request.time_limit) if request.time_limit else None
         # A time limit alone should run until the time is up, not stop at the default budget.
         budget = request.budget or (UNBOUNDED if self.limit else DEFAULT_BUDGET)
-        self.config = SearchConfig(strategy=request.strategy, budget=budget,
+        strategy = request.strategy or default_strategy(self.target)
+        if request.strategy is None and strategy == "steady":
+            note("strategy steady: each candidate is judged as a GPU worker frees up (GPU "
+                 "timings vary run to run, so no GPU search repeats from its seed; "
+                 "--strategy evolve searches by generations)")
+        self.config = SearchConfig(strategy=strategy, budget=budget,
                                    time_limit_s=self.limit, seed=request.seed)
         self._hints: list | None = None  # built by run(), while the GPU workers start
         if request.db is False:

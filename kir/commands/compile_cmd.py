@@ -41,8 +41,9 @@ def register(sub) -> None:
                    help="evaluations to spend (default 40, or unbounded with --time)")
     s.add_argument("--time", metavar="DURATION", help="time limit, e.g. 90s, 5m")
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    s.add_argument("--strategy", choices=STRATEGIES, default="evolve",
-                   help="search strategy (default evolve)")
+    s.add_argument("--strategy", choices=STRATEGIES,
+                   help="search strategy (default: steady when timing on a GPU, evolve with "
+                        "the cost model)")
     s.add_argument("--check-size", action="append", metavar="NAME=VALUE",
                    help="validate candidates on the interpreter at these sizes instead of the "
                         "compiled ones (default: the spec's `check` table); repeatable")

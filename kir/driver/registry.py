@@ -28,12 +28,14 @@ ENTRY_POINT_GROUP = "kir.rules"
 
 
 class Registry(dict):
-    """``name -> rule`` with the origin of each rule kept for messages, and a log of the
-    rules' failures while it is used (:class:`kir.rules.FailureLog`)."""
+    """``name -> rule`` with the origin of each rule kept for messages, the names of kir's
+    own rules (``builtin``: :func:`kir.rules.guard.ships_with_kir`), and a log of the rules'
+    failures while it is used (:class:`kir.rules.FailureLog`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.origins: dict[str, str] = {}
+        self.builtin: set[str] = set()
         self.failures = FailureLog()
 
     def add(self, rule: Rule, origin: str) -> None:
@@ -222,6 +224,7 @@ def load_registry(extra_paths: Iterable[str | Path] = (), *, plugins: bool = Tru
     registry = Registry()
     for rule, origin in builtin_rules():
         registry.add(rule, origin)
+        registry.builtin.add(rule.name)
     if plugins:
         for rule, origin in plugin_rules():
             registry.add(rule, origin)

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 from kir.errors import AnalysisLimitError, KirError, Loc, source_line_of
 from kir.ir import Kernel
 from kir.rules.api import NotApplicable, Rule, RuleContext, as_rule
-from kir.rules.guard import checked_result, failures_of, origin_of, run_guarded
+from kir.rules.guard import checked_result, failures_of, origin_of, run_guarded, ships_with_kir
 
 # ------------------------------------------------------------------------------------ steps
 
@@ -109,7 +109,8 @@ def apply_step(kernel: Kernel, step: Step, registry: "Mapping[str, Rule]",
         result = run_guarded(rule, step.rule, origin, doing, run, failures)
     except AnalysisLimitError as exc:
         return NotApplicable(exc.message)
-    return checked_result(result, rule, step.rule, origin, doing, failures)  # type: ignore
+    return checked_result(result, rule, step.rule, origin, doing, failures,  # type: ignore
+                          verify_it=not ships_with_kir(registry, step.rule))
 
 
 def apply_trace(kernel: Kernel, steps: Sequence[Step], registry: "Mapping[str, Rule]",

@@ -317,3 +317,28 @@ def test_a_mutated_kernel_is_a_located_error(source, message, line):
     with pytest.raises(KirError, match=message) as info:
         load_cuda(source, "m.cu")
     assert info.value.loc.line == line
+
+
+def test_c8_a_user_rules_result_is_verified_where_it_is_made(tmp_path, monkeypatch):
+    """The guard verifies what a rule from elsewhere returns (garbage the verifier trips on
+    is blamed on the rule); kir's own rules are verified when their candidate is validated
+    (kir.rules.guard._malformed says why)."""
+    from kir.driver.load import load_kernel
+    from kir.ir import verify as verify_module
+    from kir.rules import RuleError, context_for
+
+    loaded = load_kernel(EXAMPLES / "softmax.cu")
+    ctx = context_for(loaded)
+    registry = load_registry([_bad_rule(tmp_path, "raise")], plugins=False)
+    assert "bad-rule" not in registry.builtin
+    assert {"warp-reduce", "tile-loop", "mma-attention"} <= registry.builtin
+
+    def tripped(kernel, target=None):
+        raise TypeError("a field holding the wrong kind of thing")
+
+    monkeypatch.setattr(verify_module, "verify", tripped)
+    builtin = parse_step("warp-reduce{at=0}", registry)
+    assert apply_step(loaded.kernel, builtin, registry, ctx).fingerprint()  # not verified
+    registry.builtin.discard("warp-reduce")  # the same rule, as if loaded from a user file
+    with pytest.raises(RuleError, match="malformed kernel.*wrong kind of thing"):
+        apply_step(loaded.kernel, builtin, registry, ctx)
