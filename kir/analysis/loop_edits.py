@@ -24,6 +24,10 @@ from kir.ir import (
     For,
     Kernel,
     Load,
+    MatrixFill,
+    MatrixLoad,
+    MatrixMultiplyAccumulate,
+    MatrixStore,
     Node,
     Return,
     Stmt,
@@ -60,11 +64,11 @@ class Namer:
 
 
 def copy_body(body: Block, namer: Namer, subst: Mapping[str, Expr]) -> Block:
-    """A copy of ``body`` with declared names renamed, nested loops relabelled and the
-    variables in ``subst`` replaced."""
+    """A copy of ``body`` with declared names (locals, arrays, matrix fragments) renamed,
+    nested loops relabelled and the variables in ``subst`` replaced."""
     renames: dict[str, str] = {}
     for n in body.walk():
-        if isinstance(n, (Declare, Alloc)):
+        if isinstance(n, (Declare, Alloc, MatrixFill, MatrixLoad)):
             renames[n.name] = namer.name(n.name)
         elif isinstance(n, For):
             renames[n.var] = namer.name(n.var)
@@ -86,6 +90,15 @@ def copy_body(body: Block, namer: Namer, subst: Mapping[str, Expr]) -> Block:
             return n
         if isinstance(n, Atomic) and n.result in renames:
             return dataclasses.replace(n, result=renames[n.result])
+        if isinstance(n, MatrixMultiplyAccumulate):
+            return dataclasses.replace(n, **{f: renames.get(getattr(n, f), getattr(n, f))
+                                             for f in ("acc", "a", "b")})
+        if isinstance(n, (MatrixFill, MatrixLoad, MatrixStore)):
+            if n.name in renames:
+                n = dataclasses.replace(n, name=renames[n.name])
+            if not isinstance(n, MatrixFill) and n.buffer in renames:
+                n = dataclasses.replace(n, buffer=renames[n.buffer])
+            return n
         if isinstance(n, For):
             return dataclasses.replace(n, label=labels[n.label],
                                        var=renames.get(n.var, n.var))
