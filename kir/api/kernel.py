@@ -156,10 +156,11 @@ class LoadedKernel:
         """Search rewrites for the fastest valid kernel on ``target`` ("metal", "cuda",
         "model"; default this machine's GPU, else the model) within ``budget`` evaluations
         and/or ``time`` ("5m" or seconds) with ``strategy`` (None: the target's
-        :func:`~kir.api.searching.default_strategy`). ``db``: the tuning database (a path; None for the
-        default one, False for none). ``quiet`` False prints what the CLI would on stderr.
-        ``cluster`` ("ray" or "ray:ADDRESS") judges candidates on a Ray cluster's workers,
-        the device workers on nodes offering ``device_resource`` (docs/SCALE_OUT.md)."""
+        :func:`~kir.api.searching.default_strategy`). ``db``: the tuning database (a path;
+        None for the default one, False for none). ``quiet`` False prints what the CLI would
+        on stderr. ``cluster`` ("ray" or "ray:ADDRESS") judges candidates on a Ray cluster's
+        workers, the device workers on nodes offering ``device_resource``
+        (docs/SCALE_OUT.md)."""
         request = SearchRequest(target, budget, time, strategy, seed, check_sizes, db,
                                 tuple(rules), cluster, device_resource)
         say = (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
