@@ -18,8 +18,10 @@ goes through MLX's own path (:meth:`kir.measure.gpu.jobs.MLXRunner.build_ahead`)
 from __future__ import annotations
 
 import hashlib
+import math
 
 from kir.backends.allocation import output_allocations, unpad_outputs
+from kir.backends.cubin import check_block_fits
 from kir.backends.cuda import MLX_CUDA_TYPES
 from kir.backends.emitted import Emitted
 from kir.backends.mlx_runner import MLXKernel, _mx, mx_dtype
@@ -67,7 +69,9 @@ def precompiled_source(e: Emitted) -> tuple[str, str]:
 
 class PrecompiledKernel(MLXKernel):
     """:class:`MLXKernel`'s calls, on a binary kir compiled itself (CUDA only). Raises a
-    :class:`KirError` when NVRTC refuses the lean translation unit."""
+    :class:`KirError` when NVRTC refuses the lean translation unit, and its subclass
+    :class:`~kir.backends.cubin.LaunchLimitError` when a block of the launch's size needs
+    more registers than the device gives one (checked in the binary, before any launch)."""
 
     compiled_ahead = True
 
@@ -76,7 +80,11 @@ class PrecompiledKernel(MLXKernel):
             raise KirError("only CUDA kernels are compiled ahead by kir")
         self.emitted = emitted
         source, self.name = precompiled_source(emitted)
-        self.compiled: Compiled = nvrtc().compile(source, f"{self.name}.cu")
+        compiler = nvrtc()
+        self.compiled: Compiled = compiler.compile(source, f"{self.name}.cu")
+        if not self.compiled.is_ptx:
+            check_block_fits(self.compiled.image, self.name, math.prod(emitted.threadgroup),
+                             compiler.registers_per_block)
 
     def launch(self, arrays: list) -> list:
         e = self.emitted

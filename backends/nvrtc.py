@@ -25,8 +25,8 @@ from pathlib import Path
 
 from kir.errors import KirError
 
-# CUdevice_attribute values (cuda.h): the compute capability of a device.
-_CC_MAJOR, _CC_MINOR = 75, 76
+# CUdevice_attribute values (cuda.h): the registers a block may use, the compute capability.
+_REGISTERS_PER_BLOCK, _CC_MAJOR, _CC_MINOR = 12, 75, 76
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,9 @@ class Nvrtc:
                                              "libnvrtc.so.12"))
         self._lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         self.version = self._version()
-        self.capability = _device_capability()
+        registers, major, minor = _device_attributes(_REGISTERS_PER_BLOCK, _CC_MAJOR, _CC_MINOR)
+        self.capability = (major, minor)
+        self.registers_per_block = registers
         self.options = self._options()
 
     def _version(self) -> tuple[int, int]:
@@ -146,16 +148,20 @@ class Nvrtc:
         return log.value.decode(errors="replace").strip()
 
 
-def _device_capability() -> tuple[int, int]:
-    """Device 0's compute capability, from the driver (MLX has initialized it)."""
+def _device_attributes(*attributes: int) -> list[int]:
+    """Device 0's ``attributes`` (CUdevice_attribute values), from the driver: no context
+    needed."""
     cuda = _library("libcuda.so", ("libcuda.so.1", "libcuda.so"))
-    device, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    for call in (lambda: cuda.cuInit(0), lambda: cuda.cuDeviceGet(ctypes.byref(device), 0),
-                 lambda: cuda.cuDeviceGetAttribute(ctypes.byref(major), _CC_MAJOR, device),
-                 lambda: cuda.cuDeviceGetAttribute(ctypes.byref(minor), _CC_MINOR, device)):
-        if call() != 0:
-            raise KirError("the CUDA driver did not say the device's compute capability")
-    return major.value, minor.value
+    device = ctypes.c_int()
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(device), 0) != 0:
+        raise KirError("the CUDA driver found no device")
+    values = []
+    for attribute in attributes:
+        value = ctypes.c_int()
+        if cuda.cuDeviceGetAttribute(ctypes.byref(value), attribute, device) != 0:
+            raise KirError(f"the CUDA driver did not say device attribute {attribute}")
+        values.append(value.value)
+    return values
 
 
 _NVRTC: Nvrtc | None = None

@@ -156,12 +156,18 @@ class MLXRunner(Runner):
     def build_ahead(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """A CUDA kernel compiled by kir now (NVRTC without MLX's headers, about a tenth of
         MLX's compile for small kernels), else MLX's kernel compiled on its first run: a
-        Metal kernel, or one the lean prelude does not compile (MLX's verdict then stands)."""
+        Metal kernel, or one the lean prelude does not compile (MLX's verdict then stands).
+        A kernel whose block needs more registers than the device has is refused here
+        (:class:`~kir.backends.cubin.LaunchLimitError`): its launch would fail, and take the
+        worker's CUDA graph with it."""
         if getattr(emitted, "target", None) == "cuda":
+            from kir.backends.cubin import LaunchLimitError
             from kir.backends.mlx_precompiled import PrecompiledKernel
 
             try:
                 return PrecompiledKernel(emitted)
+            except LaunchLimitError:
+                raise
             except KirError:
                 pass
         return self.build(emitted)
