@@ -4,6 +4,7 @@ broken rule, batching, crash handling, and the genome moves."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 import re
 import time
 
@@ -245,6 +246,28 @@ def test_random_step_and_genome_are_seeded_and_valid():
     genome = random_genome(kernel, reg, CTX, random.Random(9), 6)
     assert 1 <= len(genome) <= 6
     assert apply_trace(kernel, genome, reg, CTX).applied == genome  # normalized
+
+
+def test_random_step_picks_each_rule_with_a_site_equally_often():
+    """random_step tries rules in a random order and takes the first with a site: every rule
+    with a site as likely as the others, a rule without one never (kir's rules on the
+    softmax example: some have sites there, some do not)."""
+    from collections import Counter
+
+    from kir.driver.load import load_kernel
+    from kir.driver.registry import load_registry
+    from kir.rules import context_for
+    from kir.search.genome import rules_with_sites
+
+    loaded = load_kernel(Path(__file__).resolve().parents[2] / "examples" / "softmax.cu")
+    reg, ctx = load_registry(), context_for(loaded)
+    with_sites = {rule.name for rule, _ in rules_with_sites(loaded.kernel, reg, ctx)}
+    assert 2 <= len(with_sites) < len(reg)
+    rng = random.Random(3)
+    counts = Counter(random_step(loaded.kernel, reg, rng, ctx).rule
+                     for _ in range(200 * len(with_sites)))
+    assert set(counts) == with_sites
+    assert all(140 <= count <= 260 for count in counts.values()), counts  # 4 sigma
 
 
 def test_mutation_operators():
