@@ -9,6 +9,8 @@ blocks with ``shared_memory`` dynamic bytes.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from kir.backends.cstyle import BufferInfo, Dialect, Printer
 from kir.backends.matrix_emit import (CUDA_HELPER, CUDA_TF32_HELPER, CUDA_TF32X3_HELPER,
                                       cuda_matrix, cuda_products)
@@ -304,14 +306,21 @@ STANDALONE_PRELUDE = """#include <cstdint>
 """
 
 
+def mlx_parameters(inputs: Iterable[tuple[str, str]], outputs: Iterable[tuple[str, str]]
+                   ) -> list[str]:
+    """The parameter lines MLX writes for a custom kernel: each input (name, kir dtype) as
+    ``const T*``, each output as ``T*``."""
+    return [f"    const {MLX_CUDA_TYPES[dtype]}* {arg}" for arg, dtype in inputs] + \
+        [f"    {MLX_CUDA_TYPES[dtype]}* {arg}" for arg, dtype in outputs]
+
+
 def cuda_signature(name: str, inputs: list[tuple[str, str, tuple[int, ...]]],
                    outputs: list[tuple[str, str]], body: str, header: str,
                    template: list[tuple[str, object]] | None = None,
                    prelude: str = STANDALONE_PRELUDE) -> str:
     """The translation unit MLX builds around ``body`` (``build_kernel`` in MLX's CUDA
     custom_kernel.cpp): ``inputs`` as (name, kir dtype, shape), ``outputs`` (name, dtype)."""
-    params = [f"    const {MLX_CUDA_TYPES[dtype]}* {arg}" for arg, dtype, _ in inputs]
-    params += [f"    {MLX_CUDA_TYPES[dtype]}* {arg}" for arg, dtype in outputs]
+    params = mlx_parameters([(arg, dtype) for arg, dtype, _ in inputs], outputs)
     consts = []
     for tname, value in template or []:
         if isinstance(value, bool):

@@ -22,7 +22,7 @@ import math
 
 from kir.backends.allocation import output_allocations, unpad_outputs
 from kir.backends.cubin import check_block_fits
-from kir.backends.cuda import MLX_CUDA_TYPES
+from kir.backends.cuda import mlx_parameters
 from kir.backends.emitted import Emitted
 from kir.backends.mlx_runner import MLXKernel, _mx, mx_dtype
 from kir.backends.nvrtc import Compiled, nvrtc
@@ -45,6 +45,7 @@ typedef unsigned long uint64_t;
 #endif
 """
 
+
 def precompiled_source(e: Emitted) -> tuple[str, str]:
     """The translation unit kir compiles for ``e`` and its kernel's name: the prelude, the
     emitted header, then ``extern "C" __global__ void NAME(...)`` with MLX's parameter list
@@ -52,8 +53,8 @@ def precompiled_source(e: Emitted) -> tuple[str, str]:
     text: MLX keeps precompiled modules by name for the life of the process."""
     if e.template:
         raise KirError("a kernel with template arguments is compiled by MLX only")
-    params = [f"    const {MLX_CUDA_TYPES[d]}* {n}" for n, d in zip(e.input_names, e.input_dtypes)]
-    params += [f"    {MLX_CUDA_TYPES[d]}* {n}" for n, d in zip(e.output_names, e.output_dtypes)]
+    params = mlx_parameters(zip(e.input_names, e.input_dtypes),
+                            zip(e.output_names, e.output_dtypes))
     text = f"{e.header or ''}\n{e.source}"
     prelude = INTEGERS
     if "__half" in text or "half2" in text or "f16" in (*e.input_dtypes, *e.output_dtypes):

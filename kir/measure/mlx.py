@@ -252,12 +252,15 @@ class MLXEvaluator(Validating):
         """``kernel`` emitted at the smallest sizes it is validated at, for the GPU worker to
         compile it there outside the GPU lock (:func:`kir.measure.gpu.jobs._warm_up`); None
         where that would not help or not be safe: no smaller validated sizes, a kernel
-        specialized to the compiled sizes (not validated elsewhere), or a call that would
-        build another GPU kernel than the one at the compiled sizes."""
+        specialized to the compiled sizes (not validated elsewhere), a call that would
+        build another GPU kernel than the one at the compiled sizes, or a runner that
+        compiles the kernel before its first run anyway (MLX's on CUDA: then this second
+        emit, in the search's busiest process, would buy nothing)."""
         from kir.backends import emit
         from kir.backends.mlx_runner import source_hash
 
-        if emitted is None or self._warm_bound is None:
+        if emitted is None or self._warm_bound is None \
+                or self.gpu.runner.compiles_ahead(self.target):
             return None
         judged, specialized = judged_cases(kernel, self.context)
         if specialized or not any(c.sizes == self._warm_bound.sizes for c in judged):

@@ -135,6 +135,9 @@ class AheadRunner(RecordingRunner):
         self.builds.append("first run")
         return super().build(emitted)
 
+    def compiles_ahead(self, target):
+        return True
+
     def build_ahead(self, emitted):
         self.builds.append("ahead")
         built = super().build(emitted)
@@ -188,3 +191,16 @@ def test_the_evaluator_retimes_without_compiling_ahead(evaluator, loaded):
     assert verdict.ok
     assert [job.compile_ahead for job in sent] == [False]
     assert evaluator.gpu_job(loaded.kernel).compile_ahead  # a search's candidates do
+
+
+def test_no_warm_up_is_emitted_for_a_runner_that_compiles_ahead(loaded, tmp_path):
+    """The evaluator does not emit the candidate a second time, at the warm-up's sizes, for
+    a runner that compiles it before its first run (MLX's on CUDA)."""
+    ahead = MLXEvaluator(loaded, "cuda", runner=AheadRunner(str(tmp_path / "gpu.lock")),
+                         workers=1)
+    try:
+        emitted, _ = ahead.emitted_call(loaded.kernel)
+        job = ahead.gpu_job(loaded.kernel, emitted)
+        assert job.warm_emitted is None and job.warm_sizes is None
+    finally:
+        ahead.close()

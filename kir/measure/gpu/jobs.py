@@ -98,6 +98,11 @@ class Runner:
         """A callable running ``emitted`` once: numpy inputs in, outputs by name out."""
         raise NotImplementedError
 
+    def compiles_ahead(self, target: str) -> bool:
+        """Whether :meth:`build_ahead` compiles ``target``'s kernels before their first run
+        (then a job needs no warm-up run to compile them outside the GPU lock)."""
+        return False
+
     def build_ahead(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """:meth:`build`'s callable, compiled now where the runner can compile ahead of the
         first run (CUDA: :mod:`kir.backends.mlx_precompiled`); :meth:`build`'s otherwise."""
@@ -152,6 +157,9 @@ class MLXRunner(Runner):
         from kir.backends.mlx_runner import MLXKernel
 
         return MLXKernel(emitted)
+
+    def compiles_ahead(self, target: str) -> bool:
+        return target == "cuda"
 
     def build_ahead(self, emitted: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """A CUDA kernel compiled by kir now (NVRTC without MLX's headers, about a tenth of
