@@ -121,28 +121,17 @@ class Timing:
 TIMING_BUDGET_MS = 2000.0
 SLOW_RUNS = 3
 
-# Untimed runs before a result's final timing, and before a built-in's, go on until this
-# much wall time has passed: a GPU lowers its clocks when idle and needs tens of
-# milliseconds of load to raise them again. On the H200 the same 8192 x 8192 softmax
-# kernel took 0.21-0.24 ms in 25 runs after one second idle and 0.19 ms once busy
-# (benchmarks/path_timing.py --idle, BENCHMARKS.md round 19), while a search's candidates
-# are timed on a GPU kept busy by the other workers.
-SETTLE_MS = 200.0
-
 
 def measure(run_once: Callable[[], None], warmup: int = 3, repeat: int = 10,
-            give_up_ms: float | None = None, settle_ms: float = 0.0) -> Timing:
+            give_up_ms: float | None = None) -> Timing:
     """Time ``run_once`` (which must block until its work is done): ``warmup`` untimed runs,
     then ``repeat`` timed ones. The first warm-up run is timed: with ``give_up_ms``, when it
     alone takes longer, timing stops there: a search does not need ten runs of a candidate
     several times slower than its best to know it lost (the one run is reported, flagged
     ``cut_short``); and when the remaining runs would take more than ``TIMING_BUDGET_MS``,
     the other warm-ups are skipped and the timed runs cut to what fits (``SLOW_RUNS`` at
-    least; ``runs`` says how many). With ``settle_ms`` the warm-up goes on until that many
-    milliseconds have passed since it began (see ``SETTLE_MS``; a kernel slow enough to
-    skip its warm-ups keeps the GPU busy by itself)."""
+    least; ``runs`` says how many)."""
     warmup = max(warmup, 0)
-    settling = warmup > 0 and settle_ms > 0
     if warmup:
         start = time.perf_counter()
         run_once()
@@ -151,11 +140,9 @@ def measure(run_once: Callable[[], None], warmup: int = 3, repeat: int = 10,
             return Timing(first, first, first, 0.0, 1, True)
         warmup -= 1
         if first * (warmup + repeat) > TIMING_BUDGET_MS:
-            warmup, settling = 0, False
+            warmup = 0
             repeat = min(repeat, max(SLOW_RUNS, int(TIMING_BUDGET_MS // max(first, 1e-9))))
     for _ in range(warmup):
-        run_once()
-    while settling and (time.perf_counter() - start) * 1e3 < settle_ms:
         run_once()
     times = []
     for _ in range(max(repeat, 1)):

@@ -8,8 +8,7 @@ on a speed the user never gets. For the unrewritten kernel and the fastest disti
 a tuning database (or traces given by hand), both binaries run on the same inputs, their
 outputs are compared, and they are timed in alternating rounds (median of ``--repeat`` after
 ``--warmup``, as the search times), optionally after ``--idle`` seconds with the GPU idle
-(the finalists' re-timing follows a pause; a GPU may lower its clocks when idle), and with
-``--settle-ms`` a warm-up of that long at least.
+(the finalists' re-timing follows a pause; a GPU may lower its clocks when idle).
 
     python3 benchmarks/path_timing.py examples/softmax.cu --size rows=8192 --size cols=8192 \\
         --db softmax.db --top 3
@@ -50,8 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--idle", type=float, default=0.0,
                         help="seconds of idle GPU before each timing")
-    parser.add_argument("--settle-ms", type=float, default=0.0,
-                        help="warm up for this long at least (kir.backends.mlx_runner.SETTLE_MS)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
 
@@ -95,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                     if args.idle:
                         time.sleep(args.idle)
                     timing = measure(lambda b=built: mx.eval(b.launch(arrays)),
-                                     args.warmup, args.repeat, None, args.settle_ms)
+                                     args.warmup, args.repeat, None)
                     medians[name].append(round(timing.median_ms, 4))
             row.update({f"{name}_ms": ms for name, ms in medians.items()})
             row["ratio"] = statistics.median(medians["mlx"]) / statistics.median(medians["kir"])

@@ -63,10 +63,10 @@ class TimingLog:
         finally:
             self._note("run", start)
 
-    def time(self, built, inputs, warmup, repeat, give_up_ms=None, settle_ms=0.0):
+    def time(self, built, inputs, warmup, repeat, give_up_ms=None):
         start = time.time()
         try:
-            return super().time(built, inputs, warmup, repeat, give_up_ms, settle_ms)
+            return super().time(built, inputs, warmup, repeat, give_up_ms)
         finally:
             self._note("time", start)
 

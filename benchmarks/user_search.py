@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
@@ -169,7 +170,6 @@ def builtin(job: str, file: Path, spec: Path | None, sizes: dict) -> dict:
     import mlx.core as mx
     from mlx_builtins import builtin as make
 
-    from kir.backends.mlx_runner import SETTLE_MS, measure
     from kir.spec import find_spec, load_spec
 
     bound = load_spec(spec or find_spec(file)).bind(sizes)
@@ -177,9 +177,14 @@ def builtin(job: str, file: Path, spec: Path | None, sizes: dict) -> dict:
     if made is None:
         return {}
     label, thunk = made
-    # As kir times its result (MLXEvaluator.retime): 20 runs after a warm-up of SETTLE_MS.
-    timing = measure(lambda: mx.eval(thunk()), 5, 20, settle_ms=SETTLE_MS)
-    return {"builtin": label, "builtin_ms": timing.median_ms}
+    for _ in range(5):
+        mx.eval(thunk())
+    times = []
+    for _ in range(20):
+        started = time.perf_counter()
+        mx.eval(thunk())
+        times.append((time.perf_counter() - started) * 1e3)
+    return {"builtin": label, "builtin_ms": float(np.median(times))}
 
 
 def merge(paths: list[str]) -> None:

@@ -225,14 +225,11 @@ class MLXEvaluator(Validating):
     def retime(self, kernel: Kernel, warmup: int = 5, repeat: int = 20) -> Evaluation:
         """Check and time ``kernel`` again with nothing else running (after a search: see
         :mod:`kir.api.finalists`), ``warmup`` + ``repeat`` runs as MLX's built-ins are
-        timed, the warm-up at least ``SETTLE_MS`` long (the GPU idled through the compile),
-        never cut short, compiled by MLX itself as the user's module will be (the search's
-        candidates were compiled by kir: :mod:`kir.backends.mlx_precompiled`)."""
-        from kir.backends.mlx_runner import SETTLE_MS
-
+        timed, never cut short, compiled by MLX itself as the user's module will be (the
+        search's candidates were compiled by kir: :mod:`kir.backends.mlx_precompiled`)."""
         job = dataclasses.replace(self.gpu_job(kernel, self.emitted_call(kernel)[0]),
                                   warmup=warmup, repeat=repeat, give_up_ms=None,
-                                  compile_ahead=False, settle_ms=SETTLE_MS)
+                                  compile_ahead=False)
         started = time.perf_counter()
         return self._account(self.gpu.run(job), time.perf_counter() - started)
 

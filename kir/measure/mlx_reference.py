@@ -1,10 +1,10 @@
 """The spec's ``reference_mlx`` as a baseline: what the user's MLX program does without kir.
 
 A GPU search times it (``mx.compile``'d, on the target GPU, at the compiled sizes, the same
-way as the result's final timing: median of 20 runs after a warm-up of ``SETTLE_MS`` at
-least, each evaluated before the clock stops) so its result says how the winner compares
-with plain MLX, not only with the unrewritten kernel. Without a GPU there is nothing to
-time: the cost model says nothing about MLX's own kernels.
+way candidates are timed: median of repeated runs, each evaluated before the clock stops) so
+its result says how the winner compares with plain MLX, not only with the unrewritten
+kernel. Without a GPU there is nothing to time: the cost model says nothing about MLX's own
+kernels.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 from kir.errors import KirError
 
 
-def time_reference_mlx(bound, warmup: int = 5, repeat: int = 20):
+def time_reference_mlx(bound, warmup: int = 3, repeat: int = 10):
     """The :class:`kir.backends.mlx_runner.Timing` of the spec's ``reference_mlx`` on MLX's
     default device at ``bound``'s sizes (None when the spec names none)."""
     spec = bound.spec
@@ -22,7 +22,7 @@ def time_reference_mlx(bound, warmup: int = 5, repeat: int = 20):
         return None
     import mlx.core as mx
 
-    from kir.backends.mlx_runner import SETTLE_MS, measure
+    from kir.backends.mlx_runner import measure
     from kir.spec.bound import reference_function
 
     function = reference_function(spec, "reference_mlx")
@@ -42,4 +42,4 @@ def time_reference_mlx(bound, warmup: int = 5, repeat: int = 20):
     except Exception as exc:  # noqa: BLE001 - the user's code: say so
         raise KirError(f"{spec.path.name}: reference_mlx {spec.reference_mlx} failed under "
                        f"mx.compile: {type(exc).__name__}: {exc}") from exc
-    return measure(lambda: mx.eval(compiled(*arrays)), warmup, repeat, settle_ms=SETTLE_MS)
+    return measure(lambda: mx.eval(compiled(*arrays)), warmup, repeat)

@@ -81,36 +81,6 @@ def test_a_slow_kernel_is_timed_fewer_times(monkeypatch):
     assert quick.runs == 10 and len(runs) == 13  # a quick kernel keeps every run
 
 
-def test_a_settled_timing_warms_up_for_its_wall_time(monkeypatch):
-    """With ``settle_ms`` the untimed runs go on until that much time has passed, however
-    few ``warmup`` asks for (a GPU raises its clocks only under load); a kernel slow enough
-    to skip its warm-ups is not settled (it keeps the GPU busy by itself). A fake clock:
-    each run takes exactly 1 ms (or 100 ms), so the counts are exact."""
-    from types import SimpleNamespace
-
-    from backends import mlx_runner
-
-    now = [0.0]
-    monkeypatch.setattr(mlx_runner, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-
-    def run_for(seconds):
-        def run():
-            runs.append(1)
-            now[0] += seconds
-        return run
-
-    runs = []
-    timing = mlx_runner.measure(run_for(0.001), warmup=3, repeat=10, settle_ms=50.0)
-    assert timing.runs == 10 and len(runs) == 50 + 10  # 50 ms of warm-up, then 10 timed
-    runs.clear()
-    mlx_runner.measure(run_for(0.001), warmup=3, repeat=10)
-    assert len(runs) == 13  # no settling asked: the warm-up count alone
-    runs.clear()
-    monkeypatch.setattr(mlx_runner, "TIMING_BUDGET_MS", 500.0)
-    slow = mlx_runner.measure(run_for(0.1), warmup=3, repeat=10, settle_ms=1000.0)
-    assert len(runs) == 1 + slow.runs and slow.runs == 5  # 500 ms of runs, no settling
-
-
 class QuietTimes:
     """Stands in for an evaluator's ``retime`` (all retime_finalists uses): the times alone
     are what this test sets, which a real GPU would not let it choose."""

@@ -14,7 +14,7 @@ class SteadyClockEmulator(EmulatorRunner):
     with the same seed make the same choices, wherever their candidates run, so a test can
     compare a cluster's search with the local pools' exactly. Not a measure of anything."""
 
-    def time(self, built, inputs, warmup, repeat, give_up_ms=None, settle_ms=0.0):
+    def time(self, built, inputs, warmup, repeat, give_up_ms=None):
         from kir.backends.mlx_runner import Timing
 
         built(copy_inputs(inputs))  # it must still run

@@ -76,9 +76,9 @@ class LoggingRunner(EmulatorRunner):
         self._note("run" if case.sizes == SIZES else "warm", start)
         return out
 
-    def time(self, built, inputs, warmup, repeat, give_up_ms=None, settle_ms=0.0):
+    def time(self, built, inputs, warmup, repeat, give_up_ms=None):
         start = time.monotonic()
-        timing = super().time(built, inputs, warmup, repeat, give_up_ms, settle_ms)
+        timing = super().time(built, inputs, warmup, repeat, give_up_ms)
         self._note("time", start)
         return timing
 

@@ -69,10 +69,6 @@ class GpuJob:
     # Compile before the first run where the runner can (Runner.build_ahead): a search's
     # candidates. A result's final timing goes through the user's path (MLX compiles).
     compile_ahead: bool = True
-    # Untimed runs go on for this many milliseconds before the timed ones (a result's
-    # final timing: see kir.backends.mlx_runner.SETTLE_MS); a search's candidates, timed
-    # on a GPU its other workers keep busy, use none.
-    settle_ms: float = 0.0
     # A folder the pool's workers share check cases through (kir.measure.gpu.shared_case).
     case_dir: str | None = None
     # Only start up: make the check case (inputs, expected outputs) and touch the device,
@@ -125,10 +121,9 @@ class Runner:
         return compare_outputs(ran, case.expected, case.tolerances.get)
 
     def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
-             give_up_ms: float | None = None, settle_ms: float = 0.0) -> Any:
+             give_up_ms: float | None = None) -> Any:
         """A :class:`kir.backends.mlx_runner.Timing` of ``built`` on ``inputs`` (cut short
-        after one run slower than ``give_up_ms``, warmed up for ``settle_ms`` at least, see
-        :func:`~kir.backends.mlx_runner.measure`)."""
+        after one run slower than ``give_up_ms``, see :func:`~kir.backends.mlx_runner.measure`)."""
         raise NotImplementedError
 
     def fatal(self, exc: BaseException) -> bool:
@@ -209,14 +204,13 @@ class MLXRunner(Runner):
         return super().compare(built.finish(outs, keys), case)
 
     def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
-             give_up_ms: float | None = None, settle_ms: float = 0.0) -> Any:
+             give_up_ms: float | None = None) -> Any:
         import mlx.core as mx
 
         from kir.backends.mlx_runner import measure
 
         arrays, _ = built.prepare_cached(inputs, self._arrays)
-        return measure(lambda: mx.eval(built.launch(arrays)), warmup, repeat, give_up_ms,
-                       settle_ms)
+        return measure(lambda: mx.eval(built.launch(arrays)), warmup, repeat, give_up_ms)
 
     def health(self) -> str | None:
         """A tiny allocation, kernel and read-back: fails once a fault broke the context."""
@@ -241,11 +235,10 @@ class EmulatorRunner(Runner):
         return EmulatedKernel(emitted)
 
     def time(self, built: Any, inputs: dict[str, Any], warmup: int, repeat: int,
-             give_up_ms: float | None = None, settle_ms: float = 0.0) -> Any:
+             give_up_ms: float | None = None) -> Any:
         from kir.backends.mlx_runner import measure
 
-        return measure(lambda: built(copy_inputs(inputs)), warmup, repeat, give_up_ms,
-                       settle_ms)
+        return measure(lambda: built(copy_inputs(inputs)), warmup, repeat, give_up_ms)
 
 
 @dataclass
@@ -385,8 +378,7 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],
     try:
         with lock.exclusive():  # alone on the GPU
             locked_at = time.perf_counter()
-            timing = runner.time(built, case.inputs, job.warmup, job.repeat, job.give_up_ms,
-                                 job.settle_ms)
+            timing = runner.time(built, case.inputs, job.warmup, job.repeat, job.give_up_ms)
     except Exception as exc:  # noqa: BLE001
         return Evaluation.rejected(Status.CRASH, f"timing raised {type(exc).__name__}: {exc}",
                                    trace=_trace()), runner.fatal(exc)
