@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=3)
     parser.add_argument("--trace", action="append", default=[],
                         help="a JSON list of steps, e.g. '[\"warp-reduce{at=0}\"]'")
+    parser.add_argument("--ir", action="append", default=[],
+                        help="a kernel as kir IR text (a .kir file, e.g. from kir apply -o)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20)
@@ -60,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from kir.backends.mlx_runner import MLXKernel, measure
     from kir.driver.load import load_kernel, parse_size_overrides
     from kir.driver.registry import load_registry
+    from kir.ir.parser import parse_kernel
     from kir.rules import apply_trace, context_for
     from kir.rules.trace import parse_step
 
@@ -67,16 +70,20 @@ def main(argv: list[str] | None = None) -> int:
                          sizes=parse_size_overrides(args.size, option="--size"))
     registry = load_registry()
     ctx = context_for(loaded, TARGETS["cuda"])
-    traces = [[]] + [json.loads(t) for t in args.trace]
+    traces: list = [[]] + [json.loads(t) for t in args.trace]
     if args.db:
         traces += best_traces(args.db, args.top)
+    traces += args.ir
     inputs = loaded.bound.make_inputs(0)
     rows = []
     for trace in traces:
         row: dict = {"trace": trace}
         try:
-            steps = [parse_step(s, registry) for s in trace]
-            kernel = apply_trace(loaded.kernel, steps, registry, ctx, strict=True).kernel
+            if isinstance(trace, str):  # an IR file
+                kernel = parse_kernel(Path(trace).read_text(), trace)
+            else:
+                steps = [parse_step(s, registry) for s in trace]
+                kernel = apply_trace(loaded.kernel, steps, registry, ctx, strict=True).kernel
             emitted = emit(kernel, loaded.bound, "cuda")
             paths = {"mlx": MLXKernel(emitted), "kir": PrecompiledKernel(emitted)}
             arrays, _ = paths["mlx"].prepare(inputs)

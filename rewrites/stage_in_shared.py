@@ -17,7 +17,6 @@ from kir.ir import (
     Binary,
     Block,
     Cast,
-    Component,
     Const,
     Declare,
     Expr,
@@ -271,7 +270,7 @@ def _rewrite(kernel: Kernel, buffer: str, elem: ScalarType, base: Expr, stop: Ex
 
 def _with_vector_copy(kernel: Kernel, scalar_copy: For, buffer: str, array: str, base: Expr,
                       stop: Expr, size: int, threads: int) -> If:
-    """The staging copy in 16-byte loads (float4) when the region is whole and aligned:
+    """The staging copy in 16-byte loads and stores (float4) when the region is whole and aligned:
     ``if (stop == SIZE && base % 4 == 0)`` each thread copies every (threads * 4)-th group of
     4 elements; else the scalar copy (which zero-fills past ``stop``). SIZE is a multiple of
     4 * threads, so the vector loop covers the region exactly. Like kir's other vector
@@ -285,9 +284,10 @@ def _with_vector_copy(kernel: Kernel, scalar_copy: For, buffer: str, array: str,
     at: Expr = sv if isinstance(base, Const) and base.value == 0 else \
         Binary("+", base, sv if base.type == I32 else Cast(sv, base.type), base.type)
     x4 = VectorType(F32, 4)
-    body = [Declare(vec, x4, Load(buffer, at, x4), loc=loc)]
-    body += [Store(array, Binary("+", sv, Const(c, I32), I32) if c else sv,
-                   Component(Var(vec, x4), c, F32), loc=loc) for c in range(4)]
+    # One 16-byte store a thread: four 4-byte stores of consecutive elements would hit each
+    # shared-memory bank four times a warp (thread t writes words 4t + c).
+    body = [Declare(vec, x4, Load(buffer, at, x4), loc=loc), Store(array, sv, Var(vec, x4),
+                                                                    loc=loc)]
     loop = For(label, var, I32, Binary("*", Cast(Special("thread", "x"), I32), Const(4, I32), I32),
                Binary("<", sv, Const(size, I32), BOOL),
                Binary("+", sv, Const(threads * 4, I32), I32), Block(tuple(body)), loc=loc)

@@ -156,7 +156,7 @@ def test_the_budget_is_the_targets_static_shared_memory():
 
 
 def test_whole_aligned_rows_are_copied_in_float4s():
-    """A region that is a multiple of 4 x threads is copied with 16-byte loads when it is
+    """A region that is a multiple of 4 x threads is copied with 16-byte loads and stores when it is
     whole and aligned at run time (rows of 8192 here), by the scalar copy otherwise (rows of
     8190: the staged length stays 8192, zero-filled past the row); both give the original's
     results on the interpreter, and on the emulator in CUDA and in Metal (rows of 2048 there,
@@ -174,6 +174,9 @@ def test_whole_aligned_rows_are_copied_in_float4s():
         assert not isinstance(staged, NotApplicable), staged
         text = print_kernel(staged, locations=False)
         assert f"if cols == {cols} && in % 4 == 0 {{" in text and "x[in + sv] as f32x4" in text
+        # ... and stored with one 16-byte store: four 4-byte stores of consecutive elements
+        # hit each shared-memory bank four times a warp.
+        assert "x_s[sv] = sv_x4\n" in text and "x_s[sv + 1]" not in text
         for run_cols in (cols, ragged):
             at = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 2, "cols": run_cols})
             inputs = at.bound.make_inputs(1)
