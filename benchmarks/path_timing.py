@@ -1,13 +1,15 @@
 """Does a CUDA kernel run as fast through ``mx.fast.cuda_kernel`` (MLX compiles it: the user's
 module) as through ``mx.fast.precompiled_cuda_kernel`` (kir compiles it: a search's
-candidates, :mod:`kir.backends.mlx_precompiled`)?
+candidates, :mod:`kir.backends.mlx_precompiled`)? And which of several kernels is faster,
+timed in turns on one GPU?
 
 A search ranks its candidates on the second path and the finalists are timed again on the
 first (:meth:`kir.measure.mlx.MLXEvaluator.retime`); if the two paths differ, the search ranks
-on a speed the user never gets. For the unrewritten kernel and the fastest distinct traces of
-a tuning database (or traces given by hand), both binaries run on the same inputs, their
-outputs are compared, and they are timed in alternating rounds (median of ``--repeat`` after
-``--warmup``, as the search times), optionally after ``--idle`` seconds with the GPU idle
+on a speed the user never gets. For the unrewritten kernel, the fastest distinct traces of a
+tuning database (``--db``), traces (``--trace``) and kernels as IR text (``--ir``), both
+binaries run on the same inputs, their outputs are compared, and then every kernel on both
+paths is timed in turns, ``--rounds`` times (median of ``--repeat`` runs after
+``--warmup``, as a search times), optionally each after ``--idle`` seconds with the GPU idle
 (the finalists' re-timing follows a pause; a GPU may lower its clocks when idle).
 
     python3 benchmarks/path_timing.py examples/softmax.cu --size rows=8192 --size cols=8192 \\
@@ -75,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         traces += best_traces(args.db, args.top)
     traces += args.ir
     inputs = loaded.bound.make_inputs(0)
-    rows = []
-    for trace in traces:
+    rows, ready = [], []
+    for trace in traces:  # build and check every kernel first, then time them in turns
         row: dict = {"trace": trace}
         try:
             if isinstance(trace, str):  # an IR file
@@ -93,19 +95,25 @@ def main(argv: list[str] | None = None) -> int:
             row["max_diff"] = max(
                 (float(np.max(np.abs(np.array(a) - np.array(b)))) if a.size else 0.0)
                 for a, b in zip(outs["mlx"], outs["kir"]))
-            medians: dict[str, list[float]] = {name: [] for name in paths}
-            for _ in range(args.rounds):
-                for name, built in paths.items():
-                    if args.idle:
-                        time.sleep(args.idle)
-                    timing = measure(lambda b=built: mx.eval(b.launch(arrays)),
-                                     args.warmup, args.repeat, None)
-                    medians[name].append(round(timing.median_ms, 4))
-            row.update({f"{name}_ms": ms for name, ms in medians.items()})
-            row["ratio"] = statistics.median(medians["mlx"]) / statistics.median(medians["kir"])
+            del outs
+            ready.append((row, paths, arrays))
         except Exception as exc:  # noqa: BLE001 - one kernel's failure is its row
             row["error"] = f"{type(exc).__name__}: {exc}"[:400]
         rows.append(row)
+    # Round-robin over kernels and paths: a shared GPU's speed drifts by 10% within minutes
+    # (BENCHMARKS.md round 19), which timing one kernel after another would read as a
+    # difference between them.
+    for _ in range(args.rounds):
+        for row, paths, arrays in ready:
+            for name, built in paths.items():
+                if args.idle:
+                    time.sleep(args.idle)
+                timing = measure(lambda b=built, a=arrays: mx.eval(b.launch(a)),
+                                 args.warmup, args.repeat, None)
+                row.setdefault(f"{name}_ms", []).append(round(timing.median_ms, 4))
+    for row, _, _ in ready:
+        row["ratio"] = statistics.median(row["mlx_ms"]) / statistics.median(row["kir_ms"])
+    for row in rows:
         print(json.dumps(row, default=float), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1, default=float))
