@@ -7,8 +7,10 @@ measured 10–25% slower, and in a different order, than the same kernels timed 
 machine (BENCHMARKS.md, "quiet re-timing"). MLX's built-in is timed after the search, alone;
 the kernel kir reports must be timed the same way, or the comparison favours one side by
 chance. So the best ``count`` distinct candidates of the history are timed again one after
-another with nothing else running (more runs than in the search) and the fastest of them,
-at its quiet time, is the result. The search's history keeps its in-search times.
+another with nothing else running (more runs than in the search; the evaluator first lets
+the candidates a time-limited search left in flight finish: ``MLXEvaluator.quiesce``) and
+the fastest of them, at its quiet time, is the result. The search's history keeps its
+in-search times.
 
 The unrewritten kernel is timed again alone too, always: the speed-up a user reads compares
 two quiet times (on the H200 a 4096 x 4096 softmax search measured its input at 0.0969 ms

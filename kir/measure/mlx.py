@@ -119,6 +119,19 @@ class MLXEvaluator(Validating):
             self.same_source.remember(key, kernel, verdict)
         return verdict
 
+    def quiesce(self) -> None:
+        """Wait for the candidates still in flight (submitted ones, and a generation's GPU
+        jobs), and drop those not started. A search that stops at its time limit leaves up
+        to :attr:`capacity` of them compiling, validating and checking, and the finalists
+        timed meanwhile shared the host's cores and the GPU with them: the timing a user's
+        result reports must be made alone (:mod:`kir.api.finalists`). Their verdicts are
+        not needed any more."""
+        if self._submitter is not None:
+            self._submitter.shutdown(wait=True, cancel_futures=True)
+            self._submitter = None
+        if isinstance(self.gpu, GpuPool):  # a generation's GPU jobs (evaluate_many)
+            self.gpu.wait_idle(self.gpu.timeout_s)
+
     def close(self) -> None:
         """Stop the validation workers and the GPU worker."""
         if self._submitter is not None:
@@ -227,6 +240,7 @@ class MLXEvaluator(Validating):
         :mod:`kir.api.finalists`), ``warmup`` + ``repeat`` runs as MLX's built-ins are
         timed, never cut short, compiled by MLX itself as the user's module will be (the
         search's candidates were compiled by kir: :mod:`kir.backends.mlx_precompiled`)."""
+        self.quiesce()
         job = dataclasses.replace(self.gpu_job(kernel, self.emitted_call(kernel)[0]),
                                   warmup=warmup, repeat=repeat, give_up_ms=None,
                                   compile_ahead=False)

@@ -165,6 +165,49 @@ def test_submitted_candidates_run_side_by_side(tmp_path, loaded):
                 assert r1 <= t0 or r0 >= t1, f"{what} of {other} overlapped a timing"
 
 
+def test_wait_idle_waits_for_every_submitted_job(loaded):
+    """GpuPool.wait_idle returns once every job submitted has finished (False while they
+    still run and its timeout passes first)."""
+    bound = loaded.bound
+    job = GpuJob(loaded.kernel, str(bound.spec.path.resolve()), dict(bound.sizes), "cuda",
+                 warmup=0, repeat=1)
+    with GpuPool(SlowLoggingRunner(os.devnull), workers=2, timeout_s=60.0,
+                 startup_s=120.0) as pool:
+        futures = [pool.submit(job) for _ in range(3)]
+        assert not pool.wait_idle(0.01)  # 0.35 s runs: none has finished yet
+        assert pool.wait_idle(300)
+        assert all(f.done() for f in futures)
+        assert all(f.result().ok for f in futures)
+
+
+def test_a_final_timing_waits_for_the_candidates_still_in_flight(loaded):
+    """A search stopped by its time limit leaves submitted candidates running; the
+    finalists' timing alone (MLXEvaluator.retime) starts only once they are done, so it
+    does not share the host and the GPU with their compiles and checks."""
+    from kir.driver.registry import load_registry
+    from kir.rules import apply_trace, context_for
+
+    registry = load_registry()
+    ctx = context_for(loaded)
+    kernels = [loaded.kernel] + [
+        apply_trace(loaded.kernel, [parse_step(step, registry)], registry, ctx).kernel
+        for step in ("fast-math{at=all}", "vectorize-strided{loop=L0,width=4}")]
+    with MLXEvaluator(loaded, "cuda", runner=SlowLoggingRunner(os.devnull), warmup=0,
+                      repeat=1, gpu_timeout_s=60.0, gpu_startup_s=120.0, workers=1,
+                      gpu_workers=3) as ev:
+        futures = [ev.submit(kernel) for kernel in kernels]
+        real_run, seen = ev.gpu.run, []
+
+        def run(job):
+            if not job.compile_ahead:  # the retime's job
+                seen.append([f.done() for f in futures])
+            return real_run(job)
+
+        ev.gpu.run = run
+        assert ev.retime(loaded.kernel, warmup=0, repeat=1).ok
+    assert seen == [[True, True, True]]
+
+
 def test_submitted_candidates_are_validated_in_worker_processes_side_by_side(
         tmp_path, loaded, monkeypatch):
     """submit() validates in the interpreter's worker processes, two candidates at once with

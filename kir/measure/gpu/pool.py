@@ -62,6 +62,8 @@ class GpuPool:
         self._prepared = False
         self._busy_preparing: set[int] = set()  # ids of workers on their preparation job
         self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="kir-gpu")
+        self._quiet = threading.Condition()  # guards _active: jobs submitted, not yet done
+        self._active = 0
 
     @property
     def started(self) -> int:
@@ -142,9 +144,25 @@ class GpuPool:
         # the others made before the job takes its own
         spare = self._make_preparing(self.workers - 1) if first else []
         future = self._executor.submit(self._run, job)
+        with self._quiet:
+            self._active += 1
+        future.add_done_callback(self._job_done)  # also when cancelled before it started
         for worker in spare:
             self._executor.submit(self._prepare, worker, job)
         return future
+
+    def _job_done(self, _future: Future) -> None:
+        with self._quiet:
+            self._active -= 1
+            self._quiet.notify_all()
+
+    def wait_idle(self, timeout_s: float | None = None) -> bool:
+        """Wait until every job submitted so far has finished (or was cancelled before it
+        started); False when ``timeout_s`` passed first. A search that stops at its time
+        limit leaves jobs running whose verdicts nobody reads, and a timing made beside
+        them shares the host and the GPU with their compiles and checks."""
+        with self._quiet:
+            return self._quiet.wait_for(lambda: self._active == 0, timeout_s)
 
     def run(self, job: GpuJob) -> Evaluation:
         """Run one job and wait for it."""
