@@ -13,8 +13,6 @@ from kir.analysis.bounds import interval, loop_env
 from kir.analysis.parallel import eval_int
 from kir.ir import (
     Alloc,
-    AsyncCommit,
-    AsyncWait,
     Barrier,
     Binary,
     Block,
@@ -35,7 +33,7 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import BOOL, F32, I32, PointerType, ScalarType, VectorType
-from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
+from kir.rules import BaseRule, Match, NoParams, NotApplicable, RuleContext
 
 # Static shared memory per block when the rule does not know the target: Metal's 32 KiB,
 # the smaller of the two (CUDA's static arrays may take 48 KiB).
@@ -72,14 +70,6 @@ class StageInShared(BaseRule):
     name = "stage-in-shared"
     site_key = "buffer"
 
-    @dataclass(frozen=True)
-    class Params:
-        # How the float4 copy of a whole, aligned region moves its data: loads and stores
-        # through registers, or 16-byte asynchronous copies straight into shared memory
-        # (CUDA's cp.async, all of a thread's copies in flight at once; a load and a store
-        # on targets without them), landed by one wait before the barrier.
-        copy: str = choice("sync", "async")
-
     def candidates(self, kernel: Kernel) -> list[str]:
         return [p.name for p in kernel.params
                 if isinstance(p.type, PointerType) and p.type.space == "global"]
@@ -92,7 +82,7 @@ class StageInShared(BaseRule):
             return reads
         return _region(kernel, site, reads)
 
-    def apply(self, kernel: Kernel, match: Match, params: Params,
+    def apply(self, kernel: Kernel, match: Match, params: NoParams,
               ctx: RuleContext) -> Kernel | NotApplicable:
         site, plan = match.site, match.plan
         if plan.refusal is not None:
@@ -115,13 +105,8 @@ class StageInShared(BaseRule):
         if plan.at is None:
             return NotApplicable(f"no uniform point before the reads of {site} where its "
                                  "region is known")
-        asynchronous = params.copy == "async"
-        if asynchronous and not _vector_copy_fits(plan.elem, size, kernel):
-            return NotApplicable(f"{site}'s region is not copied in float4s (f32, a multiple "
-                                 "of 4 x the block's threads), so there is no copy to make "
-                                 "asynchronous")
         return _rewrite(kernel, site, plan.elem, plan.base, plan.stop, size, plan.at,
-                        plan.reads, asynchronous)
+                        plan.reads)
 
 
 @dataclass(frozen=True)
@@ -240,13 +225,8 @@ def _insertion_point(kernel: Kernel, buffer: str, base: Expr, stop: Expr) -> int
     return at
 
 
-def _vector_copy_fits(elem: ScalarType, size: int, kernel: Kernel) -> bool:
-    """Whether the staging copy has a float4 form (:func:`_with_vector_copy`)."""
-    return elem == F32 and size % (4 * kernel.launch.threads_per_block) == 0
-
-
 def _rewrite(kernel: Kernel, buffer: str, elem: ScalarType, base: Expr, stop: Expr, size: int,
-             at: int, reads, asynchronous: bool = False) -> Kernel:
+             at: int, reads) -> Kernel:
     namer_taken: set[str] = set()
     array = analysis.fresh_name(kernel, f"{buffer}_s", namer_taken)
     var = analysis.fresh_name(kernel, "s", {array})
@@ -266,14 +246,9 @@ def _rewrite(kernel: Kernel, buffer: str, elem: ScalarType, base: Expr, stop: Ex
     copy: Stmt = For(label, var, I32, Cast(Special("thread", "x"), I32),
                      Binary("<", s, Const(size, I32), BOOL),
                      Binary("+", s, Const(threads, I32), I32), Block((fill,)), loc=loc)
-    landed: list[Stmt] = []
-    if _vector_copy_fits(elem, size, kernel):
-        copy = _with_vector_copy(kernel, copy, buffer, array, base, stop, size, threads,
-                                 asynchronous)
-        if asynchronous:  # every thread's copies landed, then the barrier shows them all
-            landed = [AsyncCommit(loc=loc), AsyncWait(0, loc=loc)]
-    staged = [Alloc(array, elem, size, "shared", loc=loc), copy, *landed,
-              Barrier("block", loc=loc)]
+    if elem == F32 and size % (4 * threads) == 0:
+        copy = _with_vector_copy(kernel, copy, buffer, array, base, stop, size, threads)
+    staged = [Alloc(array, elem, size, "shared", loc=loc), copy, Barrier("block", loc=loc)]
 
     def visit(n: Node) -> Node | None:
         if isinstance(n, Load) and n.buffer == buffer:
@@ -294,14 +269,12 @@ def _rewrite(kernel: Kernel, buffer: str, elem: ScalarType, base: Expr, stop: Ex
 
 
 def _with_vector_copy(kernel: Kernel, scalar_copy: For, buffer: str, array: str, base: Expr,
-                      stop: Expr, size: int, threads: int, asynchronous: bool) -> If:
+                      stop: Expr, size: int, threads: int) -> If:
     """The staging copy in 16-byte loads and stores (float4) when the region is whole and aligned:
     ``if (stop == SIZE && base % 4 == 0)`` each thread copies every (threads * 4)-th group of
     4 elements; else the scalar copy (which zero-fills past ``stop``). SIZE is a multiple of
     4 * threads, so the vector loop covers the region exactly. Like kir's other vector
-    rules this assumes the buffer itself starts on a 16-byte boundary (MLX arrays do).
-    ``asynchronous``: each 16 bytes move by an asynchronous copy (the caller adds the
-    commit and the wait before the barrier)."""
+    rules this assumes the buffer itself starts on a 16-byte boundary (MLX arrays do)."""
     loc = scalar_copy.loc
     taken = {array, scalar_copy.var}
     var = analysis.fresh_name(kernel, "sv", taken)
@@ -313,9 +286,8 @@ def _with_vector_copy(kernel: Kernel, scalar_copy: For, buffer: str, array: str,
     x4 = VectorType(F32, 4)
     # One 16-byte store a thread: four 4-byte stores of consecutive elements would hit each
     # shared-memory bank four times a warp (thread t writes words 4t + c).
-    body = [Store(array, sv, Load(buffer, at, x4), asynchronous=True, loc=loc)] \
-        if asynchronous else [Declare(vec, x4, Load(buffer, at, x4), loc=loc),
-                              Store(array, sv, Var(vec, x4), loc=loc)]
+    body = [Declare(vec, x4, Load(buffer, at, x4), loc=loc), Store(array, sv, Var(vec, x4),
+                                                                    loc=loc)]
     loop = For(label, var, I32, Binary("*", Cast(Special("thread", "x"), I32), Const(4, I32), I32),
                Binary("<", sv, Const(size, I32), BOOL),
                Binary("+", sv, Const(threads * 4, I32), I32), Block(tuple(body)), loc=loc)

@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-import pytest
 from kir.frontends.cuda import load_cuda
 from kir.rewrites.stage_in_shared import RULES
 from loop_sizes import sweep_summary
@@ -152,19 +151,16 @@ def test_the_budget_is_the_targets_static_shared_memory():
     found = {h.name: [str(s) for s in h.steps]
              for h in hints(loaded.kernel, load_registry(),
                             context_for(loaded, TARGETS["cuda"]))}
-    staged = "stage-in-shared{buffer=x,copy=sync}"
-    assert staged in found.get("row-in-shared", []), found
-    assert found["online-row-in-shared"][:2] == ["online-softmax{loop=L0}", staged]
+    assert "stage-in-shared{buffer=x}" in found.get("row-in-shared", []), found
+    assert found["online-row-in-shared"][:2] == ["online-softmax{loop=L0}", "stage-in-shared{buffer=x}"]
 
 
-@pytest.mark.parametrize("copy", ["sync", "async"])
-def test_whole_aligned_rows_are_copied_in_float4s(copy):
-    """A region that is a multiple of 4 x threads is copied with 16-byte loads and stores
-    (``copy=async``: 16-byte asynchronous copies, landed before the barrier) when it is
+def test_whole_aligned_rows_are_copied_in_float4s():
+    """A region that is a multiple of 4 x threads is copied with 16-byte loads and stores when it is
     whole and aligned at run time (rows of 8192 here), by the scalar copy otherwise (rows of
     8190: the staged length stays 8192, zero-filled past the row); both give the original's
     results on the interpreter, and on the emulator in CUDA and in Metal (rows of 2048 there,
-    under Metal's 32 KiB; Metal copies synchronously)."""
+    under Metal's 32 KiB)."""
     from kir.backends import TARGETS, emit
     from kir.backends.emulated_runner import EmulatedKernel
     from kir.backends.emulate import emulator_available
@@ -174,19 +170,13 @@ def test_whole_aligned_rows_are_copied_in_float4s(copy):
 
     for target, cols, ragged in (("cuda", 8192, 8190), ("metal", 2048, 2045)):
         loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 2, "cols": cols})
-        staged = RULE.rewrite(loaded.kernel, "x", {"copy": copy},
-                              context_for(loaded, TARGETS[target]))
+        staged = RULE.rewrite(loaded.kernel, "x", {}, context_for(loaded, TARGETS[target]))
         assert not isinstance(staged, NotApplicable), staged
         text = print_kernel(staged, locations=False)
         assert f"if cols == {cols} && in % 4 == 0 {{" in text and "x[in + sv] as f32x4" in text
-        if copy == "sync":
-            # ... and stored with one 16-byte store: four 4-byte stores of consecutive
-            # elements hit each shared-memory bank four times a warp.
-            assert "x_s[sv] = sv_x4\n" in text and "x_s[sv + 1]" not in text
-            assert "async" not in text
-        else:
-            assert "async x_s[sv] = x[in + sv] as f32x4" in text
-            assert "async_commit\n  async_wait 0\n  barrier block" in text
+        # ... and stored with one 16-byte store: four 4-byte stores of consecutive elements
+        # hit each shared-memory bank four times a warp.
+        assert "x_s[sv] = sv_x4\n" in text and "x_s[sv + 1]" not in text
         for run_cols in (cols, ragged):
             at = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 2, "cols": run_cols})
             inputs = at.bound.make_inputs(1)
@@ -194,26 +184,8 @@ def test_whole_aligned_rows_are_copied_in_float4s(copy):
             got = run_interp(dataclasses.replace(at, kernel=staged), copy_inputs(inputs))["y"]
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
             if emulator_available()[0]:
-                emitted = emit(staged, at.bound, target)
-                assert ("kir_copy_async" in emitted.source) == (copy == "async"
-                                                                and target == "cuda")
-                emulated = EmulatedKernel(emitted)(copy_inputs(inputs))
+                emulated = EmulatedKernel(emit(staged, at.bound, target))(copy_inputs(inputs))
                 np.testing.assert_allclose(emulated["y"], want, rtol=1e-5, atol=1e-7)
-
-
-def test_an_asynchronous_copy_needs_the_float4_copy():
-    """``copy=async`` only changes the float4 copy: a region that is not a multiple of
-    4 x the block's threads (100 floats, 256 threads) is refused with it, not staged twice
-    under two names."""
-    from kir.backends import TARGETS
-    from kir.driver.load import load_kernel
-    from kir.rules import context_for
-
-    loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 2, "cols": 100})
-    ctx = context_for(loaded, TARGETS["cuda"])
-    assert not isinstance(RULE.rewrite(loaded.kernel, "x", {}, ctx), NotApplicable)
-    refused = RULE.rewrite(loaded.kernel, "x", {"copy": "async"}, ctx)
-    assert isinstance(refused, NotApplicable) and "float4" in refused.reason
 
 
 def test_block_stride_loops_stepping_by_blockdim_are_staged():
