@@ -44,3 +44,11 @@ def gqa(args, sizes):
     group = args["q"].shape[1] // args["k"].shape[1]
     k, v = (np.repeat(args[n], group, axis=1) for n in ("k", "v"))
     return {"o": _attention(args["q"], k, v, float(args["scale"])).astype(np.float32)}
+
+
+def decode(args, sizes):
+    """out = softmax(q k^T * scale) v for one query a head: q [H, 64], caches [H, S, 64]."""
+    q = args["q"].astype(np.float64)[:, None, :]
+    out = _attention(q, args["k_cache"].astype(np.float64), args["v_cache"].astype(np.float64),
+                     float(args["softmax_scale"]))
+    return {"out": out[:, 0, :].astype(np.float32)}
