@@ -113,7 +113,7 @@ class SplitKeys(LoopRule):
         for bound in (c.start, c.stop):
             if _reads_thread(bound) or analysis.used_vars(bound) & per_thread:
                 return NotApplicable(f"{loop.label}'s bounds differ between threads")
-        problem = _kernel_problem(kernel, threads) or _body_problem(loop, threads)
+        problem = _kernel_problem(kernel, threads) or _body_problem(loop)
         if problem:
             return NotApplicable(problem)
         declared = {s.name: s for s in prologue if isinstance(s, Declare)}
@@ -193,7 +193,7 @@ def _kernel_problem(kernel: Kernel, threads: int) -> str:
     return ""
 
 
-def _body_problem(loop: For, threads: int) -> str:
+def _body_problem(loop: For) -> str:
     for n in loop.body.walk():
         if isinstance(n, Stmt) and not isinstance(n, (Declare, Assign, For, Block)):
             return f"{loop.label}'s body holds a {type(n).__name__}, not only lets and loops"
