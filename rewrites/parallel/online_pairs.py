@@ -87,7 +87,7 @@ def _is_online(m: str, s: str, new_m: Expr, new_s: Expr) -> bool:
     if not (isinstance(new_s, Binary) and new_s.op == "+"):
         return False
     for kept, added in ((new_s.left, new_s.right), (new_s.right, new_s.left)):
-        if is_scaled(kept, s, Var(m, new_m.type), new_m) and _weighted(added, v, new_m, {m, s}):
+        if is_scaled(kept, s, Var(m, new_m.type), new_m) and weighted(added, v, new_m, {m, s}):
             return True
     return False
 
@@ -127,7 +127,7 @@ def is_scaled(e: Expr, s: str, m: Expr, by: Expr) -> bool:
     return False
 
 
-def _weighted(e: Expr, v: Expr, by: Expr, carried: set[str]) -> bool:
+def weighted(e: Expr, v: Expr, by: Expr, carried: set[str]) -> bool:
     """``e`` is ``exp(v - by)`` or ``g * exp(v - by)`` with ``g`` free of the pair."""
     if exponent_of(e) == (v, by):
         return True

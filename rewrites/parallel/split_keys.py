@@ -39,7 +39,7 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import BOOL, I32, ScalarType, VectorType
-from kir.rewrites.parallel.online_pairs import exponent_of, max_with
+from kir.rewrites.parallel.online_pairs import exponent_of, max_with, weighted
 from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
 
 # A running maximum must start at or below this (or at -inf) for a group that gets no
@@ -278,7 +278,7 @@ def _rescaled(e: Expr, own: Expr, m: str, new_m: Expr, v: Expr, carried: set[str
         return False
     for kept, added in ((e.left, e.right), (e.right, e.left)):
         if _scaled_by(kept, own, Var(m, new_m.type), new_m) and \
-                _weighted(added, v, new_m, carried):
+                weighted(added, v, new_m, carried):
             return True
     return False
 
@@ -289,16 +289,6 @@ def _scaled_by(e: Expr, own: Expr, a: Expr, b: Expr) -> bool:
         return False
     return any(strip_casts(x) == own and exponent_of(y) == (a, b)
                for x, y in ((e.left, e.right), (e.right, e.left)))
-
-
-def _weighted(e: Expr, v: Expr, by: Expr, carried: set[str]) -> bool:
-    """``e`` is ``exp(v - by)`` or ``h * exp(v - by)`` with ``h`` free of ``carried``."""
-    if exponent_of(e) == (v, by):
-        return True
-    if isinstance(e, Binary) and e.op == "*":
-        return any(exponent_of(x) == (v, by) and not carried & analysis.used_vars(h)
-                   for h, x in ((e.left, e.right), (e.right, e.left)))
-    return False
 
 
 def _starts_lowest(init: Expr | None) -> bool:
