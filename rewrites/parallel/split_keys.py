@@ -66,12 +66,16 @@ class SplitKeys(LoopRule):
     one block a head leaves the GPU idle: each split keeps its own running max ``m``, sum
     ``s`` and output accumulator, and a final step rescales each split's ``s`` and
     accumulator by ``exp(m_split - M)`` (``M`` the largest ``m``) and adds them up. Here the
-    splits are ``ways`` groups of one block: a kernel launched with ``T`` threads runs with
-    ``T * ways``, thread ``x`` acting as thread ``x % T`` of group ``x / T``; group ``g``
-    takes iterations ``a + g, a + g + ways, ...``; after the loop every thread writes its
-    ``(m, s, accumulators)`` to shared memory, a barrier, and every thread combines the
-    groups' values for its own ``x % T``. The code after the loop then runs in every group
-    alike, its stores made by group 0 only.
+    splits are ``ways`` groups of one block: a kernel launched with ``T`` threads (32 or a
+    multiple) runs with ``T * ways``, thread ``x`` acting as thread ``x % T`` of group
+    ``x / T``; with ``T`` < 32 each group takes a whole warp, whose ``32 / T`` copies of the
+    original threads compute alike (the original's shuffles named lanes that did not
+    exist; here every lane of the warp reaches them, whatever the other groups' trip
+    counts). Group ``g`` takes iterations ``a + g, a + g + ways, ...``; after the loop every
+    thread (the first copy) writes its ``(m, s, accumulators)`` to shared memory, a
+    barrier, and every thread combines the groups' values for its own position. The code
+    after the loop then runs in every group alike, its stores made by group 0's first copy
+    only.
 
     Shape required: a one-dimensional block; the loop at the top level of the kernel,
     ``for v = a; v < n; v = v + 1`` with ``a`` and ``n`` the same in every thread; before
