@@ -117,12 +117,15 @@ def exponent_of(e: Expr) -> tuple[Expr, Expr] | None:
     return None
 
 
-def is_scaled(e: Expr, s: str, m: Expr, by: Expr) -> bool:
-    """``e`` is ``s * exp(m - by)`` (either order)."""
+def is_scaled(e: Expr, s: str | Expr, m: Expr, by: Expr) -> bool:
+    """``e`` is ``s * exp(m - by)`` (either order); ``s`` a variable's name, or an
+    expression (a vector's component) compared without casts."""
     if not (isinstance(e, Binary) and e.op == "*"):
         return False
     for a, b in ((e.left, e.right), (e.right, e.left)):
-        if isinstance(a, Var) and a.name == s and exponent_of(b) == (m, by):
+        same = isinstance(a, Var) and a.name == s if isinstance(s, str) \
+            else strip_casts(a) == s
+        if same and exponent_of(b) == (m, by):
             return True
     return False
 

@@ -39,7 +39,7 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import BOOL, I32, ScalarType, VectorType
-from kir.rewrites.parallel.online_pairs import exponent_of, max_with, weighted
+from kir.rewrites.parallel.online_pairs import is_scaled, max_with, weighted
 from kir.rules import LoopRule, Match, NotApplicable, RuleContext, choice
 
 # A running maximum must start at or below this (or at -inf) for a group that gets no
@@ -281,18 +281,10 @@ def _rescaled(e: Expr, own: Expr, m: str, new_m: Expr, v: Expr, carried: set[str
     if not (isinstance(e, Binary) and e.op == "+"):
         return False
     for kept, added in ((e.left, e.right), (e.right, e.left)):
-        if _scaled_by(kept, own, Var(m, new_m.type), new_m) and \
+        if is_scaled(kept, own, Var(m, new_m.type), new_m) and \
                 weighted(added, v, new_m, carried):
             return True
     return False
-
-
-def _scaled_by(e: Expr, own: Expr, a: Expr, b: Expr) -> bool:
-    """``e`` is ``own * exp(a - b)`` (either order)."""
-    if not (isinstance(e, Binary) and e.op == "*"):
-        return False
-    return any(strip_casts(x) == own and exponent_of(y) == (a, b)
-               for x, y in ((e.left, e.right), (e.right, e.left)))
 
 
 def _starts_lowest(init: Expr | None) -> bool:
