@@ -185,11 +185,11 @@ def _kernel_problem(kernel: Kernel, threads: int) -> str:
             return "the kernel reads a thread index other than x"
         if threads < 32:
             if isinstance(n, Special) and n.kind == "lane":
-                return "a group is part of a warp: the lane index changes"
+                return "a group's copies share a warp: the lane index changes"
             if isinstance(n, WarpReduce):
-                return "a warp reduction would combine two groups"
+                return "a warp reduction would add up a group's copies"
             if isinstance(n, Shuffle) and n.width > threads:
-                return f"a shuffle spans {n.width} lanes, more than a group's {threads}"
+                return f"a shuffle spans {n.width} lanes, more than the block's {threads}"
     if threads < 32 and 32 % threads:
         return f"{threads} threads a group do not divide a warp"
     if threads > 32 and threads % 32:
