@@ -89,7 +89,7 @@ class SplitKeys(LoopRule):
     Legality also checked: no atomics; no buffer both read and written by the kernel (a
     group could otherwise read what group 0 stored); no ``warp`` index; with fewer than 32
     threads, ``T`` divides 32, every shuffle stays within ``T`` lanes, no warp reduction and
-    no ``lane`` index (a group is part of a warp). The result is specialized to nothing: it
+    no ``lane`` index (a group's copies share a warp). The result is specialized to nothing: it
     is right at every size.
     """
 
