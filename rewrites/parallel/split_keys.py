@@ -79,8 +79,9 @@ class SplitKeys(LoopRule):
 
     Shape required: a one-dimensional block; the loop at the top level of the kernel,
     ``for v = a; v < n; v = v + 1`` with ``a`` and ``n`` the same in every thread; before
-    it only lets and assignments; in its body only lets, assignments and inner loops of
-    those that neither read nor write the carried variables. The variables the loop carries
+    it only lets and assignments; in its body only lets, assignments, and inner loops and
+    branches of those that neither read nor write the carried variables (a soft cap or a
+    bias on the score). The variables the loop carries
     (declared before it, assigned in it) must be exactly a running max ``m' = max(m, v)``, a
     running sum ``s' = s * exp(m - m') + g * exp(v - m')`` and accumulators (scalars or
     vectors, component by component) ``o' = o * exp(m - m') + h * exp(v - m')``, with
@@ -199,15 +200,16 @@ def _kernel_problem(kernel: Kernel, threads: int) -> str:
 
 def _body_problem(loop: For) -> str:
     for n in loop.body.walk():
-        if isinstance(n, Stmt) and not isinstance(n, (Declare, Assign, For, Block)):
-            return f"{loop.label}'s body holds a {type(n).__name__}, not only lets and loops"
+        if isinstance(n, Stmt) and not isinstance(n, (Declare, Assign, For, If, Block)):
+            return (f"{loop.label}'s body holds a {type(n).__name__}, not only lets, loops "
+                    "and branches")
     return ""
 
 
 def _net_effect(body: Block, carried: set[str]) -> dict[str, Expr] | str:
     """What the body leaves in the carried variables, in terms of their values before it
-    (lets substituted; an inner loop's results stay as opaque names, provided the loop
-    neither reads nor writes a carried variable, even through a let)."""
+    (lets substituted; what an inner loop or branch assigns stays an opaque name, provided
+    it neither reads nor writes a carried variable, even through a let)."""
     env: dict[str, Expr] = {}
     final: dict[str, Expr] = {}
     tainted: set[str] = set(carried)
@@ -216,13 +218,14 @@ def _net_effect(body: Block, carried: set[str]) -> dict[str, Expr] | str:
         return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) else None)
 
     for stmt in body.stmts:
-        if isinstance(stmt, For):
+        if isinstance(stmt, (For, If)):
             inner_reads = {n.name for n in stmt.walk() if isinstance(n, Var)}
-            inner_writes = analysis.assigned_vars(stmt) | {stmt.var}
+            inner_writes = analysis.assigned_vars(stmt) | (
+                {stmt.var} if isinstance(stmt, For) else set())
             if (inner_reads | inner_writes) & tainted:
-                return "an inner loop reads or writes the running values"
+                return "an inner loop or branch reads or writes the running values"
             for name in inner_writes:
-                env.pop(name, None)  # its value after the loop: an opaque name from here
+                env.pop(name, None)  # its value after it: an opaque name from here
             continue
         value = substituted(stmt.init if isinstance(stmt, Declare) else stmt.value) \
             if not (isinstance(stmt, Declare) and stmt.init is None) else None
