@@ -10,6 +10,7 @@ from typing import Mapping
 from kir import analysis
 from kir.analysis import single_defs
 from kir.analysis.bounds import interval, loop_env
+from kir.analysis.memory import shared_bytes
 from kir.analysis.parallel import eval_int
 from kir.ir import (
     Alloc,
@@ -34,10 +35,6 @@ from kir.ir import (
 )
 from kir.ir.types import BOOL, F32, I32, PointerType, ScalarType, VectorType
 from kir.rules import BaseRule, Match, NoParams, NotApplicable, RuleContext
-
-# Static shared memory per block when the rule does not know the target: Metal's 32 KiB,
-# the smaller of the two (CUDA's static arrays may take 48 KiB).
-DEFAULT_SHARED_BUDGET = 32 * 1024
 
 
 class StageInShared(BaseRule):
@@ -96,9 +93,8 @@ class StageInShared(BaseRule):
         size = eval_int(plan.stop, values, plan.defs)
         if size is None or size <= 0:
             return NotApplicable(f"the length of {site}'s region is not known from the spec")
-        used = _shared_bytes(kernel) + size * plan.elem.nbytes
-        budget = (ctx.target.max_static_shared_bytes if ctx.target is not None
-                  else DEFAULT_SHARED_BUDGET)
+        used = shared_bytes(kernel) + size * plan.elem.nbytes
+        budget = ctx.static_shared_budget
         if used > budget:
             return NotApplicable(f"staging {size} elements of {site} needs {used} B of shared "
                                  f"memory, over the {budget} B a block may declare")
@@ -194,14 +190,6 @@ def _check_starts(kernel: Kernel, reads, values, defs) -> str | None:
         if span != (0, c.step - 1):
             return f"loop {c.loop.label} does not start at every value 0..{c.step - 1}"
     return None
-
-
-def _shared_bytes(kernel: Kernel) -> int:
-    total = kernel.launch.shared_bytes
-    for n in kernel.body.walk():
-        if isinstance(n, Alloc) and n.space == "shared" and not n.dynamic:
-            total += n.size * n.elem.nbytes
-    return total
 
 
 def _insertion_point(kernel: Kernel, buffer: str, base: Expr, stop: Expr) -> int | None:

@@ -8,6 +8,8 @@
   variables, parameters, hardware indices and invariant locals.
 * :func:`access_chains`: every load/store/atomic of a buffer under a statement, with the
   enclosing statements (and the branch taken through each ``if``) between there and it.
+* :func:`shared_bytes`: the shared memory a kernel's block already uses, for rules that add
+  shared arrays.
 """
 
 from __future__ import annotations
@@ -154,3 +156,13 @@ def matrix_buffers(node: Node) -> set[str]:
     buffer's layout or indices must leave these alone (or rewrite the fragment's index and
     stride too)."""
     return {n.buffer for n in node.walk() if isinstance(n, (MatrixLoad, MatrixStore))}
+
+
+def shared_bytes(kernel: Kernel) -> int:
+    """Bytes of shared memory the kernel's block uses: its static shared arrays and the
+    launch's dynamic bytes."""
+    total = kernel.launch.shared_bytes
+    for n in kernel.body.walk():
+        if isinstance(n, Alloc) and n.space == "shared" and not n.dynamic:
+            total += n.size * n.elem.nbytes
+    return total

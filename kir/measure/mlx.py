@@ -126,17 +126,19 @@ class MLXEvaluator(Validating):
         timed meanwhile shared the host's cores and the GPU with them: the timing a user's
         result reports must be made alone (:mod:`kir.api.finalists`). Their verdicts are
         not needed any more."""
-        if self._submitter is not None:
-            self._submitter.shutdown(wait=True, cancel_futures=True)
-            self._submitter = None
+        self._stop_submitter()
         if isinstance(self.gpu, GpuPool):  # a generation's GPU jobs (evaluate_many)
             self.gpu.wait_idle(self.gpu.timeout_s)
 
-    def close(self) -> None:
-        """Stop the validation workers and the GPU worker."""
+    def _stop_submitter(self) -> None:
+        """Let submitted candidates that have started finish; drop the others."""
         if self._submitter is not None:
             self._submitter.shutdown(wait=True, cancel_futures=True)
             self._submitter = None
+
+    def close(self) -> None:
+        """Stop the validation workers and the GPU worker."""
+        self._stop_submitter()
         super().close()
         self.gpu.close()
 

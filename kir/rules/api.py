@@ -115,6 +115,12 @@ class RuleContext:
     # kernel read without a spec.
     bound: Any = field(default=None, compare=False)
 
+    @property
+    def static_shared_budget(self) -> int:
+        """Bytes of static shared arrays a block may declare on the target: its limit, or
+        Metal's 32 KiB (the smaller) when no target is known."""
+        return self.target.max_static_shared_bytes if self.target is not None else 32 * 1024
+
 def context_for(loaded, target: Target | None = None) -> "RuleContext":
     """The rule context for a loaded kernel (a :class:`kir.driver.load.Loaded`): its bound sizes,
     scalar values and their expressions, and the target (a :class:`kir.target.Target` from

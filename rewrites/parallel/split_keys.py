@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from kir import analysis
 from kir.analysis import canonical, strip_casts
 from kir.analysis.loop_edits import Namer
+from kir.analysis.memory import shared_bytes
 from kir.ir import (
     Alloc,
     Assign,
@@ -158,7 +159,11 @@ def _group_width(threads: int) -> int:
 
 
 def _reads_thread(e: Node) -> bool:
-    return any(isinstance(n, Special) and n.kind in ("thread", "lane", "warp")
+    """Whether ``e`` reads a thread, lane or warp index. (Not
+    :func:`kir.analysis.is_thread_dependent`: that counts every load as varying, and a
+    bound read from memory at a uniform index, as a decode kernel's context length, is the
+    same in every thread here, the kernel writing no buffer it reads.)"""
+    return any(isinstance(n, Special) and n.kind in analysis.THREAD_VARYING
                for n in e.walk())
 
 
@@ -365,15 +370,16 @@ def _combine(plan: Plan, ways: int, declared: dict, t: Var, g: Var, first_copy: 
     elems = {n: (declared[n].elem if isinstance(declared[n], VectorType) else declared[n])
              for n in names}
     used = sum(slots * lanes[n] * elems[n].nbytes for n in names)
-    budget = ctx.target.max_static_shared_bytes if ctx.target is not None else 32 * 1024
-    existing = sum(a.size * a.elem.nbytes for a in kernel.body.walk()
-                   if isinstance(a, Alloc) and a.space == "shared" and not a.dynamic)
+    budget, existing = ctx.static_shared_budget, shared_bytes(kernel)
     if used + existing > budget:
         return NotApplicable(f"combining {ways} groups needs {used} B of shared memory, over "
                              f"the {budget - existing} B left")
     arrays = {n: namer.name(f"{n}_groups") for n in names}
     out: list[Stmt] = [Alloc(arrays[n], elems[n], slots * lanes[n], "shared") for n in names]
-    slot = Binary("+", Binary("*", g, Const(plan.threads, I32), I32), t, I32)
+
+    def of_group(v: Var) -> Expr:
+        """Where group ``v`` keeps this thread's values."""
+        return Binary("+", Binary("*", v, Const(plan.threads, I32), I32), t, I32)
 
     def at(base: Expr, n: str, i: int) -> Expr:
         index = Binary("*", base, Const(lanes[n], I32), I32) if lanes[n] > 1 else base
@@ -383,7 +389,7 @@ def _combine(plan: Plan, ways: int, declared: dict, t: Var, g: Var, first_copy: 
         v = Var(n, declared[n])
         return Component(v, i, elems[n]) if lanes[n] > 1 else v
 
-    saves: list[Stmt] = [Store(arrays[n], at(slot, n, i), lane(n, i))
+    saves: list[Stmt] = [Store(arrays[n], at(of_group(g), n, i), lane(n, i))
                          for n in names for i in range(lanes[n])]
     out += saves if first_copy is None else [If(first_copy, Block(tuple(saves)))]
     out.append(Barrier("block"))
@@ -391,10 +397,6 @@ def _combine(plan: Plan, ways: int, declared: dict, t: Var, g: Var, first_copy: 
     big = namer.name(f"{plan.m}_all")
     j, k = namer.name("j"), namer.name("k")
     jv, kv = Var(j, I32), Var(k, I32)
-
-    def of_group(v: Var) -> Expr:
-        return Binary("+", Binary("*", v, Const(plan.threads, I32), I32), t, I32)
-
     out.append(Declare(big, mt, Load(arrays[plan.m], t, mt)))
     out.append(For(namer.label(), k, I32, Const(1, I32), Binary("<", kv, Const(ways, I32), BOOL),
                    Binary("+", kv, Const(1, I32), I32),
