@@ -624,19 +624,30 @@ def const(value: int | float | bool, type: ScalarType | None = None) -> Const:
     return Const(value, type)
 
 
-def transform(node: Node, fn) -> Node:
+def transform(node: Node, fn, shared: bool = False) -> Node:
     """Rebuild ``node`` bottom-up, calling ``fn(n)`` on each rebuilt node; ``fn`` returns a
-    replacement or None to keep it. Iterative, so deep trees do not exhaust the stack."""
+    replacement or None to keep it. Iterative, so deep trees do not exhaust the stack.
+
+    ``shared``: rebuild a subtree met more than once (the same object) only the first time
+    and reuse the result. Expressions built by substituting lets into one another share
+    their subtrees, and as trees they grow with every substitution (a decode kernel's loop
+    body, read as one expression, visits millions of nodes); only for an ``fn`` that answers
+    alike wherever the node stands (no counters, no fresh names)."""
     # Post-order with an explicit stack: (node, children_done).
     stack: list[tuple[Node, bool]] = [(node, False)]
     results: list[Node] = []
+    rebuilt: dict[int, Node] = {}
     while stack:
         current, done = stack.pop()
         if not done:
+            if shared and id(current) in rebuilt:
+                results.append(rebuilt[id(current)])
+                continue
             stack.append((current, True))
             for child in reversed(current.children()):
                 stack.append((child, False))
             continue
+        original = current
         count = len(current.children())
         if count:
             new_children = results[-count:]
@@ -646,6 +657,8 @@ def transform(node: Node, fn) -> Node:
                 current = current.with_children(new_children)
         replaced = fn(current)
         results.append(current if replaced is None else replaced)
+        if shared:
+            rebuilt[id(original)] = results[-1]
     return results[0]
 
 

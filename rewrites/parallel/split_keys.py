@@ -216,11 +216,17 @@ def _net_effect(body: Block, carried: set[str]) -> dict[str, Expr] | str:
     (lets substituted; what an inner loop or branch assigns stays an opaque name, provided
     it neither reads nor writes a carried variable, even through a let)."""
     env: dict[str, Expr] = {}
+    # The names each substituted value reads, kept beside it: the values share subtrees and
+    # walking one as a tree costs what it grew to, not what it is.
+    reads: dict[str, set[str]] = {}
     final: dict[str, Expr] = {}
     tainted: set[str] = set(carried)
 
     def substituted(e: Expr) -> Expr:
         return transform(e, lambda n: env.get(n.name) if isinstance(n, Var) else None)
+
+    def read_by(e: Expr) -> set[str]:
+        return set().union(*(reads.get(name, {name}) for name in analysis.used_vars(e)))
 
     for stmt in body.stmts:
         if isinstance(stmt, (For, If)):
@@ -231,14 +237,16 @@ def _net_effect(body: Block, carried: set[str]) -> dict[str, Expr] | str:
                 return "an inner loop or branch reads or writes the running values"
             for name in inner_writes:
                 env.pop(name, None)  # its value after it: an opaque name from here
+                reads.pop(name, None)
             continue
-        value = substituted(stmt.init if isinstance(stmt, Declare) else stmt.value) \
-            if not (isinstance(stmt, Declare) and stmt.init is None) else None
-        if value is None:
+        raw = stmt.init if isinstance(stmt, Declare) else stmt.value
+        if raw is None:
             env.pop(stmt.name, None)
+            reads.pop(stmt.name, None)
             continue
-        env[stmt.name] = value
-        if analysis.used_vars(value) & carried:
+        value, names = substituted(raw), read_by(raw)
+        env[stmt.name], reads[stmt.name] = value, names
+        if names & carried:
             tainted.add(stmt.name)
         if isinstance(stmt, Assign) and stmt.name in carried:
             final[stmt.name] = value
@@ -252,8 +260,9 @@ def _component(e: Expr, i: int) -> Expr:
             return n.vector.elems[n.index]
         return None
     if isinstance(e, MakeVector):
-        return transform(e.elems[i], fold)  # type: ignore[return-value]
-    return transform(Component(e, i, e.type.elem), fold)  # type: ignore[union-attr]
+        return transform(e.elems[i], fold, shared=True)  # type: ignore[return-value]
+    return transform(Component(e, i, e.type.elem), fold,  # type: ignore[union-attr]
+                     shared=True)
 
 
 def _roles(final: dict[str, Expr], carried: set[str]) -> tuple[str, str, set[str]] | str:
