@@ -156,10 +156,10 @@ def run_guarded(rule: object, name: str, origin: str | None, doing: str,
 
 
 def checked_result(result: object, rule: object, name: str, origin: str | None, doing: str,
-                   failures: FailureLog | None = None, verify_it: bool = True) -> object:
+                   failures: FailureLog | None = None, check_it: bool = True) -> object:
     """``result`` when it is a Kernel within the IR size limit or a NotApplicable; a refusal
-    when the kernel is too large; a RuleError for anything else. ``verify_it=False`` skips
-    the verifier (kir's own rules: see :func:`_malformed`)."""
+    when the kernel is too large; a RuleError for anything else. ``check_it=False`` skips
+    printing and verifying it (kir's own rules: see :func:`_malformed`)."""
     from kir.rules.api import NotApplicable
 
     if isinstance(result, NotApplicable):
@@ -176,7 +176,7 @@ def checked_result(result: object, rule: object, name: str, origin: str | None, 
     if count_nodes(result, cap) > cap:  # first: printing and verifying scale with the size
         return NotApplicable(f"the result would have more than {cap} IR nodes (the limit per "
                              f"step; --limit ir_nodes=N raises it)")
-    problem = _malformed(result, verify_it)
+    problem = _malformed(result) if check_it else None
     if problem:
         error = RuleError(f"{_named(name, origin)} returned a malformed kernel {doing}: "
                           f"{problem}", rule=name, origin=origin, hint=_blame_hint(origin),
@@ -195,23 +195,23 @@ def _listed(sites: object) -> object:
     return list(sites)  # type: ignore[call-overload]
 
 
-def _malformed(kernel: Kernel, verify_it: bool = True) -> str | None:
-    """Why a Kernel a rule returned cannot be printed or (``verify_it``) verified (a field
-    holding the wrong kind of thing: what every later step does with it), or None. A kernel
-    the verifier refuses with a KirError is well-formed: its caller reports that.
+def _malformed(kernel: Kernel) -> str | None:
+    """Why a Kernel a rule returned cannot be printed or verified (a field holding the wrong
+    kind of thing: what every later step does with it), or None. A kernel the verifier
+    refuses with a KirError is well-formed: its caller reports that.
 
-    :func:`~kir.rules.trace.apply_step` skips the verifier for kir's own rules: they are
-    checked on every rule case and by the soundness sweep, and every candidate is verified
-    again, against the target, when it is validated. Verifying each step's result here as
-    well cost the search loop a sixth of its rate on attention (its template kernels are
-    large). A rule from elsewhere is verified at once, so that garbage is blamed on it by
-    name and line."""
+    :func:`~kir.rules.trace.apply_step` skips this for kir's own rules: they are checked on
+    every rule case and by the soundness sweep, a candidate's last kernel is printed when the
+    search fingerprints it, and every candidate is verified again, against the target, when
+    it is validated. Checking each step's result here as well was most of the search loop's
+    own time on attention (its template kernels are large: printing one took 50 ms in a
+    steady search on the H200, BENCHMARKS.md round 20). A rule from elsewhere is checked at
+    once, so that garbage is blamed on it by name and line."""
     from kir.ir.verify import verify
 
     try:
         kernel.fingerprint()  # prints it (and keeps the fingerprint the search asks next)
-        if verify_it:
-            verify(kernel)
+        verify(kernel)
         stray = next((n.loc for n in kernel.body.walk() if isinstance(n, Stmt)
                       and n.loc is not None and not isinstance(n.loc, Loc)), None)
         if stray is not None:

@@ -110,7 +110,7 @@ def apply_step(kernel: Kernel, step: Step, registry: "Mapping[str, Rule]",
     except AnalysisLimitError as exc:
         return NotApplicable(exc.message)
     return checked_result(result, rule, step.rule, origin, doing, failures,  # type: ignore
-                          verify_it=not ships_with_kir(registry, step.rule))
+                          check_it=not ships_with_kir(registry, step.rule))
 
 
 def apply_trace(kernel: Kernel, steps: Sequence[Step], registry: "Mapping[str, Rule]",
