@@ -30,6 +30,12 @@ def builtin(name: str, inputs: dict):
         qkv = [a[n][None] for n in ("q", "k", "v")]
         return "mx.fast.scaled_dot_product_attention", \
             lambda: mx.fast.scaled_dot_product_attention(*qkv, scale=scale)
+    if name in ("decode", "attention_decode"):  # one query a head: q [H, 64], k, v [H, S, 64]
+        names = ("q", "k_cache", "v_cache") if name == "decode" else ("q", "k", "v")
+        scale = float(inputs["softmax_scale" if name == "decode" else "scale"])
+        q, k, v = (a[names[0]][None, :, None, :], a[names[1]][None], a[names[2]][None])
+        return "mx.fast.scaled_dot_product_attention (one query)", \
+            lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale)
     if name == "softmax":
         return "mx.softmax", lambda: mx.softmax(a["x"], axis=-1)
     if name == "layernorm":

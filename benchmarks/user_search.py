@@ -47,6 +47,14 @@ CASES = {
     # (tests/rules/data: exp2, a #define'd head size, pointers offset per head).
     "attention-two-pass-1024": ("tests/rules/data/attention_two_pass.cu", None,
                                 {"BH": 16, "N": 1024}, 120, "attention_heads", 0.5),
+    # Single-token decode attention, 32 heads over 4096 keys: a grid of 32 blocks leaves most
+    # of the GPU idle unless the keys are split (split-keys). A warp a head (tests/rules/data)
+    # and 16 threads a head with float4 helpers (tests/corpus).
+    "decode-warp-32x4096": ("tests/rules/data/decode_warp_head.cu", None,
+                            {"H": 32, "S": 4096}, 60, "decode", 0.5),
+    "corpus-decode-32x4096": ("tests/corpus/attention_decode.cu",
+                              "tests/corpus/attention_decode.online.kir.toml",
+                              {"H": 32, "S": 4096}, 60, "attention_decode", 0.5),
     "matmul-2048": ("examples/sgemm.cu", None, {"M": 2048, "N": 2048, "K": 2048}, 90,
                     "sgemm", 0.5),
     "reduce-16M": ("examples/reduce.cu", None, {"n": 1 << 24}, 60, "reduce", 0.5),
