@@ -51,6 +51,7 @@ class Dialect:
     barrier_block: str
     barrier_block_device: str                # a block barrier that also orders device memory
     barrier_warp: str
+    fences: Mapping[str, str]                # fence scope (device, block) -> statement
     specials: Mapping[str, str]              # "thread.x" -> text
     shuffles: Mapping[str, str]              # mode -> "{value}", "{lane}" format
     warp_reduces: Mapping[str, str]          # op -> "{value}" format
@@ -446,6 +447,8 @@ class Printer:
                     return [pad + d.barrier_warp + ";"]
                 text = d.barrier_block_device if self.barrier_orders_device else d.barrier_block
                 return [pad + text + ";"]
+            case ir.Fence(scope=scope):
+                return [pad + d.fences[scope] + ";"]
             case ir.Atomic():
                 info = self.info(s.buffer)
                 if info.xor_key or info.xor_key_buffer:

@@ -115,6 +115,7 @@ CUDA = Dialect(
     barrier_block="__syncthreads()",
     barrier_block_device="__syncthreads()",
     barrier_warp="__syncwarp()",
+    fences={"device": "__threadfence()", "block": "__threadfence_block()"},
     specials={
         "thread.x": "threadIdx.x", "thread.y": "threadIdx.y", "thread.z": "threadIdx.z",
         "block.x": "blockIdx.x", "block.y": "blockIdx.y", "block.z": "blockIdx.z",

@@ -91,6 +91,12 @@ METAL = Dialect(
     barrier_block_device="threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device)",
     # mem_threadgroup (not mem_none): __syncwarp also orders shared memory among the lanes.
     barrier_warp="simdgroup_barrier(mem_flags::mem_threadgroup)",
+    # Fences with a scope are Metal 3.2 (macOS 15; MLX compiles with 3.2 there). Not run on
+    # an Apple GPU by kir: the CPU emulator runs blocks one after another.
+    fences={"device": "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, "
+                      "thread_scope_device)",
+            "block": "atomic_thread_fence(mem_flags::mem_device | mem_flags::mem_threadgroup, "
+                     "memory_order_seq_cst, thread_scope_threadgroup)"},
     specials={
         "thread.x": "thread_position_in_threadgroup.x",
         "thread.y": "thread_position_in_threadgroup.y",

@@ -253,7 +253,7 @@ def test_shape_with_unknown_size(tmp_path: Path) -> None:
 
 def test_bad_role(tmp_path: Path) -> None:
     error = load_error(tmp_path, MINIMAL + 'x = { dtype = "f32", shape = ["N"], role = "output" }')
-    assert "role must be in, out or inout" in str(error) and "'output'" in str(error)
+    assert "role must be in, out, inout or scratch" in str(error) and "'output'" in str(error)
     assert error.loc.line == 4 and error.source_line is not None
 
 

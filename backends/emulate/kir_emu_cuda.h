@@ -357,6 +357,7 @@ template <class T, class U, class V> inline T atomicCAS(T* p, U cmp, V val) {
 }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
+inline void __threadfence_system() {}
 
 // ---------------------------------------------------------------- block / warp sync
 inline void __syncthreads(std::source_location l = std::source_location::current()) {

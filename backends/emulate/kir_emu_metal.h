@@ -434,6 +434,9 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, N, M>& d, const si
 // into a float buffer, as in MLX's atomic_outputs.
 enum memory_order { memory_order_relaxed, memory_order_acquire, memory_order_release, memory_order_acq_rel,
                     memory_order_seq_cst };
+enum thread_scope { thread_scope_thread, thread_scope_simdgroup, thread_scope_threadgroup, thread_scope_device };
+// Metal 3.2's fence: threadgroups run one after another here, so every earlier write is seen.
+inline void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope_device) {}
 template <class T>
 struct atomic {
   T v;

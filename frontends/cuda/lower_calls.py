@@ -37,6 +37,7 @@ from kir.ir import (
     Assert,
     Atomic,
     Barrier,
+    Fence,
     Binary,
     Block,
     Call,
@@ -114,6 +115,9 @@ ROUNDED = {f"__float2{kind}_{mode}": (fn, t) for kind, t in (("int", I32), ("uin
            for mode, fn in (("rn", "rint"), ("rd", "floor"), ("ru", "ceil"))}
 # the average of two integers without overflow (__hadd of two halves is an addition)
 # a barrier that also counts a predicate over the block
+# Memory fences by scope; the system's is the device's here (no host reads during a launch).
+FENCES = {"__threadfence": "device", "__threadfence_system": "device",
+          "__threadfence_block": "block"}
 BLOCK_VOTES = ("__syncthreads_count", "__syncthreads_or", "__syncthreads_and")
 # one 32-bit value's bits read as another type: name -> (from, to)
 BIT_VIEWS = {"__int_as_float": (I32, F32), "__uint_as_float": (U32, F32),
@@ -140,7 +144,6 @@ LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
 STORES = ("__stcs", "__stcg", "__stwb", "__stwt")
 UNSUPPORTED_CALLS = {
     "printf": "printf", "malloc": "device malloc", "free": "device free",
-    "__threadfence": "memory fences", "__threadfence_block": "memory fences",
     "__activemask": "__activemask",
     "tex1Dfetch": "texture fetches", "tex1D": "texture fetches", "tex2D": "texture fetches",
     "tex3D": "texture fetches", "surf2Dwrite": "surface writes", "clock": "clock()",
@@ -201,6 +204,8 @@ class CallMixin:
             return self._statement_call(Barrier("block", loc=self.cur_loc), arg_trees, 0, tree)
         if name == "__syncwarp":
             return self._statement_call(Barrier("warp", loc=self.cur_loc), arg_trees, 1, tree)
+        if name in FENCES:
+            return self._statement_call(Fence(FENCES[name], loc=self.cur_loc), arg_trees, 0, tree)
         if name in MATH:
             return self._math(name, arg_trees, tree)
         if name in FLOAT_TESTS:

@@ -45,8 +45,9 @@ class ConstantMixin:
                 f"'{ident}' is a __device__ variable the file's code writes: state every block "
                 "shares and keeps between launches, which an MLX kernel does not have", loc,
                 source_line=program.src.source_line(loc),
-                hint=f"pass '{ident}' to the kernel as a buffer argument (a counter as a "
-                     "one-element output the host zeroes)")
+                hint=f"pass '{ident}' to the kernel as a buffer argument and declare it "
+                     "role = \"scratch\" in the spec (zero-filled before every launch, "
+                     "never compared), as a counter of the blocks done would be")
         tree = parse_unit(program.src, unit.start, unit.end, "top_decl", program.type_names,
                           program.template_names)
         decl = tree.children[0] if tree.data == "top_decl" else tree

@@ -355,6 +355,11 @@ class StmtCompiler:
         loc = s.loc
         return lambda st, mask: st.check_barrier(mask, loc)
 
+    def _fence(self, s: ir.Fence) -> StmtFn:
+        # Blocks run one after another here, and the lanes of a chunk in lockstep: every
+        # write before a fence is seen by every later statement already.
+        return lambda st, mask: None
+
     def _assert(self, s: ir.Assert) -> StmtFn:
         from kir.ir.printer import print_expr
 

@@ -398,6 +398,20 @@ class Barrier(Stmt):
 
 
 @node
+class Fence(Stmt):
+    """``__threadfence()`` (scope device) or ``__threadfence_block()`` (scope block): this
+    thread's memory writes before it are seen by the scope's threads before its writes after
+    it. Unlike a barrier nobody waits: a block that publishes results and then takes a ticket
+    from an atomic counter (the last block done combines them) needs it between the two."""
+
+    scope: str = "device"
+    loc: Loc | None = _loc()
+
+
+FENCE_SCOPES = ("device", "block")
+
+
+@node
 class AsyncCommit(Stmt):
     """Close this thread's asynchronous copies issued since the last commit into one group
     (CUDA ``cp.async.commit_group``; nothing on targets that copy synchronously). Like a

@@ -29,6 +29,7 @@ from kir.ir.nodes import (
     Atomic,
     Assert,
     AsyncCommit,
+    Fence,
     AsyncWait,
     Barrier,
     Binary,
@@ -343,6 +344,9 @@ class _Builder:
 
     def on_barrier(self, meta, kids):
         return Barrier(kids[1], loc=self._stmt_loc(meta))
+
+    def on_fence(self, meta, kids):
+        return Fence(str(kids[1]), loc=self._stmt_loc(meta))
 
     def on_assert_stmt(self, meta, kids):
         return Assert(self._need(kids[1], meta), loc=self._stmt_loc(meta))

@@ -27,6 +27,7 @@ from kir.ir.nodes import (
     Atomic,
     Assert,
     AsyncCommit,
+    Fence,
     AsyncWait,
     Barrier,
     Binary,
@@ -72,7 +73,7 @@ RESERVED = frozenset("""
     inf nan lane warp warp_size thread block_dim grid_dim bool i8 u8 i16 u16 i32 u32 i64 u64 f16
     bf16 f32 f64
     matrix fill mload stride transposed mma tf32 tf32x3 mstore assert async async_commit
-    async_wait
+    async_wait fence
 """.split())
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPED = re.compile(
@@ -322,6 +323,8 @@ def _lines(stmt: Stmt, env: Env, depth: int) -> list[tuple[int, str, object]]:
                 _push_body(work, s.then, d)
         elif isinstance(s, Barrier):
             out.append((d, f"barrier {s.scope}", s.loc))
+        elif isinstance(s, Fence):
+            out.append((d, f"fence {s.scope}", s.loc))
         elif isinstance(s, AsyncCommit):
             out.append((d, "async_commit", s.loc))
         elif isinstance(s, AsyncWait):

@@ -30,7 +30,9 @@ from kir.ir.nodes import (
     Atomic,
     Assert,
     AsyncWait,
+    FENCE_SCOPES,
     Barrier,
+    Fence,
     Binary,
     Block,
     Break,
@@ -61,6 +63,7 @@ from kir.ir.nodes import (
     WarpReduce,
     While,
 )
+from kir.ir.uniform_loads import uniform_shared_loads
 from kir.ir.types import BOOL, PointerType, ScalarType, Type, VectorType
 from kir.ir.verify_matrix import MATRIX_STMTS, lane_varying, matrix_problem
 from kir.target import Target
@@ -190,6 +193,8 @@ class _Checker:
                                 "in flight cannot be negative", loc)
             elif isinstance(stmt, Barrier) and stmt.scope not in ("block", "warp"):
                 raise self.fail(f"unknown barrier scope {stmt.scope!r}", loc)
+            elif isinstance(stmt, Fence) and stmt.scope not in FENCE_SCOPES:
+                raise self.fail(f"unknown fence scope {stmt.scope!r} (device or block)", loc)
             elif isinstance(stmt, MATRIX_STMTS):
                 problem = matrix_problem(stmt, fragments, buffers, vars_)
                 if problem:
@@ -283,8 +288,13 @@ class _Checker:
 
     def check_barriers(self) -> None:
         tainted: set[str] = set()
+        # A flag one thread wrote to shared memory before a barrier reads alike after it.
+        uniform = uniform_shared_loads(self.kernel)
+
+        def varying(expr: Expr, names: set[str]) -> str | None:
+            return _varying(expr, names, uniform)
         while True:
-            walker = _Divergence(tainted)
+            walker = _Divergence(tainted, varying)
             walker.block(self.kernel.body, None)
             if walker.tainted == tainted:
                 break
@@ -398,12 +408,14 @@ def _is_int(t: Type) -> bool:
     return isinstance(t, ScalarType) and t.is_int
 
 
-def _varying(expr: Expr, tainted: set[str]) -> str | None:
-    """Why ``expr`` may differ between threads of a block, or None if it cannot."""
+def _varying(expr: Expr, tainted: set[str], uniform_loads: frozenset[int] = frozenset()
+             ) -> str | None:
+    """Why ``expr`` may differ between threads of a block, or None if it cannot; a load
+    whose id is in ``uniform_loads`` reads alike in every thread (its index is judged)."""
     for e in expr.walk():
         if isinstance(e, Special) and e.kind in _VARYING_SPECIALS:
             return f"depends on {e.kind}{'.' + e.axis if e.axis else ''}"
-        if isinstance(e, Load):
+        if isinstance(e, Load) and id(e) not in uniform_loads:
             return f"depends on data loaded from {e.buffer!r}"
         if isinstance(e, (Shuffle, WarpReduce)):
             return "depends on a warp shuffle or reduction"

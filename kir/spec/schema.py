@@ -32,7 +32,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-ROLES = ("in", "out", "inout")
+# scratch: a workspace the kernel writes and reads itself (block partials, a counter of the
+# blocks done): zero-filled (or its numeric init) before each launch, never compared with the
+# reference nor returned.
+ROLES = ("in", "out", "inout", "scratch")
 MAX_SPEC_BYTES = 1024 * 1024
 TOP_KEYS = ("kernel", "sizes", "ragged", "check", "templates", "launch", "tolerance",
             "reference", "reference_mlx", "require", "args", "include")
@@ -490,7 +493,8 @@ class _Checker:
                             or f"kir dtypes: {', '.join(SCALARS)}")
         role = table.get("role", "in")
         if role not in ROLES:
-            raise self.fail(f"argument {name!r}: role must be in, out or inout, got {role!r}",
+            raise self.fail(f"argument {name!r}: role must be in, out, inout or scratch, got "
+                            f"{role!r}",
                             *where, "role", hint=_did_you_mean(str(role), ROLES))
         if "null" in table:
             return self.null_arg(name, table)
@@ -528,7 +532,10 @@ class _Checker:
             raise self.fail(f"buffer argument {name!r} has an empty shape", *where, "shape")
         dims = tuple(self.expr(dim, sizes, *where, "shape") for dim in shape)
         if init is None and role != "in":
-            init = 0.0 if role == "out" else "input"
+            init = "input" if role == "inout" else 0.0
+        if role == "scratch" and not isinstance(init, float):
+            raise self.fail(f"argument {name!r}: a scratch buffer starts at a number (init = 0, "
+                            f"the default), not {init!r}", *where, "init")
         if isinstance(init, float):
             self.init_fits(name, init, dtype)
         offset = None

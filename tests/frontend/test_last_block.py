@@ -1,0 +1,83 @@
+"""A one-launch reduction finished by the last block (tests/frontend/data/last_block_sum.cu):
+``__threadfence()``, a ticket from an atomic counter, a flag in shared memory that every
+thread branches on (barriers inside the branch), and workspace buffers declared with the
+spec role ``scratch``."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from everywhere import TARGETS, check_everywhere
+
+from kir.backends import emit
+from kir.backends.emulate import emulator_available
+from kir.backends.module import write_module
+from kir.driver.load import load_kernel
+from kir.errors import KirError
+from kir.ir import Fence
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.spec import load_spec
+
+LAST_BLOCK = Path(__file__).parent / "data" / "last_block_sum.cu"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_last_block_sum_on_every_target(target):
+    check_everywhere(LAST_BLOCK, target, [{}, {"N": 777, "BLOCKS": 5}, {"N": 40, "BLOCKS": 3}],
+                     seed=21)
+
+
+def test_the_fence_is_a_statement_both_targets_print():
+    loaded = load_kernel(LAST_BLOCK)
+    fences = [n for n in loaded.kernel.body.walk() if isinstance(n, Fence)]
+    assert [f.scope for f in fences] == ["device"]
+    assert fences[0].loc.line == 33
+    text = print_kernel(loaded.kernel)
+    assert "fence device" in text and parse_kernel(text) == loaded.kernel
+    cuda = emit(loaded.kernel, loaded.bound, "cuda").source
+    metal = emit(loaded.kernel, loaded.bound, "metal").source
+    assert "__threadfence();" in cuda
+    assert "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, " \
+           "thread_scope_device);" in metal
+
+
+def test_scratch_buffers_are_zeroed_inputs_never_outputs():
+    bound = load_kernel(LAST_BLOCK).bound
+    assert bound.outputs == ["total"]
+    inputs = bound.make_inputs(0)
+    assert not inputs["partials"].any() and inputs["tickets"].dtype == np.uint32
+
+
+def test_a_scratch_buffer_cannot_start_from_data(tmp_path):
+    spec = LAST_BLOCK.with_suffix(".kir.toml").read_text().replace(
+        'role = "scratch" }', 'role = "scratch", init = "input" }', 1)
+    path = tmp_path / "bad.kir.toml"
+    path.write_text(spec)
+    with pytest.raises(KirError, match="a scratch buffer starts at a number"):
+        load_spec(path)
+
+
+@pytest.mark.skipif(not emulator_available(), reason="no host C++ compiler for the emulator")
+def test_the_mlx_module_returns_the_total_only(tmp_path):
+    """The module a user imports: scratch buffers are the kernel's business (MLX outputs
+    filled with init_value), and the call returns the spec's outputs alone."""
+    from kir.emulate.patch import emulate_metal_kernels
+
+    loaded = load_kernel(LAST_BLOCK, sizes={"N": 3000, "BLOCKS": 7})
+    emitted = emit(loaded.kernel, loaded.bound, "metal")
+    path = write_module(emitted, tmp_path / "last_block_mod.py", loaded.bound.spec)
+    x = np.random.default_rng(3).uniform(-1, 1, 3000).astype(np.float32)
+    with emulate_metal_kernels(force=True):
+        spec = importlib.util.spec_from_file_location("last_block_mod", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        total = module.last_block_sum(mx.array(x))
+        again = module.last_block_sum(mx.array(x))
+    assert isinstance(total, mx.array) and total.shape == (1,)
+    np.testing.assert_allclose(np.array(total)[0], x.sum(dtype=np.float64), rtol=1e-5)
+    np.testing.assert_array_equal(np.array(again), np.array(total))
