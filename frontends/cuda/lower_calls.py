@@ -153,6 +153,12 @@ UNSUPPORTED_CALLS = {
     "__nanosleep": "__nanosleep", "__shfl": "__shfl without _sync (deprecated)",
 }
 
+UNSUPPORTED_HINTS = {
+    "atomicInc": "a ticket of the blocks done (the last one combines their results) never "
+                 "reaches the limit: write atomicAdd(p, 1u), and reset the counter in the last "
+                 "block if the kernel does",
+}
+
 
 _LIMITS = re.compile(r"numeric_limits\s*<\s*([\w:]+)\s*>::(\w+)")
 
@@ -290,7 +296,9 @@ class CallMixin:
             raise self.error("'#pragma unroll' must be followed by a for loop", tree)
         if name in UNSUPPORTED_CALLS or name in CONVERSIONS:
             what = UNSUPPORTED_CALLS.get(name, name)
-            raise self.error(f"{what} not supported", tree, UnsupportedError)
+            error = self.error(f"{what} not supported", tree, UnsupportedError)
+            error.hint = UNSUPPORTED_HINTS.get(name, error.hint)
+            raise error
         raise self.error(f"unknown function '{name}'", tree)
 
     def _arity(self, name: str, args: list, low: int, high: int, tree) -> None:

@@ -81,3 +81,14 @@ def test_the_mlx_module_returns_the_total_only(tmp_path):
     assert isinstance(total, mx.array) and total.shape == (1,)
     np.testing.assert_allclose(np.array(total)[0], x.sum(dtype=np.float64), rtol=1e-5)
     np.testing.assert_array_equal(np.array(again), np.array(total))
+
+
+def test_atomic_inc_is_refused_with_the_ticket_rewrite_as_hint():
+    from kir.frontends.cuda import load_cuda
+    from kir.ir import Launch
+
+    source = ("__global__ void f(unsigned* tickets, unsigned* out) {\n"
+              "    out[0] = atomicInc(tickets, gridDim.x);\n}\n")
+    with pytest.raises(KirError, match="atomicInc not supported") as info:
+        load_cuda(source, "f.cu", launch=Launch(("4", "1", "1"), (32, 1, 1), 0))
+    assert info.value.loc.line == 2 and "atomicAdd(p, 1u)" in info.value.hint
