@@ -97,6 +97,9 @@ class Emitted:
     # The grid in blocks as the kernel's size expressions (``ceil(N / 256)``), for callers
     # that launch at other sizes (the generated module).
     grid_exprs: tuple[str, ...] = ()
+    # Workspace outputs a rule added (kir.ir.Launch.scratch): (argument, element count as a
+    # size expression); the caller allocates them and drops them from what it returns.
+    scratch: tuple[tuple[str, str], ...] = ()
 
     def accumulation_for(self, arg: str) -> Accumulation | None:
         return next((a for a in self.accumulate if a.arg == arg), None)

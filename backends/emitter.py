@@ -37,6 +37,7 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
     """
     target = target_named(target)
     dialect, helpers = target.dialect, target.helpers
+    bound = bound.for_kernel(kernel)  # a rule's workspace buffers are outputs MLX allocates
     args = bound.spec.args
     for p in kernel.params:
         if p.name not in args:
@@ -153,7 +154,8 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
         atomic_outputs=atomic_outputs,
         shared_memory=shared_memory,
         inout_decode=tuple(encodings), scalar_values=tuple(scalar_values), blocks=blocks,
-        accumulate=tuple(accumulations), grid_exprs=tuple(kernel.launch.grid))
+        accumulate=tuple(accumulations), grid_exprs=tuple(kernel.launch.grid),
+        scratch=tuple(kernel.launch.scratch))
 
 
 def _grid_dim(expr: str, sizes: dict[str, int]) -> int:

@@ -55,6 +55,7 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
         raise KirError(f"kernel {kernel.name}: bad launch block {kernel.launch.block}")
     threads = math.prod(block)
     total_blocks = math.prod(grid)
+    args = {**_scratch(kernel, dict(sizes or {})), **args}
     buffers, shapes, scalars = _bind(kernel, args)
     steps = Steps(DEFAULT_MAX_STEPS if max_steps is None else int(max_steps),
                   deadline=None if time_limit_s is None else time.process_time() + time_limit_s,
@@ -73,6 +74,16 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
     if counters is not None:
         counters.finish()
     return {name: buffers[name].data.reshape(shapes[name]) for name in buffers}
+
+
+def _scratch(kernel: ir.Kernel, sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """Zero-filled workspace buffers a rule gave the kernel (``Launch.scratch``)."""
+    out = {}
+    for name, count in kernel.launch.scratch:
+        param = kernel.param(name)
+        elem = cops.scalar_of(param.type.elem)  # type: ignore[union-attr]
+        out[name] = np.zeros(int(eval_size_expr(count, sizes)), dtype=elem.numpy)
+    return out
 
 
 def _grid_dim(text: str | int, sizes: dict[str, int]) -> int:

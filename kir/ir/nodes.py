@@ -591,13 +591,18 @@ class Launch(Node):
     scalar arguments the kernel no longer reads though the original did, and whose values it
     does not depend on (a rule rebuilt it to compute the same whatever they are, e.g. a
     FlashAttention kernel's tile counts): not reading them is then no sign of a baked value
-    (kir.measure.cases.judged_cases)."""
+    (kir.measure.cases.judged_cases). ``scratch`` names the buffer parameters a rule added as
+    workspace, each with its element count as a size expression (``("part", "H * 8")``):
+    whoever launches the kernel gives each a zero-filled buffer of that many elements of
+    the parameter's type, as for a spec argument of role ``scratch``
+    (:meth:`kir.spec.BoundSpec.for_kernel`)."""
 
     grid: tuple[str, str, str]
     block: tuple[int, int, int]
     shared_bytes: int = 0
     specialized: bool = False
     ignores: tuple[str, ...] = ()
+    scratch: tuple[tuple[str, str], ...] = ()
 
     @property
     def threads_per_block(self) -> int:

@@ -143,6 +143,10 @@ def _int(token: Token) -> int:
     return int(str(token))
 
 
+class _Scratch(list):
+    """The launch's scratch buffers while the launch is built (told apart from ignores)."""
+
+
 class _Builder:
     """Turns the lark tree into IR nodes bottom-up (explicit stack, no recursion)."""
 
@@ -250,7 +254,15 @@ class _Builder:
     def on_ignores(self, meta, kids):
         return tuple(_unescape(k) for k in kids)
 
+    def on_scratch_buffer(self, meta, kids):
+        return (_unescape(kids[0]), json.loads(str(kids[1])))
+
+    def on_scratch(self, meta, kids):
+        return _Scratch(kids)
+
     def on_launch(self, meta, kids):
+        scratch = next((tuple(k) for k in kids if isinstance(k, _Scratch)), ())
+        kids = [k for k in kids if not isinstance(k, _Scratch)]
         ignores = next((k for k in kids if isinstance(k, tuple)), ())
         kids = [k for k in kids if not isinstance(k, tuple)]
         specialized = any(getattr(k, "type", "") == "SPECIALIZED" for k in kids if k is not None)
@@ -270,7 +282,8 @@ class _Builder:
             if not isinstance(value, int):
                 raise self.error("block sizes and shared_bytes are whole numbers",
                                  token.line, token.column)
-        return Launch(grid, block, dims[6], specialized, ignores)  # type: ignore[arg-type]
+        return Launch(grid, block, dims[6], specialized, ignores,  # type: ignore[arg-type]
+                      scratch)
 
     # -- statements ----------------------------------------------------------------------
 

@@ -68,7 +68,7 @@ INDENT = "  "
 
 # Words of the IR text grammar; a variable with one of these names prints as `%name`.
 RESERVED = frozenset("""
-    kernel grid block shared_bytes specialized ignores global shared local const restrict let for
+    kernel grid block shared_bytes specialized ignores scratch global shared local const restrict let for
     while do if else barrier atomic dynamic return break continue true false as fast select shuffle reduce
     inf nan lane warp warp_size thread block_dim grid_dim bool i8 u8 i16 u16 i32 u32 i64 u64 f16
     bf16 f32 f64
@@ -407,11 +407,14 @@ def print_kernel(kernel: Kernel, locations: bool = True) -> str:
     launch = kernel.launch
     grid = ", ".join(_format_dim(g) for g in launch.grid)
     ignores = f" ignores=({', '.join(map(format_name, launch.ignores))})" if launch.ignores else ""
+    scratch = ", ".join(f"{format_name(name)}: {json.dumps(count)}"
+                        for name, count in launch.scratch)
+    scratch = f" scratch=({scratch})" if scratch else ""
     block = ", ".join(str(b) for b in launch.block)
     head = [(0, f"kernel @{format_name(kernel.name)}({params})", None),
             (2, f"grid=({grid}) block=({block}) shared_bytes={launch.shared_bytes}"
                 f"{' specialized' if launch.specialized else ''}"
-                f"{ignores} {{", None)]
+                f"{ignores}{scratch} {{", None)]
     body = _lines(kernel.body, env, 0)
     # The body block's own "{" is the header's; keep its closing line (and loc).
     return _render(head + body[1:], locations) + "\n"

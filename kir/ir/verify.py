@@ -81,6 +81,11 @@ def verify(kernel: Kernel, target: Target | None = None) -> None:
     if stray:
         raise KirError(f"the launch's ignores=(...) names {', '.join(stray)}: only scalar "
                        "parameters of the kernel may be ignored")
+    buffers = {p.name for p in kernel.params if p.is_buffer}
+    stray = [name for name, _ in kernel.launch.scratch if name not in buffers]
+    if stray:
+        raise KirError(f"the launch's scratch=(...) names {', '.join(stray)}: only buffer "
+                       "parameters of the kernel are scratch")
     checker = _Checker(kernel)
     checker.check_types()
     checker.check_barriers()

@@ -10,6 +10,7 @@ import importlib.util
 import math
 import sys
 import traceback
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -21,7 +22,7 @@ from kir import limits
 from kir.errors import KirError, frame_place
 from kir.ir import Launch
 from kir.ir.types import ScalarType
-from kir.spec.schema import Spec, dtype_of
+from kir.spec.schema import ArgSpec, Spec, dtype_of
 from kir.spec.sizeexpr import eval_size_expr
 
 # (rtol, atol) when the spec gives none; integers compare exactly.
@@ -174,6 +175,21 @@ class BoundSpec:
                 f"{'a positive' if positive else 'an'} integer", *keys,
                 hint="use ceil(...) or // for divisions")
         return value
+
+    def for_kernel(self, kernel) -> "BoundSpec":
+        """This spec with the workspace buffers a rule gave ``kernel`` (``Launch.scratch``)
+        as arguments of role ``scratch``: how a launcher learns their dtypes and shapes.
+        The same spec when the kernel has none."""
+        if not kernel.launch.scratch:
+            return self
+        args = dict(self.spec.args)
+        for name, count in kernel.launch.scratch:
+            param = kernel.param(name)
+            if param is None or not param.is_buffer:
+                raise KirError(f"kernel {kernel.name}: scratch buffer {name!r} is not one of "
+                               "its buffer parameters")
+            args[name] = ArgSpec(name, param.type.elem.name, (count,), "scratch", 0.0)
+        return BoundSpec(dataclasses.replace(self.spec, args=args), self.sizes)
 
     def launch(self) -> Launch:
         """The launch as kir IR: grid as the spec's expressions, block and shared bytes as

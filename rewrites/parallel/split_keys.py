@@ -338,7 +338,7 @@ def _rewrite(kernel: Kernel, plan: Plan, ways: int, ctx: RuleContext) -> Kernel 
     loop = stmts[plan.at]
     assert isinstance(loop, For)
     split = dataclasses.replace(
-        loop, init=Binary("+", loop.init, _as(g, loop.type), loop.type),
+        loop, init=Binary("+", loop.init, as_type(g, loop.type), loop.type),
         update=Binary("+", Var(loop.var, loop.type), Const(ways, loop.type), loop.type))
     zero = Const(0, I32)
     first_copy = Binary("==", copy, zero, BOOL) if copy is not None else None
@@ -362,7 +362,8 @@ def _rewrite(kernel: Kernel, plan: Plan, ways: int, ctx: RuleContext) -> Kernel 
     return dataclasses.replace(kernel, body=new_body, launch=launch)
 
 
-def _as(e: Expr, t: ScalarType) -> Expr:
+def as_type(e: Expr, t: ScalarType) -> Expr:
+    """``e`` cast to ``t`` unless it already is one."""
     return e if e.type == t else Cast(e, t)
 
 
@@ -414,7 +415,7 @@ def _combine(plan: Plan, ways: int, declared: dict, t: Var, g: Var, first_copy: 
                                            mt)),))))
     other = of_group(jv)
     for n in names[1:]:
-        out.append(Assign(n, _zero(declared[n])))
+        out.append(Assign(n, zero_of(declared[n])))
     mj, w = namer.name(f"{plan.m}_j"), namer.name("weight")
     step: list[Stmt] = [
         Declare(mj, mt, Load(arrays[plan.m], other, mt)),
@@ -433,7 +434,8 @@ def _combine(plan: Plan, ways: int, declared: dict, t: Var, g: Var, first_copy: 
     return out
 
 
-def _zero(t) -> Expr:
+def zero_of(t) -> Expr:
+    """Zero of scalar or vector type ``t``."""
     if isinstance(t, VectorType):
         return MakeVector(tuple(Const(0.0, t.elem) for _ in range(t.count)), t)
     return Const(0.0 if t.is_float else 0, t)

@@ -112,8 +112,7 @@ def test_the_modelled_search_splits_a_decode_kernel(tmp_path):
 @pytest.mark.cuda
 @pytest.mark.parametrize("kernel", [DECODE_16, DECODE_WARP], ids=["16-threads", "warp"])
 def test_on_the_gpu_matches_the_reference(kernel):
-    """The split through MLX on an NVIDIA GPU (not run in the session that added the rule:
-    no device time was left), at a ragged size with many keys."""
+    """The split through MLX on an NVIDIA GPU, at a ragged size with many keys."""
     from kir.backends.mlx_runner import MLXKernel, available_targets
     from kir.driver.runners import reference_outputs
     from kir.spec.compare import compare_outputs

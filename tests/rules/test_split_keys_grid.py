@@ -1,0 +1,152 @@
+"""split-keys-grid on decode attention written two ways: the splits run as blocks along the
+grid's y axis, publish their partials to a workspace the launch names (``Launch.scratch``),
+and the last block to take a ticket combines them. The result computes what the original does
+at the spec's sizes, ragged ones and fewer keys than splits, on the interpreter and as
+emitted CUDA and Metal on the CPU emulator, and through the generated MLX module."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from kir.backends import TARGETS, emit
+from kir.backends.emulate import emulator_available
+from kir.backends.emulated_runner import EmulatedKernel
+from kir.backends.module import write_module
+from kir.driver.load import load_kernel
+from kir.driver.registry import load_registry
+from kir.driver.runners import copy_inputs, run_interp
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+from kir.rules import NotApplicable, apply_trace, context_for, parse_step
+
+REPO = Path(__file__).resolve().parents[2]
+REGISTRY = load_registry(plugins=False)
+DECODE_16 = (REPO / "tests/corpus/attention_decode.cu",
+             REPO / "tests/corpus/attention_decode.online.kir.toml")
+DECODE_WARP = (REPO / "tests/rules/data/decode_warp_head.cu", None)
+SIZES = ({"H": 3, "S": 20}, {"H": 2, "S": 33}, {"H": 2, "S": 3}, {"H": 1, "S": 1})
+
+
+def _load(kernel: tuple, sizes: dict):
+    path, spec = kernel
+    return load_kernel(path, spec_path=spec, sizes=sizes)
+
+
+def _split(loaded, ways: int, target: str = "cuda"):
+    step = parse_step(f"split-keys-grid{{loop=L0,ways={ways}}}", REGISTRY)
+    return apply_trace(loaded.kernel, [step], REGISTRY, context_for(loaded, TARGETS[target]),
+                       strict=True).kernel
+
+
+@pytest.mark.parametrize("kernel", [DECODE_16, DECODE_WARP], ids=["16-threads", "warp"])
+@pytest.mark.parametrize("ways", [2, 8, 32])
+def test_the_split_computes_what_the_original_does(kernel, ways):
+    for sizes in SIZES:
+        at = _load(kernel, sizes)
+        split = _split(at, ways)
+        inputs = at.bound.make_inputs(1)
+        want = run_interp(at, copy_inputs(inputs))["out"]
+        got = run_interp(dataclasses.replace(at, kernel=split), copy_inputs(inputs))["out"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(sizes))
+
+
+def test_the_splits_are_blocks_along_y_with_a_workspace_the_launch_names():
+    split = _split(_load(DECODE_WARP, {"H": 2, "S": 33}), 8)
+    assert split.launch.grid == ("H", "8", "1") and split.launch.block == (32, 1, 1)
+    # (m, s, two outputs) a thread, for 32 threads of 8 splits of each head; a ticket a head
+    assert split.launch.scratch == (("split_partials", "(H) * (1) * (1) * 1024"),
+                                    ("split_tickets", "(H) * (1) * (1)"))
+    text = print_kernel(split, locations=False)
+    assert "fence device" in text
+    assert "split_ticket = atomic.add(split_tickets[former_block], 1_u32)" in text
+    assert parse_kernel(text) == dataclasses.replace(split, source=None)
+
+
+@pytest.mark.skipif(not emulator_available()[0], reason="no C++ compiler for the emulator")
+@pytest.mark.parametrize("kernel,target", [(DECODE_16, "cuda"), (DECODE_WARP, "cuda"),
+                                           (DECODE_WARP, "metal")],
+                         ids=["16-threads-cuda", "warp-cuda", "warp-metal"])
+def test_the_emitted_split_runs_on_the_emulator(kernel, target):
+    """(The 16-thread kernel has no Metal form: its width-16 shuffle with a loop-variable
+    mask is refused by the Metal back end, split or not.)"""
+    for sizes in ({"H": 2, "S": 33}, {"H": 1, "S": 3}):
+        at = _load(kernel, sizes)
+        split = _split(at, 8, target)
+        inputs = at.bound.make_inputs(2)
+        want = run_interp(at, copy_inputs(inputs))["out"]
+        got = EmulatedKernel(emit(split, at.bound, target))(copy_inputs(inputs))["out"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(sizes))
+
+
+@pytest.mark.skipif(not emulator_available()[0], reason="no C++ compiler for the emulator")
+def test_the_generated_module_returns_the_output_alone(tmp_path):
+    """A user's module: the workspace is two more MLX outputs, allocated on each call and
+    dropped from what the function returns."""
+    from kir.emulate.patch import emulate_metal_kernels
+
+    at = _load(DECODE_WARP, {"H": 3, "S": 40})
+    emitted = emit(_split(at, 4, "metal"), at.bound, "metal")
+    assert [a for a, _ in emitted.scratch] == ["split_partials", "split_tickets"]
+    path = write_module(emitted, tmp_path / "decode_mod.py", at.bound.spec)
+    inputs = at.bound.make_inputs(5)
+    want = run_interp(at, copy_inputs(inputs))["out"]
+    with emulate_metal_kernels(force=True):
+        spec = importlib.util.spec_from_file_location("decode_mod", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        got = module.decode_warp_head(*(mx.array(inputs[n]) for n in ("q", "k_cache",
+                                                                       "v_cache")))
+    assert isinstance(got, mx.array) and got.shape == (3, 64)
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_kernel_that_reads_its_y_block_is_refused():
+    """No free grid axis: the splits would need one the kernel does not read."""
+    at = _load(DECODE_WARP, {"H": 2, "S": 8})
+    text = print_kernel(at.kernel).replace('grid=("H", "1", "1")', 'grid=("H", "1", "2")')
+    text = text.replace("let head: i32 = i32(block.x)",
+                        "let head: i32 = i32(block.x) + 0 * i32(block.y)")
+    kernel = parse_kernel(text)
+    rule = REGISTRY["split-keys-grid"]
+    plans = [rule.plan(kernel, site) for site in rule.candidates(kernel)]
+    assert plans and all(isinstance(p, NotApplicable) for p in plans)
+    assert "grid axis" in plans[0].reason
+
+
+def test_the_modelled_search_may_split_across_blocks(tmp_path):
+    """On the cost model, a search of the warp-a-head kernel at 32 heads and 4096 keys
+    splits the keys (within the block, across blocks, or both)."""
+    from kir.api import load
+
+    kernel = load(DECODE_WARP[0], sizes={"H": 32, "S": 4096})
+    searched = kernel.search(target="model", budget=40, seed=1, db=tmp_path / "tuning.db")
+    assert any(s.startswith("split-keys") for s in searched.steps), searched.steps
+    assert searched.best_ms < 0.8 * searched.baseline_ms
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kernel", [DECODE_16, DECODE_WARP], ids=["16-threads", "warp"])
+@pytest.mark.parametrize("ways", [4, 32])
+def test_on_the_gpu_matches_the_reference(kernel, ways):
+    """Through MLX on an NVIDIA GPU, where the splits of a head race for the last ticket,
+    at a ragged size with many keys, three times."""
+    from kir.backends.mlx_runner import MLXKernel, available_targets
+    from kir.driver.runners import reference_outputs
+    from kir.spec.compare import compare_outputs
+
+    if "cuda" not in available_targets():
+        pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
+    at = _load(kernel, {"H": 7, "S": 1001})
+    run = MLXKernel(emit(_split(at, ways), at.bound, "cuda"))
+    for seed in range(3):
+        inputs = at.bound.make_inputs(seed)
+        want, _ = reference_outputs(at, copy_inputs(inputs))
+        result = compare_outputs(run(copy_inputs(inputs)), want, lambda o: at.bound.tolerance(
+            at.bound.spec.args[o].dtype))
+        assert result.ok, (seed, result.describe())
