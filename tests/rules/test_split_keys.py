@@ -7,58 +7,50 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from kir.backends import TARGETS, emit
+from decode_kernels import (
+    DECODE_16,
+    DECODE_WARP,
+    REGISTRY,
+    assert_emulated_split_matches,
+    assert_gpu_split_matches,
+    assert_interpreted_split_matches,
+    load_decode,
+    split,
+)
+
+from kir.backends import TARGETS
 from kir.backends.emulate import emulator_available
-from kir.backends.emulated_runner import EmulatedKernel
 from kir.driver.load import load_kernel
-from kir.driver.registry import load_registry
-from kir.driver.runners import copy_inputs, run_interp
-from kir.rules import NotApplicable, apply_trace, context_for, parse_step
+from kir.rules import NotApplicable, context_for
 
 REPO = Path(__file__).resolve().parents[2]
-REGISTRY = load_registry(plugins=False)
-# (file, spec or None, kernel): a 16-thread group a head with float4 helpers and a struct
-# (the corpus's inference-engine style), and a warp a head with scalar outputs.
-DECODE_16 = (REPO / "tests/corpus/attention_decode.cu",
-             REPO / "tests/corpus/attention_decode.online.kir.toml")
-DECODE_WARP = (REPO / "tests/rules/data/decode_warp_head.cu", None)
 
 
 def _load(kernel: tuple, sizes: dict):
-    path, spec = kernel
-    return load_kernel(path, spec_path=spec, sizes=sizes)
+    return load_decode(kernel, sizes)
 
 
 def _split(loaded, ways: int, target: str = "cuda"):
-    step = parse_step(f"split-keys{{loop=L0,ways={ways}}}", REGISTRY)
-    return apply_trace(loaded.kernel, [step], REGISTRY, context_for(loaded, TARGETS[target]),
-                       strict=True).kernel
+    return split(loaded, "split-keys", ways, target)
 
 
 @pytest.mark.parametrize("kernel", [DECODE_16, DECODE_WARP], ids=["16-threads", "warp"])
 @pytest.mark.parametrize("ways", [2, 8, 32])
 def test_the_split_computes_what_the_original_does(kernel, ways):
-    for sizes in ({"H": 3, "S": 20}, {"H": 2, "S": 33}, {"H": 2, "S": 3}, {"H": 1, "S": 1}):
-        at = _load(kernel, sizes)
-        split = _split(at, ways)
-        inputs = at.bound.make_inputs(1)
-        want = run_interp(at, copy_inputs(inputs))["out"]
-        got = run_interp(dataclasses.replace(at, kernel=split), copy_inputs(inputs))["out"]
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(sizes))
+    assert_interpreted_split_matches(kernel, "split-keys", ways)
 
 
 def test_a_group_narrower_than_a_warp_gets_a_warp_of_copies():
     """A 16-thread head becomes a whole warp a group (two copies computing alike), so its
     width-16 shuffles find every lane of their warp at them whatever the trip counts of the
     other groups; group 0's first copy alone stores."""
-    split = _split(_load(DECODE_16, {"H": 2, "S": 33}), 8)
-    assert split.launch.block == (32 * 8, 1, 1)
+    result = _split(_load(DECODE_16, {"H": 2, "S": 33}), 8)
+    assert result.launch.block == (32 * 8, 1, 1)
     from kir.ir.printer import print_kernel
 
-    text = print_kernel(split, locations=False)
+    text = print_kernel(result, locations=False)
     assert "let copy: i32 = i32(thread.x) % 32 / 16" in text
     assert "if group == 0 && copy == 0 {" in text
 
@@ -70,13 +62,7 @@ def test_a_group_narrower_than_a_warp_gets_a_warp_of_copies():
 def test_the_emitted_split_runs_on_the_emulator(kernel, target):
     """(The 16-thread kernel has no Metal form: its width-16 shuffle with a loop-variable
     mask is refused by the Metal back end, split or not.)"""
-    for sizes in ({"H": 2, "S": 33}, {"H": 1, "S": 3}):
-        at = _load(kernel, sizes)
-        split = _split(at, 8, target)
-        inputs = at.bound.make_inputs(2)
-        want = run_interp(at, copy_inputs(inputs))["out"]
-        got = EmulatedKernel(emit(split, at.bound, target))(copy_inputs(inputs))["out"]
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(sizes))
+    assert_emulated_split_matches(kernel, "split-keys", target)
 
 
 def test_a_loop_that_stores_is_refused():
@@ -113,16 +99,4 @@ def test_the_modelled_search_splits_a_decode_kernel(tmp_path):
 @pytest.mark.parametrize("kernel", [DECODE_16, DECODE_WARP], ids=["16-threads", "warp"])
 def test_on_the_gpu_matches_the_reference(kernel):
     """The split through MLX on an NVIDIA GPU, at a ragged size with many keys."""
-    from kir.backends.mlx_runner import MLXKernel, available_targets
-    from kir.driver.runners import reference_outputs
-    from kir.spec.compare import compare_outputs
-
-    if "cuda" not in available_targets():
-        pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
-    at = _load(kernel, {"H": 7, "S": 1001})
-    inputs = at.bound.make_inputs(4)
-    want, _ = reference_outputs(at, copy_inputs(inputs))
-    got = MLXKernel(emit(_split(at, 16), at.bound, "cuda"))(copy_inputs(inputs))
-    result = compare_outputs(got, want, lambda o: at.bound.tolerance(
-        at.bound.spec.args[o].dtype))
-    assert result.ok, result.describe()
+    assert_gpu_split_matches(kernel, "split-keys", 16)

@@ -8,64 +8,54 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 import pytest
 
-from kir.backends import TARGETS, emit
+from decode_kernels import (
+    DECODE_16,
+    DECODE_WARP,
+    REGISTRY,
+    assert_emulated_split_matches,
+    assert_gpu_split_matches,
+    assert_interpreted_split_matches,
+    load_decode,
+    split,
+)
+
+from kir.backends import emit
 from kir.backends.emulate import emulator_available
-from kir.backends.emulated_runner import EmulatedKernel
 from kir.backends.module import write_module
-from kir.driver.load import load_kernel
-from kir.driver.registry import load_registry
 from kir.driver.runners import copy_inputs, run_interp
 from kir.ir.parser import parse_kernel
 from kir.ir.printer import print_kernel
-from kir.rules import NotApplicable, apply_trace, context_for, parse_step
-
-REPO = Path(__file__).resolve().parents[2]
-REGISTRY = load_registry(plugins=False)
-DECODE_16 = (REPO / "tests/corpus/attention_decode.cu",
-             REPO / "tests/corpus/attention_decode.online.kir.toml")
-DECODE_WARP = (REPO / "tests/rules/data/decode_warp_head.cu", None)
-SIZES = ({"H": 3, "S": 20}, {"H": 2, "S": 33}, {"H": 2, "S": 3}, {"H": 1, "S": 1})
-
+from kir.rules import NotApplicable
 
 def _load(kernel: tuple, sizes: dict):
-    path, spec = kernel
-    return load_kernel(path, spec_path=spec, sizes=sizes)
+    return load_decode(kernel, sizes)
 
 
 def _split(loaded, ways: int, target: str = "cuda"):
-    step = parse_step(f"split-keys-grid{{loop=L0,ways={ways}}}", REGISTRY)
-    return apply_trace(loaded.kernel, [step], REGISTRY, context_for(loaded, TARGETS[target]),
-                       strict=True).kernel
+    return split(loaded, "split-keys-grid", ways, target)
 
 
 @pytest.mark.parametrize("kernel", [DECODE_16, DECODE_WARP], ids=["16-threads", "warp"])
 @pytest.mark.parametrize("ways", [2, 8, 32])
 def test_the_split_computes_what_the_original_does(kernel, ways):
-    for sizes in SIZES:
-        at = _load(kernel, sizes)
-        split = _split(at, ways)
-        inputs = at.bound.make_inputs(1)
-        want = run_interp(at, copy_inputs(inputs))["out"]
-        got = run_interp(dataclasses.replace(at, kernel=split), copy_inputs(inputs))["out"]
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(sizes))
+    assert_interpreted_split_matches(kernel, "split-keys-grid", ways)
 
 
 def test_the_splits_are_blocks_along_y_with_a_workspace_the_launch_names():
-    split = _split(_load(DECODE_WARP, {"H": 2, "S": 33}), 8)
-    assert split.launch.grid == ("H", "8", "1") and split.launch.block == (32, 1, 1)
+    result = _split(_load(DECODE_WARP, {"H": 2, "S": 33}), 8)
+    assert result.launch.grid == ("H", "8", "1") and result.launch.block == (32, 1, 1)
     # (m, s, two outputs) a thread, for 32 threads of 8 splits of each head; a ticket a head
-    assert split.launch.scratch == (("split_partials", "(H) * (1) * (1) * 1024"),
-                                    ("split_tickets", "(H) * (1) * (1)"))
-    text = print_kernel(split, locations=False)
+    assert result.launch.scratch == (("split_partials", "(H) * (1) * (1) * 1024"),
+                                     ("split_tickets", "(H) * (1) * (1)"))
+    text = print_kernel(result, locations=False)
     assert "fence device" in text
     assert "split_ticket = atomic.add(split_tickets[former_block], 1_u32)" in text
-    assert parse_kernel(text) == dataclasses.replace(split, source=None)
+    assert parse_kernel(text) == dataclasses.replace(result, source=None)
 
 
 @pytest.mark.skipif(not emulator_available()[0], reason="no C++ compiler for the emulator")
@@ -75,13 +65,7 @@ def test_the_splits_are_blocks_along_y_with_a_workspace_the_launch_names():
 def test_the_emitted_split_runs_on_the_emulator(kernel, target):
     """(The 16-thread kernel has no Metal form: its width-16 shuffle with a loop-variable
     mask is refused by the Metal back end, split or not.)"""
-    for sizes in ({"H": 2, "S": 33}, {"H": 1, "S": 3}):
-        at = _load(kernel, sizes)
-        split = _split(at, 8, target)
-        inputs = at.bound.make_inputs(2)
-        want = run_interp(at, copy_inputs(inputs))["out"]
-        got = EmulatedKernel(emit(split, at.bound, target))(copy_inputs(inputs))["out"]
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(sizes))
+    assert_emulated_split_matches(kernel, "split-keys-grid", target)
 
 
 @pytest.mark.skipif(not emulator_available()[0], reason="no C++ compiler for the emulator")
@@ -135,18 +119,5 @@ def test_the_modelled_search_may_split_across_blocks(tmp_path):
 @pytest.mark.parametrize("ways", [4, 32])
 def test_on_the_gpu_matches_the_reference(kernel, ways):
     """Through MLX on an NVIDIA GPU, where the splits of a head race for the last ticket,
-    at a ragged size with many keys, three times."""
-    from kir.backends.mlx_runner import MLXKernel, available_targets
-    from kir.driver.runners import reference_outputs
-    from kir.spec.compare import compare_outputs
-
-    if "cuda" not in available_targets():
-        pytest.skip("needs MLX's CUDA back end on an NVIDIA GPU")
-    at = _load(kernel, {"H": 7, "S": 1001})
-    run = MLXKernel(emit(_split(at, ways), at.bound, "cuda"))
-    for seed in range(3):
-        inputs = at.bound.make_inputs(seed)
-        want, _ = reference_outputs(at, copy_inputs(inputs))
-        result = compare_outputs(run(copy_inputs(inputs)), want, lambda o: at.bound.tolerance(
-            at.bound.spec.args[o].dtype))
-        assert result.ok, (seed, result.describe())
+    at a ragged size with many keys, on three sets of inputs."""
+    assert_gpu_split_matches(kernel, "split-keys-grid", ways, seeds=3)
