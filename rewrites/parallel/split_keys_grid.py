@@ -38,6 +38,7 @@ from kir.ir import (
 from kir.ir.types import BOOL, I32, U32, PointerType, ScalarType, VectorType
 from kir.rewrites.parallel.split_keys import Plan, SplitKeys, as_type, zero_of
 from kir.rules import Match, NotApplicable, RuleContext, choice
+from kir.spec.sizeexpr import eval_size_expr
 
 _AXES = ("x", "y", "z")
 
@@ -99,7 +100,12 @@ class SplitKeysGrid(SplitKeys):
 
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
-        return _rewrite(kernel, match.plan, params.ways)
+        result = _rewrite(kernel, match.plan, params.ways)
+        if ctx.sizes:  # the workspace is indexed with 32-bit integers
+            part, count = result.launch.scratch[-2]
+            if eval_size_expr(count, dict(ctx.sizes)) >= 2**31:
+                return NotApplicable(f"{part} would hold 2^31 elements or more at these sizes")
+        return result
 
 
 def _declared(kernel: Kernel, plan: Plan) -> dict:

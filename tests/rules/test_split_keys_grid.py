@@ -121,3 +121,15 @@ def test_on_the_gpu_matches_the_reference(kernel, ways):
     """Through MLX on an NVIDIA GPU, where the splits of a head race for the last ticket,
     at a ragged size with many keys, on three sets of inputs."""
     assert_gpu_split_matches(kernel, "split-keys-grid", ways, seeds=3)
+
+
+def test_a_workspace_past_32_bit_indices_is_refused():
+    from kir.rules import context_for
+
+    at = _load(DECODE_WARP, {"H": 2, "S": 8})
+    rule = REGISTRY["split-keys-grid"]
+    huge = dataclasses.replace(context_for(at), sizes={"H": 1 << 20, "S": 8})
+    refused = rule.rewrite(at.kernel, "L0", {"ways": 32}, huge)
+    assert isinstance(refused, NotApplicable) and "2^31" in refused.reason, refused
+    assert not isinstance(rule.rewrite(at.kernel, "L0", {"ways": 32}, context_for(at)),
+                          NotApplicable)
