@@ -109,7 +109,7 @@ def _shape_refusal(first: For, second: For) -> str:
         return f"{first.label} and {second.label} have different bounds"
     for loop in (first, second):
         if has_barrier(loop.body) or has_exit(loop.body):
-            return f"{loop.label} has a barrier, break, continue or return"
+            return f"{loop.label} has a barrier or fence, break, continue or return"
     w1 = assigned_vars(first.body) - declared_names(first.body)
     w2 = assigned_vars(second.body) - declared_names(second.body)
     bounds = used_vars(c1.start) | used_vars(c1.stop)

@@ -16,6 +16,7 @@ from kir.ir import (
     Assign,
     Atomic,
     Barrier,
+    Fence,
     Block,
     Break,
     Continue,
@@ -111,7 +112,10 @@ def contains(node: Node, kinds: tuple[type, ...]) -> bool:
 
 
 def has_barrier(node: Node) -> bool:
-    return contains(node, (Barrier,))
+    """Any barrier or memory fence under ``node``: points that order memory between threads,
+    across which the rules that reorder a loop's statements (fuse, interchange, gather
+    loads) do not move them."""
+    return contains(node, (Barrier, Fence))
 
 
 def has_exit(node: Node) -> bool:
