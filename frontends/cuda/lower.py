@@ -150,6 +150,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.null_folds = 0
         # __constant__ memory read so far (lower_constant): bound once, kernel parameters
         self.constants_bound: set[str] = set()
+        # __device__ variables the kernel writes: (name, element count) for Launch.scratch
+        self.scratch: list[tuple[str, str]] = []
         self.structs_taken_apart = False  # a struct local or parameter was made (lower_struct)
         self.implicit_params: list = []
 
@@ -289,7 +291,9 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.pop_scope()
         stmts = tuple(self.prologue) + tuple(self.out)
         kernel = Kernel(str(ident), tuple(kparams) + tuple(self.implicit_params),
-                        Block(stmts, loc=self.loc_of(body)), self.launch)
+                        Block(stmts, loc=self.loc_of(body)),
+                        dataclasses.replace(self.launch, scratch=tuple(self.scratch))
+                        if self.scratch else self.launch)
         if not self.structs_taken_apart:
             return kernel
         # The field-by-field copies of structs (each by-value argument, return, assignment)

@@ -13,15 +13,23 @@ kernel: a scalar is folded, an array becomes a local table.
 
 from __future__ import annotations
 
+import math
 import re
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import parse_unit
-from kir.frontends.cuda.values import ArraySym, BufferInfo, StructType, VarSym
+from kir.frontends.cuda.values import (
+    ArraySym,
+    BufferInfo,
+    MemRef,
+    RefSym,
+    StructType,
+    VarSym,
+)
 
 from kir.errors import UnsupportedError
-from kir.ir import Param
-from kir.ir.types import PointerType, ScalarType, VectorType
+from kir.ir import Const, Param
+from kir.ir.types import I32, PointerType, ScalarType, VectorType
 
 
 class ConstantMixin:
@@ -38,16 +46,8 @@ class ConstantMixin:
         self.constants_bound.add(ident)
         text = program.src.text
         elsewhere = text[:unit.start] + " " * (unit.end - unit.start) + text[unit.end:]
-        if "__device__" in text[unit.start:unit.end].split("=", 1)[0] \
-                and _written(elsewhere, ident):
-            loc = program.src.loc(unit.start)
-            raise UnsupportedError(
-                f"'{ident}' is a __device__ variable the file's code writes: state every block "
-                "shares and keeps between launches, which an MLX kernel does not have", loc,
-                source_line=program.src.source_line(loc),
-                hint=f"pass '{ident}' to the kernel as a buffer argument and declare it "
-                     "role = \"scratch\" in the spec (zero-filled before every launch, "
-                     "never compared), as a counter of the blocks done would be")
+        written = "__device__" in text[unit.start:unit.end].split("=", 1)[0] \
+            and _written(elsewhere, ident)
         tree = parse_unit(program.src, unit.start, unit.end, "top_decl", program.type_names,
                           program.template_names)
         decl = tree.children[0] if tree.data == "top_decl" else tree
@@ -66,7 +66,9 @@ class ConstantMixin:
                 if pointers or is_ref:
                     raise self.error(f"__constant__ pointer or reference '{ident}' not "
                                      "supported", init_decl, UnsupportedError)
-                if init is not None:  # values in the source: a constant of the kernel
+                if written:
+                    self._scratch_parameter(ident, ctype.base, dims, init, init_decl)
+                elif init is not None:  # values in the source: a constant of the kernel
                     self.declare(ctype, (quals - {"__constant__", "__device__"}) | {"const"},
                                  declarator,
                                  init, init_decl)
@@ -76,6 +78,33 @@ class ConstantMixin:
         finally:
             self.scopes, self.offset, self.cur_loc, self.out = saved
         return True
+
+    def _scratch_parameter(self, ident: str, base, dims: list, init, tree) -> None:
+        """A ``__device__`` variable the kernel writes (a counter of the blocks done): a
+        workspace buffer the launch names (``Launch.scratch``), zero at every launch. CUDA
+        keeps it between launches; a kernel that works more than once resets it itself
+        (the last block sets the counter back to 0), and then a zero start is the same."""
+        if not isinstance(base, ScalarType) or (init is not None and not _zero_init(init)):
+            what = "not zero" if isinstance(base, ScalarType) else f"of type {base}"
+            error = self.error(
+                f"'{ident}' is a __device__ variable the file's code writes, and its start is "
+                f"{what}: kir gives such a variable a zero-filled workspace at every launch",
+                tree, UnsupportedError)
+            error.hint = (f"start '{ident}' at 0, or pass it to the kernel as a buffer "
+                          "argument (the spec then says its contents)")
+            raise error
+        sizes = self.array_sizes(ident, dims, tree, "__device__ array",
+                                 variable_length=False) if dims else []
+        elem = ct.scalar_of(base)
+        self.used.add(ident)
+        self.buffers[ident] = BufferInfo(elem, "global", False)
+        if sizes:
+            self.bind(ident, ArraySym(ident, base, tuple(sizes), "global"))
+        else:
+            self.bind(ident, RefSym(MemRef(ident, Const(0, I32), elem)))
+        self.implicit_params.append(Param(ident, PointerType(elem, "global", False, False),
+                                          loc=self.loc_of(tree)))
+        self.scratch.append((ident, str(math.prod(sizes) if sizes else 1)))
 
     def _constant_parameter(self, ident: str, base, dims: list, tree) -> None:
         """``__constant__`` memory the host fills: a kernel parameter."""
@@ -102,6 +131,15 @@ class ConstantMixin:
         self.bind(ident, ArraySym(ident, base, tuple(sizes), "global"))
         self.implicit_params.append(Param(ident, PointerType(elem, "global", True, False),
                                           loc=self.loc_of(tree)))
+
+
+def _zero_init(init) -> bool:
+    """Whether an initializer's text (``= 0``, ``= {0, 0}``, ``= 0u``) is all zeros."""
+    text = "".join(str(t) for t in init.scan_values(lambda _: True)) \
+        if hasattr(init, "scan_values") else str(init)
+    numbers = re.findall(r"[0-9.xXa-fA-F]+", re.sub(r"[uUlLfF]+\b", "", text))
+    return bool(numbers) and all(float.fromhex(n) == 0 if n.lower().startswith("0x")
+                                 else float(n) == 0 for n in numbers)
 
 
 def _written(text: str, ident: str) -> bool:

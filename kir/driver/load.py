@@ -328,8 +328,11 @@ def check_spec_fits(kernel: Kernel, spec: Spec) -> None:
     make inputs of one type and run the kernel on them converted to another."""
     from kir.ir.types import PointerType, VectorType
 
+    workspace = {name for name, _ in kernel.launch.scratch}  # the launch sizes these
     for param in kernel.params:
         arg = spec.args.get(param.name)
+        if arg is None and param.name in workspace:
+            continue
         if arg is None:
             raise _missing_argument(kernel, param, spec)
         if param.is_buffer != arg.is_buffer:

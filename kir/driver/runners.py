@@ -103,8 +103,10 @@ def _constant_symbols(loaded: Loaded, params: list, inputs: dict) -> dict[str, n
 
 
 def _constant_params(loaded: Loaded, params: list) -> list:
-    """The kernel's parameters its signature does not have: ``__constant__`` memory."""
+    """The kernel's parameters its signature does not have: ``__constant__`` memory (not
+    the ``__device__`` variables it writes, which the original file keeps itself)."""
     written = {n for p in params for n in p.argument_names}
+    written |= {name for name, _ in loaded.kernel.launch.scratch}
     return [p for p in loaded.kernel.params if p.name not in written]
 
 

@@ -15,7 +15,8 @@ from tests.frontend.everywhere import TARGETS, check_everywhere
 from kir.driver.load import load_kernel
 from kir.errors import KirError, UnsupportedError
 from kir.interp.run import run_kernel
-from kir.ir import Launch
+from kir.ir import Const, Launch
+from kir.ir.types import I32
 from kir.spec import load_spec_text
 
 DATA = Path(__file__).parent / "data"
@@ -101,15 +102,19 @@ def test_device_variables_only_read_are_inputs_or_constants():
     np.testing.assert_array_equal(out["y"], [2.5, 3.0, 3.5, 4.0])
 
 
-def test_a_device_variable_the_code_writes_is_refused_at_its_declaration():
-    """A counter every block shares (the samples' retirement count) has no MLX equivalent:
-    refused where it is declared, with what to do, rather than lowered to a per-thread copy."""
+def test_a_device_variable_the_code_writes_is_the_kernels_own_workspace():
+    """A counter every block shares (the samples' retirement count): a buffer the launch
+    names (``Launch.scratch``), zero at every launch, rather than a per-thread copy; its
+    reads and writes go to element 0 (tests/frontend/test_last_block.py runs such a kernel)."""
+    from kir.ir import Atomic
+
     source = """__device__ unsigned int blocks_done = 0;
 __global__ void k(float* y) {
     unsigned int t = atomicAdd(&blocks_done, 1u);
     y[0] = t;
 }"""
-    with pytest.raises(UnsupportedError, match="__device__ variable the file's code writes") \
-            as info:
-        load_cuda(source, "w.cu")
-    assert info.value.loc.line == 1 and "buffer argument" in info.value.hint
+    kernel = load_cuda(source, "w.cu")
+    assert kernel.launch.scratch == (("blocks_done", "1"),)
+    assert kernel.param("blocks_done").is_buffer
+    atomic = next(n for n in kernel.body.walk() if isinstance(n, Atomic))
+    assert atomic.buffer == "blocks_done" and atomic.index == Const(0, I32)

@@ -24,12 +24,38 @@ from kir.ir.printer import print_kernel
 from kir.spec import load_spec
 
 LAST_BLOCK = Path(__file__).parent / "data" / "last_block_sum.cu"
+# The same pattern with the count of finished blocks in a __device__ variable.
+RETIRE_COUNT = Path(__file__).parent / "data" / "retire_count_sum.cu"
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_last_block_sum_on_every_target(target):
     check_everywhere(LAST_BLOCK, target, [{}, {"N": 777, "BLOCKS": 5}, {"N": 40, "BLOCKS": 3}],
                      seed=21)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_device_counter_becomes_the_kernels_own_workspace(target):
+    """A written __device__ variable is a buffer the launch names (zero at every launch,
+    not in the spec); the original file, run by the emulator, keeps it as CUDA does."""
+    check_everywhere(RETIRE_COUNT, target, [{}, {"N": 100000}, {"N": 700}], seed=22)
+
+
+def test_the_device_counter_is_a_scratch_parameter_of_the_launch():
+    kernel = load_kernel(RETIRE_COUNT).kernel
+    assert kernel.launch.scratch == (("blocks_done", "1"),)
+    assert kernel.param("blocks_done").type.elem.name == "u32"
+
+
+def test_a_device_variable_written_from_a_nonzero_start_is_refused(tmp_path):
+    source = RETIRE_COUNT.read_text().replace("blocks_done = 0;\n\n", "blocks_done = 3;\n\n", 1)
+    path = tmp_path / "retire_count_sum.cu"
+    path.write_text(source)
+    (tmp_path / "retire_count_sum.kir.toml").write_text(
+        RETIRE_COUNT.with_suffix(".kir.toml").read_text())
+    with pytest.raises(KirError, match="its start is not zero") as info:
+        load_kernel(path)
+    assert info.value.loc.line == 7 and "start 'blocks_done' at 0" in info.value.hint
 
 
 def test_the_fence_is_a_statement_both_targets_print():
