@@ -90,6 +90,10 @@ def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) 
         return f"atomicAdd({ptr}, {value})"
     if a.op == "exch":
         return f"atomicExch({ptr}, {value})"
+    if a.op == "inc":
+        if elem.name != "u32":
+            raise UnsupportedError(f"CUDA atomicInc on {elem} (it takes unsigned int)", a.loc)
+        return f"atomicInc({ptr}, {value})"
     if elem.name == "f32":
         p.helpers.add(f"atomic_{a.op}_float")
         return f"kir_atomic_{a.op}({ptr}, {value})"

@@ -66,6 +66,12 @@ def _atomic(p: Printer, a: ir.Atomic, info: BufferInfo, index: str, value: str) 
         return f"atomic_fetch_add_explicit({ptr}, {value}, memory_order_relaxed)"
     if a.op == "exch":
         return f"atomic_exchange_explicit({ptr}, {value}, memory_order_relaxed)"
+    if a.op == "inc":
+        if elem.name != "u32":
+            raise UnsupportedError(f"an atomic increment with wrap on {elem} (u32 only)", a.loc)
+        # Metal has no wrapping increment: a compare-and-swap loop in the header.
+        p.helpers.add(f"atomic_inc_{info.space.strip() or 'device'}")
+        return f"kir_atomic_inc({ptr}, {value})"
     if elem.name == "f32":
         # No float atomic max/min in Metal: a compare-and-swap loop in the header, for the
         # address space the buffer is in (the overloads differ only by it, which the CPU
@@ -162,6 +168,13 @@ HELPERS = {
     }}
     return old;
 }}""" for op, cmp in (("max", "<"), ("min", ">")) for space in ("device", "threadgroup")},
+    **{f"atomic_inc_{space}": f"""inline uint kir_atomic_inc({space} atomic<uint>* p, uint limit) {{
+    uint old = atomic_load_explicit(p, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(
+               p, &old, old >= limit ? 0u : old + 1u, memory_order_relaxed, memory_order_relaxed)) {{
+    }}
+    return old;
+}}""" for space in ("device", "threadgroup")},
     # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below f32 tolerances).
     "kir_erf": """inline float kir_erf(float x) {
     float t = 1.0f / (1.0f + 0.3275911f * metal::abs(x));

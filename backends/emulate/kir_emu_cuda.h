@@ -350,6 +350,11 @@ template <class T, class U> inline T atomicOr(T* p, U v) { T o = *p; *p = T(o | 
 template <class T, class U> inline T atomicXor(T* p, U v) { T o = *p; *p = T(o ^ (T)v); return o; }
 template <class T, class U> inline T atomicMax(T* p, U v) { T o = *p; if ((T)v > o) *p = (T)v; return o; }
 template <class T, class U> inline T atomicMin(T* p, U v) { T o = *p; if ((T)v < o) *p = (T)v; return o; }
+inline unsigned int atomicInc(unsigned int* p, unsigned int limit) {
+  unsigned int o = *p;
+  *p = o >= limit ? 0u : o + 1u;
+  return o;
+}
 template <class T, class U, class V> inline T atomicCAS(T* p, U cmp, V val) {
   T o = *p;
   if (o == (T)cmp) *p = (T)val;

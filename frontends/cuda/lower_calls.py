@@ -132,7 +132,7 @@ SHUFFLES = {"__shfl_sync": "idx", "__shfl_xor_sync": "xor", "__shfl_down_sync": 
 VOTES = ("__any_sync", "__all_sync", "__ballot_sync")
 FULL_MASK = 0xFFFFFFFF
 ATOMICS = {"atomicAdd": "add", "atomicMax": "max", "atomicMin": "min", "atomicExch": "exch",
-           "atomicAnd": "and", "atomicOr": "or", "atomicXor": "xor"}
+           "atomicAnd": "and", "atomicOr": "or", "atomicXor": "xor", "atomicInc": "inc"}
 VECTORS = {"make_float2": VectorType(F32, 2), "make_float3": VectorType(F32, 3),
            "make_float4": VectorType(F32, 4), "make_int2": VectorType(I32, 2),
            "make_int4": VectorType(I32, 4), "make_uint2": VectorType(U32, 2),
@@ -149,14 +149,13 @@ UNSUPPORTED_CALLS = {
     "tex3D": "texture fetches", "surf2Dwrite": "surface writes", "clock": "clock()",
     "clock64": "clock64()", "cudaMalloc": "host API calls in device code",
     "cudaMemcpy": "host API calls in device code", "__trap": "__trap",
-    "atomicCAS": "atomicCAS", "atomicInc": "atomicInc",
+    "atomicCAS": "atomicCAS", "atomicDec": "atomicDec",
     "__nanosleep": "__nanosleep", "__shfl": "__shfl without _sync (deprecated)",
 }
 
 UNSUPPORTED_HINTS = {
-    "atomicInc": "a ticket of the blocks done (the last one combines their results) never "
-                 "reaches the limit: write atomicAdd(p, 1u), and reset the counter in the last "
-                 "block if the kernel does",
+    "atomicDec": "atomicInc, atomicAdd and atomicSub are supported: a counter of the blocks done "
+                 "can count up",
 }
 
 
@@ -540,6 +539,9 @@ class CallMixin:
             raise self.error(f"atomic {op} on a {p.view} buffer (C: integers only)", tree,
                              UnsupportedError)
         view = views[-1] if views else None  # the integer type the pointer was cast to
+        if op == "inc" and getattr(view or p.view, "name", None) != "u32":
+            raise self.error(f"atomicInc on a {view or p.view} buffer (CUDA: unsigned int only)",
+                             tree, UnsupportedError)
         if view is not None and op in ("max", "min"):
             raise self.error(f"atomic {op} through a {view} pointer into a {p.view} buffer (the "
                              "comparison depends on the signedness)", arg_trees[0],

@@ -27,7 +27,14 @@ def _combine(op: str, dtype: np.dtype):
         return np.fmin if dtype.kind == "f" else np.minimum
     if op in ("and", "or", "xor"):
         return {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+    if op == "inc":
+        return _wrapping_increment
     return None  # exch
+
+
+def _wrapping_increment(current, limit):
+    """CUDA's atomicInc: ``current >= limit ? 0 : current + 1`` (one element; no ``.at``)."""
+    return type(current)(0) if current >= limit else type(current)(current + 1)
 
 
 def _exchange(data: np.ndarray, addr: np.ndarray, values: np.ndarray) -> None:
@@ -89,7 +96,9 @@ def compile_atomic(s: ir.Atomic, result_type: Type | None, hoist: Hoist | None =
         live_values = values if full else values[mask]
         if result is None:
             combine = _combine(op, data.dtype)
-            if combine is None:
+            if op == "inc":  # no ufunc: lane by lane
+                _sequential_old(op, data, live_addr, live_values)
+            elif combine is None:
                 _exchange(data, live_addr, live_values)
             else:
                 combine.at(data, live_addr, live_values)

@@ -442,7 +442,9 @@ class Assert(Stmt):
     loc: Loc | None = _loc()
 
 
-ATOMIC_OPS = ("add", "max", "min", "exch", "and", "or", "xor")
+# "inc" is CUDA's atomicInc on a u32: the old value ``o`` becomes ``o >= value ? 0 : o + 1``
+# (a counter wrapping at ``value``, as tickets of the blocks done are taken).
+ATOMIC_OPS = ("add", "max", "min", "exch", "and", "or", "xor", "inc")
 BITWISE_ATOMICS = ("and", "or", "xor")  # (on integers only)
 
 

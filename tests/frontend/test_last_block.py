@@ -55,7 +55,7 @@ def test_a_device_variable_written_from_a_nonzero_start_is_refused(tmp_path):
         RETIRE_COUNT.with_suffix(".kir.toml").read_text())
     with pytest.raises(KirError, match="its start is not zero") as info:
         load_kernel(path)
-    assert info.value.loc.line == 7 and "start 'blocks_done' at 0" in info.value.hint
+    assert info.value.loc.line == 8 and "start 'blocks_done' at 0" in info.value.hint
 
 
 def test_the_fence_is_a_statement_both_targets_print():
@@ -109,12 +109,35 @@ def test_the_mlx_module_returns_the_total_only(tmp_path):
     np.testing.assert_array_equal(np.array(again), np.array(total))
 
 
-def test_atomic_inc_is_refused_with_the_ticket_rewrite_as_hint():
+def test_atomic_inc_wraps_at_its_limit(tmp_path):
+    """atomicInc(p, limit): the old value o becomes o >= limit ? 0 : o + 1 (CUDA's own call;
+    on Metal a compare-and-swap loop). Every thread of two blocks takes a ticket wrapping
+    at 5."""
+    from kir.interp.run import run_kernel
+
+    (tmp_path / "f.cu").write_text(
+        "__global__ void f(unsigned* tickets, unsigned* out) {\n"
+        "    out[blockIdx.x * 32 + threadIdx.x] = atomicInc(tickets, 5u);\n}\n")
+    (tmp_path / "f.kir.toml").write_text(
+        'kernel = "f"\nsizes = { B = 2 }\nlaunch = { grid = ["B"], block = [32] }\n[args]\n'
+        'tickets = { dtype = "u32", shape = [1], role = "scratch" }\n'
+        'out = { dtype = "u32", shape = ["B * 32"], role = "out", init = "none" }\n')
+    loaded = load_kernel(tmp_path / "f.cu")
+    out = run_kernel(loaded.kernel, {"tickets": np.zeros(1, np.uint32),
+                                     "out": np.zeros(64, np.uint32)}, {"B": 2})
+    assert sorted(out["out"].tolist()) == sorted(i % 6 for i in range(64))
+    assert out["tickets"][0] == 64 % 6
+    assert "atomicInc(&tickets[0], 5u)" in emit(loaded.kernel, loaded.bound, "cuda").source
+    metal = emit(loaded.kernel, loaded.bound, "metal")
+    assert "kir_atomic_inc(" in metal.source and "atomic_compare_exchange_weak" in metal.header
+
+
+def test_atomic_dec_is_refused_with_what_to_use():
     from kir.frontends.cuda import load_cuda
     from kir.ir import Launch
 
     source = ("__global__ void f(unsigned* tickets, unsigned* out) {\n"
-              "    out[0] = atomicInc(tickets, gridDim.x);\n}\n")
-    with pytest.raises(KirError, match="atomicInc not supported") as info:
+              "    out[0] = atomicDec(tickets, gridDim.x);\n}\n")
+    with pytest.raises(KirError, match="atomicDec not supported") as info:
         load_cuda(source, "f.cu", launch=Launch(("4", "1", "1"), (32, 1, 1), 0))
-    assert info.value.loc.line == 2 and "atomicAdd(p, 1u)" in info.value.hint
+    assert info.value.loc.line == 2 and "atomicInc" in info.value.hint

@@ -1,7 +1,8 @@
 // A one-launch sum that keeps its count of finished blocks in a __device__ variable (the
 // CUDA threadFenceReduction sample's layout, written again): each block reduces its share in
 // shared memory, thread 0 writes the block's partial, fences and counts the block in; the
-// block that finishes last adds the partials and sets the count back to zero.
+// block that finishes last adds the partials and sets the count back to zero. The ticket
+// is atomicInc's, which wraps at its limit (gridDim.x: never reached here).
 #define BLOCK 256
 
 __device__ unsigned int blocks_done = 0;
@@ -24,7 +25,7 @@ __global__ void retire_count_sum(const float* g_in, float* g_partial, float* g_t
     if (tid == 0) {
         g_partial[blockIdx.x] = sdata[0];
         __threadfence();
-        unsigned int ticket = atomicAdd(&blocks_done, 1u);
+        unsigned int ticket = atomicInc(&blocks_done, gridDim.x);
         am_last = (ticket == gridDim.x - 1);
     }
     __syncthreads();
