@@ -17,7 +17,8 @@ from kir.driver.runners import check_on_target
 
 DATA = Path(__file__).parent / "data"
 KERNELS = ["int8_gemv_dp4a", "int_intrinsics", "short_types", "aos_bodies", "warp_sync",
-           "math_more", "q8_blocks", "q8_quantize", "half_exact", "last_block_sum"]
+           "math_more", "q8_blocks", "q8_quantize", "half_exact", "last_block_sum",
+           "retire_count_sum", "single_pass_sum"]
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif("cuda" not in available_targets(),
                                  reason="needs MLX's CUDA back end on an NVIDIA GPU")]

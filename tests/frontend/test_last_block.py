@@ -26,6 +26,9 @@ from kir.spec import load_spec
 LAST_BLOCK = Path(__file__).parent / "data" / "last_block_sum.cu"
 # The same pattern with the count of finished blocks in a __device__ variable.
 RETIRE_COUNT = Path(__file__).parent / "data" / "retire_count_sum.cu"
+# In a vendor sample's style: templates, shared memory through a conversion operator,
+# cooperative groups, atomicInc on a __device__ count.
+SINGLE_PASS = Path(__file__).parent / "data" / "single_pass_sum.cu"
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -39,6 +42,12 @@ def test_a_device_counter_becomes_the_kernels_own_workspace(target):
     """A written __device__ variable is a buffer the launch names (zero at every launch,
     not in the spec); the original file, run by the emulator, keeps it as CUDA does."""
     check_everywhere(RETIRE_COUNT, target, [{}, {"N": 100000}, {"N": 700}], seed=22)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_single_pass_sum_in_a_samples_style_on_every_target(target):
+    check_everywhere(SINGLE_PASS, target, [{}, {"N": 3001, "G": 5}, {"N": 513, "G": 2}],
+                     seed=23)
 
 
 def test_the_device_counter_is_a_scratch_parameter_of_the_launch():
