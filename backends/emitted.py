@@ -97,8 +97,8 @@ class Emitted:
     # The grid in blocks as the kernel's size expressions (``ceil(N / 256)``), for callers
     # that launch at other sizes (the generated module).
     grid_exprs: tuple[str, ...] = ()
-    # Workspace outputs a rule added (kir.ir.Launch.scratch): (argument, element count as a
-    # size expression); the caller allocates them and drops them from what it returns.
+    # The kernel's own workspace outputs (kir.ir.Launch.scratch): (argument, element count as
+    # a size expression); the caller allocates them and drops them from what it returns.
     scratch: tuple[tuple[str, str], ...] = ()
 
     def accumulation_for(self, arg: str) -> Accumulation | None:

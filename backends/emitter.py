@@ -37,7 +37,7 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
     """
     target = target_named(target)
     dialect, helpers = target.dialect, target.helpers
-    bound = bound.for_kernel(kernel)  # a rule's workspace buffers are outputs MLX allocates
+    bound = bound.for_kernel(kernel)  # the kernel's own workspace: outputs MLX allocates
     args = bound.spec.args
     for p in kernel.params:
         if p.name not in args:

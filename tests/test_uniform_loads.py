@@ -56,3 +56,19 @@ def test_a_flag_written_before_the_barrier_is_uniform_after_it():
 def test_a_flag_some_thread_may_still_write_is_not(body, why):
     with pytest.raises(KirError, match="barrier under thread-divergent control flow"):
         _verify(body)
+
+
+def test_one_load_object_in_two_places_is_judged_in_both():
+    """Rules share unchanged subtrees: the same Load may stand after the barrier (uniform)
+    and again before anyone wrote the flag. Uniform in one place is not enough."""
+    import dataclasses
+
+    from kir.ir import Barrier, Block, If
+
+    kernel = parse_kernel(HEAD + DECIDE + USE + "}\n")
+    verify(kernel)
+    use = next(s for s in kernel.body.stmts if isinstance(s, If) and "flag" in str(s.cond))
+    early = If(use.cond, Block((Barrier("block"),)))  # the same Load object, read first
+    body = Block((kernel.body.stmts[0], kernel.body.stmts[1], early) + kernel.body.stmts[2:])
+    with pytest.raises(KirError, match="barrier under thread-divergent control flow"):
+        verify(dataclasses.replace(kernel, body=body))

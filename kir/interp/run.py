@@ -77,7 +77,7 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
 
 
 def _scratch(kernel: ir.Kernel, sizes: dict[str, int]) -> dict[str, np.ndarray]:
-    """Zero-filled workspace buffers a rule gave the kernel (``Launch.scratch``)."""
+    """Zero-filled workspace buffers of the kernel's own (``Launch.scratch``)."""
     out = {}
     for name, count in kernel.launch.scratch:
         param = kernel.param(name)

@@ -593,8 +593,9 @@ class Launch(Node):
     scalar arguments the kernel no longer reads though the original did, and whose values it
     does not depend on (a rule rebuilt it to compute the same whatever they are, e.g. a
     FlashAttention kernel's tile counts): not reading them is then no sign of a baked value
-    (kir.measure.cases.judged_cases). ``scratch`` names the buffer parameters a rule added as
-    workspace, each with its element count as a size expression (``("part", "H * 8")``):
+    (kir.measure.cases.judged_cases). ``scratch`` names the buffer parameters that are the
+    kernel's own workspace (a rule's partial results, or a ``__device__`` variable the CUDA
+    code writes), each with its element count as a size expression (``("part", "H * 8")``):
     whoever launches the kernel gives each a zero-filled buffer of that many elements of
     the parameter's type, as for a spec argument of role ``scratch``
     (:meth:`kir.spec.BoundSpec.for_kernel`)."""

@@ -50,6 +50,9 @@ class _State:
 class _Walk:
     shared: frozenset[str]
     candidates: dict[int, str] = field(default_factory=dict)  # id(load) -> buffer
+    # Loads also met where their buffer was not stable: rules share unchanged subtrees, so
+    # one Load object may stand in two places, and ids are all the barrier check sees.
+    elsewhere: set[int] = field(default_factory=set)
     racy: set[str] = field(default_factory=set)
 
     def stmts(self, stmts: tuple[Stmt, ...], state: _State, depth: int) -> _State:
@@ -96,6 +99,8 @@ class _Walk:
             if isinstance(e, Load) and e.buffer in state.stable:
                 self.candidates[id(e)] = e.buffer
                 state = _State(state.stable, state.loaded | {e.buffer})
+            elif isinstance(e, Load):
+                self.elsewhere.add(id(e))
         return state
 
 
@@ -111,7 +116,8 @@ def uniform_shared_loads(kernel: Kernel) -> frozenset[int]:
         walk.stmts(kernel.body.stmts, _State(frozenset(), frozenset()), 0)
     except RecursionError:
         return frozenset()
-    return frozenset(i for i, buffer in walk.candidates.items() if buffer not in walk.racy)
+    return frozenset(i for i, buffer in walk.candidates.items()
+                     if buffer not in walk.racy and i not in walk.elsewhere)
 
 
 def _merge(a: _State, b: _State) -> _State:

@@ -177,9 +177,9 @@ class BoundSpec:
         return value
 
     def for_kernel(self, kernel) -> "BoundSpec":
-        """This spec with the workspace buffers a rule gave ``kernel`` (``Launch.scratch``)
-        as arguments of role ``scratch``: how a launcher learns their dtypes and shapes.
-        The same spec when the kernel has none."""
+        """This spec with ``kernel``'s own workspace buffers (``Launch.scratch``: a rule's,
+        or a ``__device__`` variable the CUDA code writes) as arguments of role ``scratch``:
+        how a launcher learns their dtypes and shapes. The same spec when it has none."""
         if not kernel.launch.scratch:
             return self
         args = dict(self.spec.args)
