@@ -380,6 +380,17 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             out.append((f"retiled-register-blocked-matmul-{factor}", [
                 Want("retile", any_site=True, params={"value": 32}),
                 Want("merge-threads", ("y",), {"factor": factor}), *_finishing(kernel)]))
+    # Decode attention (a block walks every key of its query carrying an online softmax):
+    # the keys split across blocks (flash-decoding), or across copies of the block. Each
+    # fires only where the split rule proves the loop. On the H200 at 32 heads x 4096 keys,
+    # timed in turns: 0.135 ms with 128 splits across blocks, 0.18 with 32 either way
+    # (BENCHMARKS.md "Round 20").
+    out.append(("flash-decoding-blocks", [
+        Want("split-keys-grid", any_site=True, params={"ways": 128}, required=True),
+        *_finishing(kernel)]))
+    out.append(("flash-decoding-block", [
+        Want("split-keys", any_site=True, params={"ways": 32}, required=True),
+        *_finishing(kernel)]))
     hand_written = shuffle_reduction(kernel)
     if hand_written:
         out.append(("warp-reduce", [Want("warp-reduce", any_site=True, repeat=4),

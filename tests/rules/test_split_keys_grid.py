@@ -16,6 +16,7 @@ import pytest
 from decode_kernels import (
     DECODE_16,
     DECODE_WARP,
+    REPO,
     REGISTRY,
     assert_emulated_split_matches,
     assert_gpu_split_matches,
@@ -133,3 +134,22 @@ def test_a_workspace_past_32_bit_indices_is_refused():
     assert isinstance(refused, NotApplicable) and "2^31" in refused.reason, refused
     assert not isinstance(rule.rewrite(at.kernel, "L0", {"ways": 32}, context_for(at)),
                           NotApplicable)
+
+
+@pytest.mark.parametrize("kernel", [DECODE_16, DECODE_WARP], ids=["16-threads", "warp"])
+def test_the_search_is_hinted_both_splits_where_they_apply(kernel):
+    """Recipes fire on the proved loop, not on names: both decode kernels get the split
+    across blocks (128 ways) and within a block; a softmax row kernel gets neither."""
+    from kir.backends import TARGETS
+    from kir.rules import context_for
+    from kir.search.hints import hints
+
+    at = _load(kernel, {"H": 3, "S": 20})
+    found = {h.name: [str(s) for s in h.steps]
+             for h in hints(at.kernel, REGISTRY, context_for(at, TARGETS["cuda"]))}
+    assert found["flash-decoding-blocks"][0] == "split-keys-grid{loop=L0,ways=128}"
+    assert found["flash-decoding-block"][0] == "split-keys{loop=L0,ways=32}"
+    softmax = load_decode((REPO / "examples/softmax.cu", None), {"rows": 4, "cols": 40})
+    names = {h.name for h in hints(softmax.kernel, REGISTRY,
+                                   context_for(softmax, TARGETS["cuda"]))}
+    assert not names & {"flash-decoding-blocks", "flash-decoding-block"}
