@@ -397,6 +397,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         pointers, is_ref, ident, dims = self.split_declarator(declarator)
         self._deduce_from_spec(specs, ident)
         ctype = self.resolve_specs(specs)
+        self.refuse_volatile_memory(bool(pointers), ident, ptree)
         if is_ref or dims:
             raise self.error("reference or array kernel parameters not supported", ptree,
                              UnsupportedError)

@@ -64,6 +64,7 @@ class DeclMixin:
 
     def declare(self, ctype, quals: set, declarator, init, tree) -> None:
         pointers, is_ref, ident, dims = self.split_declarator(declarator)
+        self.refuse_volatile_memory(bool(pointers or dims), ident, tree, quals)
         shared = "__shared__" in quals
         base = ctype.base
         if base is None and not pointers:

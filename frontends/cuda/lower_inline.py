@@ -274,6 +274,7 @@ class InlineMixin:
         if declarator is None:
             return ParamInfo(None, ctype.base, False, False, const, default, ptree)
         pointers, is_ref, ident, dims = self.split_declarator(declarator)
+        self.refuse_volatile_memory(bool(pointers or dims), ident, ptree)
         return ParamInfo(ident, ctype.base, bool(pointers or dims), is_ref, const, default,
                          ptree)
 

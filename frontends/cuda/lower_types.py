@@ -34,10 +34,28 @@ CG_TYPES = {"cg::thread_block": "block", "cg::thread_block_tile": "tile", "cg::g
             "cg::greater": "greater", "cg::less": "less"}
 
 
+VOLATILE_HINT = (
+    "volatile memory is how pre-Volta code lets the lanes of a warp exchange values without a "
+    "barrier (the unrolled last steps of a shared-memory reduction); kir's kernels do not keep "
+    "the lanes in step, so that code would compute wrong values. Use warp shuffles "
+    "(__shfl_down_sync) or __syncwarp() between the steps, or drop volatile where a "
+    "__syncthreads() separates every write from the reads of other threads")
+
+
 class TypeMixin:
     """Type resolution; relies on the Lowerer for scopes, errors and constants."""
 
     # ------------------------------------------------------------------ specifiers
+
+    def refuse_volatile_memory(self, memory: bool, ident: str, tree,
+                               quals: set | None = None) -> None:
+        """A volatile pointer or array (``quals``, else the last declaration's) is refused:
+        see VOLATILE_HINT."""
+        if memory and "volatile" in (self.last_qualifiers if quals is None else quals):
+            error = self.error(f"volatile pointer or array '{ident}' not supported", tree,
+                               UnsupportedError)
+            error.hint = VOLATILE_HINT
+            raise error
 
     def resolve_specs(self, specs, offset: int | None = None) -> ct.CType:
         """The CType of ``decl_specs``; qualifiers go to ``self.last_qualifiers``."""
