@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import re
 
+from lark import Tree
+
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import parse_unit
 from kir.frontends.cuda.values import (
@@ -84,7 +86,7 @@ class ConstantMixin:
         workspace buffer the launch names (``Launch.scratch``), zero at every launch. CUDA
         keeps it between launches; a kernel that works more than once resets it itself
         (the last block sets the counter back to 0), and then a zero start is the same."""
-        if not isinstance(base, ScalarType) or (init is not None and not _zero_init(init)):
+        if not isinstance(base, ScalarType) or (init is not None and not self._starts_at_zero(init)):
             what = "not zero" if isinstance(base, ScalarType) else f"of type {base}"
             error = self.error(
                 f"'{ident}' is a __device__ variable the file's code writes, and its start is "
@@ -105,6 +107,13 @@ class ConstantMixin:
         self.implicit_params.append(Param(ident, PointerType(elem, "global", False, False),
                                           loc=self.loc_of(tree)))
         self.scratch.append((ident, str(math.prod(sizes) if sizes else 1)))
+
+    def _starts_at_zero(self, init) -> bool:
+        """Whether an initializer (``= 0``, ``= {0, 0u}``) is zeros: each value lowered and
+        folded as any other expression of the file."""
+        if isinstance(init, Tree) and init.data == "init_list":
+            return all(self._starts_at_zero(item) for item in init.children)
+        return ct.const_value(self.rvalue(init)) == 0
 
     def _constant_parameter(self, ident: str, base, dims: list, tree) -> None:
         """``__constant__`` memory the host fills: a kernel parameter."""
@@ -131,15 +140,6 @@ class ConstantMixin:
         self.bind(ident, ArraySym(ident, base, tuple(sizes), "global"))
         self.implicit_params.append(Param(ident, PointerType(elem, "global", True, False),
                                           loc=self.loc_of(tree)))
-
-
-def _zero_init(init) -> bool:
-    """Whether an initializer's text (``= 0``, ``= {0, 0}``, ``= 0u``) is all zeros."""
-    text = "".join(str(t) for t in init.scan_values(lambda _: True)) \
-        if hasattr(init, "scan_values") else str(init)
-    numbers = re.findall(r"[0-9.xXa-fA-F]+", re.sub(r"[uUlLfF]+\b", "", text))
-    return bool(numbers) and all(float.fromhex(n) == 0 if n.lower().startswith("0x")
-                                 else float(n) == 0 for n in numbers)
 
 
 def _written(text: str, ident: str) -> bool:

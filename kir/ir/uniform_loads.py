@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kir.ir.edit import own_exprs
 from kir.ir.nodes import (
     Alloc,
     Atomic,
@@ -30,6 +31,8 @@ from kir.ir.nodes import (
     If,
     Kernel,
     Load,
+    MatrixFill,
+    MatrixLoad,
     MatrixStore,
     Stmt,
     Store,
@@ -125,6 +128,8 @@ def _merge(a: _State, b: _State) -> _State:
 
 
 def _exprs(stmt: Stmt) -> list[Expr]:
-    """The expressions a statement evaluates (other than a loop's or branch's)."""
-    return [value for name in ("init", "value", "index", "cond", "stride")
-            if isinstance(value := getattr(stmt, name, None), Expr)]
+    """The expressions a statement evaluates (:func:`kir.ir.edit.own_exprs`, which leaves
+    out a matrix statement's fill value, index and stride)."""
+    if isinstance(stmt, (MatrixFill, MatrixLoad, MatrixStore)):
+        return [stmt.value] if isinstance(stmt, MatrixFill) else [stmt.index, stmt.stride]
+    return own_exprs(stmt)

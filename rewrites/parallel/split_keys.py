@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 from kir import analysis
 from kir.analysis import canonical, strip_casts
@@ -387,8 +388,10 @@ def _combine(plan: Plan, ways: int, declared: dict, t: Var, g: Var, first_copy: 
     arrays = {n: namer.name(f"{n}_groups") for n in names}
     out: list[Stmt] = [Alloc(arrays[n], elems[n], slots * lanes[n], "shared") for n in names]
 
-    def of_group(v: Var) -> Expr:
-        """Where group ``v`` keeps this thread's values."""
+    def of_group(v: Expr) -> Expr:
+        """Where group ``v`` keeps this thread's values (group 0: at the thread's index)."""
+        if v == Const(0, I32):
+            return t
         return Binary("+", Binary("*", v, Const(plan.threads, I32), I32), t, I32)
 
     def at(base: Expr, n: str, i: int) -> Expr:
@@ -403,34 +406,52 @@ def _combine(plan: Plan, ways: int, declared: dict, t: Var, g: Var, first_copy: 
                          for n in names for i in range(lanes[n])]
     out += saves if first_copy is None else [If(first_copy, Block(tuple(saves)))]
     out.append(Barrier("block"))
-    mt = declared[plan.m]
-    big = namer.name(f"{plan.m}_all")
+    return out + combine_splits(names, declared, ways, lambda v, n, i: Load(
+        arrays[n], at(of_group(v), n, i), elems[n]), namer)
+
+
+def combine_splits(names: list[str], declared: dict, ways: int,
+                   read: Callable[[Expr, str, int], Expr], namer: Namer) -> list[Stmt]:
+    """Combine the ``ways`` splits' running values for this thread's position: M = max m_j,
+    s = sum s_j * w_j, o = sum o_j * w_j with w_j = exp(m_j - M) (1 where m_j = M, so that
+    splits that saw no iteration combine to the start values, as the original leaves them).
+    ``names`` are m, s and the accumulators; ``read(j, n, i)`` is component ``i`` of value
+    ``n`` as split ``j`` left it (split-keys: shared memory; split-keys-grid: a workspace)."""
+    m, rest = names[0], names[1:]
+    mt = declared[m]
+    big = namer.name(f"{m}_all")
     j, k = namer.name("j"), namer.name("k")
     jv, kv = Var(j, I32), Var(k, I32)
-    out.append(Declare(big, mt, Load(arrays[plan.m], t, mt)))
-    out.append(For(namer.label(), k, I32, Const(1, I32), Binary("<", kv, Const(ways, I32), BOOL),
-                   Binary("+", kv, Const(1, I32), I32),
-                   Block((Assign(big, Call("max", (Var(big, mt),
-                                                   Load(arrays[plan.m], of_group(kv), mt)),
-                                           mt)),))))
-    other = of_group(jv)
-    for n in names[1:]:
-        out.append(Assign(n, zero_of(declared[n])))
-    mj, w = namer.name(f"{plan.m}_j"), namer.name("weight")
+
+    def lanes(n: str) -> int:
+        return declared[n].count if isinstance(declared[n], VectorType) else 1
+
+    def own(n: str, i: int) -> Expr:
+        v = Var(n, declared[n])
+        return Component(v, i, declared[n].elem) if lanes(n) > 1 else v
+
+    def loop(var: Var, start: int, body: tuple[Stmt, ...]) -> For:
+        return For(namer.label(), var.name, I32, Const(start, I32),
+                   Binary("<", var, Const(ways, I32), BOOL),
+                   Binary("+", var, Const(1, I32), I32), Block(body))
+
+    out: list[Stmt] = [Declare(big, mt, read(Const(0, I32), m, 0)),
+                       loop(kv, 1, (Assign(big, Call("max", (Var(big, mt), read(kv, m, 0)),
+                                                     mt)),))]
+    out += [Assign(n, zero_of(declared[n])) for n in rest]
+    mj, w = namer.name(f"{m}_j"), namer.name("weight")
     step: list[Stmt] = [
-        Declare(mj, mt, Load(arrays[plan.m], other, mt)),
+        Declare(mj, mt, read(jv, m, 0)),
         Declare(w, mt, Select(Binary("==", Var(mj, mt), Var(big, mt), BOOL), Const(1.0, mt),
                               Call("exp", (Binary("-", Var(mj, mt), Var(big, mt), mt),), mt),
                               mt))]
-    for n in names[1:]:
-        parts = [Binary("+", lane(n, i), Binary("*", Load(arrays[n], at(other, n, i), elems[n]),
-                                                Var(w, mt), elems[n]), elems[n])
-                 for i in range(lanes[n])]
-        value = MakeVector(tuple(parts), declared[n]) if lanes[n] > 1 else parts[0]
-        step.append(Assign(n, value))
-    out.append(For(namer.label(), j, I32, Const(0, I32), Binary("<", jv, Const(ways, I32), BOOL),
-                   Binary("+", jv, Const(1, I32), I32), Block(tuple(step))))
-    out.append(Assign(plan.m, Var(big, mt)))
+    for n in rest:
+        t = declared[n].elem if lanes(n) > 1 else declared[n]
+        parts = [Binary("+", own(n, i), Binary("*", read(jv, n, i), Var(w, mt), t), t)
+                 for i in range(lanes(n))]
+        step.append(Assign(n, MakeVector(tuple(parts), declared[n]) if lanes(n) > 1
+                           else parts[0]))
+    out += [loop(jv, 0, tuple(step)), Assign(m, Var(big, mt))]
     return out
 
 

@@ -10,12 +10,10 @@ from dataclasses import dataclass
 from kir.analysis.loop_edits import Namer
 from kir.ir import (
     Alloc,
-    Assign,
     Atomic,
     Barrier,
     Binary,
     Block,
-    Call,
     Cast,
     Component,
     Const,
@@ -26,17 +24,15 @@ from kir.ir import (
     If,
     Kernel,
     Load,
-    MakeVector,
     Param,
     Return,
-    Select,
     Special,
     Stmt,
     Store,
     Var,
 )
 from kir.ir.types import BOOL, I32, U32, PointerType, ScalarType, VectorType
-from kir.rewrites.parallel.split_keys import Plan, SplitKeys, as_type, zero_of
+from kir.rewrites.parallel.split_keys import Plan, SplitKeys, as_type, combine_splits
 from kir.rules import Match, NotApplicable, RuleContext, choice
 from kir.spec.sizeexpr import eval_size_expr
 
@@ -188,7 +184,8 @@ def _rewrite(kernel: Kernel, grid_plan: GridPlan, ways: int) -> Kernel:
         If(Binary("==", Load(flag, Const(0, I32), I32), Const(0, I32), BOOL),
            Block((Return(),))),
     ]
-    combine = _combine(names, declared, lanes, elem, offsets, slot, ways, part, namer)
+    combine = combine_splits(names, declared, ways, lambda j, n, i: Load(
+        part, slot(j, offsets[n] + i), elem), namer)
     body = Block(tuple(head + stmts[:plan.at] + [dealt] + publish + combine
                        + stmts[plan.at + 1:]), kernel.body.loc)
     grid = list(kernel.launch.grid)
@@ -200,44 +197,6 @@ def _rewrite(kernel: Kernel, grid_plan: GridPlan, ways: int) -> Kernel:
                                          (tickets, blocks)))
     params = kernel.params + (Param(part, PointerType(elem)), Param(tickets, PointerType(U32)))
     return dataclasses.replace(kernel, params=params, body=body, launch=launch)
-
-
-def _combine(names, declared, lanes, elem, offsets, slot, ways, part, namer) -> list[Stmt]:
-    """In the last block, each thread reads the ``ways`` partials of its position: M = max
-    m_j, then s = sum s_j * w_j and o = sum o_j * w_j with w_j = exp(m_j - M) (1 where
-    m_j = M, so that splits that saw no iteration combine to the start values)."""
-    m, rest = names[0], names[1:]
-    mt = declared[m]
-    big = namer.name(f"{m}_all")
-    j, k = namer.name("j"), namer.name("k")
-    jv, kv = Var(j, I32), Var(k, I32)
-
-    def loop(var: Var, start: int, body: tuple[Stmt, ...]) -> For:
-        return For(namer.label(), var.name, I32, Const(start, I32),
-                   Binary("<", var, Const(ways, I32), BOOL),
-                   Binary("+", var, Const(1, I32), I32), Block(body))
-
-    out: list[Stmt] = [Declare(big, mt, Load(part, slot(Const(0, I32), offsets[m]), elem))]
-    out.append(loop(kv, 1, (Assign(big, Call("max", (Var(big, mt), Load(
-        part, slot(kv, offsets[m]), elem)), mt)),)))
-    for n in rest:
-        out.append(Assign(n, zero_of(declared[n])))
-    mj, w = namer.name(f"{m}_j"), namer.name("weight")
-    step: list[Stmt] = [
-        Declare(mj, mt, Load(part, slot(jv, offsets[m]), elem)),
-        Declare(w, mt, Select(Binary("==", Var(mj, mt), Var(big, mt), BOOL), Const(1.0, mt),
-                              Call("exp", (Binary("-", Var(mj, mt), Var(big, mt), mt),), mt),
-                              mt))]
-    for n in rest:
-        own = Var(n, declared[n])
-        parts = [Binary("+", Component(own, i, elem) if lanes[n] > 1 else own,
-                        Binary("*", Load(part, slot(jv, offsets[n] + i), elem), Var(w, mt), elem),
-                        elem) for i in range(lanes[n])]
-        step.append(Assign(n, MakeVector(tuple(parts), declared[n]) if lanes[n] > 1
-                           else parts[0]))
-    out.append(loop(jv, 0, tuple(step)))
-    out.append(Assign(m, Var(big, mt)))
-    return out
 
 
 RULES = [SplitKeysGrid()]

@@ -118,3 +118,18 @@ __global__ void k(float* y) {
     assert kernel.param("blocks_done").is_buffer
     atomic = next(n for n in kernel.body.walk() if isinstance(n, Atomic))
     assert atomic.buffer == "blocks_done" and atomic.index == Const(0, I32)
+
+
+@pytest.mark.parametrize("init, taken", [("{0, 0u, 0, 0}", True), ("", True),
+                                         ("{0, 1, 0, 0}", False)])
+def test_a_written_device_array_is_workspace_only_from_zeros(init, taken):
+    source = f"""__device__ unsigned int counts[4]{' = ' + init if init else ''};
+__global__ void k(float* y) {{
+    unsigned int t = atomicAdd(&counts[threadIdx.x % 4], 1u);
+    y[threadIdx.x] = t;
+}}"""
+    if taken:
+        assert load_cuda(source, "w.cu").launch.scratch == (("counts", "4"),)
+    else:
+        with pytest.raises(UnsupportedError, match="its start is not zero"):
+            load_cuda(source, "w.cu")
