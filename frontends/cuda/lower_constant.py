@@ -86,7 +86,8 @@ class ConstantMixin:
         workspace buffer the launch names (``Launch.scratch``), zero at every launch. CUDA
         keeps it between launches; a kernel that works more than once resets it itself
         (the last block sets the counter back to 0), and then a zero start is the same."""
-        if not isinstance(base, ScalarType) or (init is not None and not self._starts_at_zero(init)):
+        zero = init is None or isinstance(base, ScalarType) and self._starts_at_zero(init)
+        if not isinstance(base, ScalarType) or not zero:
             what = "not zero" if isinstance(base, ScalarType) else f"of type {base}"
             error = self.error(
                 f"'{ident}' is a __device__ variable the file's code writes, and its start is "
