@@ -66,6 +66,11 @@ class BarrierError(KirError):
     """A barrier was reached by part of a block (divergent barrier)."""
 
 
+class RaceError(KirError):
+    """Two threads of a block touch one shared element with no barrier between them
+    (found by the interpreter: kir.interp.races)."""
+
+
 class LimitError(KirError):
     """A kernel exceeds a target limit (threads per group, threadgroup memory, ...)."""
 

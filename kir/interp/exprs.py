@@ -216,6 +216,8 @@ def _load(e: ir.Load, loc: Loc | None, hoist: Hoist | None) -> ExprFn:
     def run(st: State, mask: np.ndarray) -> cops.Value:
         mem = st.memories.get(name) or st.memory(name, loc)
         addr = address(st, mem, count, mask)
+        if mem.space == "shared":
+            st.races.load(mem, addr, mask, count, loc)
         if count == 1:
             # Clipping keeps dead lanes' stray addresses inside the array (checked above
             # for live lanes); a uniform address gives a uniform numpy scalar.

@@ -18,6 +18,7 @@ import numpy as np
 from kir.errors import BarrierError, KirError, Loc, StepLimitError
 from kir.limits import limit_hint
 from kir.ir.cops import Value
+from kir.interp.races import RaceTracker
 from kir.ir.nodes import WARP
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -127,6 +128,7 @@ class State:
         self.memories.update(self.buffers)
         self.specials = self._specials()
         self.cache: dict[int, Value] = {}  # chunk-invariant values (see exprs.Hoist)
+        self.races = RaceTracker(self)
 
     def _specials(self) -> dict[tuple[str, str], Value]:
         bx, by, _ = self.block_dims
@@ -180,6 +182,8 @@ class State:
         # and passing as its own reference.
         data = np.full(owners * size * dtype.itemsize, 0xFF, np.uint8).view(dtype)
         self.memories[name] = Memory(name, data, size, space, base)
+        if space == "shared":
+            self.races.add(self.memories[name])
 
     def memory(self, name: str, loc: Loc | None) -> Memory:
         mem = self.memories.get(name)

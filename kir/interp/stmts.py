@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from kir import ir
-from kir.errors import KirError, Loc, StepLimitError
+from kir.errors import KirError, Loc
 from kir.interp.exprs import ExprFn, Hoist, compile_expr, compile_index
 from kir.interp.reduce import compile_sum_loop
-from kir.interp.state import LoopFrame, State
+from kir.interp.state import LoopFrame, Memory, State
 from kir.ir import cops
 from kir.ir.types import BOOL, PointerType, ScalarType, Type, VectorType
 
@@ -199,7 +199,10 @@ class StmtCompiler:
         offsets = np.arange(count, dtype=np.int64)
         name, loc, asynchronous = s.buffer, s.loc, s.asynchronous
 
-        def write(st: State, mask: np.ndarray, data: np.ndarray, addr, v) -> None:
+        def write(st: State, mask: np.ndarray, mem: Memory, addr, v) -> None:
+            data = mem.data
+            if mem.space == "shared":
+                st.races.store(mem, addr, mask, count, v, loc)
             if count == 1 and mask is st.full and type(addr) is not np.ndarray:
                 data[addr] = v if type(v) is not np.ndarray else v[-1]  # the last lane wins
                 return
@@ -216,16 +219,15 @@ class StmtCompiler:
 
         def run(st: State, mask: np.ndarray) -> None:
             mem = st.memories.get(name) or st.memory(name, loc)
-            data = mem.data
             v = value(st, mask)
-            if v.dtype != data.dtype:
-                v = v.astype(data.dtype)
+            if v.dtype != mem.data.dtype:
+                v = v.astype(mem.data.dtype)
             addr = address(st, mem, count, mask)
             if asynchronous:
                 # Read now, land at the wait that requires it: as late as the GPU may.
-                st.open_copies.append(lambda: write(st, mask, data, addr, v))
+                st.open_copies.append(lambda: write(st, mask, mem, addr, v))
             else:
-                write(st, mask, data, addr, v)
+                write(st, mask, mem, addr, v)
         return run
 
     def _asynccommit(self, s: ir.AsyncCommit) -> StmtFn:
@@ -348,12 +350,17 @@ class StmtCompiler:
 
     def _barrier(self, s: ir.Barrier) -> StmtFn:
         if s.scope == "warp":
-            # Lockstep lanes are always converged at a warp barrier.
-            return lambda st, mask: None
+            # Lockstep lanes are always converged at a warp barrier; it orders their
+            # shared-memory accesses (kir.interp.races).
+            return lambda st, mask: st.races.warp_barrier(mask)
         if s.scope != "block":
             raise KirError(f"unknown barrier scope {s.scope!r}", s.loc)
         loc = s.loc
-        return lambda st, mask: st.check_barrier(mask, loc)
+
+        def run(st: State, mask: np.ndarray) -> None:
+            st.check_barrier(mask, loc)
+            st.races.block_barrier(mask)
+        return run
 
     def _fence(self, s: ir.Fence) -> StmtFn:
         # Blocks run one after another here, and the lanes of a chunk in lockstep: every

@@ -1,0 +1,239 @@
+"""Shared-memory races: a thread reading what another wrote, or overwriting what another
+read, with no barrier between the two.
+
+The interpreter runs a chunk's lanes in lockstep, statement by statement, so such a kernel
+gets the answer its author meant here, while on a GPU the other thread may not have written
+yet (or may already have overwritten): warps run independently of each other, and within a
+warp the compiler, which does not see another lane's access, may move or cache the access
+(shared memory is not ``volatile``; GPUs since Volta do not even promise a warp runs
+together). A kernel that passes here and fails on the device is a wrong answer with exit 0,
+so the interpreter reports the race instead (``RaceError``), naming both threads and the
+fix: a ``__syncthreads()``, or a ``__syncwarp()`` when both threads are in one warp.
+
+What is tracked, per element of every shared array of a chunk, since the last block barrier:
+the lowest and highest lane that wrote it and that read it. The model is a warp that runs
+converged (as the interpreter's lockstep does, and as kir's own warp rules assume) over a
+compiler that keeps each thread's own accesses to one address in order but may reorder its
+accesses to different addresses (shared memory is not ``volatile``). So it is a race when:
+
+* a thread reads an element another thread wrote, unless it wrote it too (threads that each
+  wrote one value — every lane of a warp storing its row — read back their own value,
+  whichever write landed) or a ``__syncwarp`` of the writers' warp ordered the writes for
+  the reader's warp;
+* a thread writes an element another thread read, unless the readers are all of the
+  writer's warp and include the writer itself (the warp ran the read together, and the
+  writer's own read comes before its write), or a ``__syncwarp`` of their warp came between;
+* two threads write different values to one element (but for the writer's own warp, as
+  for reads): which one stays is left to chance.
+
+Across warps, only a ``__syncthreads()`` orders. Atomics and warp-matrix fragments are not
+tracked (never a false report, possibly a missed race).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kir.errors import Loc, RaceError
+from kir.ir.nodes import WARP
+
+if TYPE_CHECKING:
+    from kir.interp.state import Memory, State
+
+NOBODY = -1
+NO_LANE = np.iinfo(np.int32).max  # the low mark of an element nobody touched (high: NOBODY)
+
+RACE_HINT = ("put __syncthreads() between the two accesses, or __syncwarp() when both "
+             "threads are in one warp: warps run independently, and within a warp the "
+             "compiler may move or cache a shared-memory access that another lane's code "
+             "depends on, so the second access can see the wrong value")
+
+
+@dataclass
+class _Marks:
+    """The unsynchronized accesses to one shared array of a chunk (flat, as its data): the
+    lowest and highest lane that wrote each element and that read it (``write_lo`` and
+    ``write_hi`` both ``-2 - w`` once warp ``w``'s ``__syncwarp`` ordered its writes)."""
+
+    write_lo: np.ndarray
+    write_hi: np.ndarray
+    read_lo: np.ndarray
+    read_hi: np.ndarray
+    size: int  # elements per block
+    scratch: np.ndarray  # one store's values as bits, to find lanes writing one element
+
+    def arrays(self) -> tuple[tuple[np.ndarray, int], ...]:
+        """Each mark array with its value when nothing is marked."""
+        return ((self.write_lo, NO_LANE), (self.write_hi, NOBODY),
+                (self.read_lo, NO_LANE), (self.read_hi, NOBODY))
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    """Values as unsigned integers of their width, to compare bits (a NaN equals itself)."""
+    values = np.ascontiguousarray(values)
+    return values.view(f"u{values.dtype.itemsize}")
+
+
+class RaceTracker:
+    """The race marks of one chunk's shared arrays (see the module docstring)."""
+
+    def __init__(self, st: "State") -> None:
+        self.st = st
+        self.marks: dict[str, _Marks] = {}
+        self.lanes = st.lane_ids.astype(np.int32)
+        self.warp_of = (st.warp_slot // WARP).astype(np.int32)
+
+    def add(self, mem: "Memory") -> None:
+        """Track a shared array just allocated."""
+        n = mem.data.size
+
+        def unmarked(value: int) -> np.ndarray:
+            return np.full(n, value, np.int32)
+        self.marks[mem.name] = _Marks(unmarked(NO_LANE), unmarked(NOBODY), unmarked(NO_LANE),
+                                      unmarked(NOBODY), mem.size,
+                                      np.zeros(n, f"u{mem.data.dtype.itemsize}"))
+
+    # ------------------------------------------------------------------------ accesses
+
+    def _live(self, addr, mask: np.ndarray, count: int, values=None) -> tuple[np.ndarray, ...]:
+        """(elements, lanes[, values]) of every live lane's access, flat: ``addr`` is per
+        lane or uniform, ``[iterations, lanes]`` in a whole-loop sum, and a vector access
+        covers ``count`` elements from it."""
+        st = self.st
+        addr = np.asarray(addr)
+        if count == 1 and mask is st.full and addr.shape == (st.n,) and (
+                values is None or np.shape(values) == addr.shape):
+            return (addr, self.lanes) if values is None else (addr, self.lanes, values)
+        if addr.ndim == 0:
+            addr = np.broadcast_to(addr, (st.n,))
+        lanes, live = self.lanes, mask
+        if count > 1:
+            addr = addr.astype(np.int64)[..., None] + np.arange(count)
+            lanes, live = lanes[:, None], mask[:, None]
+        parts = [addr, lanes, live] + ([] if values is None else [np.asarray(values)])
+        parts = list(np.broadcast_arrays(*parts))
+        del parts[2]
+        if mask is st.full:
+            return tuple(p.ravel() for p in parts)
+        live = np.broadcast_to(live, parts[0].shape)
+        return tuple(p[live] for p in parts)
+
+    def load(self, mem: "Memory", addr, mask: np.ndarray, count: int, loc: Loc | None) -> None:
+        """Check a read of ``mem`` against unsynchronized writes by others; mark it read.
+
+        Threads that each wrote the same value to an element (every lane of a warp storing
+        its row, say) may read it back: whichever write landed, it holds their value."""
+        marks = self.marks.get(mem.name)
+        if marks is None:
+            return
+        elements, lanes = self._live(addr, mask, count)
+        if not elements.size:
+            return
+        lo, hi = marks.write_lo[elements], marks.write_hi[elements]
+        ordered = (hi <= -2) & (self.warp_of[lanes] == -2 - hi)
+        bad = (hi != NOBODY) & ~((lo <= lanes) & (lanes <= hi)) & ~ordered
+        if np.count_nonzero(bad):
+            first = int(np.flatnonzero(bad)[0])
+            other = int(lo[first])
+            self._report("reads", "wrote", mem, int(elements[first]), int(lanes[first]),
+                         None if other < 0 else other, loc)
+        np.minimum.at(marks.read_lo, elements, lanes)
+        np.maximum.at(marks.read_hi, elements, lanes)
+
+    def store(self, mem: "Memory", addr, mask: np.ndarray, count: int, values,
+              loc: Loc | None) -> None:
+        """Check a write of ``values`` to ``mem``, before it lands, against unsynchronized
+        reads by others and against others' writes of a different value (which would leave
+        the element to chance); mark it written."""
+        marks = self.marks.get(mem.name)
+        if marks is None:
+            return
+        elements, lanes, values = self._live(addr, mask, count, values)
+        if not elements.size:
+            return
+        lo, hi = marks.read_lo[elements], marks.read_hi[elements]
+        read = hi != NOBODY
+        bad = read & ((lo != lanes) | (hi != lanes))
+        if np.count_nonzero(bad):
+            # Readers of the writer's own warp that include the writer are ordered before
+            # it: the warp runs the read together, and the writer's own program order keeps
+            # its write after its read (a compiler never moves a store above a load of the
+            # same address), as in code widened to redundant lanes.
+            warp = self.warp_of[lanes]
+            first_reader, last_reader = np.where(read, lo, 0), np.where(read, hi, 0)
+            bad &= ~((lo <= lanes) & (lanes <= hi) & (self.warp_of[first_reader] == warp)
+                     & (self.warp_of[last_reader] == warp))
+        if np.count_nonzero(bad):
+            first = int(np.flatnonzero(bad)[0])
+            other = int(lo[first]) if int(lo[first]) != lanes[first] else int(hi[first])
+            self._report("overwrites", "read", mem, int(elements[first]), int(lanes[first]),
+                         other, loc)
+        bits = _bits(values.astype(mem.data.dtype, copy=False))
+        lo, hi = marks.write_lo[elements], marks.write_hi[elements]
+        warp = self.warp_of[lanes]
+        ordered = (hi <= -2) & (warp == -2 - hi)
+        written = hi >= 0
+        # Earlier writers of the writer's own warp, itself among them, are ordered before it
+        # as readers are (see above).
+        ordered |= written & (lo <= lanes) & (lanes <= hi) \
+            & (self.warp_of[np.where(written, lo, 0)] == warp) \
+            & (self.warp_of[np.where(written, hi, 0)] == warp)
+        others = (hi != NOBODY) & ~ordered
+        marks.scratch[elements] = bits  # one lane's value per element wins
+        bad = others & (_bits(mem.data[elements]) != bits) | (marks.scratch[elements] != bits)
+        if np.count_nonzero(bad):
+            first = int(np.flatnonzero(bad)[0])
+            other = int(lo[first]) if others[first] else None
+            self._report("writes a different value to", "wrote", mem, int(elements[first]),
+                         int(lanes[first]), other if other is None or other >= 0 else None,
+                         loc)
+        synced = hi <= -2  # a new writer replaces what a warp barrier ordered
+        marks.write_lo[elements[synced]] = NO_LANE
+        marks.write_hi[elements[synced]] = NOBODY
+        np.minimum.at(marks.write_lo, elements, lanes)
+        np.maximum.at(marks.write_hi, elements, lanes)
+
+    # ------------------------------------------------------------------------ barriers
+
+    def block_barrier(self, mask: np.ndarray) -> None:
+        """``__syncthreads()`` by the blocks with a lane in ``mask``: their marks clear."""
+        st = self.st
+        blocks = slice(None) if mask is st.full else \
+            mask.reshape(st.n_blocks, st.threads).any(axis=1)
+        for marks in self.marks.values():
+            for array, empty in marks.arrays():
+                array.reshape(st.n_blocks, marks.size)[blocks] = empty
+
+    def warp_barrier(self, mask: np.ndarray) -> None:
+        """``__syncwarp()`` by the warps with a lane in ``mask``: writes made by their lanes
+        alone become visible to their own lanes, and reads made by their lanes alone clear."""
+        synced = np.zeros(int(self.warp_of[-1]) + 1 if self.warp_of.size else 0, dtype=bool)
+        synced[self.warp_of[mask]] = True
+        for marks in self.marks.values():
+            for lo, hi, ordered in ((marks.write_lo, marks.write_hi, True),
+                                    (marks.read_lo, marks.read_hi, False)):
+                touched = np.flatnonzero(hi >= 0)
+                warp = self.warp_of[lo[touched]]
+                own = touched[(warp == self.warp_of[hi[touched]]) & synced[warp]]
+                if ordered:
+                    lo[own] = hi[own] = -2 - self.warp_of[lo[own]]
+                else:
+                    lo[own], hi[own] = NO_LANE, NOBODY
+
+    # ------------------------------------------------------------------------ reports
+
+    def _report(self, verb: str, past: str, mem: "Memory", element: int, lane: int,
+                other: int | None, loc: Loc | None) -> None:
+        st = self.st
+        index = element % mem.size
+        me = st.where_of(lane)
+        if other is None:  # the writer's warp synchronized, the reader is in another warp
+            by = "a thread of another warp (whose __syncwarp() orders it for that warp only)"
+        else:
+            by = "thread " + st.where_of(other).split(" thread ", 1)[1]
+        raise RaceError(
+            f"shared-memory race on {mem.name!r}[{index}]: {me} {verb} it after {by} "
+            f"{past} it, with no barrier between", loc, hint=RACE_HINT)
