@@ -32,7 +32,7 @@ tracked (never a false report, possibly a missed race).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from kir.interp.state import Memory, State
 
 NOBODY = -1
+MAX_PENDING = 1 << 22  # deferred read marks (elements) held at most before marking them
 NO_LANE = np.iinfo(np.int32).max  # the low mark of an element nobody touched (high: NOBODY)
 
 RACE_HINT = ("put __syncthreads() between the two accesses, or __syncwarp() when both "
@@ -64,11 +65,32 @@ class _Marks:
     read_hi: np.ndarray
     size: int  # elements per block
     scratch: np.ndarray  # one store's values as bits, to find lanes writing one element
+    # Reads not marked yet, as (elements, lanes): marked in one go when a write or a warp
+    # barrier needs them; most reads meet a block barrier first and are never marked.
+    pending: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    pending_count: int = 0
+    written: bool = False  # any write since the last barrier of every block
 
     def arrays(self) -> tuple[tuple[np.ndarray, int], ...]:
         """Each mark array with its value when nothing is marked."""
         return ((self.write_lo, NO_LANE), (self.write_hi, NOBODY),
                 (self.read_lo, NO_LANE), (self.read_hi, NOBODY))
+
+    def defer_read(self, elements: np.ndarray, lanes: np.ndarray) -> None:
+        self.pending.append((elements, lanes))
+        self.pending_count += elements.size
+        if self.pending_count > MAX_PENDING:
+            self.mark_reads()
+
+    def mark_reads(self) -> None:
+        if not self.pending:
+            return
+        elements = np.concatenate([e for e, _ in self.pending])
+        lanes = np.concatenate([lane for _, lane in self.pending])
+        self.pending.clear()
+        self.pending_count = 0
+        np.minimum.at(self.read_lo, elements, lanes)
+        np.maximum.at(self.read_hi, elements, lanes)
 
 
 def _bits(values: np.ndarray) -> np.ndarray:
@@ -104,11 +126,27 @@ class RaceTracker:
         covers ``count`` elements from it."""
         st = self.st
         addr = np.asarray(addr)
-        if count == 1 and mask is st.full and addr.shape == (st.n,) and (
-                values is None or np.shape(values) == addr.shape):
-            return (addr, self.lanes) if values is None else (addr, self.lanes, values)
-        if addr.ndim == 0:
-            addr = np.broadcast_to(addr, (st.n,))
+        full = mask is st.full
+        if addr.ndim <= 1 and (values is None or np.ndim(values) <= (1 if count == 1 else 2)):
+            # One access a lane (the common case): index the lanes, no broadcasting.
+            lanes = self.lanes if full else self.lanes[mask]
+            if addr.ndim == 0:
+                elements = np.full(lanes.size, int(addr), np.int64)
+            else:
+                elements = addr if full else addr[mask]
+            if values is not None:
+                values = np.asarray(values)
+                if values.ndim == (1 if count == 1 else 2):
+                    values = values if full else values[mask]
+                values = np.broadcast_to(values, elements.shape + (() if count == 1 else
+                                                                  (count,)))
+            if count > 1:
+                elements = elements.astype(np.int64)[:, None] + np.arange(count)
+                lanes = np.repeat(lanes, count)
+                elements = elements.ravel()
+                values = None if values is None else values.reshape(-1)
+            return (elements, lanes) if values is None else (elements, lanes, values)
+        # A whole-loop sum's [iterations, lanes] addresses: broadcast, then flatten.
         lanes, live = self.lanes, mask
         if count > 1:
             addr = addr.astype(np.int64)[..., None] + np.arange(count)
@@ -116,7 +154,7 @@ class RaceTracker:
         parts = [addr, lanes, live] + ([] if values is None else [np.asarray(values)])
         parts = list(np.broadcast_arrays(*parts))
         del parts[2]
-        if mask is st.full:
+        if full:
             return tuple(p.ravel() for p in parts)
         live = np.broadcast_to(live, parts[0].shape)
         return tuple(p[live] for p in parts)
@@ -132,16 +170,16 @@ class RaceTracker:
         elements, lanes = self._live(addr, mask, count)
         if not elements.size:
             return
-        lo, hi = marks.write_lo[elements], marks.write_hi[elements]
-        ordered = (hi <= -2) & (self.warp_of[lanes] == -2 - hi)
-        bad = (hi != NOBODY) & ~((lo <= lanes) & (lanes <= hi)) & ~ordered
-        if np.count_nonzero(bad):
-            first = int(np.flatnonzero(bad)[0])
-            other = int(lo[first])
-            self._report("reads", "wrote", mem, int(elements[first]), int(lanes[first]),
-                         None if other < 0 else other, loc)
-        np.minimum.at(marks.read_lo, elements, lanes)
-        np.maximum.at(marks.read_hi, elements, lanes)
+        if marks.written:
+            lo, hi = marks.write_lo[elements], marks.write_hi[elements]
+            ordered = (hi <= -2) & (self.warp_of[lanes] == -2 - hi)
+            bad = (hi != NOBODY) & ~((lo <= lanes) & (lanes <= hi)) & ~ordered
+            if np.count_nonzero(bad):
+                first = int(np.flatnonzero(bad)[0])
+                other = int(lo[first])
+                self._report("reads", "wrote", mem, int(elements[first]), int(lanes[first]),
+                             None if other < 0 else other, loc)
+        marks.defer_read(elements, lanes)
 
     def store(self, mem: "Memory", addr, mask: np.ndarray, count: int, values,
               loc: Loc | None) -> None:
@@ -154,6 +192,8 @@ class RaceTracker:
         elements, lanes, values = self._live(addr, mask, count, values)
         if not elements.size:
             return
+        marks.mark_reads()
+        marks.written = True
         lo, hi = marks.read_lo[elements], marks.read_hi[elements]
         read = hi != NOBODY
         bad = read & ((lo != lanes) | (hi != lanes))
@@ -204,6 +244,12 @@ class RaceTracker:
         blocks = slice(None) if mask is st.full else \
             mask.reshape(st.n_blocks, st.threads).any(axis=1)
         for marks in self.marks.values():
+            if mask is st.full:
+                marks.pending.clear()
+                marks.pending_count = 0
+                marks.written = False
+            else:
+                marks.mark_reads()  # the blocks not at this barrier keep theirs
             for array, empty in marks.arrays():
                 array.reshape(st.n_blocks, marks.size)[blocks] = empty
 
@@ -213,6 +259,7 @@ class RaceTracker:
         synced = np.zeros(int(self.warp_of[-1]) + 1 if self.warp_of.size else 0, dtype=bool)
         synced[self.warp_of[mask]] = True
         for marks in self.marks.values():
+            marks.mark_reads()
             for lo, hi, ordered in ((marks.write_lo, marks.write_hi, True),
                                     (marks.read_lo, marks.read_hi, False)):
                 touched = np.flatnonzero(hi >= 0)
