@@ -164,3 +164,30 @@ def test_a_race_is_a_clear_error_from_the_command_line(tmp_path, capsys):
     assert code != 0
     assert f"{source}:8:9: error: shared-memory race on 's'[16]" in err
     assert "Traceback" not in err
+
+
+def test_races_off_runs_the_racy_kernel_in_lockstep():
+    """``run_kernel(races=False)``, which validation uses for a size set's later seeds."""
+    source = ("__global__ void k(const float* x, float* out) {\n"
+              "    __shared__ float s[64];\n    int t = threadIdx.x;\n"
+              "    s[t] = x[t];\n    out[t] = s[63 - t];\n}\n")
+    kernel = load_cuda(source, "race.cu", launch=Launch(("1", "1", "1"), (64, 1, 1), 0))
+    x = np.arange(64, dtype=np.float32)
+    with pytest.raises(RaceError):
+        run_kernel(kernel, {"x": x, "out": np.zeros(64, np.float32)})
+    out = run_kernel(kernel, {"x": x, "out": np.zeros(64, np.float32)}, races=False)["out"]
+    assert (out == x[::-1]).all()
+
+
+def test_validation_looks_for_races_on_the_first_seed_of_each_size_set():
+    from pathlib import Path
+
+    from kir.driver.load import load_kernel
+    from kir.measure.cases import build_cases
+
+    loaded = load_kernel(Path(__file__).parents[1] / "examples" / "softmax.cu")
+    cases, _ = build_cases(loaded, seeds=(0, 1))
+    by_size: dict[str, list[bool]] = {}
+    for case in cases:
+        by_size.setdefault(str(sorted(case.sizes.items())), []).append(case.races)
+    assert len(by_size) == 2 and all(flags == [True, False] for flags in by_size.values())

@@ -70,6 +70,7 @@ class _Marks:
     pending: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     pending_count: int = 0
     written: bool = False  # any write since the last barrier of every block
+    read: bool = False  # any read since then
 
     def arrays(self) -> tuple[tuple[np.ndarray, int], ...]:
         """Each mark array with its value when nothing is marked."""
@@ -77,6 +78,7 @@ class _Marks:
                 (self.read_lo, NO_LANE), (self.read_hi, NOBODY))
 
     def defer_read(self, elements: np.ndarray, lanes: np.ndarray) -> None:
+        self.read = True
         self.pending.append((elements, lanes))
         self.pending_count += elements.size
         if self.pending_count > MAX_PENDING:
@@ -172,8 +174,9 @@ class RaceTracker:
             return
         if marks.written:
             lo, hi = marks.write_lo[elements], marks.write_hi[elements]
-            ordered = (hi <= -2) & (self.warp_of[lanes] == -2 - hi)
-            bad = (hi != NOBODY) & ~((lo <= lanes) & (lanes <= hi)) & ~ordered
+            bad = (hi != NOBODY) & ((lanes < lo) | (hi < lanes))
+            if np.count_nonzero(bad):
+                bad &= ~((hi <= -2) & (self.warp_of[lanes] == -2 - hi))
             if np.count_nonzero(bad):
                 first = int(np.flatnonzero(bad)[0])
                 other = int(lo[first])
@@ -193,48 +196,61 @@ class RaceTracker:
         if not elements.size:
             return
         marks.mark_reads()
+        if marks.read:
+            self._check_overwrite(mem, marks, elements, lanes, loc)
+        bits = _bits(values.astype(mem.data.dtype, copy=False))
+        marks.scratch[elements] = bits  # one lane's value per element wins
+        bad = marks.scratch[elements] != bits
+        if marks.written:
+            lo, hi = marks.write_lo[elements], marks.write_hi[elements]
+            others = (hi != NOBODY) & ((lo != lanes) | (hi != lanes))
+            if np.count_nonzero(others):
+                # Earlier writers of the writer's own warp, itself among them, are ordered
+                # before it as readers are (see _check_overwrite).
+                warp = self.warp_of[lanes]
+                written = hi >= 0
+                others &= ~((hi <= -2) & (warp == -2 - hi))
+                others &= ~(written & (lo <= lanes) & (lanes <= hi)
+                            & (self.warp_of[np.where(written, lo, 0)] == warp)
+                            & (self.warp_of[np.where(written, hi, 0)] == warp))
+                bad |= others & (_bits(mem.data[elements]) != bits)
+                synced = hi <= -2  # a new writer replaces what a warp barrier ordered
+                marks.write_lo[elements[synced]] = NO_LANE
+                marks.write_hi[elements[synced]] = NOBODY
+            if np.count_nonzero(bad):
+                first = int(np.flatnonzero(bad)[0])
+                other = int(lo[first]) if others[first] and lo[first] >= 0 else None
+                self._report("writes a different value to", "wrote", mem,
+                             int(elements[first]), int(lanes[first]), other, loc)
+        elif np.count_nonzero(bad):
+            first = int(np.flatnonzero(bad)[0])
+            self._report("writes a different value to", "wrote", mem, int(elements[first]),
+                         int(lanes[first]), None, loc)
         marks.written = True
+        np.minimum.at(marks.write_lo, elements, lanes)
+        np.maximum.at(marks.write_hi, elements, lanes)
+
+    def _check_overwrite(self, mem: "Memory", marks: _Marks, elements: np.ndarray,
+                         lanes: np.ndarray, loc: Loc | None) -> None:
+        """A write must not land on what another thread read, unsynchronized."""
         lo, hi = marks.read_lo[elements], marks.read_hi[elements]
         read = hi != NOBODY
         bad = read & ((lo != lanes) | (hi != lanes))
-        if np.count_nonzero(bad):
-            # Readers of the writer's own warp that include the writer are ordered before
-            # it: the warp runs the read together, and the writer's own program order keeps
-            # its write after its read (a compiler never moves a store above a load of the
-            # same address), as in code widened to redundant lanes.
-            warp = self.warp_of[lanes]
-            first_reader, last_reader = np.where(read, lo, 0), np.where(read, hi, 0)
-            bad &= ~((lo <= lanes) & (lanes <= hi) & (self.warp_of[first_reader] == warp)
-                     & (self.warp_of[last_reader] == warp))
+        if not np.count_nonzero(bad):
+            return
+        # Readers of the writer's own warp that include the writer are ordered before it:
+        # the warp runs the read together, and the writer's own program order keeps its
+        # write after its read (a compiler never moves a store above a load of the same
+        # address), as in code widened to redundant lanes.
+        warp = self.warp_of[lanes]
+        first_reader, last_reader = np.where(read, lo, 0), np.where(read, hi, 0)
+        bad &= ~((lo <= lanes) & (lanes <= hi) & (self.warp_of[first_reader] == warp)
+                 & (self.warp_of[last_reader] == warp))
         if np.count_nonzero(bad):
             first = int(np.flatnonzero(bad)[0])
             other = int(lo[first]) if int(lo[first]) != lanes[first] else int(hi[first])
             self._report("overwrites", "read", mem, int(elements[first]), int(lanes[first]),
                          other, loc)
-        bits = _bits(values.astype(mem.data.dtype, copy=False))
-        lo, hi = marks.write_lo[elements], marks.write_hi[elements]
-        warp = self.warp_of[lanes]
-        ordered = (hi <= -2) & (warp == -2 - hi)
-        written = hi >= 0
-        # Earlier writers of the writer's own warp, itself among them, are ordered before it
-        # as readers are (see above).
-        ordered |= written & (lo <= lanes) & (lanes <= hi) \
-            & (self.warp_of[np.where(written, lo, 0)] == warp) \
-            & (self.warp_of[np.where(written, hi, 0)] == warp)
-        others = (hi != NOBODY) & ~ordered
-        marks.scratch[elements] = bits  # one lane's value per element wins
-        bad = others & (_bits(mem.data[elements]) != bits) | (marks.scratch[elements] != bits)
-        if np.count_nonzero(bad):
-            first = int(np.flatnonzero(bad)[0])
-            other = int(lo[first]) if others[first] else None
-            self._report("writes a different value to", "wrote", mem, int(elements[first]),
-                         int(lanes[first]), other if other is None or other >= 0 else None,
-                         loc)
-        synced = hi <= -2  # a new writer replaces what a warp barrier ordered
-        marks.write_lo[elements[synced]] = NO_LANE
-        marks.write_hi[elements[synced]] = NOBODY
-        np.minimum.at(marks.write_lo, elements, lanes)
-        np.maximum.at(marks.write_hi, elements, lanes)
 
     # ------------------------------------------------------------------------ barriers
 
@@ -247,7 +263,7 @@ class RaceTracker:
             if mask is st.full:
                 marks.pending.clear()
                 marks.pending_count = 0
-                marks.written = False
+                marks.written = marks.read = False
             else:
                 marks.mark_reads()  # the blocks not at this barrier keep theirs
             for array, empty in marks.arrays():
@@ -284,3 +300,25 @@ class RaceTracker:
         raise RaceError(
             f"shared-memory race on {mem.name!r}[{index}]: {me} {verb} it after {by} "
             f"{past} it, with no barrier between", loc, hint=RACE_HINT)
+
+
+class _NoRaces:
+    """The tracker of a run that does not look for races: every hook does nothing."""
+
+    def add(self, mem: "Memory") -> None:
+        pass
+
+    def load(self, *args: object) -> None:
+        pass
+
+    def store(self, *args: object) -> None:
+        pass
+
+    def block_barrier(self, mask: np.ndarray) -> None:
+        pass
+
+    def warp_barrier(self, mask: np.ndarray) -> None:
+        pass
+
+
+NO_RACES = _NoRaces()

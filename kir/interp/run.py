@@ -34,7 +34,8 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
                sizes: dict[str, int] | None = None, *,
                max_steps: int | None = None,
                counters: "Counters | None" = None,
-               time_limit_s: float | None = None) -> dict[str, np.ndarray]:
+               time_limit_s: float | None = None,
+               races: bool = True) -> dict[str, np.ndarray]:
     """Run ``kernel`` on the CPU over its whole launch grid and return the final contents of
     every buffer parameter (new arrays of the shapes given; ``args`` is never modified).
 
@@ -44,6 +45,9 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
     the run exposes (out-of-bounds accesses, divergent barriers, loops running past
     ``max_steps`` iterations, or past ``time_limit_s`` seconds of CPU time) and for
     arguments that do not fit the kernel.
+
+    With ``races`` (the default) shared-memory races raise ``RaceError``
+    (:mod:`kir.interp.races`); without, the lanes' lockstep hides them.
 
     With ``counters`` (a :class:`kir.interp.counters.Counters`) the run also counts what a
     GPU would execute (memory transactions, flops, barriers, ...) into it; slower, and
@@ -68,7 +72,8 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
         per_chunk = _blocks_per_chunk(kernel, threads)
         for first in range(0, total_blocks, per_chunk):
             count = min(per_chunk, total_blocks - first)
-            state = State(count, threads, block, grid, first, steps, dict(buffers))
+            state = State(count, threads, block, grid, first, steps, dict(buffers),
+                          check_races=races)
             state.env.update(scalars)
             body(state, state.full)
     if counters is not None:

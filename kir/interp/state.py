@@ -18,7 +18,7 @@ import numpy as np
 from kir.errors import BarrierError, KirError, Loc, StepLimitError
 from kir.limits import limit_hint
 from kir.ir.cops import Value
-from kir.interp.races import RaceTracker
+from kir.interp.races import NO_RACES, RaceTracker
 from kir.ir.nodes import WARP
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -108,6 +108,7 @@ class State:
     # commit, and the committed groups, oldest first; each copy lands when called.
     open_copies: list[Callable[[], None]] = field(default_factory=list)
     copy_groups: list[list[Callable[[], None]]] = field(default_factory=list)
+    check_races: bool = True  # look for shared-memory races (kir.interp.races)
 
     def __post_init__(self) -> None:
         n = self.n_blocks * self.threads
@@ -128,7 +129,7 @@ class State:
         self.memories.update(self.buffers)
         self.specials = self._specials()
         self.cache: dict[int, Value] = {}  # chunk-invariant values (see exprs.Hoist)
-        self.races = RaceTracker(self)
+        self.races = RaceTracker(self) if self.check_races else NO_RACES
 
     def _specials(self) -> dict[tuple[str, str], Value]:
         bx, by, _ = self.block_dims
