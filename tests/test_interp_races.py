@@ -179,7 +179,7 @@ def test_races_off_runs_the_racy_kernel_in_lockstep():
     assert (out == x[::-1]).all()
 
 
-def test_validation_looks_for_races_on_the_first_seed_of_each_size_set():
+def test_validation_looks_for_races_on_its_first_case():
     from pathlib import Path
 
     from kir.driver.load import load_kernel
@@ -187,7 +187,30 @@ def test_validation_looks_for_races_on_the_first_seed_of_each_size_set():
 
     loaded = load_kernel(Path(__file__).parents[1] / "examples" / "softmax.cu")
     cases, _ = build_cases(loaded, seeds=(0, 1))
-    by_size: dict[str, list[bool]] = {}
-    for case in cases:
-        by_size.setdefault(str(sorted(case.sizes.items())), []).append(case.races)
-    assert len(by_size) == 2 and all(flags == [True, False] for flags in by_size.values())
+    assert len({str(sorted(case.sizes.items())) for case in cases}) == 2  # ragged too
+    assert [case.races for case in cases] == [True] + [False] * (len(cases) - 1)
+
+
+def test_the_unrewritten_kernel_is_checked_for_races_at_every_size(tmp_path):
+    """The cases come from the user's kernel's own runs, marks on: a race that only the
+    ragged sizes reach (a tail branch) stops the search, as at the spec's sizes (other
+    failures there only drop those sizes, with a note)."""
+    from kir.driver.load import load_kernel
+    from kir.measure.cases import build_cases
+
+    source = tmp_path / "tail.cu"
+    source.write_text("__global__ void k(const float* x, float* out, int n) {\n"
+                      "    __shared__ float s[64];\n    int t = threadIdx.x;\n"
+                      "    int i = blockIdx.x * 64 + t;\n"
+                      "    s[t] = i < n ? x[i] : 0.0f;\n    __syncthreads();\n"
+                      "    if (n % 64 != 0 && t == 0) s[1] = 0.0f;\n"
+                      "    if (i < n) out[i] = s[t];\n}\n")
+    (tmp_path / "tail.kir.toml").write_text(
+        'kernel = "k"\nsizes = { n = 256 }\nragged = { n = 200 }\n'
+        'launch = { grid = ["ceil(n / 64)"], block = [64] }\n[args]\n'
+        'x = { dtype = "f32", shape = ["n"] }\n'
+        'out = { dtype = "f32", shape = ["n"], role = "out" }\n'
+        'n = { value = "n", dtype = "i32" }\n')
+    with pytest.raises(RaceError) as info:
+        build_cases(load_kernel(source), seeds=(0,))
+    assert info.value.loc.line == 8 and "thread (0, 0, 0) wrote it" in str(info.value)
