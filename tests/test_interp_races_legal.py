@@ -145,7 +145,8 @@ __global__ void normalize(const float* x, float* y, int cols) {
     if (wid == 0) sum = warpReduceSum(sum);
     if (threadIdx.x == 0) total = sum;
     __syncthreads();
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) y[row * cols + c] = x[row * cols + c] / total;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+        y[row * cols + c] = x[row * cols + c] / total;
 }
 """
     x = RNG.uniform(0.5, 1.5, (3, 500)).astype(np.float32)
