@@ -113,3 +113,26 @@ def test_flash_attention_loops_can_swap():
     assert not can_interchange(k, "L0", "L2", assume, within="L2")
     assert can_interchange(k, "L0", "L2", assume, within="L2", kill_covered=True)
     assert loop_carries_dependence(k, "L0", assume) is True
+
+
+def test_thread_private_accesses_on_the_flash_attention_example():
+    """The example keeps four arrays in one shared buffer: each thread's query row (Qi) and
+    score row (S) are its own, the key and value tiles (Kj, Vj) are loaded by every thread
+    and read by all. Only the own rows' accesses are private, and only with the sizes known
+    (the row length d is a parameter)."""
+    from kir.analysis.deps import thread_private_accesses
+    from kir.driver.load import load_kernel
+    from kir.ir import Load, Store
+    from kir.ir.printer import print_expr
+
+    loaded = load_kernel(Path(__file__).parents[1] / "examples" / "flash_attn.cu")
+    k = loaded.kernel
+    assume = {"N": 256, "d": 64, "Tc": 8, "Tr": 8, "Bc": 32, "Br": 32}
+    private = thread_private_accesses(k, assume)
+    accesses = [n for n in k.body.walk() if isinstance(n, (Load, Store)) and n.buffer == "sram"]
+    chosen = {print_expr(n.index) for n in accesses if id(n) in private}
+    others = {print_expr(n.index) for n in accesses if id(n) not in private}
+    assert {i.split(" ")[0] for i in chosen} == {"Qi", "S"}, chosen
+    assert {i.split(" ")[0] for i in others} == {"Kj", "Vj"}, others
+    assert "Qi + (tx * d + x_2)" in chosen and "Kj + (y * d + x_2)" in others
+    assert thread_private_accesses(k, {}) == frozenset()  # d unknown: no claim

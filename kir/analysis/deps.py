@@ -37,6 +37,7 @@ values given (rules pass the spec's values, and every candidate is validated any
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -45,11 +46,11 @@ import networkx as nx
 from kir.analysis.accesses import Access, Region, collect
 from kir.analysis.affine import Range, difference, may_equal_zero, rename_atoms
 from kir.errors import AnalysisLimitError
-from kir.ir import Barrier, For, Kernel
+from kir.ir import Barrier, Binary, For, Kernel
 
 __all__ = ["Dependence", "dependence_graph", "loop_carries_dependence",
            "independent_iterations", "can_interchange", "private_buffers", "Region",
-           "collect", "Access", "MAX_DEPENDENCE_TESTS"]
+           "collect", "Access", "MAX_DEPENDENCE_TESTS", "thread_private_accesses"]
 
 MAX_DEPENDENCE_TESTS = 100_000
 """Direction-vector tests one dependence graph may run. Refining ``*`` directions tries up to
@@ -420,3 +421,58 @@ def private_buffers(kernel: Kernel, label: str,
             result.add(name)
     return frozenset(result)
 
+
+
+WHOLE_KERNEL = "L_whole_kernel"
+
+
+def thread_private_accesses(kernel: Kernel,
+                            assume: Mapping[str, int] | None = None) -> frozenset[int]:
+    """The loads and stores of shared arrays (``id`` of the IR node) that touch only
+    elements no other thread of the block touches, by any access, anywhere in the kernel (a
+    thread's own row of scratch): the cross-thread test above, over the whole body, with
+    ``assume``'s values for symbols, finds no conflict between it and any access of its
+    array. None is found for an array a warp-matrix fragment reaches, for one with an index
+    the test cannot read, or when the test would run past its budget. The interpreter skips
+    its race marks at these accesses (:mod:`kir.interp.races`): no race can involve them."""
+    from kir.analysis.memory import matrix_buffers
+    from kir.ir import Alloc, Atomic, Block, Const, Load, Store, Var
+    from kir.ir.edit import own_exprs
+    from kir.ir.types import BOOL, I32
+
+    shared = {n.name for n in kernel.body.walk() if isinstance(n, Alloc) and n.space == "shared"}
+    shared -= matrix_buffers(kernel.body)
+    if not shared:
+        return frozenset()
+    counter = Var("whole_kernel_pass", I32)
+    whole = For(WHOLE_KERNEL, counter.name, I32, Const(0, I32),
+                Binary("<", counter, Const(1, I32), BOOL),
+                Binary("+", counter, Const(1, I32), I32), kernel.body)
+    wrapped = dataclasses.replace(kernel, body=Block((whole,), kernel.body.loc))
+    try:
+        region = collect(wrapped, WHOLE_KERNEL, assume or {})
+    except (AnalysisLimitError, ValueError):
+        return frozenset()
+    # Each access's IR node, in the order collect records them: a statement's loads, then
+    # the statement itself when it stores or is an atomic.
+    nodes: list[object] = []
+    for stmt in region.nodes:
+        nodes += [n for expr in own_exprs(stmt) for n in expr.walk() if isinstance(n, Load)]
+        if isinstance(stmt, (Store, Atomic)):
+            nodes.append(stmt)
+    memory = [a for a in region.accesses if not a.buffer.startswith("$")]
+    if len(nodes) != len(memory):  # a shape this walk does not follow: no claim
+        return frozenset()
+    budget = _Budget(WHOLE_KERNEL, MAX_DEPENDENCE_TESTS)
+    verdict: dict[int, bool] = {}
+    try:
+        for a, node in zip(memory, nodes):
+            if a.buffer not in shared or region.reads_outside.get(a.buffer, 0):
+                continue
+            alone = a.index is not None and not any(
+                _cross_conflict(region, a, b, budget) for b in memory
+                if b.buffer == a.buffer and (a.write or b.write))
+            verdict[id(node)] = verdict.get(id(node), True) and alone
+    except AnalysisLimitError:
+        return frozenset()
+    return frozenset(key for key, alone in verdict.items() if alone)

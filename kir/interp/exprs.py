@@ -52,6 +52,7 @@ class Hoist:
 
     def __init__(self, fixed_vars: set[str]) -> None:
         self.fixed_vars = fixed_vars
+        self.race_free: frozenset[int] = frozenset()  # see StmtCompiler
         self.memo: dict[int, bool] = {}
         self.slots = 0
 
@@ -212,11 +213,12 @@ def _load(e: ir.Load, loc: Loc | None, hoist: Hoist | None) -> ExprFn:
     dtype = cops.np_dtype(e.type)
     to_type = cops.caster(e.type)
     offsets = np.arange(count, dtype=np.int64)
+    marked = id(e) not in getattr(hoist, "race_free", ())
 
     def run(st: State, mask: np.ndarray) -> cops.Value:
         mem = st.memories.get(name) or st.memory(name, loc)
         addr = address(st, mem, count, mask)
-        if mem.space == "shared":
+        if marked and mem.space == "shared":
             st.races.load(mem, addr, mask, count, loc)
         if count == 1:
             # Clipping keeps dead lanes' stray addresses inside the array (checked above

@@ -27,7 +27,10 @@ accesses to different addresses (shared memory is not ``volatile``). So it is a 
   for reads): which one stays is left to chance.
 
 Across warps, only a ``__syncthreads()`` orders. Atomics and warp-matrix fragments are not
-tracked (never a false report, possibly a missed race).
+tracked (never a false report, possibly a missed race). Nor are the accesses the dependence
+test proves touch only the thread's own elements (``race_free_accesses``: a per-thread
+scratch row, where most of a thread-per-row kernel's shared traffic goes): no race can
+involve them, and marking them cost more than the run itself.
 """
 
 from __future__ import annotations
@@ -300,6 +303,33 @@ class RaceTracker:
         raise RaceError(
             f"shared-memory race on {mem.name!r}[{index}]: {me} {verb} it after {by} "
             f"{past} it, with no barrier between", loc, hint=RACE_HINT)
+
+
+_RACE_FREE: dict[tuple, tuple[object, frozenset[int]]] = {}
+_RACE_FREE_KEPT = 32
+
+
+def race_free_accesses(kernel, scalars: dict) -> frozenset[int]:
+    """The shared-memory loads and stores of ``kernel`` no race can involve, at these scalar
+    arguments (:func:`kir.analysis.deps.thread_private_accesses`: a thread's own scratch
+    row), which a run need not mark. Integer parameters the kernel never assigns are the
+    analysis's known values. Kept for the last few kernels: validation runs one kernel at
+    several cases."""
+    from kir import ir
+    from kir.analysis.deps import thread_private_accesses
+
+    written = {n.name for n in kernel.body.walk() if isinstance(n, (ir.Assign, ir.Declare))}
+    assume = {name: int(value) for name, value in scalars.items()
+              if name not in written and np.asarray(value).dtype.kind in "iu"}
+    key = (id(kernel), tuple(sorted(assume.items())))
+    kept = _RACE_FREE.get(key)
+    if kept is not None and kept[0] is kernel:
+        return kept[1]
+    result = thread_private_accesses(kernel, assume)
+    if len(_RACE_FREE) >= _RACE_FREE_KEPT:
+        _RACE_FREE.pop(next(iter(_RACE_FREE)))
+    _RACE_FREE[key] = (kernel, result)
+    return result
 
 
 class _NoRaces:

@@ -75,7 +75,8 @@ def _scoped_for_vars(kernel: ir.Kernel) -> set[str]:
 class StmtCompiler:
     """Turns one kernel's statements into closures, tracking declared types for casts."""
 
-    def __init__(self, kernel: ir.Kernel, counters: "Counters | None" = None) -> None:
+    def __init__(self, kernel: ir.Kernel, counters: "Counters | None" = None,
+                 race_free: frozenset[int] = frozenset()) -> None:
         self.kernel = kernel
         self.counters = counters
         self.types: dict[str, Type] = {p.name: p.type for p in kernel.params}
@@ -88,6 +89,7 @@ class StmtCompiler:
             from kir.interp.count_hooks import CountingHoist
 
             self.hoist = CountingHoist(counters)  # count every operation where it runs
+        self.hoist.race_free = race_free  # accesses the race marks skip (kir.interp.races)
         self._fix_top_level_lets(kernel)
         self.scoped_for_vars = _scoped_for_vars(kernel)
 
@@ -198,10 +200,11 @@ class StmtCompiler:
         address = compile_index(s.index, s.loc, self.hoist, "store to")
         offsets = np.arange(count, dtype=np.int64)
         name, loc, asynchronous = s.buffer, s.loc, s.asynchronous
+        marked = id(s) not in self.hoist.race_free
 
         def write(st: State, mask: np.ndarray, mem: Memory, addr, v) -> None:
             data = mem.data
-            if mem.space == "shared":
+            if marked and mem.space == "shared":
                 st.races.store(mem, addr, mask, count, v, loc)
             if count == 1 and mask is st.full and type(addr) is not np.ndarray:
                 data[addr] = v if type(v) is not np.ndarray else v[-1]  # the last lane wins
