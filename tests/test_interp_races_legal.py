@@ -5,6 +5,8 @@ kernel at the door."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from kir.frontends.cuda import load_cuda
@@ -96,27 +98,12 @@ __global__ void histogram(const unsigned char* data, unsigned int* bins, int n) 
     np.testing.assert_array_equal(bins, np.bincount(data & 15, minlength=16))
 
 
-TRANSPOSE = """
-const int TILE_DIM = 32;
-const int BLOCK_ROWS = 8;
-__global__ void transposeNoBankConflicts(float* odata, const float* idata) {
-    __shared__ float tile[TILE_DIM][TILE_DIM + 1];
-    int x = blockIdx.x * TILE_DIM + threadIdx.x;
-    int y = blockIdx.y * TILE_DIM + threadIdx.y;
-    int width = gridDim.x * TILE_DIM;
-    for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS)
-        tile[threadIdx.y + j][threadIdx.x] = idata[(y + j) * width + x];
-    __syncthreads();
-    x = blockIdx.y * TILE_DIM + threadIdx.x;
-    y = blockIdx.x * TILE_DIM + threadIdx.y;
-    for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS)
-        odata[(y + j) * width + x] = tile[threadIdx.x][threadIdx.y + j];
-}
-"""
+# The classic coalesced transpose through a padded tile (TILE_DIM 16, BLOCK_ROWS 4).
+TRANSPOSE = (Path(__file__).parent / "spec_init" / "data" / "transpose.cu").read_text()
 
 
 def test_padded_transpose_tile():
-    kernel = load_cuda(TRANSPOSE, "legal.cu", launch=Launch(("2", "2", "1"), (32, 8, 1), 0))
+    kernel = load_cuda(TRANSPOSE, "transpose.cu", launch=Launch(("4", "4", "1"), (16, 4, 1), 0))
     x = RNG.standard_normal((64, 64)).astype(np.float32)
     out = run_kernel(kernel, {"idata": x.ravel(), "odata": np.zeros(64 * 64, np.float32)})
     np.testing.assert_array_equal(out["odata"].reshape(64, 64), x.T)
@@ -209,7 +196,7 @@ __global__ void mark(const int* x, int* out) {
 @pytest.mark.parametrize("source, barrier, grid, block, shared", [
     (SCAN, 1, ("1", "1", "1"), (128, 1, 1), 512),  # the one between read and write
     (SCAN, 2, ("1", "1", "1"), (128, 1, 1), 512),  # the one after the write
-    (TRANSPOSE, 0, ("2", "2", "1"), (32, 8, 1), 0),
+    (TRANSPOSE, 0, ("4", "4", "1"), (16, 4, 1), 0),
     (BITONIC, 1, ("1", "1", "1"), (256, 1, 1), 0),
 ], ids=["scan-middle", "scan-last", "transpose", "bitonic"])
 def test_each_barrier_dropped_is_a_race(source, barrier, grid, block, shared):
