@@ -109,6 +109,65 @@ def test_padded_transpose_tile():
     np.testing.assert_array_equal(out["odata"].reshape(64, 64), x.T)
 
 
+# GPU Gems 3's work-efficient scan: up-sweep and down-sweep over a padded tree, a barrier
+# a level, indices through a bank-conflict macro.
+BLELLOCH = """
+#define NUM_BANKS 32
+#define LOG_NUM_BANKS 5
+#define CONFLICT_FREE_OFFSET(n) ((n) >> LOG_NUM_BANKS)
+
+__global__ void prescan(float *g_odata, const float *g_idata, int n) {
+    extern __shared__ float temp[];
+    int thid = threadIdx.x;
+    int offset = 1;
+    int ai = thid;
+    int bi = thid + (n / 2);
+    int bankOffsetA = CONFLICT_FREE_OFFSET(ai);
+    int bankOffsetB = CONFLICT_FREE_OFFSET(bi);
+    temp[ai + bankOffsetA] = g_idata[blockIdx.x * n + ai];
+    temp[bi + bankOffsetB] = g_idata[blockIdx.x * n + bi];
+    for (int d = n >> 1; d > 0; d >>= 1) {
+        __syncthreads();
+        if (thid < d) {
+            int a = offset * (2 * thid + 1) - 1;
+            int b = offset * (2 * thid + 2) - 1;
+            a += CONFLICT_FREE_OFFSET(a);
+            b += CONFLICT_FREE_OFFSET(b);
+            temp[b] += temp[a];
+        }
+        offset *= 2;
+    }
+    if (thid == 0) { temp[n - 1 + CONFLICT_FREE_OFFSET(n - 1)] = 0; }
+    for (int d = 1; d < n; d *= 2) {
+        offset >>= 1;
+        __syncthreads();
+        if (thid < d) {
+            int a = offset * (2 * thid + 1) - 1;
+            int b = offset * (2 * thid + 2) - 1;
+            a += CONFLICT_FREE_OFFSET(a);
+            b += CONFLICT_FREE_OFFSET(b);
+            float t = temp[a];
+            temp[a] = temp[b];
+            temp[b] += t;
+        }
+    }
+    __syncthreads();
+    g_odata[blockIdx.x * n + ai] = temp[ai + bankOffsetA];
+    g_odata[blockIdx.x * n + bi] = temp[bi + bankOffsetB];
+}
+"""
+
+
+def test_blelloch_scan_over_a_padded_tree():
+    kernel = load_cuda(BLELLOCH, "legal.cu", launch=Launch(("2", "1", "1"), (128, 1, 1),
+                                                           (256 + 8) * 4))
+    x = RNG.integers(0, 9, 2 * 256).astype(np.float32)
+    out = run_kernel(kernel, {"g_odata": np.zeros(512, np.float32), "g_idata": x,
+                              "n": 256})["g_odata"]
+    rows = x.reshape(2, 256)
+    np.testing.assert_array_equal(out.reshape(2, 256), np.cumsum(rows, axis=1) - rows)
+
+
 def test_block_sum_through_warp_partials():
     """Warps reduce with shuffles, lane 0 of each writes its partial, one barrier, and the
     first warp reduces the partials; thread 0 publishes the total to every thread through
@@ -198,7 +257,8 @@ __global__ void mark(const int* x, int* out) {
     (SCAN, 2, ("1", "1", "1"), (128, 1, 1), 512),  # the one after the write
     (TRANSPOSE, 0, ("4", "4", "1"), (16, 4, 1), 0),
     (BITONIC, 1, ("1", "1", "1"), (256, 1, 1), 0),
-], ids=["scan-middle", "scan-last", "transpose", "bitonic"])
+    (BLELLOCH, 1, ("1", "1", "1"), (128, 1, 1), 264 * 4),  # the down-sweep's first
+], ids=["scan-middle", "scan-last", "transpose", "bitonic", "blelloch"])
 def test_each_barrier_dropped_is_a_race(source, barrier, grid, block, shared):
     """The same kernels with one ``__syncthreads()`` left out: each is reported."""
     from kir.errors import RaceError
@@ -213,5 +273,6 @@ def test_each_barrier_dropped_is_a_race(source, barrier, grid, block, shared):
             for p in kernel.params if p.is_buffer}
     for name, value in args.items():
         value[:] = RNG.integers(0, 50, value.size)
+    args.update({p.name: 256 for p in kernel.params if not p.is_buffer})  # the scan's n
     with pytest.raises(RaceError):
         run_kernel(kernel, args)
