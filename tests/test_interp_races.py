@@ -51,8 +51,9 @@ def test_warp_synchronous_tail_without_barriers_is_a_race():
                 "        s[t] += s[t + 16];\n        s[t] += s[t + 8];\n    }\n"
                 "    if (t == 0) out[blockIdx.x] = s[0];")
     assert err.loc.file == "race.cu" and err.loc.line == 8, err
+    # The other thread's access is named too: lane 16's write one statement before.
     assert "'s'[16]" in str(err) and "thread (0, 0, 0) reads it after thread (16, 0, 0) " \
-        "wrote it" in str(err)
+        "wrote it at race.cu:7:9," in str(err)
     assert "__syncwarp()" in err.hint and "__syncthreads()" in err.hint
 
 
@@ -99,6 +100,7 @@ def test_reused_tile_without_the_trailing_barrier_is_a_race():
             "    out[blockIdx.x * 64 + t] = acc;")
     err = _race(body.replace("SYNC", ""))
     assert err.loc.line == 6 and "overwrites it after thread" in str(err), err
+    assert "read it at race.cu:8:" in str(err), err  # the other warp's read of the tile
     out = _run(body.replace("SYNC", "        __syncthreads();\n"))
     x = np.arange(BLOCKS * BLOCK, dtype=np.float32) % 7
     assert out[0] == x[63] + x[0] + x[1]  # s[63] of tiles 0, 1, 2
@@ -115,6 +117,7 @@ def test_threads_writing_different_values_to_one_element_is_a_race():
     err = _race("    s[0] = (float)t;\n    __syncthreads();\n"
                 "    out[blockIdx.x * 64 + t] = s[0];")
     assert "writes a different value to it" in str(err) and err.loc.line == 4
+    assert "after thread (63, 0, 0) wrote it at race.cu:4:5" in str(err), err
 
 
 def test_redundant_lanes_of_one_warp_updating_in_place_pass():

@@ -68,9 +68,13 @@ class _Marks:
     read_hi: np.ndarray
     size: int  # elements per block
     scratch: np.ndarray  # one store's values as bits, to find lanes writing one element
-    # Reads not marked yet, as (elements, lanes): marked in one go when a write or a warp
-    # barrier needs them; most reads meet a block barrier first and are never marked.
-    pending: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    # Where each element was last written and read (RaceTracker.sites; -1: unknown), for
+    # the report: the access of the other thread, not only the one that meets it.
+    write_site: np.ndarray
+    read_site: np.ndarray
+    # Reads not marked yet, as (elements, lanes, site): marked in one go when a write or a
+    # warp barrier needs them; most reads meet a block barrier first and are never marked.
+    pending: list[tuple[np.ndarray, np.ndarray, int]] = field(default_factory=list)
     pending_count: int = 0
     written: bool = False  # any write since the last barrier of every block
     read: bool = False  # any read since then
@@ -80,9 +84,9 @@ class _Marks:
         return ((self.write_lo, NO_LANE), (self.write_hi, NOBODY),
                 (self.read_lo, NO_LANE), (self.read_hi, NOBODY))
 
-    def defer_read(self, elements: np.ndarray, lanes: np.ndarray) -> None:
+    def defer_read(self, elements: np.ndarray, lanes: np.ndarray, site: int) -> None:
         self.read = True
-        self.pending.append((elements, lanes))
+        self.pending.append((elements, lanes, site))
         self.pending_count += elements.size
         if self.pending_count > MAX_PENDING:
             self.mark_reads()
@@ -90,8 +94,10 @@ class _Marks:
     def mark_reads(self) -> None:
         if not self.pending:
             return
-        elements = np.concatenate([e for e, _ in self.pending])
-        lanes = np.concatenate([lane for _, lane in self.pending])
+        for batch, _, site in self.pending:  # in order: the last read's site stays
+            self.read_site[batch] = site
+        elements = np.concatenate([e for e, _, _ in self.pending])
+        lanes = np.concatenate([lane for _, lane, _ in self.pending])
         self.pending.clear()
         self.pending_count = 0
         np.minimum.at(self.read_lo, elements, lanes)
@@ -112,6 +118,15 @@ class RaceTracker:
         self.marks: dict[str, _Marks] = {}
         self.lanes = st.lane_ids.astype(np.int32)
         self.warp_of = (st.warp_slot // WARP).astype(np.int32)
+        self.sites: list[Loc | None] = []  # the source locations accesses were made at
+        self.site_of: dict[Loc | None, int] = {}
+
+    def _site(self, loc: Loc | None) -> int:
+        site = self.site_of.get(loc)
+        if site is None:
+            site = self.site_of[loc] = len(self.sites)
+            self.sites.append(loc)
+        return site
 
     def add(self, mem: "Memory") -> None:
         """Track a shared array just allocated."""
@@ -121,7 +136,8 @@ class RaceTracker:
             return np.full(n, value, np.int32)
         self.marks[mem.name] = _Marks(unmarked(NO_LANE), unmarked(NOBODY), unmarked(NO_LANE),
                                       unmarked(NOBODY), mem.size,
-                                      np.zeros(n, f"u{mem.data.dtype.itemsize}"))
+                                      np.zeros(n, f"u{mem.data.dtype.itemsize}"),
+                                      unmarked(-1), unmarked(-1))
 
     # ------------------------------------------------------------------------ accesses
 
@@ -183,9 +199,10 @@ class RaceTracker:
             if np.count_nonzero(bad):
                 first = int(np.flatnonzero(bad)[0])
                 other = int(lo[first])
-                self._report("reads", "wrote", mem, int(elements[first]), int(lanes[first]),
-                             None if other < 0 else other, loc)
-        marks.defer_read(elements, lanes)
+                element = int(elements[first])
+                self._report("reads", "wrote", mem, element, int(lanes[first]),
+                             None if other < 0 else other, loc, marks.write_site[element])
+        marks.defer_read(elements, lanes, self._site(loc))
 
     def store(self, mem: "Memory", addr, mask: np.ndarray, count: int, values,
               loc: Loc | None) -> None:
@@ -221,17 +238,30 @@ class RaceTracker:
                 marks.write_lo[elements[synced]] = NO_LANE
                 marks.write_hi[elements[synced]] = NOBODY
             if np.count_nonzero(bad):
-                first = int(np.flatnonzero(bad)[0])
-                other = int(lo[first]) if others[first] and lo[first] >= 0 else None
-                self._report("writes a different value to", "wrote", mem,
-                             int(elements[first]), int(lanes[first]), other, loc)
+                self._different_values(mem, marks, elements, lanes, bits, bad, others, lo, loc)
         elif np.count_nonzero(bad):
-            first = int(np.flatnonzero(bad)[0])
-            self._report("writes a different value to", "wrote", mem, int(elements[first]),
-                         int(lanes[first]), None, loc)
+            self._different_values(mem, marks, elements, lanes, bits, bad, None, None, loc)
         marks.written = True
+        marks.write_site[elements] = self._site(loc)
         np.minimum.at(marks.write_lo, elements, lanes)
         np.maximum.at(marks.write_hi, elements, lanes)
+
+    def _different_values(self, mem: "Memory", marks: _Marks, elements: np.ndarray,
+                          lanes: np.ndarray, bits: np.ndarray, bad: np.ndarray,
+                          others: np.ndarray | None, lo: np.ndarray | None,
+                          loc: Loc | None) -> None:
+        """Report the first write in ``bad``: of another value than an earlier thread's
+        unsynchronized write (``others``), or than another lane of this very store."""
+        first = int(np.flatnonzero(bad)[0])
+        element = int(elements[first])
+        if others is not None and lo is not None and others[first]:
+            other = int(lo[first])
+            self._report("writes a different value to", "wrote", mem, element,
+                         int(lanes[first]), other if other >= 0 else None, loc,
+                         marks.write_site[element])
+        landed = np.flatnonzero((elements == element) & (bits == marks.scratch[element]))
+        self._report("writes a different value to", "wrote", mem, element, int(lanes[first]),
+                     int(lanes[landed[0]]), loc, self._site(loc))
 
     def _check_overwrite(self, mem: "Memory", marks: _Marks, elements: np.ndarray,
                          lanes: np.ndarray, loc: Loc | None) -> None:
@@ -252,8 +282,10 @@ class RaceTracker:
         if np.count_nonzero(bad):
             first = int(np.flatnonzero(bad)[0])
             other = int(lo[first]) if int(lo[first]) != lanes[first] else int(hi[first])
-            self._report("overwrites", "read", mem, int(elements[first]), int(lanes[first]),
-                         other, loc)
+            element = int(elements[first])
+            alone = lo[first] == hi[first]  # one reader: the last read's site is its
+            self._report("overwrites", "read", mem, element, int(lanes[first]), other, loc,
+                         marks.read_site[element] if alone else -1)
 
     # ------------------------------------------------------------------------ barriers
 
@@ -292,7 +324,9 @@ class RaceTracker:
     # ------------------------------------------------------------------------ reports
 
     def _report(self, verb: str, past: str, mem: "Memory", element: int, lane: int,
-                other: int | None, loc: Loc | None) -> None:
+                other: int | None, loc: Loc | None, site: int = -1) -> None:
+        """Raise the RaceError: this thread's access at ``loc``, the other thread's (lane
+        ``other``; None: a thread of another warp, or of this statement) at ``site``."""
         st = self.st
         index = element % mem.size
         me = st.where_of(lane)
@@ -300,9 +334,11 @@ class RaceTracker:
             by = "a thread of another warp (whose __syncwarp() orders it for that warp only)"
         else:
             by = "thread " + st.where_of(other).split(" thread ", 1)[1]
+        where = self.sites[site] if 0 <= site < len(self.sites) else None
+        at = f" at {where}" if where is not None else ""
         raise RaceError(
             f"shared-memory race on {mem.name!r}[{index}]: {me} {verb} it after {by} "
-            f"{past} it, with no barrier between", loc, hint=RACE_HINT)
+            f"{past} it{at}, with no barrier between", loc, hint=RACE_HINT)
 
 
 _RACE_FREE: dict[tuple, tuple[object, frozenset[int]]] = {}
