@@ -217,3 +217,21 @@ def test_the_unrewritten_kernel_is_checked_for_races_at_every_size(tmp_path):
     with pytest.raises(RaceError) as info:
         build_cases(load_kernel(source), seeds=(0,))
     assert info.value.loc.line == 8 and "thread (0, 0, 0) wrote it" in str(info.value)
+
+
+def test_a_failing_privacy_analysis_leaves_every_access_marked(monkeypatch):
+    """Skipping proven-private accesses is a shortcut: if the analysis breaks, runs still
+    work and races are still found."""
+    import kir.analysis.deps as deps
+    import kir.interp.races as races
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("analysis bug")
+    monkeypatch.setattr(deps, "thread_private_accesses", broken)
+    monkeypatch.setattr(races, "_RACE_FREE", {})
+    err = _race("    s[t] = x[blockIdx.x * 64 + t];\n"
+                "    out[blockIdx.x * 64 + t] = s[63 - t];")
+    assert "reads it after thread (63, 0, 0) wrote it" in str(err)
+    out = _run("    s[t] = x[blockIdx.x * 64 + t];\n    __syncthreads();\n"
+               "    out[blockIdx.x * 64 + t] = s[63 - t];")
+    assert out[0] == (np.arange(BLOCKS * BLOCK, dtype=np.float32) % 7)[63]
