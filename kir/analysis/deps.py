@@ -422,7 +422,6 @@ def private_buffers(kernel: Kernel, label: str,
     return frozenset(result)
 
 
-
 WHOLE_KERNEL = "L_whole_kernel"
 
 
@@ -451,7 +450,7 @@ def thread_private_accesses(kernel: Kernel,
     wrapped = dataclasses.replace(kernel, body=Block((whole,), kernel.body.loc))
     try:
         region = collect(wrapped, WHOLE_KERNEL, assume or {})
-    except (AnalysisLimitError, ValueError):
+    except AnalysisLimitError:
         return frozenset()
     # Each access's IR node, in the order collect records them: a statement's loads, then
     # the statement itself when it stores or is an atomic.
@@ -460,7 +459,7 @@ def thread_private_accesses(kernel: Kernel,
         nodes += [n for expr in own_exprs(stmt) for n in expr.walk() if isinstance(n, Load)]
         if isinstance(stmt, (Store, Atomic)):
             nodes.append(stmt)
-    memory = [a for a in region.accesses if not a.buffer.startswith("$")]
+    memory = region.accesses  # memory only: scalars are kept in region.scalars
     if len(nodes) != len(memory):  # a shape this walk does not follow: no claim
         return frozenset()
     budget = _Budget(WHOLE_KERNEL, MAX_DEPENDENCE_TESTS)

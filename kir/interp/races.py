@@ -36,7 +36,7 @@ involve them, and marking them cost more than the run itself.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
@@ -345,18 +345,16 @@ _RACE_FREE: dict[tuple, tuple[object, frozenset[int]]] = {}
 _RACE_FREE_KEPT = 32
 
 
-def race_free_accesses(kernel, scalars: dict) -> frozenset[int]:
+def race_free_accesses(kernel, scalars: Mapping[str, object]) -> frozenset[int]:
     """The shared-memory loads and stores of ``kernel`` no race can involve, at these scalar
     arguments (:func:`kir.analysis.deps.thread_private_accesses`: a thread's own scratch
-    row), which a run need not mark. Integer parameters the kernel never assigns are the
-    analysis's known values. Kept for the last few kernels: validation runs one kernel at
-    several cases."""
-    from kir import ir
+    row), which a run need not mark. ``scalars`` are the parameters the kernel never
+    assigns; the integer ones are the analysis's known values. Kept for the last few
+    kernels: validation runs one kernel at several cases."""
     from kir.analysis.deps import thread_private_accesses
 
-    written = {n.name for n in kernel.body.walk() if isinstance(n, (ir.Assign, ir.Declare))}
     assume = {name: int(value) for name, value in scalars.items()
-              if name not in written and np.asarray(value).dtype.kind in "iu"}
+              if np.asarray(value).dtype.kind in "iu"}
     key = (id(kernel), tuple(sorted(assume.items())))
     kept = _RACE_FREE.get(key)
     if kept is not None and kept[0] is kernel:

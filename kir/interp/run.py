@@ -11,7 +11,6 @@ import numpy as np
 from kir import ir
 from kir.errors import KirError
 from kir.interp.exprs import deep_recursion
-from kir.interp.races import race_free_accesses
 from kir.interp.state import Memory, State, Steps
 from kir.interp.stmts import StmtCompiler
 from kir.ir import cops
@@ -69,8 +68,7 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
     with deep_recursion(), np.errstate(all="ignore"):
         if counters is not None:
             counters.start(kernel, grid, block)
-        race_free = race_free_accesses(kernel, scalars) if races else frozenset()
-        body = StmtCompiler(kernel, counters, race_free).block(kernel.body)
+        body = StmtCompiler(kernel, counters, scalars if races else None).block(kernel.body)
         per_chunk = _blocks_per_chunk(kernel, threads)
         for first in range(0, total_blocks, per_chunk):
             count = min(per_chunk, total_blocks - first)

@@ -8,13 +8,14 @@ returned lanes after each iteration and revives continued ones for the next.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
 from kir import ir
 from kir.errors import KirError, Loc
 from kir.interp.exprs import ExprFn, Hoist, compile_expr, compile_index
+from kir.interp.races import race_free_accesses
 from kir.interp.reduce import compile_sum_loop
 from kir.interp.state import LoopFrame, Memory, State
 from kir.ir import cops
@@ -76,20 +77,24 @@ class StmtCompiler:
     """Turns one kernel's statements into closures, tracking declared types for casts."""
 
     def __init__(self, kernel: ir.Kernel, counters: "Counters | None" = None,
-                 race_free: frozenset[int] = frozenset()) -> None:
+                 race_scalars: Mapping[str, object] | None = None) -> None:
+        """``race_scalars``: the run's scalar arguments when it looks for races; the
+        accesses proven thread-private at those values are compiled without race marks."""
         self.kernel = kernel
         self.counters = counters
         self.types: dict[str, Type] = {p.name: p.type for p in kernel.params}
         written = {n.name for n in kernel.body.walk() if isinstance(n, (ir.Assign, ir.Declare))}
         written |= {n.var for n in kernel.body.walk() if isinstance(n, ir.For)}
         written |= {n.result for n in kernel.body.walk() if isinstance(n, ir.Atomic)}
-        self.hoist = Hoist({p.name for p in kernel.params
-                            if not p.is_buffer and p.name not in written})
+        fixed = {p.name for p in kernel.params if not p.is_buffer and p.name not in written}
+        self.hoist = Hoist(fixed)
         if counters is not None:
             from kir.interp.count_hooks import CountingHoist
 
             self.hoist = CountingHoist(counters)  # count every operation where it runs
-        self.hoist.race_free = race_free  # accesses the race marks skip (kir.interp.races)
+        if race_scalars is not None:  # accesses the race marks skip (kir.interp.races)
+            self.hoist.race_free = race_free_accesses(
+                kernel, {n: v for n, v in race_scalars.items() if n in fixed})
         self._fix_top_level_lets(kernel)
         self.scoped_for_vars = _scoped_for_vars(kernel)
 
