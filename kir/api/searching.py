@@ -72,9 +72,11 @@ def make_evaluator(loaded: Loaded, target: str, check_sizes: dict[str, int] | No
         return ModelEvaluator(loaded, profile=MODEL_PROFILE, check_sizes=check_sizes,
                               timeout_s=timeout_s)
     cores = os.cpu_count() or 2
-    # Validation on the interpreter is short for most candidates and done before their
-    # compile, so the GPU workers may use all but two cores (this process, one spare).
-    workers = max(2, cores // 4)
+    # Every candidate is validated on the interpreter before its compile: with a quarter of
+    # the cores validating, an attention search on the H200 (16 cores) kept those four busy
+    # while its GPU workers waited (BENCHMARKS.md, round 22). Half of the cores but this
+    # process and one spare validate; the GPU workers' compiles share the cores with them.
+    workers = max(2, (cores - 2) // 2)
     return MLXEvaluator(loaded, target=target, check_sizes=check_sizes, timeout_s=timeout_s,
                         workers=workers, gpu_workers=gpu_worker_count(loaded, cores - 2))
 

@@ -7,6 +7,9 @@ worker is replaced; when a worker dies, the candidates that were running with it
 one at a time, and the one that kills a worker on its own is recorded as "crash".
 Several threads may run batches on one pool at once; they share its processes (a worker that
 dies then takes the others' candidates with it, and each is retried as above).
+:meth:`CheckPool.cancel` stops every check under way or waiting, of every thread (a search
+that stopped does not wait for them, and its finalists are then timed on a quiet machine);
+their verdicts say so.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ def _init(check: Callable[[Any, Any], Evaluation], context: Any) -> None:
     _CONTEXT, _CHECK = context, check
 
 
+# The verdict of a candidate whose check was cancelled (CheckPool.cancel).
+NOT_CHECKED = Evaluation.rejected("not_applicable", "not checked: the checks were cancelled")
+
+
 def _run(kernel: Any) -> Evaluation:
     assert _CHECK is not None
     return _CHECK(kernel, _CONTEXT)
@@ -69,10 +76,7 @@ class CheckPool:
         # Threads may run batches side by side (a steady search checks one candidate a
         # thread): they share the executor, made and replaced under this lock.
         self._lock = threading.RLock()
-
-    def _executor(self) -> ProcessPoolExecutor:
-        with self._lock:
-            return self._started()
+        self._generation = 0  # advanced by cancel: runs begun before it answer at once
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -102,6 +106,15 @@ class CheckPool:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
+    def cancel(self) -> None:
+        """Stop every check of every thread, under way or waiting (the executor hands a
+        worker's next tasks to it ahead of time, so they cannot be told apart): the worker
+        processes are killed, and each run begun before answers its remaining candidates
+        "not checked" at once. The next run starts new workers."""
+        with self._lock:
+            self._generation += 1
+        self._discard()
+
     def run(self, kernels: Sequence[Any]) -> Iterator[Evaluation]:
         """Check ``kernels``, yielding verdicts in their order as they become available."""
         queue: deque[int] = deque(range(len(kernels)))
@@ -109,13 +122,19 @@ class CheckPool:
         running: dict[Future, tuple[int, float]] = {}
         results: dict[int, Evaluation] = {}
         next_out = 0
+        generation = self._generation
         while next_out < len(kernels):
+            if self._generation != generation:  # cancelled
+                for index in range(next_out, len(kernels)):
+                    results.setdefault(index, NOT_CHECKED)
+                queue.clear()
+                running.clear()
             self._fill(kernels, queue, suspects, running)
             if running:
                 nearest = min(start for _, start in running.values()) + self.timeout_s
                 done, _ = wait(list(running), timeout=max(0.0, nearest - time.monotonic()),
                                return_when=FIRST_COMPLETED)
-                broken = self._collect(done, running, results, suspects, queue)
+                broken = self._collect(done, running, results, suspects, queue, generation)
                 if broken:
                     continue
                 self._expire(running, results, queue)
@@ -130,14 +149,15 @@ class CheckPool:
             if index in suspects and running:
                 return  # a suspect runs alone, so a dying worker names its killer
             queue.popleft()
-            future = self._executor().submit(_run, kernels[index])
+            with self._lock:
+                future = self._started().submit(_run, kernels[index])
             running[future] = (index, time.monotonic())
             if index in suspects:
                 return
 
     def _collect(self, done: set[Future], running: dict[Future, tuple[int, float]],
                  results: dict[int, Evaluation], suspects: set[int],
-                 queue: deque[int]) -> bool:
+                 queue: deque[int], generation: int) -> bool:
         broken = False
         for future in done:
             index, _ = running.pop(future)
@@ -145,7 +165,9 @@ class CheckPool:
                 results[index] = future.result()
             except BrokenProcessPool:
                 broken = True
-                if index in suspects or self.workers == 1:
+                if self._generation != generation:  # cancel killed the workers
+                    results[index] = NOT_CHECKED
+                elif index in suspects or self.workers == 1:
                     results[index] = Evaluation.rejected(
                         "crash", "the worker process died while checking this candidate")
                 else:

@@ -20,8 +20,11 @@ from kir.measure.device import describe_gpu
 from kir.measure.gpu.pool import GpuPool
 from kir.measure.gpu.worker import GpuJob, GpuWorker, MLXRunner, Runner, build_gpu_case
 from kir.measure.same_source import SourceVerdicts, source_key
-from kir.search.evaluator import Evaluation
+from kir.search.evaluator import Evaluation, Status
 from kir.search.phases import Phases
+
+# The verdict of a candidate dropped because the search stopped (MLXEvaluator.quiesce).
+STOPPED = Evaluation.rejected(Status.NOT_APPLICABLE, "not judged: the search had stopped")
 
 
 class MLXEvaluator(Validating):
@@ -73,6 +76,7 @@ class MLXEvaluator(Validating):
         self.same_source = SourceVerdicts()
         self._submitter: ThreadPoolExecutor | None = None  # for submit(), made on first use
         self._judging = threading.Lock()  # emitting and the shared tables, one at a time
+        self._stopping = threading.Event()  # set while quiesce drops what is in flight
         runner = runner or MLXRunner()
         self.gpu: GpuWorker | GpuPool = GpuWorker(
             runner, timeout_s=gpu_timeout_s, startup_s=gpu_startup_s) if gpu_workers <= 1 \
@@ -104,12 +108,17 @@ class MLXEvaluator(Validating):
         return self._submitter.submit(self._judge_one, kernel)
 
     def _judge_one(self, kernel: Kernel) -> Evaluation:
-        """:meth:`evaluate`'s work, safe beside other threads doing the same (submit)."""
+        """:meth:`evaluate`'s work, safe beside other threads doing the same (submit). Once
+        :meth:`quiesce` has begun, a candidate goes no further (no verdict of it is read)."""
+        if self._stopping.is_set():
+            return STOPPED
         with self._judging:
             emitted, key = self.emitted_call(kernel)
             if key in self.same_source:
                 return self._duplicate(key)
         verdict = self.check_one(kernel)
+        if self._stopping.is_set():
+            return STOPPED  # not remembered: it may be a cancelled check's
         if verdict.ok:
             started = time.perf_counter()
             result = self.gpu.run(self.gpu_job(kernel, emitted))
@@ -131,10 +140,18 @@ class MLXEvaluator(Validating):
             self.gpu.wait_idle(self.gpu.timeout_s)
 
     def _stop_submitter(self) -> None:
-        """Let submitted candidates that have started finish; drop the others."""
+        """Drop the submitted candidates: those not started, the validations under way or
+        waiting (their workers are stopped), and those about to start a GPU job; wait only
+        for the GPU jobs under way. On the H200 a 60-s attention search left 15 candidates in
+        flight, and waiting for all of them to finish took 15 s (BENCHMARKS.md, round 22)."""
         if self._submitter is not None:
-            self._submitter.shutdown(wait=True, cancel_futures=True)
-            self._submitter = None
+            self._stopping.set()
+            try:
+                self.cancel_checks()
+                self._submitter.shutdown(wait=True, cancel_futures=True)
+            finally:
+                self._submitter = None
+                self._stopping.clear()
 
     def close(self) -> None:
         """Stop the validation workers and the GPU worker."""

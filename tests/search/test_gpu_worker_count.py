@@ -54,7 +54,7 @@ def test_the_cli_evaluator_uses_it(loaded, monkeypatch):
     monkeypatch.setattr(searching.os, "cpu_count", lambda: 16)
     monkeypatch.setattr(limits, "available_memory", lambda: 1 << 40)
     searching.make_evaluator(loaded, "cuda")
-    assert seen["workers"] == 4 and seen["gpu_workers"] == 14
+    assert seen["workers"] == 7 and seen["gpu_workers"] == 14  # validating: half of 16 - 2
 
 
 def test_a_search_starts_its_gpu_workers_before_building_its_hints(loaded, monkeypatch):
