@@ -7,7 +7,11 @@ throughput whatever the device (the GPU workers only add to it). No GPU needed.
         --size N=1024 --size D=64 [--budget 100] [--target cuda] [--profile]
 
 The stand-in evaluator's "time" of a kernel is a fixed function of its fingerprint, so two
-runs with one seed take the same path and their wall times compare. Prints one JSON line.
+runs with one seed take the same path and their wall times compare. ``--times-from DB``
+answers instead with the times a real search measured (its tuning database, e.g. from the
+H200), so the population evolves as it did there (towards the large tensor-core kernels
+whose rewriting costs most); a candidate that search never judged counts as invalid.
+Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -25,13 +29,19 @@ class InstantEvaluator:
     target = "none"
     device = "none (benchmarks/search_loop_rate.py)"
 
-    def __init__(self) -> None:
+    def __init__(self, times: dict[str, float] | None = None) -> None:
         self.stats: dict = {}
+        self.times = times
 
     def evaluate(self, kernel):
-        from kir.search.evaluator import Evaluation
+        from kir.search.evaluator import Evaluation, Status
 
-        return Evaluation.timed(1 + int(kernel.fingerprint()[:8], 16) % 1000 / 1000)
+        if self.times is None:
+            return Evaluation.timed(1 + int(kernel.fingerprint()[:8], 16) % 1000 / 1000)
+        known = self.times.get(kernel.fingerprint())
+        if known is None:
+            return Evaluation.rejected(Status.INVALID, "not judged by the recorded search")
+        return Evaluation.timed(known)
 
     def evaluate_many(self, kernels):
         for kernel in kernels:
@@ -46,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--target", default="cuda", choices=["cuda", "metal"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--times-from", metavar="DB",
+                        help="a real search's tuning database: answer with its times")
     parser.add_argument("--profile", action="store_true", help="print the top of a cProfile")
     parser.add_argument("--sort", default="tottime", help="the profile's order (cumulative...)")
     parser.add_argument("--top", type=int, default=25, help="how many profile lines")
@@ -72,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     seeds = [hint.steps for hint in hints(loaded.kernel, registry, ctx)]
     hinted = time.perf_counter()
-    result = search(loaded.kernel, registry, InstantEvaluator(), ctx,
+    times = recorded_times(args.times_from) if args.times_from else None
+    result = search(loaded.kernel, registry, InstantEvaluator(times), ctx,
                     SearchConfig(budget=args.budget, time_limit_s=3600, seed=args.seed),
                     None, seeds)
     done = time.perf_counter()
@@ -88,6 +101,16 @@ def main(argv: list[str] | None = None) -> int:
                       "per_s": round(evaluations / (done - hinted), 2),
                       "with_hints_per_s": round(evaluations / (done - started), 2)}))
     return 0
+
+
+def recorded_times(path: str) -> dict[str, float]:
+    """Fingerprint -> time of every valid candidate in a tuning database (any key)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT fingerprint, time_ms FROM evaluations "
+                          "WHERE status = 'ok' AND time_ms IS NOT NULL").fetchall()
+    return {fingerprint: time_ms for fingerprint, time_ms in rows}
 
 
 if __name__ == "__main__":

@@ -93,8 +93,13 @@ class MLXEvaluator(Validating):
     @property
     def capacity(self) -> int:
         """Candidates worth having in flight at once (the steady-state search keeps this many
-        submitted): one per GPU worker and one being validated."""
-        return self.gpu.workers + 1 if isinstance(self.gpu, GpuPool) else 1
+        submitted): one per GPU worker and one per validation worker, so that the next
+        candidates validate while the GPU workers compile. With one per GPU worker and one
+        more, an attention search on the H200 held its 14 GPU workers to about 8 jobs at
+        once, the others' candidates still validating (BENCHMARKS.md, round 22)."""
+        if not isinstance(self.gpu, GpuPool):
+            return 1
+        return self.gpu.workers + max(1, self.workers)
 
     def submit(self, kernel: Kernel) -> "Future[Evaluation]":
         """Start judging ``kernel``; the future holds what :meth:`evaluate` would return.

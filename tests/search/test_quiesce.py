@@ -88,6 +88,7 @@ def test_quiesce_drops_the_candidates_still_waiting_and_forgets_them(loaded, mon
     with MLXEvaluator(loaded, "cuda", runner=EmulatorRunner(), warmup=0, repeat=1,
                       gpu_timeout_s=60.0, gpu_startup_s=120.0, workers=2,
                       gpu_workers=len(kernels)) as ev:
+        assert ev.capacity == len(kernels) + 2  # a job per GPU and per validation worker
         futures = [ev.submit(kernel) for kernel in kernels]
         time.sleep(0.5)  # two validations under way, four waiting for a worker
         started = time.monotonic()
