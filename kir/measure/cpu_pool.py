@@ -54,6 +54,8 @@ def _init(check: Callable[[Any, Any], Evaluation], context: Any) -> None:
     _CONTEXT, _CHECK = context, check
 
 
+# How often a waiting run looks whether CheckPool.cancel was called, in seconds.
+POLL_S = 0.2
 # The verdict of a candidate whose check was cancelled (CheckPool.cancel).
 NOT_CHECKED = Evaluation.rejected("not_applicable", "not checked: the checks were cancelled")
 
@@ -132,8 +134,9 @@ class CheckPool:
             self._fill(kernels, queue, suspects, running)
             if running:
                 nearest = min(start for _, start in running.values()) + self.timeout_s
-                done, _ = wait(list(running), timeout=max(0.0, nearest - time.monotonic()),
-                               return_when=FIRST_COMPLETED)
+                # Short waits: after cancel() a killed pool's futures may never complete.
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED,
+                               timeout=min(max(0.0, nearest - time.monotonic()), POLL_S))
                 broken = self._collect(done, running, results, suspects, queue, generation)
                 if broken:
                     continue
@@ -144,10 +147,12 @@ class CheckPool:
 
     def _fill(self, kernels: Sequence[Any], queue: deque[int], suspects: set[int],
               running: dict[Future, tuple[int, float]]) -> None:
+        if any(index in suspects for index, _ in running.values()):
+            return  # a suspect runs alone, so a dying worker names its killer
         while queue and len(running) < self.workers:
             index = queue[0]
             if index in suspects and running:
-                return  # a suspect runs alone, so a dying worker names its killer
+                return  # it waits for the others to finish
             queue.popleft()
             with self._lock:
                 future = self._started().submit(_run, kernels[index])

@@ -127,6 +127,8 @@ class MLXEvaluator(Validating):
         if verdict.ok:
             started = time.perf_counter()
             result = self.gpu.run(self.gpu_job(kernel, emitted))
+            if self._stopping.is_set():
+                return STOPPED  # its worker may have been killed under it
             with self._judging:
                 verdict = self._account(result, time.perf_counter() - started)
         with self._judging:
@@ -134,25 +136,28 @@ class MLXEvaluator(Validating):
         return verdict
 
     def quiesce(self) -> None:
-        """Wait for the candidates still in flight (submitted ones, and a generation's GPU
-        jobs), and drop those not started. A search that stops at its time limit leaves up
-        to :attr:`capacity` of them compiling, validating and checking, and the finalists
-        timed meanwhile shared the host's cores and the GPU with them: the timing a user's
-        result reports must be made alone (:mod:`kir.api.finalists`). Their verdicts are
-        not needed any more."""
+        """End the work still in flight: submitted candidates are dropped, their validations
+        and GPU jobs stopped (:meth:`_stop_submitter`); a generation's GPU jobs
+        (:meth:`evaluate_many`) are waited for. A search that stops at its time limit leaves
+        up to :attr:`capacity` candidates compiling, validating and checking, and the
+        finalists timed meanwhile shared the host's cores and the GPU with them: the timing
+        a user's result reports must be made alone (:mod:`kir.api.finalists`). Their
+        verdicts are not needed any more."""
         self._stop_submitter()
         if isinstance(self.gpu, GpuPool):  # a generation's GPU jobs (evaluate_many)
             self.gpu.wait_idle(self.gpu.timeout_s)
 
     def _stop_submitter(self) -> None:
-        """Drop the submitted candidates: those not started, the validations under way or
-        waiting (their workers are stopped), and those about to start a GPU job; wait only
-        for the GPU jobs under way. On the H200 a 60-s attention search left 15 candidates in
-        flight, and waiting for all of them to finish took 15 s (BENCHMARKS.md, round 22)."""
+        """Drop the submitted candidates: those not started, and those validating or on a
+        GPU worker (their worker processes are killed). On the H200 a 60-s attention search
+        left 15 candidates in flight, and waiting for them to finish took 15 s (BENCHMARKS.md,
+        round 22)."""
         if self._submitter is not None:
             self._stopping.set()
             try:
                 self.cancel_checks()
+                if isinstance(self.gpu, GpuPool):
+                    self.gpu.interrupt_running()
                 self._submitter.shutdown(wait=True, cancel_futures=True)
             finally:
                 self._submitter = None

@@ -182,8 +182,8 @@ def test_wait_idle_waits_for_every_submitted_job(loaded):
 
 def test_a_final_timing_waits_for_the_candidates_still_in_flight(loaded):
     """A search stopped by its time limit leaves submitted candidates running; the
-    finalists' timing alone (MLXEvaluator.retime) starts only once they are done, so it
-    does not share the host and the GPU with their compiles and checks."""
+    finalists' timing alone (MLXEvaluator.retime) starts only once they are done or
+    stopped, so it does not share the host and the GPU with their compiles and checks."""
     from kir.driver.registry import load_registry
     from kir.rules import apply_trace, context_for
 

@@ -1,7 +1,7 @@
 """A search that stops drops what it has in flight instead of finishing it: its validations,
 under way or waiting, are cancelled (:meth:`kir.measure.cpu_pool.CheckPool.cancel`), and a
-candidate whose validation ends after the stop goes no further
-(:meth:`kir.measure.mlx.MLXEvaluator.quiesce`). On the H200 a 60-s attention search left 15
+candidate whose validation ends after the stop goes no further, and the GPU workers still on
+a candidate are killed (:meth:`kir.measure.mlx.MLXEvaluator.quiesce`). On the H200 a 60-s attention search left 15
 candidates in flight and waited 15 s for them before timing its finalists. Runs on the CPU
 emulator (no GPU here)."""
 
@@ -100,4 +100,43 @@ def test_quiesce_drops_the_candidates_still_waiting_and_forgets_them(loaded, mon
         assert waited < 2.5, f"quiesce waited {waited:.1f} s"  # 9 s to finish them
         dropped = kernels[stopped.index(True)]
         again = ev.evaluate(dropped)
+    assert again.ok, again.error
+
+
+class SlowCompileRunner(EmulatorRunner):
+    """The emulator, with a search's compile (``build_ahead``) taking 30 s: a large
+    candidate's NVRTC compile took 20 s on the H200. The finalists' timing compiles through
+    ``build`` (as MLX itself does) and is quick."""
+
+    def build_ahead(self, emitted):
+        time.sleep(30)
+        return self.build(emitted)
+
+
+def test_quiesce_kills_the_gpu_jobs_under_way_and_a_final_timing_follows(loaded):
+    """Two candidates reach their GPU workers and compile for 30 s: quiesce kills those
+    workers instead of waiting, both answer STOPPED, and the finalists' timing (retime)
+    that follows runs on a worker of the pool and answers."""
+    from kir.driver.registry import load_registry
+    from kir.rules import apply_trace, context_for, parse_step
+
+    registry = load_registry()
+    ctx = context_for(loaded)
+    kernels = [loaded.kernel, apply_trace(loaded.kernel, [parse_step("fast-math{at=all}",
+                                                                    registry)],
+                                          registry, ctx).kernel]
+    with MLXEvaluator(loaded, "cuda", runner=SlowCompileRunner(), warmup=0, repeat=1,
+                      gpu_timeout_s=120.0, gpu_startup_s=120.0, workers=1,
+                      gpu_workers=3) as ev:
+        futures = [ev.submit(kernel) for kernel in kernels]
+        deadline = time.monotonic() + 120
+        while len(ev.gpu._running) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # both validated (in this process) and compiling
+        assert len(ev.gpu._running) == 2
+        started = time.monotonic()
+        ev.quiesce()
+        waited = time.monotonic() - started
+        assert [f.result(timeout=0) for f in futures] == [STOPPED, STOPPED]
+        assert waited < 10, f"quiesce waited {waited:.1f} s for compiles it does not need"
+        again = ev.retime(kernels[1], warmup=0, repeat=1)
     assert again.ok, again.error

@@ -61,6 +61,7 @@ class GpuPool:
         self._guard = threading.Lock()
         self._prepared = False
         self._busy_preparing: set[int] = set()  # ids of workers on their preparation job
+        self._running: dict[int, GpuWorker] = {}  # workers on a job of submit's, by id
         self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="kir-gpu")
         self._quiet = threading.Condition()  # guards _active: jobs submitted, not yet done
         self._active = 0
@@ -90,11 +91,27 @@ class GpuPool:
 
     def _run(self, job: GpuJob) -> Evaluation:
         worker = self._checkout()
+        with self._guard:
+            self._running[id(worker)] = worker
         try:
             # A job waits for the lock while others time: its timeout must allow for that.
             return worker.run(self._for_pool(job))
         finally:
+            with self._guard:
+                self._running.pop(id(worker), None)
             self._idle.put(worker)
+
+    def interrupt_running(self) -> int:
+        """Kill the workers running a job now (their jobs answer "crash"; each starts again
+        on its next job) and return how many. A search that stopped does not read those
+        verdicts, and its finalists are timed once the host is quiet: a candidate's compile
+        can take 20 s (NVRTC on a large unrolled kernel, on the H200), which the finalists'
+        timing would otherwise wait for. Workers still starting are left alone."""
+        with self._guard:
+            running = list(self._running.values())
+        for worker in running:
+            worker.interrupt()
+        return len(running)
 
     def _for_pool(self, job: GpuJob) -> GpuJob:
         """``job`` with the pool's GPU lock and shared check cases."""

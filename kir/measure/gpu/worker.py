@@ -241,6 +241,14 @@ class GpuWorker:
         """Stop the worker at once, whatever it is doing."""
         self._retire(kill=True)
 
+    def interrupt(self) -> None:
+        """Kill the worker process from another thread while :meth:`run` waits for it: that
+        run answers "crash" (the worker died) and cleans up as for any crash; the next job
+        starts a new worker."""
+        current = self._current
+        if current is not None and current.process.poll() is None:
+            current.process.kill()
+
     def close(self) -> None:
         """Ask the worker to stop, killing it if it does not."""
         worker = self._current
