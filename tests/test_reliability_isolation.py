@@ -140,3 +140,20 @@ def test_emulator_hang_and_crash_leave_the_next_launch_working():
     assert dead.value.kind == "crash"
     (out,) = fine(**launch)
     np.testing.assert_array_equal(out, np.arange(4, dtype=f32) * 2)
+
+
+def _niceness(candidate: str, context: None) -> Evaluation:
+    return Evaluation.timed(float(os.nice(0)))
+
+
+def test_checking_workers_run_at_a_lower_priority_than_the_search():
+    """The search's own process breeds the candidates its workers check: on a busy host it
+    must not wait for a core behind them (kir.measure.cpu_pool.CHECK_NICENESS)."""
+    from kir.measure.cpu_pool import CHECK_NICENESS
+
+    pool = CheckPool(_niceness, None, workers=1, timeout_s=30.0)
+    try:
+        verdict = next(iter(pool.run(["ok"])))
+    finally:
+        pool.close()
+    assert verdict.time_ms == min(os.nice(0) + CHECK_NICENESS, 19)
