@@ -4,9 +4,10 @@ A candidate is verified against the target's limits, then run on the numpy inter
 random input sets at the spec's sizes (or its check sizes) and, when the spec gives ``ragged``
 sizes, on one more at those (the same rewritten kernel: its grid expressions and scalar
 arguments are re-evaluated with the ragged sizes), and compared with the reference (the
-spec's reference function, or the unrewritten kernel). A rejection says why: ``compile_error`` (verification),
-``invalid`` (mismatch, with the worst error), ``nan``, ``crash`` (the run raised, e.g. an
-out-of-bounds access), ``timeout`` (the interpreter's step limit, or the wall clock).
+spec's reference function, or the unrewritten kernel). A rejection says why:
+``compile_error`` (verification), ``invalid`` (mismatch, with the worst error), ``nan``,
+``crash`` (the run raised, e.g. an out-of-bounds access), ``timeout`` (the interpreter's step
+limit, or the wall clock).
 
 :class:`Validating` holds the cases and a pool of worker processes that checks candidates
 (:mod:`kir.measure.cpu_pool`); the evaluators (:mod:`kir.measure.model`,

@@ -1,9 +1,9 @@
 """A search that stops drops what it has in flight instead of finishing it: its validations,
-under way or waiting, are cancelled (:meth:`kir.measure.cpu_pool.CheckPool.cancel`), and a
+under way or waiting, are cancelled (:meth:`kir.measure.cpu_pool.CheckPool.cancel`), a
 candidate whose validation ends after the stop goes no further, and the GPU workers still on
-a candidate are killed (:meth:`kir.measure.mlx.MLXEvaluator.quiesce`). On the H200 a 60-s attention search left 15
-candidates in flight and waited 15 s for them before timing its finalists. Runs on the CPU
-emulator (no GPU here)."""
+a candidate are killed (:meth:`kir.measure.mlx.MLXEvaluator.quiesce`). On the H200 a 60-s
+attention search left 15 candidates in flight and waited 15 s for them before timing its
+finalists. Runs on the CPU emulator (no GPU here)."""
 
 from __future__ import annotations
 
