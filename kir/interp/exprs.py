@@ -218,7 +218,7 @@ def _load(e: ir.Load, loc: Loc | None, hoist: Hoist | None) -> ExprFn:
     def run(st: State, mask: np.ndarray) -> cops.Value:
         mem = st.memories.get(name) or st.memory(name, loc)
         addr = address(st, mem, count, mask)
-        if marked and mem.space == "shared":
+        if marked and mem.space != "local":  # the tracker keeps to what it tracks
             st.races.load(mem, addr, mask, count, loc)
         if count == 1:
             # Clipping keeps dead lanes' stray addresses inside the array (checked above

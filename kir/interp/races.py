@@ -1,5 +1,5 @@
-"""Shared-memory races: a thread reading what another wrote, or overwriting what another
-read, with no barrier between the two.
+"""Races: a thread reading what another of its block wrote, or overwriting what another
+read, with no barrier between the two, in shared memory or in a global buffer.
 
 The interpreter runs a chunk's lanes in lockstep, statement by statement, so such a kernel
 gets the answer its author meant here, while on a GPU the other thread may not have written
@@ -25,6 +25,14 @@ accesses to different addresses (shared memory is not ``volatile``). So it is a 
   writer's own read comes before its write), or a ``__syncwarp`` of their warp came between;
 * two threads write different values to one element (but for the writer's own warp, as
   for reads): which one stays is left to chance.
+
+Global buffers the kernel stores to are marked the same way (:func:`global_marks`, within
+:data:`MAX_GLOBAL_ELEMENTS`), with one difference: a race is reported only when both threads
+are of one block. Blocks exchange through global memory by fences and atomic counters (a
+last-block-done reduction), which these marks do not follow, and a chunk's blocks run
+together here, other chunks' before or after; so an access of another block is never
+reported (possibly a missed race, never a made-up one), and a barrier clears a global
+buffer's marks for every block of the chunk.
 
 Across warps, only a ``__syncthreads()`` orders. Atomics and warp-matrix fragments are not
 tracked (never a false report, possibly a missed race). Nor are the accesses the dependence
@@ -52,8 +60,8 @@ NO_LANE = np.iinfo(np.int32).max  # the low mark of an element nobody touched (h
 
 RACE_HINT = ("put __syncthreads() between the two accesses, or __syncwarp() when both "
              "threads are in one warp: warps run independently, and within a warp the "
-             "compiler may move or cache a shared-memory access that another lane's code "
-             "depends on, so the second access can see the wrong value")
+             "compiler may move or cache a memory access that another lane's code depends "
+             "on, so the second access can see the wrong value")
 
 
 @dataclass
@@ -78,6 +86,30 @@ class _Marks:
     pending_count: int = 0
     written: bool = False  # any write since the last barrier of every block
     read: bool = False  # any read since then
+    # A global buffer's marks: one set for the whole buffer, shared by the blocks of a
+    # chunk (reports need the other thread in the reader's block) and kept from chunk to
+    # chunk (cleared where touched: see touch), with the lane whose value landed per
+    # element beside ``scratch``.
+    per_block: bool = True
+    touched: list[np.ndarray] = field(default_factory=list)
+    scratch_lane: np.ndarray | None = None
+
+    def touch(self, elements: np.ndarray) -> None:
+        """Note marked elements of a global buffer, to clear them alone at a barrier."""
+        if not self.per_block:
+            self.touched.append(elements)
+
+    def clear_touched(self) -> None:
+        """Unmark every element of a global buffer marked since the last clear."""
+        self.pending.clear()
+        self.pending_count = 0
+        self.written = self.read = False
+        if not self.touched:
+            return
+        elements = np.concatenate(self.touched)
+        self.touched.clear()
+        for array, empty in self.arrays():
+            array[elements] = empty
 
     def arrays(self) -> tuple[tuple[np.ndarray, int], ...]:
         """Each mark array with its value when nothing is marked."""
@@ -102,6 +134,44 @@ class _Marks:
         self.pending_count = 0
         np.minimum.at(self.read_lo, elements, lanes)
         np.maximum.at(self.read_hi, elements, lanes)
+        self.touch(elements)
+
+
+def _new_marks(mem: "Memory", per_block: bool) -> _Marks:
+    n = mem.data.size
+
+    def unmarked(value: int) -> np.ndarray:
+        return np.full(n, value, np.int32)
+    return _Marks(unmarked(NO_LANE), unmarked(NOBODY), unmarked(NO_LANE), unmarked(NOBODY),
+                  mem.size, np.zeros(n, f"u{mem.data.dtype.itemsize}"), unmarked(-1),
+                  unmarked(-1), per_block=per_block,
+                  scratch_lane=None if per_block else unmarked(NOBODY))
+
+
+# Elements of global buffers a run marks at most, all buffers together (each costs seven
+# numbers): a larger buffer is not looked at (validation runs at small check sizes).
+MAX_GLOBAL_ELEMENTS = 1 << 20
+
+
+def global_marks(kernel, buffers: Mapping[str, "Memory"]) -> dict[str, _Marks]:
+    """Race marks for the global buffers ``kernel`` stores to, smallest first while their
+    elements together stay within :data:`MAX_GLOBAL_ELEMENTS`; made once a run and handed
+    to each chunk's tracker. A buffer the kernel only reads cannot race; atomics and
+    warp-matrix stores are not tracked, as in shared memory."""
+    from kir.analysis.memory import matrix_buffers
+    from kir.ir import Store
+
+    stored = {n.buffer for n in kernel.body.walk() if isinstance(n, Store)}
+    stored -= matrix_buffers(kernel.body)
+    out: dict[str, _Marks] = {}
+    total = 0
+    for name in sorted(stored & buffers.keys(), key=lambda name: buffers[name].data.size):
+        mem = buffers[name]
+        if mem.space != "global" or total + mem.data.size > MAX_GLOBAL_ELEMENTS:
+            continue
+        total += mem.data.size
+        out[name] = _new_marks(mem, per_block=False)
+    return out
 
 
 def _bits(values: np.ndarray) -> np.ndarray:
@@ -111,13 +181,18 @@ def _bits(values: np.ndarray) -> np.ndarray:
 
 
 class RaceTracker:
-    """The race marks of one chunk's shared arrays (see the module docstring)."""
+    """The race marks of one chunk's shared arrays and the run's tracked global buffers
+    (see the module docstring)."""
 
-    def __init__(self, st: "State") -> None:
+    def __init__(self, st: "State", global_marks: Mapping[str, _Marks] | None = None) -> None:
         self.st = st
         self.marks: dict[str, _Marks] = {}
         self.lanes = st.lane_ids.astype(np.int32)
         self.warp_of = (st.warp_slot // WARP).astype(np.int32)
+        self.warps_per_block = -(-st.threads // WARP)
+        for name, marks in (global_marks or {}).items():
+            marks.clear_touched()  # another chunk's blocks: never the same block as these
+            self.marks[name] = marks
         self.sites: list[Loc | None] = []  # the source locations accesses were made at
         self.site_of: dict[Loc | None, int] = {}
 
@@ -130,14 +205,20 @@ class RaceTracker:
 
     def add(self, mem: "Memory") -> None:
         """Track a shared array just allocated."""
-        n = mem.data.size
+        self.marks[mem.name] = _new_marks(mem, per_block=True)
 
-        def unmarked(value: int) -> np.ndarray:
-            return np.full(n, value, np.int32)
-        self.marks[mem.name] = _Marks(unmarked(NO_LANE), unmarked(NOBODY), unmarked(NO_LANE),
-                                      unmarked(NOBODY), mem.size,
-                                      np.zeros(n, f"u{mem.data.dtype.itemsize}"),
-                                      unmarked(-1), unmarked(-1))
+    def _in_block(self, lanes: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per access, whether the marked lanes ``lo``..``hi`` (or the warp ``-2 - hi`` a
+        ``__syncwarp`` ordered) are all of the accessing lane's block. Always so for a
+        shared array; for a global buffer an access of another block is another matter
+        (blocks exchange through global memory with fences and atomics, which these marks
+        do not follow), so only a race within one block is reported."""
+        threads = self.st.threads
+        synced = hi <= -2
+        mine = lanes // threads
+        first = np.where(synced, (-2 - lo) // self.warps_per_block, np.maximum(lo, 0) // threads)
+        last = np.where(synced, (-2 - hi) // self.warps_per_block, np.maximum(hi, 0) // threads)
+        return (first == mine) & (last == mine)
 
     # ------------------------------------------------------------------------ accesses
 
@@ -196,6 +277,8 @@ class RaceTracker:
             bad = (hi != NOBODY) & ((lanes < lo) | (hi < lanes))
             if np.count_nonzero(bad):
                 bad &= ~((hi <= -2) & (self.warp_of[lanes] == -2 - hi))
+                if not marks.per_block:
+                    bad &= self._in_block(lanes, lo, hi)
             if np.count_nonzero(bad):
                 first = int(np.flatnonzero(bad)[0])
                 other = int(lo[first])
@@ -221,6 +304,10 @@ class RaceTracker:
         bits = _bits(values.astype(mem.data.dtype, copy=False))
         marks.scratch[elements] = bits  # one lane's value per element wins
         bad = marks.scratch[elements] != bits
+        if marks.scratch_lane is not None:  # a global buffer: lanes of one block only
+            marks.scratch_lane[elements] = lanes  # the same lane wins as above
+            threads = self.st.threads
+            bad &= marks.scratch_lane[elements] // threads == lanes // threads
         if marks.written:
             lo, hi = marks.write_lo[elements], marks.write_hi[elements]
             others = (hi != NOBODY) & ((lo != lanes) | (hi != lanes))
@@ -233,6 +320,8 @@ class RaceTracker:
                 others &= ~(written & (lo <= lanes) & (lanes <= hi)
                             & (self.warp_of[np.where(written, lo, 0)] == warp)
                             & (self.warp_of[np.where(written, hi, 0)] == warp))
+                if not marks.per_block:
+                    others &= self._in_block(lanes, lo, hi)
                 bad |= others & (_bits(mem.data[elements]) != bits)
                 synced = hi <= -2  # a new writer replaces what a warp barrier ordered
                 marks.write_lo[elements[synced]] = NO_LANE
@@ -245,6 +334,7 @@ class RaceTracker:
         marks.write_site[elements] = self._site(loc)
         np.minimum.at(marks.write_lo, elements, lanes)
         np.maximum.at(marks.write_hi, elements, lanes)
+        marks.touch(elements)
 
     def _different_values(self, mem: "Memory", marks: _Marks, elements: np.ndarray,
                           lanes: np.ndarray, bits: np.ndarray, bad: np.ndarray,
@@ -279,6 +369,8 @@ class RaceTracker:
         first_reader, last_reader = np.where(read, lo, 0), np.where(read, hi, 0)
         bad &= ~((lo <= lanes) & (lanes <= hi) & (self.warp_of[first_reader] == warp)
                  & (self.warp_of[last_reader] == warp))
+        if not marks.per_block and np.count_nonzero(bad):
+            bad &= self._in_block(lanes, lo, hi)
         if np.count_nonzero(bad):
             first = int(np.flatnonzero(bad)[0])
             other = int(lo[first]) if int(lo[first]) != lanes[first] else int(hi[first])
@@ -295,6 +387,11 @@ class RaceTracker:
         blocks = slice(None) if mask is st.full else \
             mask.reshape(st.n_blocks, st.threads).any(axis=1)
         for marks in self.marks.values():
+            if not marks.per_block:
+                # A global buffer's marks clear at any block's barrier: the blocks not at
+                # it lose theirs too (a race there may be missed, none is made up).
+                marks.clear_touched()
+                continue
             if mask is st.full:
                 marks.pending.clear()
                 marks.pending_count = 0
@@ -337,7 +434,7 @@ class RaceTracker:
         where = self.sites[site] if 0 <= site < len(self.sites) else None
         at = f" at {where}" if where is not None else ""
         raise RaceError(
-            f"shared-memory race on {mem.name!r}[{index}]: {me} {verb} it after {by} "
+            f"{mem.space}-memory race on {mem.name!r}[{index}]: {me} {verb} it after {by} "
             f"{past} it{at}, with no barrier between", loc, hint=RACE_HINT)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from kir import ir
 from kir.errors import KirError
 from kir.interp.exprs import deep_recursion
+from kir.interp.races import global_marks
 from kir.interp.state import Memory, State, Steps
 from kir.interp.stmts import StmtCompiler
 from kir.ir import cops
@@ -70,10 +71,11 @@ def run_kernel(kernel: ir.Kernel, args: dict[str, np.ndarray | int | float],
             counters.start(kernel, grid, block)
         body = StmtCompiler(kernel, counters, scalars if races else None).block(kernel.body)
         per_chunk = _blocks_per_chunk(kernel, threads)
+        marks = global_marks(kernel, buffers) if races else None
         for first in range(0, total_blocks, per_chunk):
             count = min(per_chunk, total_blocks - first)
             state = State(count, threads, block, grid, first, steps, dict(buffers),
-                          check_races=races)
+                          check_races=races, race_globals=marks)
             state.env.update(scalars)
             body(state, state.full)
     if counters is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -108,7 +108,8 @@ class State:
     # commit, and the committed groups, oldest first; each copy lands when called.
     open_copies: list[Callable[[], None]] = field(default_factory=list)
     copy_groups: list[list[Callable[[], None]]] = field(default_factory=list)
-    check_races: bool = True  # look for shared-memory races (kir.interp.races)
+    check_races: bool = True  # look for races (kir.interp.races)
+    race_globals: Mapping[str, Any] | None = None  # the run's global buffers' race marks
 
     def __post_init__(self) -> None:
         n = self.n_blocks * self.threads
@@ -129,7 +130,7 @@ class State:
         self.memories.update(self.buffers)
         self.specials = self._specials()
         self.cache: dict[int, Value] = {}  # chunk-invariant values (see exprs.Hoist)
-        self.races = RaceTracker(self) if self.check_races else NO_RACES
+        self.races = RaceTracker(self, self.race_globals) if self.check_races else NO_RACES
 
     def _specials(self) -> dict[tuple[str, str], Value]:
         bx, by, _ = self.block_dims

@@ -209,7 +209,7 @@ class StmtCompiler:
 
         def write(st: State, mask: np.ndarray, mem: Memory, addr, v) -> None:
             data = mem.data
-            if marked and mem.space == "shared":
+            if marked and mem.space != "local":  # the tracker keeps to what it tracks
                 st.races.store(mem, addr, mask, count, v, loc)
             if count == 1 and mask is st.full and type(addr) is not np.ndarray:
                 data[addr] = v if type(v) is not np.ndarray else v[-1]  # the last lane wins
