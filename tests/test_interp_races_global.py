@@ -138,3 +138,24 @@ def test_buffers_over_the_marking_budget_are_not_looked_at(monkeypatch):
     assert out.shape == (64,)
     assert run_kernel(kernel, {"x": np.arange(64, dtype=np.float32), "n": 64},
                       races=False)["x"].tolist() == out.tolist()
+
+
+def test_marks_touched_past_the_buffers_size_are_cleared_all_at_once():
+    """A loop with no barrier touches a global buffer's elements over and over: the list of
+    what to clear stops growing past the buffer's size, and a barrier clears all of it."""
+    source = """__global__ void sweeps(float* x, int n, int rounds) {
+    int i = threadIdx.x;
+    for (int r = 0; r < rounds; ++r) x[i] = x[i] * 0.5f + 1.0f;
+    __syncthreads();
+    x[(i + 1) % n] = 0.0f;
+}
+"""
+    kernel = _kernel(source, 1, 32)
+    # Each thread rewrites its own element 100 times (no race), then after the barrier
+    # writes its neighbour's, which nobody else touches since: no race either.
+    out = run_kernel(kernel, {"x": np.zeros(32, np.float32), "n": 32, "rounds": 100})["x"]
+    assert out.tolist() == [0.0] * 32
+    without_barrier = source.replace("    __syncthreads();\n", "")
+    with pytest.raises(RaceError, match="global-memory race on 'x'"):
+        run_kernel(_kernel(without_barrier, 1, 32),
+                   {"x": np.zeros(32, np.float32), "n": 32, "rounds": 100})

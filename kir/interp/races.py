@@ -92,22 +92,27 @@ class _Marks:
     # element beside ``scratch``.
     per_block: bool = True
     touched: list[np.ndarray] = field(default_factory=list)
+    touched_count: int = 0  # past the buffer's size, clear it all (a loop with no barrier)
     scratch_lane: np.ndarray | None = None
 
     def touch(self, elements: np.ndarray) -> None:
         """Note marked elements of a global buffer, to clear them alone at a barrier."""
-        if not self.per_block:
-            self.touched.append(elements)
+        if self.per_block or self.touched_count > self.write_lo.size:
+            return
+        self.touched.append(elements)
+        self.touched_count += elements.size
 
     def clear_touched(self) -> None:
         """Unmark every element of a global buffer marked since the last clear."""
         self.pending.clear()
         self.pending_count = 0
         self.written = self.read = False
-        if not self.touched:
+        everything = self.touched_count > self.write_lo.size
+        if not self.touched and not everything:
             return
-        elements = np.concatenate(self.touched)
+        elements = slice(None) if everything else np.concatenate(self.touched)
         self.touched.clear()
+        self.touched_count = 0
         for array, empty in self.arrays():
             array[elements] = empty
 
