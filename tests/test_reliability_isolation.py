@@ -31,6 +31,8 @@ def _check(candidate: str, context: float) -> Evaluation:
         os._exit(7)
     if candidate == "raise":
         raise ValueError("broken rule output")
+    if candidate == "slow":
+        time.sleep(1.0)
     return Evaluation.timed(float(os.getpid()) + context)
 
 
@@ -157,3 +159,29 @@ def test_checking_workers_run_at_a_lower_priority_than_the_search():
     finally:
         pool.close()
     assert verdict.time_ms == min(os.nice(0) + CHECK_NICENESS, 19)
+
+
+def test_a_timeout_in_one_thread_does_not_reject_the_others_candidates():
+    """Threads of a steady search share a pool: when one thread's candidate hangs and the
+    pool is replaced, the candidates other threads were running or had waiting are checked
+    again on the new workers, not answered "crash" (it was not their doing)."""
+    import threading
+
+    pool = CheckPool(_check, 0.0, workers=2, timeout_s=3.0)
+    verdicts: dict[str, str] = {}
+
+    def check(name: str, candidate: str) -> None:
+        verdicts[name] = _verdict(next(iter(pool.run([candidate]))))
+
+    threads = [threading.Thread(target=check, args=("hang", "hang"))]
+    threads += [threading.Thread(target=check, args=(f"slow{i}", "slow")) for i in range(4)]
+    try:
+        threads[0].start()
+        time.sleep(0.3)  # the hang holds one worker; the others take turns on the other
+        for thread in threads[1:]:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        pool.close()
+    assert verdicts == {"hang": "timeout", **{f"slow{i}": "ok" for i in range(4)}}, verdicts

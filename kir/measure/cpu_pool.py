@@ -6,7 +6,9 @@ submission order. A candidate running past its timeout is recorded as "timeout" 
 worker is replaced; when a worker dies, the candidates that were running with it are retried
 one at a time, and the one that kills a worker on its own is recorded as "crash".
 Several threads may run batches on one pool at once; they share its processes (a worker that
-dies then takes the others' candidates with it, and each is retried as above).
+dies then takes the others' candidates with it, and each is retried as above; a candidate
+whose pool another thread replaced, after a timeout or a crash of its own, is checked again
+as if nothing happened, up to MAX_REQUEUES times, and only then suspected).
 :meth:`CheckPool.cancel` stops every check under way or waiting, of every thread (a search
 that stopped does not wait for them, and its finalists are then timed on a quiet machine);
 their verdicts say so.
@@ -20,8 +22,9 @@ import signal
 import sys
 import threading
 import time
-from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections import Counter, deque
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ProcessPoolExecutor, \
+    wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterator, Sequence
 
@@ -69,6 +72,9 @@ def _init(check: Callable[[Any, Any], Evaluation], context: Any) -> None:
 
 # How often a waiting run looks whether CheckPool.cancel was called, in seconds.
 POLL_S = 0.2
+# How many times a candidate lost to a pool another thread replaced is checked again before
+# it is suspected itself (a candidate that keeps killing workers must not loop forever).
+MAX_REQUEUES = 2
 # The verdict of a candidate whose check was cancelled (CheckPool.cancel).
 NOT_CHECKED = Evaluation.rejected("not_applicable", "not checked: the checks were cancelled")
 
@@ -92,6 +98,7 @@ class CheckPool:
         # thread): they share the executor, made and replaced under this lock.
         self._lock = threading.RLock()
         self._generation = 0  # advanced by cancel: runs begun before it answer at once
+        self._epoch = 0  # advanced whenever a pool is discarded: its checks are lost
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -107,6 +114,8 @@ class CheckPool:
         """Stop this pool's worker processes (ours, by handle) and forget the pool."""
         with self._lock:
             pool, self._pool = self._pool, None
+            if pool is not None:
+                self._epoch += 1
         if pool is None:
             return
         for process in list(getattr(pool, "_processes", {}).values()):
@@ -134,7 +143,8 @@ class CheckPool:
         """Check ``kernels``, yielding verdicts in their order as they become available."""
         queue: deque[int] = deque(range(len(kernels)))
         suspects: set[int] = set()  # were running when a worker died: retried alone
-        running: dict[Future, tuple[int, float]] = {}
+        requeued: Counter = Counter()  # checks lost to a pool another thread replaced
+        running: dict[Future, tuple[int, float, int]] = {}  # index, start, pool epoch
         results: dict[int, Evaluation] = {}
         next_out = 0
         generation = self._generation
@@ -146,21 +156,23 @@ class CheckPool:
                 running.clear()
             self._fill(kernels, queue, suspects, running)
             if running:
-                nearest = min(start for _, start in running.values()) + self.timeout_s
+                nearest = min(start for _, start, _ in running.values()) + self.timeout_s
                 # Short waits: after cancel() a killed pool's futures may never complete.
                 done, _ = wait(list(running), return_when=FIRST_COMPLETED,
                                timeout=min(max(0.0, nearest - time.monotonic()), POLL_S))
-                broken = self._collect(done, running, results, suspects, queue, generation)
+                broken = self._collect(done, running, results, suspects, queue, generation,
+                                       requeued)
                 if broken:
                     continue
+                self._requeue_lost(running, suspects, queue, requeued)
                 self._expire(running, results, queue)
             while next_out in results:
                 yield results.pop(next_out)
                 next_out += 1
 
     def _fill(self, kernels: Sequence[Any], queue: deque[int], suspects: set[int],
-              running: dict[Future, tuple[int, float]]) -> None:
-        if any(index in suspects for index, _ in running.values()):
+              running: dict[Future, tuple[int, float, int]]) -> None:
+        if any(index in suspects for index, _, _ in running.values()):
             return  # a suspect runs alone, so a dying worker names its killer
         while queue and len(running) < self.workers:
             index = queue[0]
@@ -169,23 +181,29 @@ class CheckPool:
             queue.popleft()
             with self._lock:
                 future = self._started().submit(_run, kernels[index])
-            running[future] = (index, time.monotonic())
+                epoch = self._epoch
+            running[future] = (index, time.monotonic(), epoch)
             if index in suspects:
                 return
 
-    def _collect(self, done: set[Future], running: dict[Future, tuple[int, float]],
+    def _collect(self, done: set[Future], running: dict[Future, tuple[int, float, int]],
                  results: dict[int, Evaluation], suspects: set[int],
-                 queue: deque[int], generation: int) -> bool:
+                 queue: deque[int], generation: int, requeued: Counter) -> bool:
         broken = False
         for future in done:
-            index, _ = running.pop(future)
+            index, _, epoch = running.pop(future)
             try:
                 results[index] = future.result()
-            except BrokenProcessPool:
-                broken = True
+            except (BrokenProcessPool, CancelledError):
                 if self._generation != generation:  # cancel killed the workers
                     results[index] = NOT_CHECKED
-                elif index in suspects or self.workers == 1:
+                    continue
+                if epoch != self._epoch and requeued[index] < MAX_REQUEUES:
+                    requeued[index] += 1  # another thread replaced the pool: not its fault
+                    queue.appendleft(index)
+                    continue
+                broken = True
+                if index in suspects or self.workers == 1:
                     results[index] = Evaluation.rejected(
                         "crash", "the worker process died while checking this candidate")
                 else:
@@ -196,25 +214,38 @@ class CheckPool:
                     "crash", f"checking raised {type(exc).__name__}: {exc}")
         if broken:
             # Everything still running died with the pool: retry each alone.
-            for future, (index, _) in running.items():
+            for future, (index, _, _) in running.items():
                 suspects.add(index)
                 queue.appendleft(index)
             running.clear()
             self._discard()
         return broken
 
-    def _expire(self, running: dict[Future, tuple[int, float]],
+    def _requeue_lost(self, running: dict[Future, tuple[int, float, int]],
+                      suspects: set[int], queue: deque[int], requeued: Counter) -> None:
+        """Check again the candidates whose pool another thread discarded (its workers are
+        gone) and whose futures the executor has not failed yet (it may never)."""
+        lost = [f for f, (_, _, epoch) in running.items()
+                if epoch != self._epoch and not f.done()]
+        for future in lost:
+            index, _, _ = running.pop(future)
+            requeued[index] += 1
+            if requeued[index] > MAX_REQUEUES:
+                suspects.add(index)
+            queue.appendleft(index)
+
+    def _expire(self, running: dict[Future, tuple[int, float, int]],
                 results: dict[int, Evaluation], queue: deque[int]) -> None:
         now = time.monotonic()
-        late = [f for f, (_, start) in running.items() if now - start >= self.timeout_s]
+        late = [f for f, (_, start, _) in running.items() if now - start >= self.timeout_s]
         if not late:
             return
         for future in late:
-            index, _ = running.pop(future)
+            index, _, _ = running.pop(future)
             results[index] = Evaluation.rejected(
                 "timeout", f"checking took longer than {self.timeout_s:g} s")
         # The pool cannot stop one task: replace it and rerun the innocent ones.
-        for future, (index, _) in running.items():
+        for future, (index, _, _) in running.items():
             queue.appendleft(index)
         running.clear()
         self._discard()
