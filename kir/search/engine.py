@@ -80,6 +80,7 @@ class Session:
     duplicates: int = field(init=False, default=0)
     _applied: dict[Genome, Applied] = field(init=False, default_factory=dict)
     _start: float = field(init=False, default_factory=time.monotonic)
+    _start_cpu: float = field(init=False, default_factory=time.process_time)
     _seconds: Counter = field(init=False, default_factory=Counter)  # the engine's phases
     interrupted: bool = field(init=False, default=False)  # Ctrl-C arrived (see _noting_ctrl_c)
     _evaluator_before: Phases = field(init=False, default_factory=Phases)
@@ -283,7 +284,8 @@ class Session:
         """Where this search's seconds went: applying rules (with fingerprinting), the
         tuning database, then the evaluator's phases since the search started."""
         own = Phases({APPLY: self._seconds[APPLY], DATABASE: self._seconds[DATABASE]},
-                     {EVALUATIONS: len(self.history)})
+                     {EVALUATIONS: len(self.history)},
+                     process_cpu_s=time.process_time() - self._start_cpu)
         return own + evaluator_phases(self.evaluator).since(self._evaluator_before)
 
     def result(self, stopped: str) -> SearchResult:

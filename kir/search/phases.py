@@ -8,7 +8,11 @@ keeps the difference, so an evaluator shared by several searches gives each its 
 
 Seconds spent in worker processes that run side by side (a pool of GPU workers) overlap each
 other and the wall clock: ``overlapping`` says so, and then the phases add up to more than
-the wall time. A user reads the one-line summary (:func:`time_line`) after ``kir compile
+the wall time. ``process_cpu_s`` is the CPU time of the search's own process (all its
+threads) over the search: near the wall time, that process — which breeds, applies and
+fingerprints every candidate — is what bounds the search, not its workers (on the H200 an
+attention search's took 48 ms a candidate while its workers took the cores, BENCHMARKS.md
+round 22). A user reads the one-line summary (:func:`time_line`) after ``kir compile
 --search`` and the table (:func:`phase_table`) in the report.
 """
 
@@ -30,6 +34,7 @@ class Phases:
     seconds: Mapping[str, float] = field(default_factory=dict)
     counts: Mapping[str, int] = field(default_factory=dict)
     overlapping: bool = False
+    process_cpu_s: float = 0.0
 
     def __add__(self, other: Phases) -> Phases:
         seconds = dict(self.seconds)
@@ -38,18 +43,20 @@ class Phases:
         counts = dict(self.counts)
         for name, value in other.counts.items():
             counts[name] = counts.get(name, 0) + value
-        return Phases(seconds, counts, self.overlapping or other.overlapping)
+        return Phases(seconds, counts, self.overlapping or other.overlapping,
+                      self.process_cpu_s + other.process_cpu_s)
 
     def since(self, earlier: Phases) -> Phases:
         """What was added after ``earlier`` (a reading of the same evaluator)."""
         return Phases({k: v - earlier.seconds.get(k, 0.0) for k, v in self.seconds.items()},
                       {k: v - earlier.counts.get(k, 0) for k, v in self.counts.items()},
-                      self.overlapping)
+                      self.overlapping, self.process_cpu_s - earlier.process_cpu_s)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: seconds rounded to milliseconds."""
         return {"seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-                "counts": dict(self.counts), "overlapping": self.overlapping}
+                "counts": dict(self.counts), "overlapping": self.overlapping,
+                "process_cpu_s": round(self.process_cpu_s, 3)}
 
 
 def evaluator_phases(evaluator: object) -> Phases:
@@ -67,13 +74,14 @@ def rate(count: int, wall_s: float) -> str:
 
 
 def time_line(phases: Phases, wall_s: float) -> str:
-    """``time: 46.8 s wall; apply 1.2 s, ..., time 6.0 s (worker seconds overlap);
-    42 evaluations, 0.90/s; 3 source duplicates``."""
+    """``time: 46.8 s wall, search process 21.3 s CPU; apply 1.2 s, ..., time 6.0 s
+    (worker seconds overlap); 42 evaluations, 0.90/s; 3 source duplicates``."""
     spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.seconds.items())
     if phases.overlapping:
         spent += " (worker seconds overlap)"
     evaluations = phases.counts.get(EVALUATIONS, 0)
-    line = f"time: {wall_s:.1f} s wall; {spent}; {evaluations} evaluations, " \
+    own = f", search process {phases.process_cpu_s:.1f} s CPU" if phases.process_cpu_s else ""
+    line = f"time: {wall_s:.1f} s wall{own}; {spent}; {evaluations} evaluations, " \
            f"{rate(evaluations, wall_s)}"
     others = [f"{count} {name}" for name, count in phases.counts.items() if name != EVALUATIONS]
     return line + ("; " + ", ".join(others) if others else "")
@@ -102,6 +110,8 @@ def verdict_line(history: Sequence[Any]) -> str | None:
 def phase_table(phases: Phases, wall_s: float) -> list[str]:
     """The same as :func:`time_line`, as a markdown table."""
     lines = ["| phase | seconds |", "| --- | --- |", f"| wall clock | {wall_s:.1f} |"]
+    if phases.process_cpu_s:
+        lines.append(f"| search process (CPU) | {phases.process_cpu_s:.1f} |")
     lines += [f"| {name} | {seconds:.1f} |" for name, seconds in phases.seconds.items()]
     lines += ["", "| count | |", "| --- | --- |"]
     lines += [f"| {name} | {count} |" for name, count in phases.counts.items()]

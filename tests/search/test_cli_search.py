@@ -99,12 +99,13 @@ def test_search_says_where_its_time_went(tmp_path, capsys):
     assert code == 0, out.err
     lines = [line for line in out.err.splitlines() if line.startswith("time: ")]
     assert len(lines) == 1, out.err
-    assert re.fullmatch(r"time: [0-9.]+ s wall; apply [0-9.]+ s, database [0-9.]+ s, "
+    assert re.fullmatch(r"time: [0-9.]+ s wall, search process [0-9.]+ s CPU; "
+                        r"apply [0-9.]+ s, database [0-9.]+ s, "
                         r"validate \+ model \(interpreter\) [0-9.]+ s; 4 evaluations, "
                         r"[0-9.]+/s", lines[0]), lines[0]
     report = (tmp_path / "rep" / "report.md").read_text()
     table = report.split("## Where the time went", 1)[1].split("\n## ", 1)[0]
-    for row in ("| wall clock |", "| apply |", "| database |",
+    for row in ("| wall clock |", "| search process (CPU) |", "| apply |", "| database |",
                 "| validate + model (interpreter) |", "| evaluations | 4 |"):
         assert row in table, table
     trace = json.loads((tmp_path / "out" / "best.trace.json").read_text())
@@ -112,6 +113,7 @@ def test_search_says_where_its_time_went(tmp_path, capsys):
     assert set(trace["phases"]["seconds"]) == {"apply", "database",
                                                "validate + model (interpreter)"}
     assert trace["phases"]["seconds"]["validate + model (interpreter)"] > 0
+    assert trace["phases"]["process_cpu_s"] > 0
     assert 0 < trace["wall_s"]
 
 

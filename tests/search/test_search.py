@@ -137,10 +137,13 @@ def test_phases_say_where_the_seconds_went():
     assert phases.seconds["validate"] == ev.calls - 5 == result.evaluator_calls
     assert phases.counts == {"evaluations": 30, "source duplicates": 30}
     assert phases.overlapping
+    # The search's own process: its CPU seconds over the search, at most the wall's (one
+    # thread applies rules here; the toy evaluator answers in this process too).
+    assert 0 < phases.process_cpu_s <= result.wall_s * 1.5
     line = time_line(phases, result.wall_s)
-    assert re.fullmatch(r"time: \S+ s wall; apply \S+ s, database \S+ s, validate 30.0 s "
-                        r"\(worker seconds overlap\); 30 evaluations, \S+/s; "
-                        r"30 source duplicates", line), line
+    assert re.fullmatch(r"time: \S+ s wall, search process \S+ s CPU; apply \S+ s, "
+                        r"database \S+ s, validate 30.0 s \(worker seconds overlap\); "
+                        r"30 evaluations, \S+/s; 30 source duplicates", line), line
     plain, _ = run("evolve", budget=30)  # an evaluator without phases: the engine's own
     assert list(plain.phases.seconds) == ["apply", "database"]
     assert plain.phases.counts == {"evaluations": 30}
