@@ -110,9 +110,13 @@ class CheckPool:
                                              initargs=(self.check, self.context))
         return self._pool
 
-    def _discard(self) -> None:
-        """Stop this pool's worker processes (ours, by handle) and forget the pool."""
+    def _discard(self, epoch: int | None = None) -> None:
+        """Stop this pool's worker processes (ours, by handle) and forget the pool; with
+        ``epoch``, only if the pool is still the one of that epoch (a failure seen in a pool
+        another thread has already replaced must not take the new one down with it)."""
         with self._lock:
+            if epoch is not None and epoch != self._epoch:
+                return
             pool, self._pool = self._pool, None
             if pool is not None:
                 self._epoch += 1
@@ -189,7 +193,7 @@ class CheckPool:
     def _collect(self, done: set[Future], running: dict[Future, tuple[int, float, int]],
                  results: dict[int, Evaluation], suspects: set[int],
                  queue: deque[int], generation: int, requeued: Counter) -> bool:
-        broken = False
+        broken: int | None = None  # the epoch of the pool that broke under this run
         for future in done:
             index, _, epoch = running.pop(future)
             try:
@@ -198,11 +202,10 @@ class CheckPool:
                 if self._generation != generation:  # cancel killed the workers
                     results[index] = NOT_CHECKED
                     continue
-                if epoch != self._epoch and requeued[index] < MAX_REQUEUES:
-                    requeued[index] += 1  # another thread replaced the pool: not its fault
-                    queue.appendleft(index)
+                if epoch != self._epoch:  # another thread replaced the pool: not its fault
+                    _requeue(index, suspects, queue, requeued)
                     continue
-                broken = True
+                broken = epoch
                 if index in suspects or self.workers == 1:
                     results[index] = Evaluation.rejected(
                         "crash", "the worker process died while checking this candidate")
@@ -212,14 +215,15 @@ class CheckPool:
             except Exception as exc:  # noqa: BLE001 - a verdict, not a traceback
                 results[index] = Evaluation.rejected(
                     "crash", f"checking raised {type(exc).__name__}: {exc}")
-        if broken:
-            # Everything still running died with the pool: retry each alone.
-            for future, (index, _, _) in running.items():
-                suspects.add(index)
-                queue.appendleft(index)
-            running.clear()
-            self._discard()
-        return broken
+        if broken is None:
+            return False
+        # Everything still running died with the pool: retry each alone.
+        for future, (index, _, _) in running.items():
+            suspects.add(index)
+            queue.appendleft(index)
+        running.clear()
+        self._discard(broken)
+        return True
 
     def _requeue_lost(self, running: dict[Future, tuple[int, float, int]],
                       suspects: set[int], queue: deque[int], requeued: Counter) -> None:
@@ -228,11 +232,7 @@ class CheckPool:
         lost = [f for f, (_, _, epoch) in running.items()
                 if epoch != self._epoch and not f.done()]
         for future in lost:
-            index, _, _ = running.pop(future)
-            requeued[index] += 1
-            if requeued[index] > MAX_REQUEUES:
-                suspects.add(index)
-            queue.appendleft(index)
+            _requeue(running.pop(future)[0], suspects, queue, requeued)
 
     def _expire(self, running: dict[Future, tuple[int, float, int]],
                 results: dict[int, Evaluation], queue: deque[int]) -> None:
@@ -240,6 +240,7 @@ class CheckPool:
         late = [f for f, (_, start, _) in running.items() if now - start >= self.timeout_s]
         if not late:
             return
+        epoch = running[late[0]][2]
         for future in late:
             index, _, _ = running.pop(future)
             results[index] = Evaluation.rejected(
@@ -248,4 +249,14 @@ class CheckPool:
         for future, (index, _, _) in running.items():
             queue.appendleft(index)
         running.clear()
-        self._discard()
+        self._discard(epoch)
+
+
+def _requeue(index: int, suspects: set[int], queue: deque[int], requeued: Counter) -> None:
+    """Check a candidate again whose pool another thread discarded; after MAX_REQUEUES
+    such losses it is suspected itself (run alone: a candidate that keeps killing workers
+    must not be requeued forever)."""
+    requeued[index] += 1
+    if requeued[index] > MAX_REQUEUES:
+        suspects.add(index)
+    queue.appendleft(index)
