@@ -105,12 +105,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def recorded_times(path: str) -> dict[str, float]:
     """Fingerprint -> time of every valid candidate in a tuning database (any key)."""
-    import sqlite3
+    from kir.search.db import TuningDB
 
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT fingerprint, time_ms FROM evaluations "
-                          "WHERE status = 'ok' AND time_ms IS NOT NULL").fetchall()
-    return {fingerprint: time_ms for fingerprint, time_ms in rows}
+    with TuningDB(path) as db:
+        return {row.fingerprint: row.evaluation.time_ms
+                for run in db.runs() for row in db.rows(run.key)
+                if row.evaluation.ok and row.evaluation.time_ms is not None}
 
 
 if __name__ == "__main__":
