@@ -128,7 +128,8 @@ _BEST = re.compile(r"best: ([0-9.e+-]+) ms.*?(?:x([0-9.e+-]+) over the unrewritt
                    r"tuning database\) in ([0-9.]+) s")
 
 
-def run_case(name: str, out: Path, time_scale: float, extra: list[str] = ()) -> dict:
+def run_case(name: str, out: Path, time_scale: float, extra: list[str] = (),
+             checkpoints: bool = False) -> dict:
     file, spec, sizes, seconds, job, aim = CASES[name]
     work = Path(tempfile.mkdtemp(prefix=f"kir-{name}-"))
     command = ["kir", "compile", str(ROOT / file), "--search", "--target", "cuda",
@@ -142,9 +143,9 @@ def run_case(name: str, out: Path, time_scale: float, extra: list[str] = ()) -> 
     done = subprocess.run(command, capture_output=True, text=True, cwd=work)
     wall = time.perf_counter() - started
     found = _BEST.search(done.stdout)
-    trace = {}
-    for path in (work / "out").rglob("best.trace.json"):
-        trace = json.loads(path.read_text())
+    trace, trace_path = {}, None
+    for trace_path in (work / "out").rglob("best.trace.json"):
+        trace = json.loads(trace_path.read_text())
     shown = [a for a in command if not a.startswith(str(work))]
     row = {"case": name, "command": " ".join(a for a in shown if a not in ("--db", "--out-dir")),
            "rc": done.returncode,
@@ -164,6 +165,8 @@ def run_case(name: str, out: Path, time_scale: float, extra: list[str] = ()) -> 
     row.update(builtin(job, ROOT / file, ROOT / spec if spec else None, sizes))
     if row.get("best_ms") and row.get("builtin_ms"):
         row["ratio"] = row["builtin_ms"] / row["best_ms"]
+    if checkpoints and (work / "tuning.db").is_file():
+        row.update(alone_checkpoints(file, spec, sizes, work / "tuning.db", trace_path))
     label = name + "".join(extra).replace("--", "_")
     row["case"] = label
     (out / f"{label}.json").write_text(json.dumps(row, indent=1))
@@ -195,6 +198,26 @@ def builtin(job: str, file: Path, spec: Path | None, sizes: dict) -> dict:
     return {"builtin": label, "builtin_ms": float(np.median(times))}
 
 
+def alone_checkpoints(file: str, spec: str | None, sizes: dict, db: Path,
+                      result: Path | None) -> dict:
+    """The search's best-so-far after 5, 10, 25... evaluations timed again alone beside its
+    result (benchmarks/search_checkpoints.py): when it was first within 5% of what it
+    returned, by timings the host's load did not move."""
+    import search_checkpoints
+
+    summary_path = db.with_suffix(".checkpoints.json")
+    argv = [str(ROOT / file), *[a for k, v in sizes.items() for a in ("--size", f"{k}={v}")],
+            "--db", str(db), "--out", str(summary_path)]
+    argv += ["--spec", str(ROOT / spec)] if spec else []
+    argv += ["--result", str(result)] if result else []
+    search_checkpoints.main(argv)
+    found = json.loads(summary_path.read_text())
+    return {"alone_final_ms": found["final_ms"], "within_5pct_alone_at": found["within_5pct_at"],
+            "checkpoints": [{k: r.get(k) for k in ("at", "found_at", "search_ms",
+                                                   "alone_median_ms", "error")}
+                            for r in found["rows"]]}
+
+
 def merge(paths: list[str]) -> None:
     rows = [json.loads(Path(p).read_text()) for p in paths]
     print("| case | kir best | MLX built-in | ratio (built-in / kir) | aim | over the input | "
@@ -218,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extra", default="",
                         help="more `kir compile` options, e.g. '--strategy steady'; the "
                              "results are named CASE+OPTIONS")
+    parser.add_argument("--checkpoints", action="store_true",
+                        help="also time the search's best-so-far after 5, 10, 25... "
+                             "evaluations alone (benchmarks/search_checkpoints.py)")
     args = parser.parse_args(argv)
     if args.merge:
         merge(args.merge)
@@ -227,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only.split(",") if args.only else list(CASES)
     extra = args.extra.split()
     for name in names:
-        run_case(name, out, args.time_scale, extra)
+        run_case(name, out, args.time_scale, extra, args.checkpoints)
     return 0
 
 

@@ -272,7 +272,7 @@ class MLXEvaluator(Validating):
         self.quiesce()
         job = dataclasses.replace(self.gpu_job(kernel, self.emitted_call(kernel)[0]),
                                   warmup=warmup, repeat=repeat, give_up_ms=None,
-                                  compile_ahead=False)
+                                  confirm_below_ms=None, compile_ahead=False)
         started = time.perf_counter()
         return self._account(self.gpu.run(job), time.perf_counter() - started)
 
@@ -289,7 +289,7 @@ class MLXEvaluator(Validating):
                       self.warmup, self.repeat, 0, baseline, give_up,
                       spec_text=None if path.is_file() else bound.spec.text, emitted=emitted,
                       warm_sizes=dict(self._warm_bound.sizes) if warm else None,
-                      warm_emitted=warm)
+                      warm_emitted=warm, confirm_below_ms=self.best_ms)
 
     def warm_call(self, kernel: Kernel, emitted: Any) -> Any:
         """``kernel`` emitted at the smallest sizes it is validated at, for the GPU worker to

@@ -105,11 +105,13 @@ class EvalJob:
     kernel_ir: str
     fingerprint: str
     give_up_ms: float | None = None
+    confirm_below_ms: float | None = None  # see kir.measure.gpu.jobs.GpuJob
 
     @classmethod
-    def of(cls, context: EvalContext, kernel: Kernel,
-           give_up_ms: float | None = None) -> "EvalJob":
-        return cls(context.digest, portable_ir(kernel), kernel.fingerprint(), give_up_ms)
+    def of(cls, context: EvalContext, kernel: Kernel, give_up_ms: float | None = None,
+           confirm_below_ms: float | None = None) -> "EvalJob":
+        return cls(context.digest, portable_ir(kernel), kernel.fingerprint(), give_up_ms,
+                   confirm_below_ms)
 
 
 # The ``# file:line:col`` comment of an IR line (kir.ir.printer); group 1 is the folder part.
@@ -252,17 +254,16 @@ class DeviceService:
 
             return model_validated(kernel, prepared.check, validated,
                                    self.descriptor.target[len(MODEL_PREFIX):])
-        return self._gpu().run(self._gpu_job(context, prepared, kernel, job.give_up_ms))
+        return self._gpu().run(self._gpu_job(context, prepared, kernel, job))
 
-    def _gpu_job(self, context: EvalContext, prepared: Prepared, kernel: Kernel,
-                 give_up_ms: float | None):
+    def _gpu_job(self, context: EvalContext, prepared: Prepared, kernel: Kernel, job: EvalJob):
         from kir.measure.gpu.jobs import GpuJob
 
         bound = prepared.loaded.bound
         baseline = None if bound.spec.reference else prepared.loaded.kernel
         return GpuJob(kernel, str(prepared.spec_path), dict(bound.sizes),
                       self.descriptor.target, context.warmup, context.repeat, 0, baseline,
-                      give_up_ms)
+                      job.give_up_ms, confirm_below_ms=job.confirm_below_ms)
 
     def _gpu(self):
         if self._pool is None:

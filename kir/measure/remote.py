@@ -92,7 +92,7 @@ class RemoteEvaluator:
         """Start judging ``kernel``; the future holds its verdict (cancelling it stops the
         work not yet started)."""
         job = EvalJob.of(self.context, kernel, give_up_ms if give_up_ms is not None
-                         else self._give_up())
+                         else self._give_up(), None if self.modelled else self.best_ms)
         return _Chain(self.executor, self.context, job).outer
 
     def evaluate(self, kernel: Kernel) -> Evaluation:

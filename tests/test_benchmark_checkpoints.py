@@ -1,0 +1,56 @@
+"""``benchmarks/search_checkpoints.py``: which kernel a search held as its best after N
+evaluations, read from its tuning database in the order the verdicts came (a rejected
+candidate counts as an evaluation, never as a best), and the first checkpoint whose kernel,
+timed alone, is within 5% of the final result. The timing itself needs a GPU (BENCHMARKS.md
+round 23 has its figures)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from kir.search.evaluator import Evaluation
+
+ROOT = Path(__file__).parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("search_checkpoints",
+                                                  ROOT / "benchmarks" / "search_checkpoints.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_best_so_far_at_each_checkpoint(tmp_path):
+    from kir.search.db import TuningDB, TuningKey
+
+    bench = _bench()
+    key = TuningKey.make("f" * 16, {"n": 8}, "cuda", "H200", "test")
+    other = TuningKey.make("e" * 16, {"n": 8}, "cuda", "H200", "test")
+    verdicts = [((), Evaluation.timed(2.0)),
+                (("a{at=0}",), Evaluation.timed(1.0)),
+                (("b{at=0}",), Evaluation.rejected("invalid", "wrong")),
+                (("c{at=0}",), Evaluation.timed(1.5)),
+                (("d{at=0}",), Evaluation.timed(0.7)),
+                (("e{at=0}",), Evaluation.timed(0.9))]
+    path = tmp_path / "search.db"
+    with TuningDB(path) as db:
+        db.record(other, "0" * 16, (), Evaluation.timed(0.1))  # another search's one row
+        for index, (genome, evaluation) in enumerate(verdicts):
+            db.record(key, f"{index:016x}", genome, evaluation)
+    rows = bench.checkpoint_traces(str(path), marks=(1, 3, 5, 10))
+    assert [(r["at"], r["found_at"], r["search_ms"], r["genome"]) for r in rows] == [
+        (1, 1, 2.0, []), (3, 2, 1.0, ["a{at=0}"]), (5, 5, 0.7, ["d{at=0}"]),
+        (6, 5, 0.7, ["d{at=0}"])]
+
+
+def test_within_reads_the_alone_times_not_the_search_times():
+    bench = _bench()
+    rows = [{"at": 5, "search_ms": 0.9, "alone_median_ms": 1.2},
+            {"at": 10, "search_ms": 0.7, "alone_median_ms": None},  # failed to build
+            {"at": 25, "search_ms": 0.6, "alone_median_ms": 1.04},
+            {"at": 50, "search_ms": 0.5, "alone_median_ms": 1.0}]
+    assert bench.within(rows, 1.0) == 25
+    assert bench.within(rows, 0.9) is None
+    assert bench.within(rows, 1.2, margin=0.0) == 5
