@@ -17,9 +17,15 @@ within minutes falls on every kernel alike. The final best is the search's resul
     python3 benchmarks/search_checkpoints.py examples/softmax.cu --size rows=8192 \\
         --size cols=8192 --db run.db --result out/*/best.trace.json
 
+With ``--builtin JOB`` (a job of benchmarks/mlx_builtins.py) MLX's built-in is timed in the
+same turns, so the ratio of built-in to final best compares times taken seconds apart: per
+call, a 0.2-ms kernel's median of 20 moved by up to 25% between rounds on an idle H200 (round
+23), more than a ratio's margin to its aim.
+
 One JSON line per checkpoint (``at``, ``found_at``, ``search_ms``, ``alone_ms`` per round),
 then a summary line: ``final_ms`` and ``within_5pct_at``, the first checkpoint whose kernel
-timed alone is within 5% of the final best.
+timed alone is within 5% of the final best, and with ``--builtin`` the built-in's times and
+``ratio`` (median of the per-round ratios, built-in over final).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ import json
 import statistics
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 MARKS = (5, 10, 25, 50, 100, 200, 300)
 
@@ -78,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result", help="the search's best.trace.json")
     parser.add_argument("--marks", default=",".join(map(str, MARKS)))
     parser.add_argument("--target", default="cuda", choices=["cuda", "metal"])
+    parser.add_argument("--builtin", help="time this job's MLX built-in in the same turns")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20)
@@ -123,11 +132,18 @@ def main(argv: list[str] | None = None) -> int:
             built[key] = (kernel, arrays, [])
         except Exception as exc:  # noqa: BLE001 - one trace's failure is its row
             built[key] = (None, None, f"{type(exc).__name__}: {exc}"[:300])
+    thunks = [(lambda k=kernel, a=arrays: mx.eval(k.launch(a)), times)
+              for kernel, arrays, times in built.values() if kernel is not None]
+    made, builtin_times = None, []
+    if args.builtin:
+        from mlx_builtins import builtin
+
+        made = builtin(args.builtin, inputs)
+        if made is not None:
+            thunks.append((lambda f=made[1]: mx.eval(f()), builtin_times))
     for _ in range(args.rounds):  # in turns: the GPU's drift falls on every kernel alike
-        for kernel, arrays, times in built.values():
-            if kernel is not None:
-                times.append(measure(lambda k=kernel, a=arrays: mx.eval(k.launch(a)),
-                                     args.warmup, args.repeat).median_ms)
+        for thunk, times in thunks:
+            times.append(measure(thunk, args.warmup, args.repeat).median_ms)
     for row in rows:
         kernel, _, times = built[json.dumps(row["genome"])]
         if kernel is None:
@@ -142,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
                "within_5pct_at": final and within([r for r in timed if r["at"] != "result"],
                                                   final["alone_median_ms"]),
                "evaluations": max((r["at"] for r in rows if r["at"] != "result"), default=0)}
+    if made is not None and final is not None:
+        final_times = built[json.dumps(final["genome"])][2]
+        summary.update(builtin=made[0], builtin_ms=[round(t, 4) for t in builtin_times],
+                       ratio=round(statistics.median(b / k for b, k in
+                                                     zip(builtin_times, final_times)), 4))
     print(json.dumps(summary), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"rows": rows, **summary}, indent=1))

@@ -166,7 +166,7 @@ def run_case(name: str, out: Path, time_scale: float, extra: list[str] = (),
     if row.get("best_ms") and row.get("builtin_ms"):
         row["ratio"] = row["builtin_ms"] / row["best_ms"]
     if checkpoints and (work / "tuning.db").is_file():
-        row.update(alone_checkpoints(file, spec, sizes, work / "tuning.db", trace_path))
+        row.update(alone_checkpoints(file, spec, sizes, work / "tuning.db", trace_path, job))
     label = name + "".join(extra).replace("--", "_")
     row["case"] = label
     (out / f"{label}.json").write_text(json.dumps(row, indent=1))
@@ -199,20 +199,22 @@ def builtin(job: str, file: Path, spec: Path | None, sizes: dict) -> dict:
 
 
 def alone_checkpoints(file: str, spec: str | None, sizes: dict, db: Path,
-                      result: Path | None) -> dict:
+                      result: Path | None, job: str) -> dict:
     """The search's best-so-far after 5, 10, 25... evaluations timed again alone beside its
-    result (benchmarks/search_checkpoints.py): when it was first within 5% of what it
-    returned, by timings the host's load did not move."""
+    result and the built-in, in turns (benchmarks/search_checkpoints.py): when it was first
+    within 5% of what it returned, by timings the host's load did not move, and the ratio to
+    the built-in by times taken seconds apart."""
     import search_checkpoints
 
     summary_path = db.with_suffix(".checkpoints.json")
     argv = [str(ROOT / file), *[a for k, v in sizes.items() for a in ("--size", f"{k}={v}")],
-            "--db", str(db), "--out", str(summary_path)]
+            "--db", str(db), "--out", str(summary_path), "--builtin", job, "--rounds", "5"]
     argv += ["--spec", str(ROOT / spec)] if spec else []
     argv += ["--result", str(result)] if result else []
     search_checkpoints.main(argv)
     found = json.loads(summary_path.read_text())
     return {"alone_final_ms": found["final_ms"], "within_5pct_alone_at": found["within_5pct_at"],
+            "in_turns_builtin_ms": found.get("builtin_ms"), "in_turns_ratio": found.get("ratio"),
             "checkpoints": [{k: r.get(k) for k in ("at", "found_at", "search_ms",
                                                    "alone_median_ms", "error")}
                             for r in found["rows"]]}

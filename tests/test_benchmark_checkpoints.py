@@ -7,8 +7,12 @@ round 23 has its figures)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
+import pytest
+
+from kir.commands.main import main as main_cli
 from kir.search.evaluator import Evaluation
 
 ROOT = Path(__file__).parents[1]
@@ -54,3 +58,30 @@ def test_within_reads_the_alone_times_not_the_search_times():
     assert bench.within(rows, 1.0) == 25
     assert bench.within(rows, 0.9) is None
     assert bench.within(rows, 1.2, margin=0.0) == 5
+
+
+def _cuda_available() -> bool:
+    from kir.backends.mlx_runner import available_targets
+
+    return "cuda" in available_targets()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not _cuda_available(), reason="needs MLX's CUDA back end and a GPU")
+def test_checkpoints_are_timed_in_turns_beside_the_builtin(tmp_path, capsys):
+    """A short cost-model search gives the database; its checkpoints and the built-in are
+    then timed on the GPU (one round: what is tested is the output, not the figures)."""
+    db = tmp_path / "search.db"
+    softmax = str(ROOT / "examples" / "softmax.cu")
+    sizes = ["--size", "rows=64", "--size", "cols=256"]
+    assert main_cli(["compile", softmax, "--search", "--target", "model", *sizes,
+                     "--budget", "12", "-q", "--db", str(db), "--out-dir",
+                     str(tmp_path / "out")]) == 0
+    out = tmp_path / "cp.json"
+    assert _bench().main([softmax, *sizes, "--db", str(db), "--marks", "5,10",
+                          "--builtin", "softmax", "--rounds", "1", "--out", str(out)]) == 0
+    found = json.loads(out.read_text())
+    assert [r["at"] for r in found["rows"]][:2] == [5, 10]
+    assert all(r.get("alone_median_ms", 0) > 0 for r in found["rows"]), found["rows"]
+    assert found["within_5pct_at"] in {None, *(r["at"] for r in found["rows"])}
+    assert found["builtin"] == "mx.softmax" and found["ratio"] > 0
