@@ -264,15 +264,21 @@ class MLXEvaluator(Validating):
         """The search's best valid time so far (sets where timing gives up)."""
         self.best_ms = best_ms
 
-    def retime(self, kernel: Kernel, warmup: int = 5, repeat: int = 20) -> Evaluation:
+    def retime(self, kernel: Kernel, warmup: int = 5, repeat: int = 20,
+               rivals: Sequence[Kernel] = (), rounds: int = 1) -> Evaluation:
         """Check and time ``kernel`` again with nothing else running (after a search: see
         :mod:`kir.api.finalists`), ``warmup`` + ``repeat`` runs as MLX's built-ins are
         timed, never cut short, compiled by MLX itself as the user's module will be (the
-        search's candidates were compiled by kir: :mod:`kir.backends.mlx_precompiled`)."""
+        search's candidates were compiled by kir: :mod:`kir.backends.mlx_precompiled`).
+        With ``rivals``, they and ``kernel`` are timed in turns, ``rounds`` times, in one
+        worker: the verdict's time is ``kernel``'s median over the rounds and its
+        ``details["turns_ms"]`` each kernel's medians (``kernel`` first; a rival that could
+        not be timed has its error there instead)."""
         self.quiesce()
         job = dataclasses.replace(self.gpu_job(kernel, self.emitted_call(kernel)[0]),
                                   warmup=warmup, repeat=repeat, give_up_ms=None,
-                                  confirm_below_ms=None, compile_ahead=False)
+                                  confirm_below_ms=None, compile_ahead=False,
+                                  rivals=tuple(rivals), rounds=rounds)
         started = time.perf_counter()
         return self._account(self.gpu.run(job), time.perf_counter() - started)
 

@@ -9,7 +9,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from kir.api.finalists import FINALISTS, retime_finalists
+from kir.api.finalists import FINALISTS, ROUNDS, retime_finalists
 from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.measure.gpu.jobs import EmulatorRunner
@@ -33,9 +33,10 @@ def test_the_fastest_finalist_timed_alone_is_the_result():
         final = retime_finalists(result, loaded.kernel, registry, ctx, evaluator, notes.append)
         ok = {r.fingerprint: r.time_ms for r in result.history if r.status == "ok"}
         fastest = sorted(ok, key=ok.get)[:FINALISTS]
-        # each finalist once more, and the unrewritten kernel when it is not one of them
+        # each finalist once more, and the unrewritten kernel when it is not one of them,
+        # in turns in one GPU job
         retimed = FINALISTS + (loaded.kernel.fingerprint() not in fastest)
-        assert evaluator.stats["gpu_jobs"] == jobs + retimed
+        assert evaluator.stats["gpu_jobs"] == jobs + 1
     assert len(ok) >= FINALISTS
     assert len(notes) == 1, notes
     listing = notes[0].split("): ", 1)[1].split(";")[0]
@@ -88,10 +89,11 @@ class QuietTimes:
     def __init__(self, times_ms):
         self.times_ms = times_ms  # kernel fingerprint -> ms
 
-    def retime(self, kernel):
+    def retime(self, kernel, rivals=(), rounds=1):
         from kir.search.evaluator import Evaluation
 
-        return Evaluation.timed(self.times_ms[kernel.fingerprint()])
+        turns = [[self.times_ms[k.fingerprint()]] * rounds for k in (kernel, *rivals)]
+        return Evaluation.timed(turns[0][0], turns_ms=turns)
 
 
 def test_the_input_is_the_result_when_it_is_faster_alone():
@@ -113,3 +115,40 @@ def test_the_input_is_the_result_when_it_is_faster_alone():
     final = retime_finalists(result, loaded.kernel, registry, ctx, quiet, notes.append)
     assert final.best_steps == () and final.best_ms == 1.0 and final.baseline_ms == 1.0
     assert "(unrewritten)" in notes[0]
+
+
+class FirstFails(QuietTimes):
+    """The first finalist cannot be timed (its final check failed); the others can."""
+
+    def __init__(self, times_ms, failing):
+        super().__init__(times_ms)
+        self.failing = failing
+        self.calls = []
+
+    def retime(self, kernel, rivals=(), rounds=1):
+        from kir.search.evaluator import Evaluation, Status
+
+        self.calls.append((kernel.fingerprint(), len(rivals), rounds))
+        if kernel.fingerprint() == self.failing:
+            return Evaluation.rejected(Status.INVALID, "on the GPU: wrong")
+        return super().retime(kernel, rivals, rounds)
+
+
+def test_the_others_are_timed_in_turns_when_the_first_finalist_cannot_be():
+    loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 8, "cols": 100})
+    registry = load_registry(plugins=False)
+    ctx = context_for(loaded)
+    from kir.measure.model import ModelEvaluator
+
+    with ModelEvaluator(loaded) as evaluator:
+        result = search(loaded.kernel, registry, evaluator, ctx, SearchConfig(budget=6, seed=1))
+    result = dataclasses.replace(result, modelled=False)  # as a GPU search's
+    kernels = {r.fingerprint for r in result.history if r.status == "ok"}
+    base = loaded.kernel.fingerprint()
+    best = result.best_kernel.fingerprint()
+    quiet = FirstFails({f: (1.0 if f == base else 2.0) for f in kernels | {base}}, best)
+    notes: list[str] = []
+    final = retime_finalists(result, loaded.kernel, registry, ctx, quiet, notes.append)
+    assert quiet.calls[0][0] == best and quiet.calls[1][0] != best
+    assert quiet.calls[1][1] == quiet.calls[0][1] - 1 and quiet.calls[1][2] == ROUNDS
+    assert final.best_kernel.fingerprint() != best and final.best_ms == 1.0

@@ -6,9 +6,10 @@ can be read, and run in-process, on its own. Backends are imported inside functi
 
 from __future__ import annotations
 
+import statistics
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from kir.errors import KirError
@@ -58,6 +59,10 @@ class GpuJob:
     # The search's best time so far: a candidate timed faster is timed again at once and
     # keeps the slower of its two medians (see :func:`_confirmed`).
     confirm_below_ms: float | None = None
+    # A final timing's other kernels (kir.api.finalists), timed in turns with this one,
+    # ``rounds`` times each, in this worker (see :func:`_time_in_turns`).
+    rivals: tuple[Kernel, ...] = ()
+    rounds: int = 1
     # The spec's text when it is not a file (a spec given to the Python API as TOML text or
     # a dict): the worker checks it as if read from spec_path.
     spec_text: str | None = None
@@ -377,12 +382,17 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],
     if verdict is not None:
         return Evaluation(verdict.status, None, f"on the GPU: {verdict.error}",
                           verdict.details), False
+    rivals, fatal = _rivals_built(job, runner, prepared, lock)
+    if fatal:
+        return Evaluation.rejected(Status.CRASH, f"{job.target}: GPU fault building a rival: "
+                                   f"{rivals}", trace=_trace()), True
     checked_at = time.perf_counter()
     try:
         with lock.exclusive():  # alone on the GPU
             locked_at = time.perf_counter()
             timing = runner.time(built, case.inputs, job.warmup, job.repeat, job.give_up_ms)
             timing, lead = _confirmed(job, runner, built, case.inputs, timing)
+            turns = _time_in_turns(job, runner, built, timing, rivals, case.inputs)
     except Exception as exc:  # noqa: BLE001
         return Evaluation.rejected(Status.CRASH, f"timing raised {type(exc).__name__}: {exc}",
                                    trace=_trace()), runner.fatal(exc)
@@ -397,6 +407,9 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],
     extra = {"cut_short": True} if timing.cut_short else {}
     if lead:
         extra["lead_ms"] = lead
+    if turns is not None:
+        extra["turns_ms"] = turns
+        timing = _with_median(timing, statistics.median(turns[0]))
     if warm_s is not None:  # inside build_s: the compile, when the warm-up did it
         extra["warm_s"] = round(warm_s, 4)
     if ahead:
@@ -423,6 +436,55 @@ def _confirmed(job: GpuJob, runner: Runner, built: Any, inputs: dict[str, Any],
     again = runner.time(built, inputs, 1, job.repeat, None)
     kept = again if again.median_ms > timing.median_ms else timing
     return kept, [round(timing.median_ms, 5), round(again.median_ms, 5)]
+
+
+def _rivals_built(job: GpuJob, runner: Runner, prepared: Any,
+                  lock: GpuLock) -> tuple[list[Any], bool] | tuple[str, bool]:
+    """The rivals of a final timing, each emitted, built and checked at the compiled sizes
+    like the job's own kernel: per rival its callable, or why it cannot be timed (a string).
+    Returns (that list, False), or (the error, True) when a rival left the GPU context
+    unusable."""
+    from kir.backends import emit
+
+    built = []
+    for kernel in job.rivals:
+        try:
+            rival = runner.build(emit(kernel, prepared.bound, job.target))
+            with lock.shared():
+                verdict, _ = verdict_of(runner.compare(runner.run(rival, prepared.case),
+                                                       prepared.case), prepared.case)
+            built.append(rival if verdict is None else f"on the GPU: {verdict.error}")
+        except Exception as exc:  # noqa: BLE001 - the rival's own verdict
+            if runner.fatal(exc):
+                return f"{type(exc).__name__}: {exc}", True
+            built.append(f"{type(exc).__name__}: {exc}")
+    return built, False
+
+
+def _time_in_turns(job: GpuJob, runner: Runner, built: Any, first: Any, rivals: list[Any],
+                   inputs: dict[str, Any]) -> list[list[float] | str] | None:
+    """A final timing: this kernel and its rivals timed in turns, ``job.rounds`` rounds, in
+    one worker (compiled once each) holding the GPU alone. Timed one after another, each in
+    a worker of its own, a finalist's single median moved by up to 25% between minutes on
+    an idle H200 (BENCHMARKS.md round 23), and the fastest of three such timings reported
+    the luckiest, not the fastest kernel. ``first`` is this kernel's timing of round one.
+    Returns per kernel (this one first) its median of each round, or a rival's error."""
+    if not job.rivals:
+        return None
+    turns: list[list[float] | str] = [[first.median_ms]] + \
+        [[] if not isinstance(r, str) else r for r in rivals]
+    for round_ in range(max(job.rounds, 1)):
+        for index, callable_ in enumerate([built, *rivals]):
+            if isinstance(callable_, str) or (index == 0 and round_ == 0):
+                continue
+            turns[index].append(runner.time(callable_, inputs, job.warmup, job.repeat,
+                                            None).median_ms)
+    return turns
+
+
+def _with_median(timing: Any, median_ms: float) -> Any:
+    """``timing`` reporting ``median_ms`` (the median of a kernel's rounds in turns)."""
+    return replace(timing, median_ms=median_ms)
 
 
 def _warm_up(job: GpuJob, runner: Runner, cache: dict[tuple, Any]) -> float:

@@ -176,6 +176,7 @@ class GpuWorker:
         """Run ``job`` in the worker (starting one if needed) within the timeout."""
         worker = self._current or self._start()
         limit = self.timeout_s + (self.startup_s if worker.jobs == 0 else 0.0)
+        limit *= 1 + len(getattr(job, "rivals", ()))  # a final timing builds each rival too
         worker.jobs += 1
         try:
             payload = pickle.dumps(job)
