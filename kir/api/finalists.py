@@ -100,3 +100,15 @@ def _in_turns(replays, retime) -> list[tuple[float, float, object]]:
                     if isinstance(times, list) and times]
         replays = rivals
     return []
+
+
+def faster_in_turns(kernel, challenger, retime) -> float | None:
+    """``challenger``'s median alone when, timed in turns with ``kernel`` (:data:`ROUNDS`
+    rounds, one GPU worker), it is the faster of the two; None when it is not, or when the
+    two could not both be timed."""
+    verdict = retime(kernel, rivals=[challenger], rounds=ROUNDS)
+    turns = verdict.details.get("turns_ms") if verdict.ok else None
+    if not turns or len(turns) != 2 or not all(isinstance(t, list) and t for t in turns):
+        return None
+    own, other = (statistics.median(t) for t in turns)
+    return other if other < own else None

@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Sequence
 from kir import limits
 from kir.driver.load import Loaded
 from kir.errors import KirError
-from kir.api.finalists import retime_finalists
+from kir.api.finalists import faster_in_turns, retime_finalists
 from kir.api.precision_note import precision_refusals
 from kir.rules import apply_trace, context_for
 
@@ -473,7 +473,16 @@ def ablate_and_adopt(result, base, registry, ctx, evaluator, db, key):
         return result, rows
     winner = min(faster, key=lambda r: r.time_without_ms)
     rest = [s for s in result.best_steps if str(s) != winner.step]
-    result = adopt(result, base, rest, winner.time_without_ms, registry, ctx,
+    time_ms = winner.time_without_ms
+    retime = getattr(evaluator, "retime", None)
+    if callable(retime) and not result.modelled:
+        # The winner's time is its median alone, in turns (kir.api.finalists); the ablated
+        # kernel's is a timing of its own, maybe the search's: compare them in turns too.
+        time_ms = faster_in_turns(result.best_kernel,
+                                  apply_trace(base, rest, registry, ctx).kernel, retime)
+        if time_ms is None:
+            return result, rows
+    result = adopt(result, base, rest, time_ms, registry, ctx,
                    f"the winner without {winner.step} is faster")
     return result, ablate(base, result.best_steps, result.best_ms, registry, ctx, evaluator,
                           db, key)

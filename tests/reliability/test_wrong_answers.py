@@ -282,3 +282,49 @@ def test_w12_a_faster_kernel_from_the_transfer_table_is_the_result():
     assert adopted.best_ms < best_ms
     assert adopted.best_ms == toy_evaluate(adopted.best_kernel).time_ms
     assert all(r.time_without_ms is None or r.time_without_ms >= adopted.best_ms for r in rows)
+
+
+def test_w12_on_a_gpu_the_faster_kernel_must_win_in_turns():
+    """On a GPU the winner's time is its median alone, in turns with the other finalists
+    (kir.api.finalists), and the ablated kernel's one timing of its own: the ablated kernel
+    is adopted only when it also wins timed in turns with the winner, at its time there."""
+    import dataclasses
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "search"))
+    try:
+        from doubles import FunctionEvaluator
+        from search_toy import CTX, toy_evaluate, toy_kernel, toy_registry
+    finally:
+        sys.path.pop(0)
+    from kir.commands.compile_search import ablate_and_adopt
+    from kir.rules import apply_trace, parse_step
+    from kir.search.engine import SearchResult
+    from kir.search.evaluator import Evaluation
+
+    class InTurns(FunctionEvaluator):
+        """Times in turns are what the test sets: the winner first, the rival second."""
+
+        def __init__(self, turns):
+            super().__init__(toy_evaluate)
+            self.turns, self.retimed = turns, []
+
+        def retime(self, kernel, rivals=(), rounds=1):
+            self.retimed.append((kernel.fingerprint(), [r.fingerprint() for r in rivals]))
+            return Evaluation.timed(self.turns[0][0], turns_ms=self.turns)
+
+    registry = toy_registry()
+    steps = tuple(parse_step(t, registry) for t in
+                  ("set-const{loop=L0,value=3}", "unroll-loop{loop=L1,factor=2}"))
+    kernel = apply_trace(toy_kernel(), steps, registry, CTX).kernel
+    result = SearchResult(steps, kernel, toy_evaluate(kernel).time_ms, 10.0, (), {}, 0.0,
+                          False)
+    result = dataclasses.replace(result, modelled=False)  # as a GPU search's
+    loses = InTurns([[1.0, 1.1, 1.0], [1.2, 1.3, 1.1]])
+    kept, _ = ablate_and_adopt(result, toy_kernel(), registry, CTX, loses, None, None)
+    assert kept is result and len(loses.retimed) == 1
+    assert loses.retimed[0][0] == kernel.fingerprint()
+    wins = InTurns([[1.0, 1.1, 1.0], [0.8, 0.9, 0.7]])
+    adopted, _ = ablate_and_adopt(result, toy_kernel(), registry, CTX, wins, None, None)
+    assert [str(s) for s in adopted.best_steps] == ["unroll-loop{loop=L1,factor=2}"]
+    assert adopted.best_ms == 0.8  # its median in turns, not its own timing
