@@ -93,7 +93,8 @@ def run_search(args: argparse.Namespace, loaded: Loaded) -> int:
     finally:
         bar.close()
     print(time_line(searched.result.phases, searched.result.wall_s), file=sys.stderr)
-    verdicts = verdict_line(searched.result.history)
+    verdicts = verdict_line(searched.result.history,
+                            searched.result.best_kernel.fingerprint())
     if verdicts:
         print(verdicts, file=sys.stderr)
     if searched.baseline_failed:

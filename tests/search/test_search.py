@@ -164,6 +164,11 @@ def test_verdict_line_says_when_the_first_and_the_best_came():
                                               (5.0, 5.0, 3.0)])]
     assert verdict_line(records) == ("verdicts: first at 1.0 s; best at 3.0 s (evaluation 3 "
                                      "of 3); within 5% of it at 2.0 s (evaluation 2)")
+    # The result, timed again alone, was another kernel: the second record's.
+    assert verdict_line(records, "f1").endswith(
+        "; the result (the fastest timed again alone) first judged at 2.0 s (evaluation 2)")
+    assert verdict_line(records, "f2") == verdict_line(records)  # the search's best itself
+    assert verdict_line(records, "unknown") == verdict_line(records)  # e.g. from the database
     failed = [EvalRecord(0, (), "f0", "invalid", None, "wrong", None, at_s=0.5)]
     assert verdict_line(failed) == "verdicts: first at 0.5 s; none valid"
     assert verdict_line([EvalRecord(0, (), "f0", "ok", 1.0, "", 1.0)]) is None
