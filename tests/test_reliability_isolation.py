@@ -165,9 +165,10 @@ def test_a_timeout_in_one_thread_does_not_reject_the_others_candidates():
     """Threads of a steady search share a pool: when one thread's candidate hangs and the
     pool is replaced, the candidates other threads were running or had waiting are checked
     again on the new workers. Before, those waiting were answered "crash: checking raised
-    CancelledError" and those running timed out with the hang. (A worker of the new pool
-    dying as it starts, which a loaded CI machine saw once, is still a crash of whatever it
-    held: so each must be ok or that, and most ok.)"""
+    CancelledError" and those running timed out with the hang. A loaded CI machine once saw
+    one answered "the worker process died": the new pool's workers had been forked by a
+    thread that then finished, and Linux killed them with it (PR_SET_PDEATHSIG); the pool
+    now forks from a thread of its own (CheckPool._started)."""
     import threading
 
     pool = CheckPool(_check, 0.0, workers=2, timeout_s=3.0)
@@ -193,6 +194,4 @@ def test_a_timeout_in_one_thread_does_not_reject_the_others_candidates():
     assert _verdict(verdicts.pop("hang")) == "timeout"
     assert len(verdicts) == 6
     for name, verdict in verdicts.items():
-        assert verdict.ok or (verdict.status == "crash" and "worker process died" in
-                              verdict.error), (name, verdict)
-    assert sum(v.ok for v in verdicts.values()) >= 4, verdicts
+        assert verdict.ok, (name, verdict)

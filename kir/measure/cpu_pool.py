@@ -24,7 +24,7 @@ import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ProcessPoolExecutor, \
-    wait
+    ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterator, Sequence
 
@@ -84,6 +84,10 @@ def _run(kernel: Any) -> Evaluation:
     return _CHECK(kernel, _CONTEXT)
 
 
+def _nothing() -> None:
+    """A task that makes a new pool start its workers (see CheckPool._started)."""
+
+
 class CheckPool:
     """Worker processes running ``check(kernel, context)`` (both picklable, module-level)."""
 
@@ -99,6 +103,7 @@ class CheckPool:
         self._lock = threading.RLock()
         self._generation = 0  # advanced by cancel: runs begun before it answer at once
         self._epoch = 0  # advanced whenever a pool is discarded: its checks are lost
+        self._launcher: ThreadPoolExecutor | None = None  # see _started
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -106,8 +111,17 @@ class CheckPool:
             # platform default (spawn) pickles the context through initargs.
             method = "fork" if sys.platform.startswith("linux") else None
             ctx = multiprocessing.get_context(method)
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init,
-                                             initargs=(self.check, self.context))
+            pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init,
+                                       initargs=(self.check, self.context))
+            # With fork the executor starts its workers in the thread of its first submit,
+            # and Linux kills a worker when the thread that forked it ends (PR_SET_PDEATHSIG,
+            # become_worker): the threads that run checks come and go (a plain thread a
+            # batch), and a pool started by one that had finished broke under the others.
+            # So a thread that lives as long as this CheckPool starts them.
+            if self._launcher is None:
+                self._launcher = ThreadPoolExecutor(1, thread_name_prefix="kir-checks")
+            self._launcher.submit(pool.submit, _nothing).result()
+            self._pool = pool
         return self._pool
 
     def _discard(self, epoch: int | None = None) -> None:
@@ -131,8 +145,11 @@ class CheckPool:
         """Shut the workers down."""
         with self._lock:
             pool, self._pool = self._pool, None
+            launcher, self._launcher = self._launcher, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        if launcher is not None:
+            launcher.shutdown(wait=True)
 
     def cancel(self) -> None:
         """Stop every check of every thread, under way or waiting (the executor hands a
@@ -148,7 +165,8 @@ class CheckPool:
         queue: deque[int] = deque(range(len(kernels)))
         suspects: set[int] = set()  # were running when a worker died: retried alone
         requeued: Counter = Counter()  # checks lost to a pool another thread replaced
-        running: dict[Future, tuple[int, float, int]] = {}  # index, start, pool epoch
+        # index, start (None while the check waits for a worker), pool epoch
+        running: dict[Future, tuple[int, float | None, int]] = {}
         results: dict[int, Evaluation] = {}
         next_out = 0
         generation = self._generation
@@ -160,7 +178,9 @@ class CheckPool:
                 running.clear()
             self._fill(kernels, queue, suspects, running)
             if running:
-                nearest = min(start for _, start, _ in running.values()) + self.timeout_s
+                _mark_started(running)
+                starts = [start for _, start, _ in running.values() if start is not None]
+                nearest = min(starts) + self.timeout_s if starts else time.monotonic() + POLL_S
                 # Short waits: after cancel() a killed pool's futures may never complete.
                 done, _ = wait(list(running), return_when=FIRST_COMPLETED,
                                timeout=min(max(0.0, nearest - time.monotonic()), POLL_S))
@@ -175,7 +195,7 @@ class CheckPool:
                 next_out += 1
 
     def _fill(self, kernels: Sequence[Any], queue: deque[int], suspects: set[int],
-              running: dict[Future, tuple[int, float, int]]) -> None:
+              running: dict[Future, tuple[int, float | None, int]]) -> None:
         if any(index in suspects for index, _, _ in running.values()):
             return  # a suspect runs alone, so a dying worker names its killer
         while queue and len(running) < self.workers:
@@ -186,11 +206,11 @@ class CheckPool:
             with self._lock:
                 future = self._started().submit(_run, kernels[index])
                 epoch = self._epoch
-            running[future] = (index, time.monotonic(), epoch)
+            running[future] = (index, None, epoch)
             if index in suspects:
                 return
 
-    def _collect(self, done: set[Future], running: dict[Future, tuple[int, float, int]],
+    def _collect(self, done: set[Future], running: dict[Future, tuple[int, float | None, int]],
                  results: dict[int, Evaluation], suspects: set[int],
                  queue: deque[int], generation: int, requeued: Counter) -> bool:
         broken: int | None = None  # the epoch of the pool that broke under this run
@@ -225,7 +245,7 @@ class CheckPool:
         self._discard(broken)
         return True
 
-    def _requeue_lost(self, running: dict[Future, tuple[int, float, int]],
+    def _requeue_lost(self, running: dict[Future, tuple[int, float | None, int]],
                       suspects: set[int], queue: deque[int], requeued: Counter) -> None:
         """Check again the candidates whose pool another thread discarded (its workers are
         gone) and whose futures the executor has not failed yet (it may never)."""
@@ -234,10 +254,11 @@ class CheckPool:
         for future in lost:
             _requeue(running.pop(future)[0], suspects, queue, requeued)
 
-    def _expire(self, running: dict[Future, tuple[int, float, int]],
+    def _expire(self, running: dict[Future, tuple[int, float | None, int]],
                 results: dict[int, Evaluation], queue: deque[int]) -> None:
         now = time.monotonic()
-        late = [f for f, (_, start, _) in running.items() if now - start >= self.timeout_s]
+        late = [f for f, (_, start, _) in running.items()
+                if start is not None and now - start >= self.timeout_s]
         if not late:
             return
         epoch = running[late[0]][2]
@@ -250,6 +271,18 @@ class CheckPool:
             queue.appendleft(index)
         running.clear()
         self._discard(epoch)
+
+
+def _mark_started(running: dict[Future, tuple[int, float | None, int]]) -> None:
+    """Start the clock of each check a worker has taken. A check's timeout counts from then,
+    not from its submission: threads share the pool, so a check may wait behind the other
+    threads' checks first, and that wait is not its own. The executor marks a future running
+    when it hands it to the workers' queue (one more task than there are workers), so a
+    clock starts at most one task early; it is read every :data:`POLL_S` at most."""
+    now = time.monotonic()
+    for future, (index, start, epoch) in list(running.items()):
+        if start is None and (future.running() or future.done()):
+            running[future] = (index, now, epoch)
 
 
 def _requeue(index: int, suspects: set[int], queue: deque[int], requeued: Counter) -> None:

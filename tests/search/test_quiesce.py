@@ -140,3 +140,45 @@ def test_quiesce_kills_the_gpu_jobs_under_way_and_a_final_timing_follows(loaded)
         assert waited < 10, f"quiesce waited {waited:.1f} s for compiles it does not need"
         again = ev.retime(kernels[1], warmup=0, repeat=1)
     assert again.ok, again.error
+
+
+def test_a_check_waiting_for_a_worker_is_not_timed_out_by_the_wait():
+    """Four threads share a one-worker pool and each checks a candidate that takes 0.4 s
+    under a 1.5-s timeout: the last waits 1.2 s for the worker first. Its clock starts when
+    the pool hands it to the worker's queue (kir.measure.cpu_pool._mark_started: at most one
+    task early, here 0.8 s before it ends), not when its thread submitted it: counted from
+    submission it would read 1.6 s and be answered "timeout"."""
+    pool = CheckPool(_slow_check, None, workers=1, timeout_s=1.5)
+    verdicts: dict[int, Evaluation] = {}
+
+    def check(i: int) -> None:
+        verdicts[i] = next(iter(pool.run([0.4])))
+
+    try:
+        threads = [threading.Thread(target=check, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        pool.close()
+    assert sorted(verdicts) == [0, 1, 2, 3]
+    assert all(v.ok for v in verdicts.values()), {i: v.error for i, v in verdicts.items()}
+
+
+def test_the_pool_outlives_the_thread_that_started_it():
+    """Linux kills a check worker when the thread that forked it ends (PR_SET_PDEATHSIG):
+    a pool started by a thread that has finished must still check the next thread's
+    candidates (CheckPool._started forks from a thread of its own)."""
+    pool = CheckPool(_slow_check, None, workers=1, timeout_s=30.0)
+    first: list[Evaluation] = []
+    try:
+        starter = threading.Thread(target=lambda: first.extend(pool.run([0.0])))
+        starter.start()
+        starter.join(30)
+        time.sleep(0.5)  # time for a signal sent at the thread's end to land
+        later = next(iter(pool.run([0.0])))
+    finally:
+        pool.close()
+    assert first and first[0].ok
+    assert later.ok, later.error
