@@ -6,7 +6,6 @@ round 23 has its figures)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -15,15 +14,13 @@ import pytest
 from kir.commands.main import main as main_cli
 from kir.search.evaluator import Evaluation
 
+from tests.benchmark_scripts import benchmark_script
+
 ROOT = Path(__file__).parents[1]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("search_checkpoints",
-                                                  ROOT / "benchmarks" / "search_checkpoints.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("search_checkpoints")
 
 
 def test_best_so_far_at_each_checkpoint(tmp_path):

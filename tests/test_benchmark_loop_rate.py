@@ -6,22 +6,19 @@ invalid."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 from pathlib import Path
 
 from kir.driver.load import load_kernel
 from kir.search.evaluator import Evaluation
 
+from tests.benchmark_scripts import benchmark_script
+
 ROOT = Path(__file__).parents[1]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("search_loop_rate",
-                                                  ROOT / "benchmarks" / "search_loop_rate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("search_loop_rate")
 
 
 def test_replayed_times_answer_by_fingerprint(tmp_path, capsys):

@@ -5,12 +5,13 @@ loads, the asynchronous copies are ``cp.async``, the staged rows are in shared m
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.benchmark_scripts import benchmark_script
 
 PROBE = Path(__file__).parents[1] / "benchmarks" / "matmul_probe.py"
 
@@ -19,10 +20,7 @@ pytestmark = [pytest.mark.nvcc,
 
 
 def _probe():
-    spec = importlib.util.spec_from_file_location("matmul_probe", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("matmul_probe")
 
 
 def _ptx(tmp_path: Path, probe, knobs) -> str:
@@ -57,9 +55,7 @@ def test_row_probe_kernels_build_and_are_what_they_say(tmp_path, monkeypatch):
     builds for sm_90; the staged ones declare the 32 KB row in shared memory, the others
     none that size, and every variant loads 128 bits at a time."""
     monkeypatch.syspath_prepend(str(PROBE.parent))  # it imports mlx_timing beside it
-    spec = importlib.util.spec_from_file_location("row_probe", PROBE.parent / "row_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = benchmark_script("row_probe")
     header = f"#include <cuda_runtime.h>\n#include <math.h>\n#define COLS {probe.COLS}\n" \
         + probe._BLOCK_REDUCE
     signatures = {"softmax": "const float* x, float* y",

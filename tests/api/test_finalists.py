@@ -96,17 +96,23 @@ class QuietTimes:
         return Evaluation.timed(turns[0][0], turns_ms=turns)
 
 
-def test_the_input_is_the_result_when_it_is_faster_alone():
-    """A search whose finalists, timed alone, are all slower than the unrewritten kernel
-    timed alone hands back the unrewritten kernel, and reports both at their times alone."""
+def _searched_as_on_a_gpu():
+    """A short cost-model search of the softmax example, its result marked as a GPU
+    search's (so the finalists are timed again): (loaded, registry, ctx, result)."""
+    from kir.measure.model import ModelEvaluator
+
     loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 8, "cols": 100})
     registry = load_registry(plugins=False)
     ctx = context_for(loaded)
-    from kir.measure.model import ModelEvaluator
-
     with ModelEvaluator(loaded) as evaluator:
         result = search(loaded.kernel, registry, evaluator, ctx, SearchConfig(budget=6, seed=1))
-    result = dataclasses.replace(result, modelled=False)  # as a GPU search's
+    return loaded, registry, ctx, dataclasses.replace(result, modelled=False)
+
+
+def test_the_input_is_the_result_when_it_is_faster_alone():
+    """A search whose finalists, timed alone, are all slower than the unrewritten kernel
+    timed alone hands back the unrewritten kernel, and reports both at their times alone."""
+    loaded, registry, ctx, result = _searched_as_on_a_gpu()
     assert result.best_steps  # some rewrite won in the search
     kernels = {r.fingerprint for r in result.history if r.status == "ok"}
     base = loaded.kernel.fingerprint()
@@ -135,14 +141,7 @@ class FirstFails(QuietTimes):
 
 
 def test_the_others_are_timed_in_turns_when_the_first_finalist_cannot_be():
-    loaded = load_kernel(EXAMPLES / "softmax.cu", sizes={"rows": 8, "cols": 100})
-    registry = load_registry(plugins=False)
-    ctx = context_for(loaded)
-    from kir.measure.model import ModelEvaluator
-
-    with ModelEvaluator(loaded) as evaluator:
-        result = search(loaded.kernel, registry, evaluator, ctx, SearchConfig(budget=6, seed=1))
-    result = dataclasses.replace(result, modelled=False)  # as a GPU search's
+    loaded, registry, ctx, result = _searched_as_on_a_gpu()
     kernels = {r.fingerprint for r in result.history if r.status == "ok"}
     base = loaded.kernel.fingerprint()
     best = result.best_kernel.fingerprint()
