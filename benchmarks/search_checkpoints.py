@@ -24,7 +24,8 @@ call, a 0.2-ms kernel's median of 20 moved by up to 25% between rounds on an idl
 
 One JSON line per checkpoint (``at``, ``found_at``, ``search_ms``, ``alone_ms`` per round),
 then a summary line: ``final_ms`` and ``within_5pct_at``, the first checkpoint whose kernel
-timed alone is within 5% of the final best, and with ``--builtin`` the built-in's times and
+timed alone is within 5% of the final best (the result's row says in ``found_at`` when the
+search first judged the result itself), and with ``--builtin`` the built-in's times and
 ``ratio`` (median of the per-round ratios, built-in over final).
 """
 
@@ -41,19 +42,23 @@ sys.path.insert(0, str(Path(__file__).parent))
 MARKS = (5, 10, 25, 50, 100, 200, 300)
 
 
-def checkpoint_traces(db_path: str, marks: tuple[int, ...] = MARKS) -> list[dict]:
-    """The best-so-far of the search a tuning database holds, after each of ``marks``
-    evaluations (those the search reached) and after its last: ``at``, ``found_at`` (the
-    evaluation that found it), ``search_ms`` (its time in the search) and ``genome``.
-    Evaluations are the key with most rows, in the order their verdicts were stored; a
-    rejected candidate counts as an evaluation and never as a best."""
+def search_rows(db_path: str) -> list:
+    """The search's evaluations in a tuning database: the key with most rows, in the order
+    the verdicts were stored."""
     from kir.search.db import TuningDB
 
     with TuningDB(db_path) as db:
         runs = db.runs()
-        if not runs:
-            return []
-        rows = db.rows(max(runs, key=lambda info: info.count).key)
+        return db.rows(max(runs, key=lambda info: info.count).key) if runs else []
+
+
+def checkpoint_traces(db_path: str, marks: tuple[int, ...] = MARKS) -> list[dict]:
+    """The best-so-far of the search a tuning database holds, after each of ``marks``
+    evaluations (those the search reached) and after its last: ``at``, ``found_at`` (the
+    evaluation that found it), ``search_ms`` (its time in the search) and ``genome``.
+    Evaluations are :func:`search_rows`; a rejected candidate counts as an evaluation and
+    never as a best."""
+    rows = search_rows(db_path)
     out: list[dict] = []
     best = None
     wanted = {m for m in marks if m < len(rows)} | {len(rows)}
@@ -66,6 +71,14 @@ def checkpoint_traces(db_path: str, marks: tuple[int, ...] = MARKS) -> list[dict
         if index in wanted and best is not None:
             out.append({"at": index, **best})
     return out
+
+
+def first_judged(db_path: str, genome: list[str]) -> int | None:
+    """The evaluation at which the search first judged ``genome`` (the result's steps), in
+    the order of :func:`checkpoint_traces`; None when it never did (a kernel adopted from an
+    earlier search, or a trace the ablation shortened and nobody had judged)."""
+    return next((index for index, row in enumerate(search_rows(db_path), 1)
+                 if list(row.genome) == genome), None)
 
 
 def within(rows: list[dict], final_ms: float, margin: float = 0.05) -> int | None:
@@ -106,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = checkpoint_traces(args.db, tuple(int(m) for m in args.marks.split(",") if m))
     if args.result:
         result = json.loads(Path(args.result).read_text())
-        rows.append({"at": "result", "genome": list(result.get("steps", []))})
+        steps = list(result.get("steps", []))
+        rows.append({"at": "result", "genome": steps,
+                     "found_at": first_judged(args.db, steps)})
     loaded = load_kernel(Path(args.file), spec_path=args.spec,
                          sizes=parse_size_overrides(args.size, option="--size"))
     registry = load_registry()

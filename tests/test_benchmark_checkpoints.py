@@ -44,6 +44,9 @@ def test_best_so_far_at_each_checkpoint(tmp_path):
     assert [(r["at"], r["found_at"], r["search_ms"], r["genome"]) for r in rows] == [
         (1, 1, 2.0, []), (3, 2, 1.0, ["a{at=0}"]), (5, 5, 0.7, ["d{at=0}"]),
         (6, 5, 0.7, ["d{at=0}"])]
+    # The result timed again alone may be another kernel: when did the search judge it?
+    assert bench.first_judged(str(path), ["c{at=0}"]) == 4
+    assert bench.first_judged(str(path), ["z{at=0}"]) is None
 
 
 def test_within_reads_the_alone_times_not_the_search_times():
