@@ -166,6 +166,12 @@ _UNSUPPORTED_WORDS = {
 _WORD = re.compile(r"[A-Za-z_]\w*|<<<|\"|'|\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(")
 
 
+# What to do instead of CUB's block and warp collectives (``cub::BlockReduce<T, N>`` and its
+# ``TempStorage``), which kir does not read.
+CUB_HINT = ("CUB's collectives (cub::BlockReduce, cub::WarpReduce, ...) are not supported: "
+            "write the reduction out, e.g. __shfl_xor_sync within each warp and a __shared__ "
+            "array of the warps' partials (kir's rules make such reductions fast)")
+
 # ``typename S<...>::Type``: what follows a ``typename`` kir reads (a member type of one of
 # the file's struct templates)
 _MEMBER_OF_TEMPLATE = re.compile(r"\s*[A-Za-z_][\w:]*\s*<")
@@ -201,7 +207,10 @@ def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:
             what = "dependent type names ('typename X::Y') other than a struct template's " \
                    "member type ('typename S<T>::Type')"
         if what is not None:
-            raise error(f"{what} not supported", offset + m.start(), src, UnsupportedError)
+            found = error(f"{what} not supported", offset + m.start(), src, UnsupportedError)
+            if word == "typename" and "cub::" in text:  # typedef cub::BlockReduce<...> R;
+                found.hint = CUB_HINT
+            raise found
 
 
 def template_header_length(text: str) -> int:
@@ -282,8 +291,10 @@ def parse_unit(src: SourceMap, start: int, end: int, rule: str,
             pos = token.start_pos if token.type != "$END" else len(text.rstrip())
             if token.type == "$END":
                 pos = max(len(text.rstrip()) - 1, 0)
-            raise error(_expected_message(token, set(exc.expected)), start + (pos or 0),
-                        src) from None
+            found = error(_expected_message(token, set(exc.expected)), start + (pos or 0), src)
+            if str(token.value).lstrip(":").startswith("cub::"):
+                found.hint = CUB_HINT
+            raise found from None
         except UnexpectedCharacters as exc:
             char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
             raise error(f"unexpected character {char!r}", start + exc.pos_in_stream,
