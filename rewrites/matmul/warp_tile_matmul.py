@@ -26,12 +26,17 @@ from kir.ir.types import I32, Type
 from kir.ir.verify import verify
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 from kir.rules.templates import kernel_from_template, needs_dynamic_shared
+from kir.rewrites.matmul.by_function import looks_like_gemm
+from kir.rewrites.matmul.by_function import recognize as recognize_by_function
 from kir.rewrites.matmul.direct_nest import recognize_direct
 from kir.rewrites.matmul.tiled_nest import MatmulNest, Refused, recognize
 from kir.rewrites.matmul.unguarded_nest import recognize_unguarded
 from kir.rewrites.matmul.warp_tiles import (PREFIX, Gemm, TileConfig, body_text,
                                             epilogue_names, tile_bytes)
 from kir.rewrites.mma_tile import inner_product
+
+# The site of a kernel with no inner-product loop, recognised by what it computes.
+WHOLE_KERNEL = "kernel"
 
 # Block tile / warps, the search's gene: MLX's steel GEMMs use 32-64 x 32-64 tiles with 2 x 2
 # SIMD groups on Apple GPUs; CUDA GEMMs 64-128 x 64-128 with 4-8 warps (CUTLASS defaults).
@@ -90,6 +95,12 @@ class WarpTileMatmul(BaseRule):
     C[row * ldc + col])``. Its bounds come from its launch (a grid of ``M / T`` blocks covers
     ``(M / T) * T`` rows) and guard the rebuilt kernel's loads and store, which changes
     nothing where the original is defined.
+
+    A kernel with no ``acc += a * b`` loop at all (a tutorial's register-blocked GEMM: a
+    thread's results in a register array, the dot loop outside the result loop) is offered
+    whole (``loop=kernel``) and recognised by what it computes
+    (:mod:`kir.rewrites.matmul.by_function`): A, B and C from the spec's shapes, and runs on
+    the interpreter showing C = alpha·A·B + beta·C; the rebuilt kernel checks every bound.
     """
 
     name = "warp-tile-matmul"
@@ -102,13 +113,21 @@ class WarpTileMatmul(BaseRule):
         stages: int = choice(1, 2, 3)
 
     def candidates(self, kernel: Kernel) -> list[str]:
-        return [n.label for n in kernel.body.walk()
-                if isinstance(n, For) and inner_product(n) is not None]
+        loops = [n.label for n in kernel.body.walk()
+                 if isinstance(n, For) and inner_product(n) is not None]
+        return loops or ([WHOLE_KERNEL] if looks_like_gemm(kernel) else [])
 
     def plan_in(self, kernel: Kernel, site: str, ctx: RuleContext | None) -> MatmulNest:
         """The guarded form first; a kernel without shared tiles as one element per thread;
         failing those, a tutorial's unchecked one, whose bounds come from the launch and the
-        spec's size expressions (``ctx``)."""
+        spec's size expressions (``ctx``). A kernel with no ``acc += a * b`` loop at all is
+        offered whole and recognised by what it computes (:mod:`.by_function`)."""
+        if site == WHOLE_KERNEL:
+            # Every kernel of a search derives from the unrewritten one by validated rules:
+            # recognising that one (once, remembered) serves them all.
+            base = getattr(ctx, "base", None)
+            same = base is not None and base.params == kernel.params
+            return recognize_by_function(base if same else kernel, ctx)
         loop = next(n for n in kernel.body.walk() if isinstance(n, For) and n.label == site)
         if not any(isinstance(n, Alloc) for n in kernel.body.walk()):
             try:
@@ -163,8 +182,10 @@ def _guarded(kernel: Kernel, loop: For) -> bool:
 
 
 def match_loc(kernel: Kernel, site: str):
-    """The source location of the inner-product loop ``site``."""
-    return next(n.loc for n in kernel.body.walk() if isinstance(n, For) and n.label == site)
+    """The source location of the inner-product loop ``site`` (for the whole kernel, of its
+    first loop)."""
+    return next(n.loc for n in kernel.body.walk()
+                if isinstance(n, For) and (n.label == site or site == WHOLE_KERNEL))
 
 
 # ---------------------------------------------------------------------------- building
