@@ -1,8 +1,9 @@
 """GEMMs recognised by what they compute (kir.rewrites.matmul.by_function): a GEMM tutorial's
-1-D blocktiling kernel (tests/rules/data/sgemm_1d_blocktiling.cu: TM results a thread in a
-register array, the dot loop outside the result loop, operands walked by pointers the k loop
-advances, no bounds checks) has no ``acc += a * b`` loop for warp-tile-matmul's loop readers,
-and is offered whole: its roles come from the spec (A, B, C; M, N, K; alpha and beta) and its
+1-D and 2-D blocktiling kernels (tests/rules/data/sgemm_1d_blocktiling.cu: TM results a thread
+in a register array, the dot loop outside the result loop, operands walked by pointers the k
+loop advances, no bounds checks; sgemm_2d_blocktiling.cu: TM x TN results from operands staged
+in registers) have no ``acc += a * b`` loop for warp-tile-matmul's loop readers, and are
+offered whole: its roles come from the spec (A, B, C; M, N, K; alpha and beta) and its
 function from runs on the interpreter. Rebuilt warp-tiled it is right at the spec's sizes and
 at others (the rebuilt kernel checks every bound), on the interpreter, on both emulated
 targets and compiled by nvcc; kernels that compute something else are refused."""
@@ -26,11 +27,14 @@ from tests.nvcc_build import nvcc_sm90
 
 DATA = Path(__file__).parent / "data"
 KERNEL = DATA / "sgemm_1d_blocktiling.cu"
+KERNELS = [KERNEL, DATA / "sgemm_2d_blocktiling.cu"]
 REGISTRY = load_registry(plugins=False)
 STEP = "warp-tile-matmul{loop=kernel,config=64x64x16/2x2,stages=1}"
-# Whole tiles of the original (its only sizes) and sizes it cannot do (M, N not multiples of
-# 64): the rebuilt kernel checks every bound.
-SIZES = [{}, {"M": 64, "N": 192, "K": 16}, {"M": 100, "N": 70, "K": 45}]
+# Per kernel: whole tiles of the original (its only sizes) and sizes it cannot do (M, N not
+# multiples of its block tile; the launch's grid still at least one block): the rebuilt
+# kernel checks every bound.
+SIZES = {KERNELS[0]: [{}, {"M": 64, "N": 192, "K": 16}, {"M": 100, "N": 70, "K": 45}],
+         KERNELS[1]: [{}, {"M": 256, "N": 128, "K": 16}, {"M": 130, "N": 200, "K": 45}]}
 
 
 def _rebuilt(steps, target="cuda", path=KERNEL):
@@ -40,8 +44,8 @@ def _rebuilt(steps, target="cuda", path=KERNEL):
                                REGISTRY, ctx, strict=True).kernel
 
 
-def _agrees(kernel, sizes, runner=run_interp) -> None:
-    sized = load_kernel(KERNEL, sizes=sizes)
+def _agrees(path, kernel, sizes, runner=run_interp) -> None:
+    sized = load_kernel(path, sizes=sizes)
     bound = sized.bound
     inputs = bound.make_inputs(5)
     want = bound.reference(copy_inputs(inputs))
@@ -50,15 +54,17 @@ def _agrees(kernel, sizes, runner=run_interp) -> None:
     assert result.ok, (sizes, result.describe())
 
 
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: p.stem)
 @pytest.mark.parametrize("target", ["interp", "emulate-metal"])
-def test_the_kernel_as_written_computes_the_gemm(target):
-    outcome = check_on_target(load_kernel(KERNEL), target)
+def test_the_kernel_as_written_computes_the_gemm(path, target):
+    outcome = check_on_target(load_kernel(path), target)
     assert outcome.reference_name == "reference gemm_refs:gemm_ab"
     assert outcome.result.ok, outcome.result.describe()
 
 
-def test_it_is_offered_whole_and_recognised_with_its_scalars():
-    loaded = load_kernel(KERNEL)
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: p.stem)
+def test_it_is_offered_whole_and_recognised_with_its_scalars(path):
+    loaded = load_kernel(path)
     ctx = context_for(loaded, TARGETS["cuda"])
     assert list(REGISTRY["warp-tile-matmul"].sites(loaded.kernel, ctx)) == ["kernel"]
     nest = recognize(loaded.kernel, ctx)
@@ -72,10 +78,11 @@ def test_it_is_offered_whole_and_recognised_with_its_scalars():
 @pytest.mark.parametrize("steps", [[STEP], [STEP, "tf32-matrix{at=all}"],
                                    ["warp-tile-matmul{loop=kernel,config=128x128x16/2x4,"
                                     "stages=2}"]], ids=["f32", "tf32", "pipelined"])
-def test_rebuilt_warp_tiled_it_is_right_at_other_sizes(steps):
-    _, out = _rebuilt(steps)
-    for sizes in SIZES:
-        _agrees(out, sizes)
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: p.stem)
+def test_rebuilt_warp_tiled_it_is_right_at_other_sizes(path, steps):
+    _, out = _rebuilt(steps, path=path)
+    for sizes in SIZES[path]:
+        _agrees(path, out, sizes)
 
 
 def test_rebuilt_on_both_emulated_targets():
@@ -85,7 +92,7 @@ def test_rebuilt_on_both_emulated_targets():
         pytest.skip("no host C++ compiler for the emulator")
     for target in ("cuda", "metal"):
         _, out = _rebuilt([STEP], target)
-        _agrees(out, SIZES[2], RUNNERS[f"emulate-{target}"])
+        _agrees(KERNEL, out, SIZES[KERNEL][2], RUNNERS[f"emulate-{target}"])
 
 
 @pytest.mark.nvcc
