@@ -28,7 +28,6 @@ would be rebuilt wrongly. The rebuilt kernel is validated like every candidate.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 from dataclasses import dataclass
@@ -37,9 +36,9 @@ import numpy as np
 
 from kir.errors import KirError
 from kir.ir import Assign, Binary, Call, For, Kernel, Store
-from kir.ir.printer import print_kernel
 from kir.ir.types import PointerType
 from kir.rewrites.attention.template import Attention, Rows
+from kir.rewrites.recognized import recognized
 from kir.spec.shrink import structural_sizes
 
 # Loop iterations the interpreter may spend on one run of the kernel being recognised.
@@ -102,21 +101,8 @@ _CACHE: dict[tuple, Recognized] = {}
 def recognize(kernel: Kernel, ctx) -> Recognized:
     """Steps 2 and 3 for ``kernel`` under rule context ``ctx`` (which carries the bound
     spec); remembered per kernel text and sizes, since the search asks again and again."""
-    bound = getattr(ctx, "bound", None)
-    if bound is None:
-        return Recognized(refusal="recognising attention needs the kernel's spec")
-    key = (hashlib.sha1(print_kernel(kernel, locations=False).encode()).hexdigest(),
-           str(bound.spec.path), tuple(sorted(bound.sizes.items())))
-    if key not in _CACHE:
-        try:
-            _CACHE[key] = _recognize(kernel, bound)
-        except KirError as err:
-            _CACHE[key] = Recognized(refusal=f"the kernel did not run at small sizes: "
-                                             f"{err.message}")
-        except Exception as exc:  # noqa: BLE001 - an interpreter failure must not stop a search
-            _CACHE[key] = Recognized(refusal=f"running the kernel at small sizes failed: "
-                                             f"{type(exc).__name__}: {exc}")
-    return _CACHE[key]
+    return recognized(kernel, ctx, _CACHE, "attention", _recognize,
+                      lambda reason: Recognized(refusal=reason))
 
 
 def _recognize(kernel: Kernel, bound) -> Recognized:

@@ -22,17 +22,16 @@ where an original that checks none is not.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 
 import numpy as np
 
 from kir.errors import KirError
 from kir.ir import Assign, Binary, Block, Cast, For, If, Kernel, Load, Store, Var
-from kir.ir.printer import print_kernel
 from kir.ir.types import BOOL, F32, I32, U32, PointerType
 from kir.rewrites.matmul.tiled_nest import MatmulNest
 from kir.rewrites.matmul.warp_tiles import Gemm
+from kir.rewrites.recognized import recognized
 
 # Loop iterations the interpreter may spend on one run of the kernel being recognised (a
 # 128 x 128 x 32 GEMM takes about a million).
@@ -67,21 +66,8 @@ def _multiply_add(node) -> bool:
 def recognize(kernel: Kernel, ctx) -> MatmulNest:
     """The nest for ``kernel`` under rule context ``ctx`` (which carries the bound spec), or
     one whose ``refusal`` says why not; remembered per kernel text and sizes."""
-    bound = getattr(ctx, "bound", None)
-    if bound is None:
-        return MatmulNest(refusal="recognising a GEMM by what it computes needs its spec")
-    key = (hashlib.sha1(print_kernel(kernel, locations=False).encode()).hexdigest(),
-           str(bound.spec.path), tuple(sorted(bound.sizes.items())))
-    if key not in _CACHE:
-        try:
-            _CACHE[key] = _recognize(kernel, bound)
-        except KirError as err:
-            _CACHE[key] = MatmulNest(refusal=f"the kernel did not run at small sizes: "
-                                             f"{err.message}")
-        except Exception as exc:  # noqa: BLE001 - an interpreter failure must not stop a search
-            _CACHE[key] = MatmulNest(refusal=f"running the kernel at small sizes failed: "
-                                             f"{type(exc).__name__}: {exc}")
-    return _CACHE[key]
+    return recognized(kernel, ctx, _CACHE, "a GEMM by what it computes", _recognize,
+                      lambda reason: MatmulNest(refusal=reason))
 
 
 def _recognize(kernel: Kernel, bound) -> MatmulNest:
