@@ -96,11 +96,12 @@ class WarpTileMatmul(BaseRule):
     ``(M / T) * T`` rows) and guard the rebuilt kernel's loads and store, which changes
     nothing where the original is defined.
 
-    A kernel with no ``acc += a * b`` loop at all (a tutorial's register-blocked GEMM: a
-    thread's results in a register array, the dot loop outside the result loop) is offered
-    whole (``loop=kernel``) and recognised by what it computes
-    (:mod:`kir.rewrites.matmul.by_function`): A, B and C from the spec's shapes, and runs on
-    the interpreter showing C = alpha·A·B + beta·C; the rebuilt kernel checks every bound.
+    A kernel none of these reads — its inner-product loop shaped otherwise, or no ``acc +=
+    a * b`` loop at all (a tutorial's register-blocked GEMM: a thread's results in a register
+    array, the dot loop outside the result loop), then offered whole (``loop=kernel``) — is
+    recognised by what it computes (:mod:`kir.rewrites.matmul.by_function`): A, B and C from
+    the spec's shapes, and runs on the interpreter showing C = alpha·A·B + beta·C; the rebuilt
+    kernel checks every bound.
     """
 
     name = "warp-tile-matmul"
@@ -120,30 +121,21 @@ class WarpTileMatmul(BaseRule):
     def plan_in(self, kernel: Kernel, site: str, ctx: RuleContext | None) -> MatmulNest:
         """The guarded form first; a kernel without shared tiles as one element per thread;
         failing those, a tutorial's unchecked one, whose bounds come from the launch and the
-        spec's size expressions (``ctx``). A kernel with no ``acc += a * b`` loop at all is
-        offered whole and recognised by what it computes (:mod:`.by_function`)."""
-        if site == WHOLE_KERNEL:
-            # Every kernel of a search derives from the unrewritten one by validated rules:
-            # recognising that one (once, remembered) serves them all.
-            base = getattr(ctx, "base", None)
-            same = base is not None and base.params == kernel.params
-            return recognize_by_function(base if same else kernel, ctx)
-        loop = next(n for n in kernel.body.walk() if isinstance(n, For) and n.label == site)
-        if not any(isinstance(n, Alloc) for n in kernel.body.walk()):
-            try:
-                return recognize_direct(kernel, loop)
-            except Refused as why:
-                return MatmulNest(refusal=f"read as one element per thread: {why}")
-        try:
-            return recognize(kernel, loop)
-        except Refused as why:
-            if ctx is None or not ctx.scalar_exprs or _guarded(kernel, loop):
-                return MatmulNest(refusal=str(why))
-            try:
-                return recognize_unguarded(kernel, loop, ctx.scalar_exprs)
-            except Refused as unchecked:
-                return MatmulNest(refusal=f"{why}; read as a kernel without bounds checks: "
-                                          f"{unchecked}")
+        spec's size expressions (``ctx``). A kernel none of these reads (its loop shaped
+        otherwise, or no ``acc += a * b`` loop at all: then it is offered whole) is
+        recognised by what it computes (:mod:`.by_function`)."""
+        if site != WHOLE_KERNEL:
+            nest = _read_loop(kernel, site, ctx)
+            if not nest.refusal:
+                return nest
+        # Every kernel of a search derives from the unrewritten one by validated rules:
+        # recognising that one (once, remembered) serves them all.
+        base = getattr(ctx, "base", None)
+        same = base is not None and base.params == kernel.params
+        found = recognize_by_function(base if same else kernel, ctx)
+        if site == WHOLE_KERNEL or not found.refusal:
+            return found
+        return MatmulNest(refusal=f"{nest.refusal}; by what it computes: {found.refusal}")
 
     def apply(self, kernel: Kernel, match: Match, params: Params,
               ctx: RuleContext) -> Kernel | NotApplicable:
@@ -172,6 +164,27 @@ class WarpTileMatmul(BaseRule):
         except KirError as err:
             return NotApplicable(f"the warp-tiled kernel does not verify: {err.message}")
         return result
+
+
+def _read_loop(kernel: Kernel, site: str, ctx: RuleContext | None) -> MatmulNest:
+    """The nest of the inner-product loop ``site`` as one of the loop readers proves it, or
+    a refusal saying why none does."""
+    loop = next(n for n in kernel.body.walk() if isinstance(n, For) and n.label == site)
+    if not any(isinstance(n, Alloc) for n in kernel.body.walk()):
+        try:
+            return recognize_direct(kernel, loop)
+        except Refused as why:
+            return MatmulNest(refusal=f"read as one element per thread: {why}")
+    try:
+        return recognize(kernel, loop)
+    except Refused as why:
+        if ctx is None or not ctx.scalar_exprs or _guarded(kernel, loop):
+            return MatmulNest(refusal=str(why))
+        try:
+            return recognize_unguarded(kernel, loop, ctx.scalar_exprs)
+        except Refused as unchecked:
+            return MatmulNest(refusal=f"{why}; read as a kernel without bounds checks: "
+                                      f"{unchecked}")
 
 
 def _guarded(kernel: Kernel, loop: For) -> bool:
