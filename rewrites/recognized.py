@@ -1,8 +1,9 @@
 """What the rules that recognise a kernel by running it share (``mma-attention``'s
 :mod:`kir.rewrites.attention.recognize`, ``warp-tile-matmul``'s
 :mod:`kir.rewrites.matmul.by_function`): the answer remembered per kernel text, spec and
-sizes, since a search asks again and again; and a failed run as a refusal, never an error
-that stops the search."""
+sizes, since a search asks again and again; a failed run as a refusal, never an error that
+stops the search; and the second set of inputs, the float scalars halved, that tells which
+scalar argument plays which part."""
 
 from __future__ import annotations
 
@@ -36,3 +37,9 @@ def recognized(kernel: Kernel, ctx, cache: dict, what: str,
             cache[key] = refused(f"running the kernel at small sizes failed: "
                                  f"{type(exc).__name__}: {exc}")
     return cache[key]
+
+
+def floats_halved(spec, inputs: dict) -> dict:
+    """``inputs`` with every float scalar argument of ``spec`` halved (the rest as given)."""
+    return {name: value * 0.5 if name in spec.args and spec.args[name].is_scalar
+            and isinstance(value, float) else value for name, value in inputs.items()}

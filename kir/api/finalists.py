@@ -93,11 +93,10 @@ def _in_turns(replays, retime) -> list[tuple[float, float, object]]:
         (_, first), rivals = replays[0], replays[1:]
         verdict = retime(first.kernel, rivals=[replay.kernel for _, replay in rivals],
                          rounds=ROUNDS)
-        if verdict.ok:
-            turns = verdict.details.get("turns_ms") or [[verdict.time_ms]]
-            return [(statistics.median(times), searched_ms, replay)
-                    for times, (searched_ms, replay) in zip(turns, replays)
-                    if isinstance(times, list) and times]
+        medians = _medians(verdict)
+        if medians:
+            return [(ms, searched_ms, replay)
+                    for ms, (searched_ms, replay) in zip(medians, replays) if ms is not None]
         replays = rivals
     return []
 
@@ -106,9 +105,17 @@ def faster_in_turns(kernel, challenger, retime) -> float | None:
     """``challenger``'s median alone when, timed in turns with ``kernel`` (:data:`ROUNDS`
     rounds, one GPU worker), it is the faster of the two; None when it is not, or when the
     two could not both be timed."""
-    verdict = retime(kernel, rivals=[challenger], rounds=ROUNDS)
-    turns = verdict.details.get("turns_ms") if verdict.ok else None
-    if not turns or len(turns) != 2 or not all(isinstance(t, list) and t for t in turns):
+    medians = _medians(retime(kernel, rivals=[challenger], rounds=ROUNDS))
+    if len(medians) != 2 or None in medians:
         return None
-    own, other = (statistics.median(t) for t in turns)
+    own, other = medians
     return other if other < own else None
+
+
+def _medians(verdict) -> list[float | None]:
+    """Per kernel of a timing in turns (the first kernel first), its median over the rounds,
+    None for a rival that could not be timed; [] when the first kernel could not be."""
+    if not verdict.ok:
+        return []
+    turns = verdict.details.get("turns_ms") or [[verdict.time_ms]]
+    return [statistics.median(t) if isinstance(t, list) and t else None for t in turns]

@@ -38,7 +38,7 @@ from kir.errors import KirError
 from kir.ir import Assign, Binary, Call, For, Kernel, Store
 from kir.ir.types import PointerType
 from kir.rewrites.attention.template import Attention, Rows
-from kir.rewrites.recognized import recognized
+from kir.rewrites.recognized import floats_halved, recognized
 from kir.spec.shrink import structural_sizes
 
 # Loop iterations the interpreter may spend on one run of the kernel being recognised.
@@ -241,11 +241,7 @@ def _runs(kernel: Kernel, bound, dim_name: str) -> list[_Run] | str:
             return f"no small sizes to run it at ({err.message})"
         variants = [case.make_inputs(0)]
         if i == 0:
-            halved = dict(variants[0])
-            for name, arg in spec.args.items():
-                if arg.is_scalar and isinstance(halved.get(name), float):
-                    halved[name] = halved[name] * 0.5
-            variants.append(halved)
+            variants.append(floats_halved(spec, variants[0]))
         # run_kernel returns new arrays, leaving the inputs alone. No race marks: these runs
         # only ask what the kernel computes; every candidate is validated with them.
         for inputs in variants:

@@ -31,7 +31,7 @@ from kir.ir import Assign, Binary, Block, Cast, For, If, Kernel, Load, Store, Va
 from kir.ir.types import BOOL, F32, I32, U32, PointerType
 from kir.rewrites.matmul.tiled_nest import MatmulNest
 from kir.rewrites.matmul.warp_tiles import Gemm
-from kir.rewrites.recognized import recognized
+from kir.rewrites.recognized import floats_halved, recognized
 
 # Loop iterations the interpreter may spend on one run of the kernel being recognised (a
 # 128 x 128 x 32 GEMM takes about a million).
@@ -139,10 +139,8 @@ def _runs(kernel: Kernel, bound):
     except KirError as err:
         return f"no small sizes to run it at ({err.message})"
     first = case.make_inputs(0)
-    halved = {name: value * 0.5 if spec.args[name].is_scalar and isinstance(value, float)
-              else value for name, value in first.items()}
     return [(inputs, run_kernel(kernel, inputs, case.sizes, max_steps=PROBE_STEPS, races=False))
-            for inputs in (first, halved)]
+            for inputs in (first, floats_halved(spec, first))]
 
 
 def _scales(runs, a: str, b: str, b_transposed: bool, c: str, floats: list[str],

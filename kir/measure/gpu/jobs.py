@@ -409,7 +409,7 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],
         extra["lead_ms"] = lead
     if turns is not None:
         extra["turns_ms"] = turns
-        timing = _with_median(timing, statistics.median(turns[0]))
+        timing = replace(timing, median_ms=statistics.median(turns[0]))  # over the rounds
     if warm_s is not None:  # inside build_s: the compile, when the warm-up did it
         extra["warm_s"] = round(warm_s, 4)
     if ahead:
@@ -480,11 +480,6 @@ def _time_in_turns(job: GpuJob, runner: Runner, built: Any, first: Any, rivals: 
             turns[index].append(runner.time(callable_, inputs, job.warmup, job.repeat,
                                             None).median_ms)
     return turns
-
-
-def _with_median(timing: Any, median_ms: float) -> Any:
-    """``timing`` reporting ``median_ms`` (the median of a kernel's rounds in turns)."""
-    return replace(timing, median_ms=median_ms)
 
 
 def _warm_up(job: GpuJob, runner: Runner, cache: dict[tuple, Any]) -> float:
