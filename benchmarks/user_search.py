@@ -96,6 +96,14 @@ CASES = {
                             {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
     "corpus-sgemm": ("tests/corpus/gemm_tutorial.cu", "tests/corpus/gemm_tutorial.naive.kir.toml",
                      {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
+    # The tutorial's 1-D and 2-D blocktiling kernels: results in a register array, the dot
+    # loop outside the result loop, no `acc += a * b` loop (recognised by what they compute).
+    "corpus-sgemm-1d": ("tests/corpus/gemm_tutorial.cu",
+                        "tests/corpus/gemm_tutorial.blocktiling_1d.kir.toml",
+                        {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
+    "corpus-sgemm-2d": ("tests/corpus/gemm_tutorial.cu",
+                        "tests/corpus/gemm_tutorial.blocktiling_2d.kir.toml",
+                        {"M": 2048, "N": 2048, "K": 2048}, 90, "sgemm_alpha_beta", 0.5),
     # GEMMs in other layouts (tests/rules/data): a linear layer with one output per thread
     # (out = inp · weightᵀ + bias), the same with weight tiles staged by rows, a batched
     # product along blockIdx.z, and a column-major (BLAS-layout) SGEMM.

@@ -89,18 +89,26 @@ def sweep(rules: Iterable[Rule], files: Iterable[Path],
     is not tried further (each try would cost the limit again)."""
     rules = list(rules)
     results: list[Application] = []
-    failures = getattr(registry, "failures", None)
     for path in files:
         first = load_kernel(path)
         sets = (size_sets or {}).get(path.name)
         if sets is None:
             sets = [{}] + ([dict(first.spec.ragged)] if first.spec and first.spec.ragged else [])
         for sizes in sets:
-            loaded = load_kernel(path, sizes=sizes)
-            inputs = loaded.bound.make_inputs(0)
-            expected = run_interp(loaded, copy_inputs(inputs))
-            for rule in rules:
-                results += _rule_on(loaded, rule, inputs, expected, registry, failures)
+            results += check_rules_on(load_kernel(path, sizes=sizes), rules, registry)
+    return results
+
+
+def check_rules_on(loaded: Loaded, rules: Iterable[Rule],
+                   registry: Mapping[str, Rule] | None = None) -> list[Application]:
+    """Every step of every rule in ``rules`` on one loaded kernel at its sizes, each compared
+    with the original on the interpreter (seed 0's inputs)."""
+    failures = getattr(registry, "failures", None)
+    inputs = loaded.bound.make_inputs(0)
+    expected = run_interp(loaded, copy_inputs(inputs))
+    results: list[Application] = []
+    for rule in rules:
+        results += _rule_on(loaded, rule, inputs, expected, registry, failures)
     return results
 
 

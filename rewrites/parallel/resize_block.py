@@ -11,6 +11,7 @@ from kir.ir import (
     Alloc,
     Assign,
     Atomic,
+    Barrier,
     Binary,
     Const,
     Declare,
@@ -19,9 +20,11 @@ from kir.ir import (
     Kernel,
     Load,
     Node,
+    Shuffle,
     Special,
     Store,
     Var,
+    WarpReduce,
 )
 from kir.rules import BaseRule, Match, NotApplicable, RuleContext, choice
 
@@ -90,7 +93,8 @@ class ResizeBlock(BaseRule):
     Legality checked: a 1-D block; no integer constant equal to the old block size or its
     warp count (a hard-coded block size); no block index multiplied with a block-size or
     thread-derived value (the kernel maps the grid by thread, so the grid would have to
-    change); thread-derived values reach global memory only through block-stride loop
+    change); lanes combined by warp shuffles are also combined across warps (a barrier or
+    an atomic); thread-derived values reach global memory only through block-stride loop
     variables; shared arrays indexed by thread-derived values hold at least the new thread
     count and none is dynamic. Not checked: reductions written for one block size in ways
     these patterns miss (the search validates every candidate).
@@ -139,6 +143,13 @@ def _limits(kernel: Kernel) -> list[str | _SharedLimit]:
     is kept in the plan rather than returned by the analysis so that the rule lists the same
     sites as before protocol v2 (issue 11 tightens that separately)."""
     old = kernel.launch.block[0]
+    nodes = list(kernel.body.walk())
+    if any(isinstance(n, (Shuffle, WarpReduce)) for n in nodes) \
+            and not any(isinstance(n, (Barrier, Atomic)) for n in nodes):
+        # Lanes combined by shuffles, warps by nothing: the warps a bigger block adds would
+        # never be combined (a one-warp argmax whose lane 0 writes the row's answer).
+        return ["the kernel combines lanes by warp shuffles and its warps by neither a "
+                "barrier nor an atomic: it is written for its block's warps alone"]
     suspicious = {old, 2 * old} | ({old // 32} if old >= 64 else set())
     for n in kernel.body.walk():
         if isinstance(n, Const) and isinstance(n.value, int) \

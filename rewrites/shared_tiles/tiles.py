@@ -24,7 +24,9 @@ from kir.ir import (
     Binary,
     Cast,
     Const,
+    Declare,
     Expr,
+    For,
     Kernel,
     Load,
     Node,
@@ -181,11 +183,12 @@ def tile_form(kernel: Kernel, name: str) -> TileForm | str:
     return f"no access form t[r * C + c] with c < C fits every access of {name}"
 
 
-def poly_expr(poly: Poly) -> Expr:
-    """An i32 expression for ``poly`` (variables as i32 locals, hardware indices cast)."""
+def poly_expr(poly: Poly, types: Mapping[str, ScalarType] | None = None) -> Expr:
+    """An i32 expression for ``poly``: hardware indices cast, and variables of another type
+    than i32 in ``types`` (a ``uint`` index, say) cast too."""
     terms: list[Expr] = []
     for mono, coef in poly.items():
-        factors: list[Expr] = [_atom(a) for a in mono]
+        factors: list[Expr] = [_atom(a, types or {}) for a in mono]
         if coef != 1 or not factors:
             factors.append(Const(coef, I32))
         term = factors[0]
@@ -200,22 +203,35 @@ def poly_expr(poly: Poly) -> Expr:
     return out
 
 
-def _atom(atom: str) -> Expr:
+def _atom(atom: str, types: Mapping[str, ScalarType]) -> Expr:
     if atom.startswith("%"):
         kind, _, axis = atom[1:].partition(".")
         return Cast(Special(kind, axis), I32)
-    return Var(atom, I32)
+    declared = types.get(atom, I32)
+    return Var(atom, I32) if declared == I32 else Cast(Var(atom, declared), I32)
+
+
+def scalar_types(kernel: Kernel) -> dict[str, ScalarType]:
+    """The declared type of each scalar parameter, local and loop variable of ``kernel``."""
+    types = {p.name: p.type for p in kernel.params if isinstance(p.type, ScalarType)}
+    for n in kernel.body.walk():
+        if isinstance(n, Declare) and isinstance(n.type, ScalarType):
+            types[n.name] = n.type
+        elif isinstance(n, For):
+            types[n.var] = n.type
+    return types
 
 
 def relayout(kernel: Kernel, form: TileForm, new_index: Callable[[Poly, Poly], Poly],
              new_size: int) -> Kernel:
     """Rewrite every access of the tile with ``new_index(row, col)`` and resize its Alloc."""
     name = form.alloc.name
+    types = scalar_types(kernel)
 
     def visit(n: Node) -> Node | None:
         if isinstance(n, (Load, Store, Atomic)) and n.buffer == name:
             # tile_form split every access; no access's index holds another (not affine).
-            return _with_index(n, poly_expr(new_index(*form.parts[n.index])))
+            return _with_index(n, poly_expr(new_index(*form.parts[n.index]), types))
         if isinstance(n, Alloc) and n.name == name:
             return _replace(n, size=new_size)
         return None

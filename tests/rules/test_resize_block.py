@@ -53,3 +53,28 @@ def test_not_applicable():
 def test_examples():
     counts = sweep_examples([RULE])
     assert counts.get("same", 0) == 0  # every example hard-codes or grid-maps its block size
+
+
+# One warp a row: lanes combined by shuffles, lane 0 writes the row's maximum. A bigger block
+# would add warps whose maxima nobody combines (the sweep over kir's corpus found resize-block
+# changing such an argmax's answers).
+WARP_ONLY = """
+__global__ void rowmax(const float* x, float* y, int cols) {
+  float best = -1e30f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    best = fmaxf(best, x[blockIdx.x * cols + c]);
+  for (int o = 16; o > 0; o >>= 1) best = fmaxf(best, __shfl_down_sync(0xffffffff, best, o));
+  if (threadIdx.x == 0) y[blockIdx.x] = best;
+}
+"""
+
+
+def test_warps_combined_by_nothing_are_refused():
+    k = kernel(WARP_ONLY, grid=("rows", "1", "1"), block=(32, 1, 1))
+    res = RULE.rewrite(k, "kernel", {"threads": 64}, RuleContext())
+    assert isinstance(res, NotApplicable) and "warp shuffles" in res.reason
+    # The same lanes' total added into the output by an atomic combines any number of warps.
+    atomic = WARP_ONLY.replace("y[blockIdx.x] = best", "atomicAdd(&y[blockIdx.x], best)")
+    res = RULE.rewrite(kernel(atomic, grid=("rows", "1", "1"), block=(32, 1, 1)), "kernel",
+                       {"threads": 64}, RuleContext())
+    assert not isinstance(res, NotApplicable), res
