@@ -47,6 +47,9 @@ class Hint:
 
 # 128-bit loads in every lane-strided row loop (float4), as the row recipes end.
 _WIDE_LOADS = Want("vectorize-strided", any_site=True, params={"width": 4}, repeat=4)
+# A row each thread rereads in several passes read from global memory once, into
+# registers (after the wide loads, so the registers hold float4s).
+_ROW_IN_REGISTERS = Want("cache-in-registers", any_site=True)
 # Rows whose lanes take a pack of elements at a time (``for k < 4: x[c + k]``): each pack
 # read as one vector (a pack of two as a float2).
 _PACK_LOADS = [Want("vectorize-loads", any_site=True, params={"width": w}, repeat=4)
@@ -403,6 +406,15 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
             Want("hoist-invariant", any_site=True, repeat=4),
             _WIDE_LOADS,
             *_finishing(kernel)]))
+        # The same with the row kept in registers between its passes (Apex's and OneFlow's
+        # register-cached rows): on the H200 at 8192 x 8192 hand-written probes took
+        # 0.186 ms (softmax) and 0.194 ms (layer norm) a call against 0.201 for the row
+        # staged in shared memory and 0.25 for three passes over global memory
+        # (BENCHMARKS.md "Round 24").
+        out.append(("row-in-registers", [
+            Want("warp-reduce", any_site=True, repeat=4),
+            Want("hoist-invariant", any_site=True, repeat=4),
+            _WIDE_LOADS, _ROW_IN_REGISTERS, *_finishing(kernel)]))
         # One pass fewer over the row: the running max and sum in one loop (Milakov &
         # Gimelshein 2018), then vectorized loads where they still apply.
         out.append(("online-vectorized-rows", [
@@ -425,13 +437,14 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
         # float2 stores took 0.367 / 0.390 ms, a block a row with float4 loads 0.277 / 0.241
         # at 256 threads, 0.379 / 0.228 at 512, 0.626 at 1024 (BENCHMARKS.md "Round 8").
         for threads in (256, 512):
-            out.append((f"block-rows-{threads}", [
-                Want("warp-reduce", any_site=True, repeat=4),
-                Want("widen-warps", ("x",), {"threads": threads}),
-                Want("hoist-invariant", any_site=True, repeat=4),
-                _WIDE_LOADS,
-                *_PACK_LOADS,
-                *_finishing(kernel)]))
+            block_rows = [Want("warp-reduce", any_site=True, repeat=4),
+                          Want("widen-warps", ("x",), {"threads": threads}),
+                          Want("hoist-invariant", any_site=True, repeat=4),
+                          _WIDE_LOADS,
+                          *_PACK_LOADS]
+            out.append((f"block-rows-{threads}-in-registers",
+                        [*block_rows, _ROW_IN_REGISTERS, *_finishing(kernel)]))
+            out.append((f"block-rows-{threads}", [*block_rows, *_finishing(kernel)]))
     if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
            for n in kernel.body.walk()):
         # Block partials added atomically to one fixed address (a reduction to a scalar):
