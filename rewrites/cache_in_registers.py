@@ -201,20 +201,27 @@ def _group(kernel: Kernel, site: str) -> _Group | NotApplicable:
 def _continues(before: Sequence[Stmt], loop: For) -> bool:
     """Whether ``loop`` does what is left of the statements before it: it starts from the
     bound of the loop just before (vectorize-strided's scalar tail), or past the iterations
-    this rule wrote out (its own remainder loop, after ``let c_k = start + k * step`` and
-    that iteration's ``if``). Remainders run few or no iterations at the spec's sizes;
-    caching them would only take registers."""
+    this rule wrote out (its own remainder loop, after the ``let c_k = start + k * step``
+    and the ``if``s of those iterations). Remainders run few or no iterations at the spec's
+    sizes; caching them would only take registers."""
     previous = before[-1] if before else None
     if isinstance(previous, For) and isinstance(previous.cond, Binary) \
             and isinstance(previous.cond.right, Var) \
             and previous.cond.right.name in used_vars(loop.init):
         return True
-    if len(before) < 2 or not isinstance(previous, If) or not isinstance(before[-2], Declare):
+    init = loop.init
+    if not (isinstance(init, Binary) and init.op == "+" and isinstance(init.right, Const)):
         return False
-    last, init = before[-2].init, loop.init
-    return isinstance(last, Binary) and isinstance(init, Binary) and init.op == last.op == "+" \
-        and isinstance(last.right, Const) and isinstance(init.right, Const) \
-        and last.left == init.left and init.right.value > last.right.value
+    for stmt in reversed(before):
+        if isinstance(stmt, If):
+            continue
+        if not isinstance(stmt, Declare):
+            return False
+        last = stmt.init
+        if isinstance(last, Binary) and last.op == "+" and isinstance(last.right, Const) \
+                and last.left == init.left and init.right.value > last.right.value:
+            return True
+    return False
 
 
 def _group_from(kernel: Kernel, site: str, block: Block, first: For, later: list[For],
@@ -305,7 +312,9 @@ def _cached(loop: For, site: str, group: _Group, vtype, slots: list[str], end: s
     start + k * step``, the body under ``c < stop``), each reading register ``slots[k]``
     (the first loop loading it), then the original loop for the iterations left."""
     itype = loop.type
-    out: list[Stmt] = []
+    counters: list[Stmt] = []
+    loads: list[Stmt] = []
+    bodies: list[Stmt] = []
     for k, slot in enumerate(slots):
         c = namer.name(f"{loop.var}_{k}")
         value = slot if fills else namer.name(f"{site}_{loop.var}_{k}")
@@ -319,16 +328,23 @@ def _cached(loop: For, site: str, group: _Group, vtype, slots: list[str], end: s
             return None
         body = copy_body(transform(loop.body, swap), namer, {loop.var: Var(c, itype)})
         from_global = Load(site, analysis.substitute(index[0], loop.var, Var(c, itype)), vtype)
+        bound = analysis.substitute(loop.cond, loop.var, Var(c, itype))
+        counters.append(Declare(c, itype, _after(group, k, itype), loop.loc))
         if fills:
-            head: list[Stmt] = [Assign(slot, from_global, loop.loc)]
+            # Every load first, then the bodies: the loads do not wait on one another's
+            # arithmetic (issued back to back, as a hand-written register cache does). B is
+            # never written and ``stop`` not by the body, so each load and guard reads what
+            # it would have.
+            loads.append(If(bound, Block((Assign(slot, from_global, loop.loc),)), None,
+                            loop.loc))
+            head: list[Stmt] = []
         else:
             cached = Binary("<", Var(c, itype), Var(end, itype), BOOL)
             head = [Declare(value, vtype, None, loop.loc),
                     If(cached, Block((Assign(value, Var(slot, vtype), loop.loc),)),
                        Block((Assign(value, from_global, loop.loc),)), loop.loc)]
-        bound = analysis.substitute(loop.cond, loop.var, Var(c, itype))
-        out += [Declare(c, itype, _after(group, k, itype), loop.loc),
-                If(bound, Block((*head, *body.stmts)), None, loop.loc)]
+        bodies.append(If(bound, Block((*head, *body.stmts)), None, loop.loc))
+    out: list[Stmt] = [*counters, *loads, *bodies]
     rest = namer.name(f"{loop.var}_rest")
     out.append(dataclasses.replace(
         loop, label=namer.label(), var=rest, init=_after(group, len(slots), itype),
