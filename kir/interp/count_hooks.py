@@ -34,23 +34,46 @@ def estimate_registers(kernel: ir.Kernel) -> int:
     """32-bit registers one thread needs, estimated from the kernel text: every declared
     variable (vector lanes and 64-bit values count twice or more), per-thread arrays, and a
     thread's share of each SIMD-group fragment (rows x cols / 32), plus
-    :data:`BASE_REGISTERS`. An upper bound where the compiler reuses registers of variables
-    whose lives do not overlap; what matters is that more live state reads as more."""
-    words: dict[str, int] = {}
-    for n in kernel.body.walk():
-        if isinstance(n, ir.Declare):
-            t = n.type
-            width = t.count if isinstance(t, VectorType) else 1
-            elem = t.elem if isinstance(t, VectorType) else t
-            words[n.name] = max(words.get(n.name, 0), width * -(-elem.nbytes // 4))
-        elif isinstance(n, ir.Alloc) and n.space == "local":
-            width = n.elem.count if isinstance(n.elem, VectorType) else 1
-            elem = n.elem.elem if isinstance(n.elem, VectorType) else n.elem
-            words[n.name] = n.size * width * -(-elem.nbytes // 4)
-        elif isinstance(n, (ir.MatrixFill, ir.MatrixLoad)):
-            t = n.type
-            words[n.name] = -(-t.rows * t.cols * -(-t.elem.nbytes // 4) // WARP)
-    return BASE_REGISTERS + sum(words.values())
+    :data:`BASE_REGISTERS`. Scoped: the variables of a block count with those of the
+    blocks around it, and of sibling blocks (an ``if``'s arms, loops one after another,
+    iterations written out one after another) only the largest counts, since their lives
+    do not overlap. Still an upper bound within a scope; what matters is that more live
+    state reads as more."""
+    return BASE_REGISTERS + _scope_words(kernel.body, set())
+
+
+def _scope_words(block: ir.Block, outer: set[str]) -> int:
+    """Words the variables declared in ``block`` (not in ``outer``, the enclosing scopes'
+    names) hold, plus the largest of its nested blocks'."""
+    own: dict[str, int] = {}
+    nested: list[ir.Block] = []
+    for stmt in block.stmts:
+        if isinstance(stmt, ir.Block):
+            nested.append(stmt)
+            continue
+        words = _declared_words(stmt)
+        if words and stmt.name not in outer:  # type: ignore[attr-defined]
+            own[stmt.name] = max(own.get(stmt.name, 0), words)  # type: ignore[attr-defined]
+        nested += [c for c in stmt.children() if isinstance(c, ir.Block)]
+    names = outer | set(own)
+    return sum(own.values()) + max((_scope_words(b, names) for b in nested), default=0)
+
+
+def _declared_words(stmt: ir.Node) -> int:
+    """Words of the variable, array or fragment ``stmt`` declares (0: none)."""
+    if isinstance(stmt, ir.Declare):
+        t = stmt.type
+        width = t.count if isinstance(t, VectorType) else 1
+        elem = t.elem if isinstance(t, VectorType) else t
+        return width * -(-elem.nbytes // 4)
+    if isinstance(stmt, ir.Alloc) and stmt.space == "local":
+        width = stmt.elem.count if isinstance(stmt.elem, VectorType) else 1
+        elem = stmt.elem.elem if isinstance(stmt.elem, VectorType) else stmt.elem
+        return stmt.size * width * -(-elem.nbytes // 4)
+    if isinstance(stmt, (ir.MatrixFill, ir.MatrixLoad)):
+        t = stmt.type
+        return -(-t.rows * t.cols * -(-t.elem.nbytes // 4) // WARP)
+    return 0
 
 
 class CountingHoist(Hoist):

@@ -130,3 +130,23 @@ def test_matrix_counting_code_runs_only_with_counters(monkeypatch):
     a = np.arange(64, dtype=np.float32)
     out = run_kernel(fragment_kernel(8), {"A": a, "C": np.zeros(128, np.float32)}, {"G": 1})
     assert out["C"].any()
+
+
+def test_registers_of_sibling_scopes_do_not_add_up():
+    """Iterations written out one after another (cache-in-registers), each declaring its own
+    temporaries inside its ``if``: their lives do not overlap, so the estimate counts the
+    largest scope once, not the sum (which read as 225 registers a thread for a layer norm
+    holding 16 floats, and made the model call the register cache slow for the wrong reason)."""
+    from kir.frontends.cuda import load_cuda
+    from kir.ir import Launch
+
+    one = "if (threadIdx.x < n) { float a = x[threadIdx.x]; float b = a * a; y[threadIdx.x] = b; }"
+    src = "__global__ void k(const float* x, float* y, int n) { %s }"
+    launch = Launch(("1", "1", "1"), (32, 1, 1))
+    single = load_cuda(src % one, "t.cu", launch=launch)
+    four = load_cuda(src % (one * 4), "t.cu", launch=launch)
+    assert estimate_registers(four) == estimate_registers(single)
+    # Variables of one scope do add up.
+    flat = load_cuda(src % "float a = x[0]; float b = x[1]; float c = x[2]; y[0] = a + b + c;",
+                     "t.cu", launch=launch)
+    assert estimate_registers(flat) >= estimate_registers(single) + 1
