@@ -366,6 +366,7 @@ class SearchSession:
         from contextlib import nullcontext
 
         from kir.search import TuningDB, search
+        from kir.search.genome import genome_text
 
         base, registry, ctx = self.loaded.kernel, self.registry, self.ctx
         database = TuningDB(self.db_path) if self.db_path is not None else nullcontext()
@@ -387,8 +388,9 @@ class SearchSession:
                 if db is not None:
                     result = adopt_stored_best(result, db, self.key, base, registry, ctx)
                 if result.best_ms and result.stopped != "interrupted":
-                    result = retime_finalists(result, base, registry, ctx, self.evaluator,
-                                              self.note)
+                    result = retime_finalists(
+                        result, base, registry, ctx, self.evaluator, self.note,
+                        hints=[genome_text(h.steps) for h in self.hints])
                     result, rows = ablate_and_adopt(result, base, registry, ctx,
                                                     self.evaluator, db, self.key)
         replay = apply_trace(base, result.best_steps, registry, ctx)

@@ -196,3 +196,33 @@ def _replayed(loaded, registry, ctx, record):
 
     steps = [parse_step(t, registry) for t in record.genome]
     return apply_trace(loaded.kernel, steps, registry, ctx).kernel
+
+
+def test_a_hint_of_another_make_is_timed_whatever_its_time_in_the_search():
+    """A hint judged while every worker compiled can read far slower in the search than it
+    is; one that brings a rule none of the finalists uses is timed with them anyway (and
+    wins when it is the fastest alone); the same genome not named as a hint is not."""
+    loaded, registry, ctx, result = _searched_as_on_a_gpu()
+    records = [r for r in result.history if r.status == "ok" and r.genome]
+    names = [{t.split("{")[0] for t in r.genome} for r in records]
+    pick = next((i for i in range(3, len(records))
+                 if names[i] - set().union(*names[:3])), None)
+    if pick is None:
+        pytest.skip("the short search made no candidate with a rule of its own")
+    times = {records[i].fingerprint: 1.0 + 0.01 * i for i in range(3)}
+    times[records[pick].fingerprint] = 3.0  # far outside DIVERSE_MARGIN
+    history = [dataclasses.replace(r, time_ms=times.get(r.fingerprint, 5.0))
+               for r in result.history]
+    searched = dataclasses.replace(result, history=history, best_ms=1.0,
+                                   best_steps=tuple(parse_step(t, registry)
+                                                    for t in records[0].genome),
+                                   best_kernel=_replayed(loaded, registry, ctx, records[0]))
+    quiet = {f: 2.0 for f in {r.fingerprint for r in history} | {loaded.kernel.fingerprint()}}
+    quiet[records[pick].fingerprint] = 0.5
+    hint = tuple(records[pick].genome)
+    final = retime_finalists(searched, loaded.kernel, registry, ctx, QuietTimes(quiet),
+                             lambda line: None, hints=[hint])
+    assert final.best_kernel.fingerprint() == records[pick].fingerprint
+    final = retime_finalists(searched, loaded.kernel, registry, ctx, QuietTimes(quiet),
+                             lambda line: None)
+    assert final.best_kernel.fingerprint() != records[pick].fingerprint
