@@ -442,9 +442,11 @@ def recipes(kernel: Kernel) -> list[tuple[str, list[Want]]]:
                           Want("hoist-invariant", any_site=True, repeat=4),
                           _WIDE_LOADS,
                           *_PACK_LOADS]
+            # (Where the row does not fit the registers the two are one genome, and the
+            # first name is kept.)
+            out.append((f"block-rows-{threads}", [*block_rows, *_finishing(kernel)]))
             out.append((f"block-rows-{threads}-in-registers",
                         [*block_rows, _ROW_IN_REGISTERS, *_finishing(kernel)]))
-            out.append((f"block-rows-{threads}", [*block_rows, *_finishing(kernel)]))
     if any(isinstance(n, Atomic) and n.op == "add" and not used_vars(n.index)
            for n in kernel.body.walk()):
         # Block partials added atomically to one fixed address (a reduction to a scalar):

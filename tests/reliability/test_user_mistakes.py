@@ -194,7 +194,7 @@ def test_c8_kir_rules_test_counts_them_as_errors(tmp_path, capsys, mode):
 def test_c8_the_search_rejects_the_candidates_counts_and_goes_on(tmp_path):
     rules = _bad_rule(tmp_path, "none")
     ran = kir("compile", EXAMPLES / "softmax.cu", "--search", "--target", "model", "--size",
-              "rows=4", "--size", "cols=64", "--budget", "10", "--strategy", "greedy",
+              "rows=4", "--size", "cols=64", "--budget", "16", "--strategy", "greedy",
               "--rules", rules, "--db", tmp_path / "t.db", "--out-dir", tmp_path / "out",
               "-q", timeout=180)
     assert ran.code == 0 and "best:" in ran.out, ran.text

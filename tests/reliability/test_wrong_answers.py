@@ -35,7 +35,7 @@ def _layernorm_copy(folder: Path, tolerance: str) -> Path:
 
 def _search(source: Path, tmp_path: Path, out: str) -> int:
     return main(["compile", str(source), "--search", "--target", "model", "--size", "rows=8",
-                 "--size", "cols=64", "--strategy", "greedy", "--budget", "12",
+                 "--size", "cols=64", "--strategy", "greedy", "--budget", "18",
                  "--rules", str(DROP_LOOP), "--db", str(tmp_path / "shared.db"),
                  "--out-dir", str(tmp_path / out), "-q"])
 
@@ -51,14 +51,15 @@ def test_w1_a_loose_specs_verdicts_do_not_answer_a_strict_search(tmp_path, capsy
     assert _search(strict, tmp_path, "out-strict") == 0
     out = capsys.readouterr().out
     assert "(0 from the tuning database)" in out  # nothing judged under the loose spec
-    steps = json.loads((tmp_path / "out-strict" / "best.trace.json").read_text())["steps"]
-    assert not set(wrong) & set(steps), out
-    # The written kernel passes the strict spec's check.
-    best = tmp_path / "strict" / "best.kir"
-    shutil.copy(tmp_path / "out-strict" / "best.kir", best)
-    loaded = load_kernel(best, spec_path=tmp_path / "strict" / "layernorm.kir.toml",
-                         sizes={"rows": 8, "cols": 64})
-    assert check_on_target(loaded, "interp").result.ok
+    # The loose search's winner fails the strict spec's check; the strict search's passes it.
+    # (Its steps may name drop-loop too: a loop label names another loop after other steps,
+    # and dropping a tail loop no validated size runs passes any spec.)
+    for out_dir, ok in (("out-loose", False), ("out-strict", True)):
+        best = tmp_path / "strict" / f"{out_dir}.kir"
+        shutil.copy(tmp_path / out_dir / "best.kir", best)
+        loaded = load_kernel(best, spec_path=tmp_path / "strict" / "layernorm.kir.toml",
+                             sizes={"rows": 8, "cols": 64})
+        assert check_on_target(loaded, "interp").result.ok == ok, (out_dir, out)
 
 
 def test_w3_module_takes_no_size_derived_scalars(tmp_path):
