@@ -46,12 +46,21 @@ def example_files(folder: Path) -> list[Path]:
 
 
 
-def steps_of(rule: Rule, kernel, registry: Mapping[str, Rule] | None = None) -> Iterator[Step]:
+def steps_of(rule: Rule, kernel, registry: Mapping[str, Rule] | None = None,
+             product: bool = True) -> Iterator[Step]:
     """Every (site, parameter combination) of ``rule`` on ``kernel`` (the sites listed under
-    the rule limits: a RuleError when that fails)."""
+    the rule limits: a RuleError when that fails). Without ``product``, every value of each
+    parameter once, the other parameters at their first value."""
     names = [p.name for p in rule.params]
+    if product:
+        combinations = list(itertools.product(*(p.choices for p in rule.params)))
+    else:
+        first = tuple(p.choices[0] for p in rule.params)
+        combinations = [first] + [first[:i] + (value,) + first[i + 1:]
+                                  for i, p in enumerate(rule.params)
+                                  for value in p.choices[1:]]
     for site in rule_sites(rule, kernel, registry):
-        for values in itertools.product(*(p.choices for p in rule.params)):
+        for values in combinations:
             yield Step(rule.name, site, tuple(zip(names, values)), rule.site_key)
 
 
@@ -100,27 +109,30 @@ def sweep(rules: Iterable[Rule], files: Iterable[Path],
 
 
 def check_rules_on(loaded: Loaded, rules: Iterable[Rule],
-                   registry: Mapping[str, Rule] | None = None) -> list[Application]:
+                   registry: Mapping[str, Rule] | None = None,
+                   product: bool = True) -> list[Application]:
     """Every step of every rule in ``rules`` on one loaded kernel at its sizes, each compared
-    with the original on the interpreter (seed 0's inputs)."""
+    with the original on the interpreter (seed 0's inputs); ``product`` as in
+    :func:`steps_of`."""
     failures = getattr(registry, "failures", None)
     inputs = loaded.bound.make_inputs(0)
     expected = run_interp(loaded, copy_inputs(inputs))
     results: list[Application] = []
     for rule in rules:
-        results += _rule_on(loaded, rule, inputs, expected, registry, failures)
+        results += _rule_on(loaded, rule, inputs, expected, registry, failures, product)
     return results
 
 
 def _rule_on(loaded: Loaded, rule: Rule, inputs: dict, expected: dict,
-             registry: Mapping[str, Rule] | None, failures) -> list[Application]:
+             registry: Mapping[str, Rule] | None, failures,
+             product: bool = True) -> list[Application]:
     """Every step of ``rule`` on one kernel at one size set, checked."""
     sizes = dict(loaded.bound.sizes)
     where = Step(rule.name, "?", (), rule.site_key)
     if failures is not None and not failures.usable(rule.name):
         return []
     try:
-        steps = list(steps_of(rule, loaded.kernel, registry))
+        steps = list(steps_of(rule, loaded.kernel, registry, product))
     except RuleError as exc:
         return [Application(str(loaded.path), sizes, where, "error", str(exc))]
     out = []
