@@ -39,16 +39,17 @@ from kir.ir import (
     While,
     transform,
 )
-from kir.ir.types import BOOL, PointerType, ScalarType, VectorType
+from kir.ir.types import BOOL, ScalarType, VectorType
 from kir.rewrites.vectorize.vector_loop import base_of
-from kir.rules import BaseRule, Match, NoParams, NotApplicable, RuleContext
+from kir.rewrites.read_only_buffer import ReadOnlyBufferRule
+from kir.rules import Match, NoParams, NotApplicable, RuleContext
 
 # Elements a thread may keep (32-bit words): what the fastest row kernels hold (a softmax or
 # layer norm over 8192 columns keeps 16-32 floats a thread at 256-512 threads a row).
 MAX_ELEMENTS = 64
 
 
-class CacheInRegisters(BaseRule):
+class CacheInRegisters(ReadOnlyBufferRule):
     """Read a row each thread rereads in several lane-strided loops once, into registers.
 
     CUDA practice: a row kernel whose row fits in the block's registers reads it from global
@@ -83,15 +84,8 @@ class CacheInRegisters(BaseRule):
     """
 
     name = "cache-in-registers"
-    site_key = "buffer"
 
-    def candidates(self, kernel: Kernel) -> list[str]:
-        return [p.name for p in kernel.params
-                if isinstance(p.type, PointerType) and p.type.space == "global"]
-
-    def plan(self, kernel: Kernel, site: str) -> _Group | NotApplicable:
-        if site in analysis.buffers_written(kernel.body):
-            return NotApplicable(f"the kernel writes {site}")
+    def plan_read_only(self, kernel: Kernel, site: str) -> _Group | NotApplicable:
         return _group(kernel, site)
 
     def apply(self, kernel: Kernel, match: Match, params: NoParams,

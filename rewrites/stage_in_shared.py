@@ -34,10 +34,11 @@ from kir.ir import (
     transform,
 )
 from kir.ir.types import BOOL, F32, I32, PointerType, ScalarType, VectorType
-from kir.rules import BaseRule, Match, NoParams, NotApplicable, RuleContext
+from kir.rewrites.read_only_buffer import ReadOnlyBufferRule
+from kir.rules import Match, NoParams, NotApplicable, RuleContext
 
 
-class StageInShared(BaseRule):
+class StageInShared(ReadOnlyBufferRule):
     """Stage a read-only global vector that several threads of a block reread into shared memory.
 
     CUDA practice: CUDA C++ Programming Guide, "Shared Memory" (the tiled matrix multiply):
@@ -65,15 +66,8 @@ class StageInShared(BaseRule):
     """
 
     name = "stage-in-shared"
-    site_key = "buffer"
 
-    def candidates(self, kernel: Kernel) -> list[str]:
-        return [p.name for p in kernel.params
-                if isinstance(p.type, PointerType) and p.type.space == "global"]
-
-    def plan(self, kernel: Kernel, site: str) -> _Plan | NotApplicable:
-        if site in analysis.buffers_written(kernel.body):
-            return NotApplicable(f"the kernel writes {site}")
+    def plan_read_only(self, kernel: Kernel, site: str) -> _Plan | NotApplicable:
         reads = _reads(kernel, site)
         if isinstance(reads, NotApplicable):
             return reads

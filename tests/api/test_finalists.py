@@ -16,7 +16,7 @@ from kir.driver.load import load_kernel
 from kir.driver.registry import load_registry
 from kir.measure.gpu.jobs import EmulatorRunner
 from kir.measure.mlx import MLXEvaluator
-from kir.rules import context_for, parse_step
+from kir.rules import apply_trace, context_for, parse_step
 from kir.search import SearchConfig, search
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -158,71 +158,52 @@ def test_the_others_are_timed_in_turns_when_the_first_finalist_cannot_be():
     assert final.best_kernel.fingerprint() != best and final.best_ms == 1.0
 
 
-def test_a_candidate_of_another_make_is_timed_with_the_finalists():
-    """The three fastest by the search's times share their rules; a candidate within
-    DIVERSE_MARGIN that brings a rule none of them uses is timed in turns with them, and
-    wins when it is faster alone. One slower than the margin is not timed."""
+def _another_make(searched_ms: float):
+    """The short search's history re-timed: its first three ok records at 1.00-1.02 ms and
+    one later record that uses a rule none of those three uses at ``searched_ms``, the rest
+    at 5 ms; that record is the fastest alone (0.5 ms against 2.0). Returns (loaded,
+    registry, ctx, the result so timed, the record, the times alone)."""
     loaded, registry, ctx, result = _searched_as_on_a_gpu()
     records = [r for r in result.history if r.status == "ok" and r.genome]
     names = [{t.split("{")[0] for t in r.genome} for r in records]
-    # one record as "another make": a rule the first three records' genomes lack
-    pick = next((i for i in range(3, len(records))
+    pick = next((r for i, r in enumerate(records[3:], 3)
                  if names[i] - set().union(*names[:3])), None)
     if pick is None:
         pytest.skip("the short search made no candidate with a rule of its own")
     times = {records[i].fingerprint: 1.0 + 0.01 * i for i in range(3)}
-    times[records[pick].fingerprint] = 1.05  # within 10% of the best in the search
+    times[pick.fingerprint] = searched_ms
     history = [dataclasses.replace(r, time_ms=times.get(r.fingerprint, 5.0))
                for r in result.history]
-    searched = dataclasses.replace(result, history=history, best_ms=1.0,
-                                   best_steps=tuple(parse_step(t, registry)
-                                                    for t in records[0].genome),
-                                   best_kernel=_replayed(loaded, registry, ctx, records[0]))
+    steps = [parse_step(t, registry) for t in records[0].genome]
+    searched = dataclasses.replace(
+        result, history=history, best_ms=1.0, best_steps=tuple(steps),
+        best_kernel=apply_trace(loaded.kernel, steps, registry, ctx).kernel)
     quiet = {f: 2.0 for f in {r.fingerprint for r in history} | {loaded.kernel.fingerprint()}}
-    quiet[records[pick].fingerprint] = 0.5  # the fastest alone
-    final = retime_finalists(searched, loaded.kernel, registry, ctx, QuietTimes(quiet),
-                             lambda line: None)
-    assert final.best_kernel.fingerprint() == records[pick].fingerprint
-    # Outside the margin it is not a finalist: the best of the three stays.
-    far = [dataclasses.replace(r, time_ms=1.5) if r.fingerprint == records[pick].fingerprint
-           else r for r in history]
+    quiet[pick.fingerprint] = 0.5
+    return loaded, registry, ctx, searched, pick, QuietTimes(quiet)
+
+
+def test_a_candidate_of_another_make_is_timed_with_the_finalists():
+    """The three fastest by the search's times share their rules; a candidate within
+    DIVERSE_MARGIN that brings a rule none of them uses is timed in turns with them, and
+    wins when it is faster alone. One slower than the margin is not timed."""
+    loaded, registry, ctx, searched, pick, quiet = _another_make(1.05)
+    final = retime_finalists(searched, loaded.kernel, registry, ctx, quiet, lambda line: None)
+    assert final.best_kernel.fingerprint() == pick.fingerprint
+    far = [dataclasses.replace(r, time_ms=1.5) if r.fingerprint == pick.fingerprint else r
+           for r in searched.history]
     final = retime_finalists(dataclasses.replace(searched, history=far), loaded.kernel,
-                             registry, ctx, QuietTimes(quiet), lambda line: None)
-    assert final.best_kernel.fingerprint() != records[pick].fingerprint
-
-
-def _replayed(loaded, registry, ctx, record):
-    from kir.rules import apply_trace
-
-    steps = [parse_step(t, registry) for t in record.genome]
-    return apply_trace(loaded.kernel, steps, registry, ctx).kernel
+                             registry, ctx, quiet, lambda line: None)
+    assert final.best_kernel.fingerprint() != pick.fingerprint
 
 
 def test_a_hint_of_another_make_is_timed_whatever_its_time_in_the_search():
     """A hint judged while every worker compiled can read far slower in the search than it
     is; one that brings a rule none of the finalists uses is timed with them anyway (and
     wins when it is the fastest alone); the same genome not named as a hint is not."""
-    loaded, registry, ctx, result = _searched_as_on_a_gpu()
-    records = [r for r in result.history if r.status == "ok" and r.genome]
-    names = [{t.split("{")[0] for t in r.genome} for r in records]
-    pick = next((i for i in range(3, len(records))
-                 if names[i] - set().union(*names[:3])), None)
-    if pick is None:
-        pytest.skip("the short search made no candidate with a rule of its own")
-    times = {records[i].fingerprint: 1.0 + 0.01 * i for i in range(3)}
-    times[records[pick].fingerprint] = 3.0  # far outside DIVERSE_MARGIN
-    history = [dataclasses.replace(r, time_ms=times.get(r.fingerprint, 5.0))
-               for r in result.history]
-    searched = dataclasses.replace(result, history=history, best_ms=1.0,
-                                   best_steps=tuple(parse_step(t, registry)
-                                                    for t in records[0].genome),
-                                   best_kernel=_replayed(loaded, registry, ctx, records[0]))
-    quiet = {f: 2.0 for f in {r.fingerprint for r in history} | {loaded.kernel.fingerprint()}}
-    quiet[records[pick].fingerprint] = 0.5
-    hint = tuple(records[pick].genome)
-    final = retime_finalists(searched, loaded.kernel, registry, ctx, QuietTimes(quiet),
-                             lambda line: None, hints=[hint])
-    assert final.best_kernel.fingerprint() == records[pick].fingerprint
-    final = retime_finalists(searched, loaded.kernel, registry, ctx, QuietTimes(quiet),
-                             lambda line: None)
-    assert final.best_kernel.fingerprint() != records[pick].fingerprint
+    loaded, registry, ctx, searched, pick, quiet = _another_make(3.0)  # far outside the margin
+    final = retime_finalists(searched, loaded.kernel, registry, ctx, quiet, lambda line: None,
+                             hints=[tuple(pick.genome)])
+    assert final.best_kernel.fingerprint() == pick.fingerprint
+    final = retime_finalists(searched, loaded.kernel, registry, ctx, quiet, lambda line: None)
+    assert final.best_kernel.fingerprint() != pick.fingerprint
