@@ -14,7 +14,7 @@ from kir.analysis.bounds import interval
 from kir.analysis.loop_edits import Namer, copy_body
 from kir.analysis.memory import index_poly
 from kir.analysis.parallel import eval_int
-from kir.analysis.walk import launch_step
+from kir.analysis.walk import CanonicalLoop, counted_loop
 from kir.ir import (
     Assign,
     Barrier,
@@ -124,31 +124,11 @@ class _Group:
     elem: ScalarType
 
 
-@dataclass(frozen=True)
-class _Strided:
-    loop: For
-    start: Expr
-    stop: Expr
-    step: int
-
-
-def _strided(kernel: Kernel, loop: For) -> _Strided | None:
+def _strided(kernel: Kernel, loop: For) -> CanonicalLoop | None:
     """``loop`` as ``for c = start; c < stop; c = c + step`` with a constant step (a block
     dimension counts), ``c`` and ``stop`` unwritten in the body, or None."""
-    cond, update = loop.cond, loop.update
-    if not (isinstance(cond, Binary) and cond.op == "<" and isinstance(cond.left, Var)
-            and cond.left.name == loop.var):
-        return None
-    if not (isinstance(update, Binary) and update.op == "+"
-            and isinstance(update.left, Var) and update.left.name == loop.var):
-        return None
-    step = launch_step(kernel, update.right)
-    if step is None or step <= 0:
-        return None
-    written = assigned_vars(loop.body)
-    if loop.var in written or used_vars(cond.right) & written:
-        return None
-    return _Strided(loop, loop.init, cond.right, step)
+    found = counted_loop(kernel, loop)
+    return None if found is None or found.inclusive else found
 
 
 def _reads(loop: For, site: str, base: Poly | None = None) -> list[Load] | None:

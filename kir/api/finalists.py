@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 from kir.errors import KirError
 from kir.rules import apply_trace, parse_step
 from kir.search.genome import genome_text
+from kir.search.records import rule_of
 
 FINALISTS = 3  # candidates timed again: the winner and the next two
 ROUNDS = 3  # turns over the finalists and the input
@@ -123,7 +124,7 @@ def _of_another_make(candidates, finalists, seen: set, limit: int) -> list[tuple
 
 
 def _rule_names(genome) -> set[str]:
-    return {str(text).split("{", 1)[0] for text in genome}
+    return {rule_of(str(text)) for text in genome}
 
 
 def _in_turns(replays, retime) -> list[tuple[float, float, object]]:

@@ -151,7 +151,7 @@ def _limits(kernel: Kernel) -> list[str | _SharedLimit]:
         return ["the kernel combines lanes by warp shuffles and its warps by neither a "
                 "barrier nor an atomic: it is written for its block's warps alone"]
     suspicious = {old, 2 * old} | ({old // 32} if old >= 64 else set())
-    for n in kernel.body.walk():
+    for n in nodes:
         if isinstance(n, Const) and isinstance(n.value, int) \
                 and not isinstance(n.value, bool) and n.value in suspicious:
             return [f"the constant {n.value} hard-codes the block size {old}"]
