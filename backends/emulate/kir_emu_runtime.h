@@ -444,15 +444,47 @@ inline void setup_group(Runtime& R, uint32_t linear) {
   }
 }
 
-// What a crash handler can say about where the fault happened (set before each fiber runs).
-inline char* crash_note() {
-  static char note[512] = "";
-  return note;
+// Where the running fiber is, for a crash handler: plain stores before each fiber runs (a
+// formatted note there cost more than the kernels themselves), formatted only on a fault.
+struct CrashWhere {
+  const char* kernel = "";
+  uint32_t group[3] = {0, 0, 0};
+  uint32_t thread[3] = {0, 0, 0};
+};
+inline CrashWhere& crash_where() {
+  static CrashWhere w;
+  return w;
+}
+// Async-signal-safe writers (no snprintf in a signal handler).
+inline void crash_put(const char* s) {
+  ssize_t r = write(2, s, strlen(s));
+  (void)r;
+}
+inline void crash_put(uint32_t v) {
+  char digits[12];
+  int n = 0;
+  do { digits[n++] = char('0' + v % 10); v /= 10; } while (v);
+  char out[12];
+  for (int k = 0; k < n; k++) out[k] = digits[n - 1 - k];
+  out[n] = 0;
+  crash_put(out);
+}
+inline void crash_put(const uint32_t (&xyz)[3]) {
+  crash_put("(");
+  for (int k = 0; k < 3; k++) {
+    crash_put(xyz[k]);
+    crash_put(k < 2 ? "," : ")");
+  }
 }
 inline void crash_handler(int sig) {
-  const char* n = crash_note();
-  ssize_t r = write(2, n, strlen(n));
-  (void)r;
+  const CrashWhere& w = crash_where();
+  crash_put("kir-emu: fault in kernel '");
+  crash_put(w.kernel);
+  crash_put("', threadgroup ");
+  crash_put(w.group);
+  crash_put(", thread ");
+  crash_put(w.thread);
+  crash_put("\n");
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -496,8 +528,9 @@ inline int run(Runtime& R, size_t stack_bytes) {
         if (f.st == St::BlockedSimd && f.wait_gen == R.simd[f.sg].gen) continue;
         f.st = St::Ready;
         R.cur = w;
-        snprintf(crash_note(), 512, "kir-emu: fault in kernel '%s', threadgroup (%u,%u,%u), thread (%u,%u,%u)\n",
-                 R.kernel, R.gid[0], R.gid[1], R.gid[2], f.tid[0], f.tid[1], f.tid[2]);
+        CrashWhere& where = crash_where();
+        where.kernel = R.kernel;
+        for (int k = 0; k < 3; k++) where.group[k] = R.gid[k], where.thread[k] = f.tid[k];
 #ifdef KIR_EMU_ASM_SWITCH
         switch_stack(&R.sched_sp, f.sp);
 #else

@@ -205,16 +205,18 @@ def test_infinite_loop_times_out_and_the_next_launch_works() -> None:
 
 
 def test_crash_is_an_error_not_a_dead_caller() -> None:
+    """Only thread 2 of the second threadgroup faults: the error names that thread."""
     kernel = metal_kernel("em_crash", ["x"], ["out"], """
         uint i = thread_position_in_grid.x;
         device float* bad = (device float*)(uintptr_t)16;
-        out[i] = bad[i * 4096];
+        out[i] = i == 6 ? bad[i * 4096] : 0.0f;
     """)
     with pytest.raises(EmulatorError) as info:
-        kernel(inputs=[np.zeros(4, F32)], grid=(4, 1, 1), threadgroup=(4, 1, 1),
-               output_shapes=[(4,)], output_dtypes=[F32])
+        kernel(inputs=[np.zeros(8, F32)], grid=(8, 1, 1), threadgroup=(4, 1, 1),
+               output_shapes=[(8,)], output_dtypes=[F32])
     assert info.value.kind == "crash" and "SIGSEGV" in str(info.value)
     assert "em_crash" in str(info.value)
+    assert "threadgroup (1,0,0), thread (2,0,0)" in str(info.value)
 
 
 # ---------------------------------------------------------------- CUDA (MLX cuda_kernel conventions)
