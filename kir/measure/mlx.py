@@ -69,6 +69,7 @@ class MLXEvaluator(Validating):
         self.repeat = repeat
         self.give_up_factor = give_up_factor
         self.best_ms: float | None = None
+        self.holder: Any = None  # the best's emitted call (note_best)
         self._warm_bound = self._smallest_validated() if 0 in seeds else None
         # ``stats`` (from Validating) adds where the GPU evaluation time went: GPU jobs and
         # their seconds, the compile + first run ("build_s"), output check and timing
@@ -255,14 +256,18 @@ class MLXEvaluator(Validating):
                    "compile": stats["build_s"], "check": stats["check_s"],
                    "time": stats["time_s"], "lock wait": stats["lock_wait_s"]}
         counts = {"GPU jobs": stats["gpu_jobs"], "source duplicates": stats["source_duplicates"],
-                  "cut short": stats["cut_short"]}
+                  "cut short": stats["cut_short"], "raced": stats["raced"]}
         if self.target == "cuda":  # kir compiles CUDA candidates (kir.backends.mlx_precompiled)
             counts["compiled by kir"] = stats["compiled_ahead"]
         return Phases(seconds, counts, overlapping=isinstance(self.gpu, GpuPool))
 
-    def note_best(self, best_ms: float | None) -> None:
-        """The search's best valid time so far (sets where timing gives up)."""
+    def note_best(self, best_ms: float | None, kernel: Kernel | None = None) -> None:
+        """The search's best valid time so far (sets where timing gives up) and, when
+        given, the kernel holding it: a candidate timed near that time is timed in turns
+        with it (:mod:`kir.measure.gpu.leads`). A best without its kernel (one read from a
+        tuning database) has its leads timed twice instead."""
         self.best_ms = best_ms
+        self.holder = self.emitted_call(kernel)[0] if kernel is not None else None
 
     def retime(self, kernel: Kernel, warmup: int = 5, repeat: int = 20,
                rivals: Sequence[Kernel] = (), rounds: int = 1) -> Evaluation:
@@ -277,7 +282,7 @@ class MLXEvaluator(Validating):
         self.quiesce()
         job = dataclasses.replace(self.gpu_job(kernel, self.emitted_call(kernel)[0]),
                                   warmup=warmup, repeat=repeat, give_up_ms=None,
-                                  confirm_below_ms=None, compile_ahead=False,
+                                  confirm_below_ms=None, holder=None, compile_ahead=False,
                                   rivals=tuple(rivals), rounds=rounds)
         started = time.perf_counter()
         return self._account(self.gpu.run(job), time.perf_counter() - started)
@@ -295,7 +300,8 @@ class MLXEvaluator(Validating):
                       self.warmup, self.repeat, 0, baseline, give_up,
                       spec_text=None if path.is_file() else bound.spec.text, emitted=emitted,
                       warm_sizes=dict(self._warm_bound.sizes) if warm else None,
-                      warm_emitted=warm, confirm_below_ms=self.best_ms)
+                      warm_emitted=warm, confirm_below_ms=self.best_ms,
+                      holder=self.holder if self.best_ms else None)
 
     def warm_call(self, kernel: Kernel, emitted: Any) -> Any:
         """``kernel`` emitted at the smallest sizes it is validated at, for the GPU worker to
@@ -358,6 +364,7 @@ class MLXEvaluator(Validating):
             self.stats[phase] += float(verdict.details.get(phase, 0.0))
         self.stats["cut_short"] += bool(verdict.details.get("cut_short"))
         self.stats["compiled_ahead"] += bool(verdict.details.get("compiled_ahead"))
+        self.stats["raced"] += "race" in verdict.details  # kir.measure.gpu.leads
         return verdict
 
 

@@ -266,7 +266,7 @@ class Session:
             self.best = cand
             note_best = getattr(self.evaluator, "note_best", None)
             if callable(note_best):  # e.g. the GPU evaluator gives up timing losers early
-                note_best(cand.fitness)
+                note_best(cand.fitness, cand.kernel)  # and races near-best ones against it
         best_ms = self.best.evaluation.time_ms if self.best else None
         self.history.append(EvalRecord(len(self.history), genome_text(cand.genome),
                                        cand.fingerprint, ev.status, ev.time_ms, ev.error,

@@ -255,9 +255,9 @@ def test_search_tells_the_gpu_evaluator_its_best_and_slow_candidates_are_cut(loa
     noted = []
 
     class Noting(MLXEvaluator):
-        def note_best(self, best_ms):
+        def note_best(self, best_ms, kernel=None):
             noted.append(best_ms)
-            super().note_best(best_ms)
+            super().note_best(best_ms, kernel)
 
     with Noting(loaded, "cuda", runner=SlowRunner(), warmup=0, repeat=2, workers=1) as ev:
         result = search(loaded.kernel, registry, ev, RuleContext(sizes=dict(SIZES)),

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from kir.errors import KirError
 from kir.ir import Kernel
 from kir.measure.cases import Case, copy_inputs, sizes_label, verdict_of
+from kir.measure.gpu.leads import confirmed, holder_built, near_best, raced
 from kir.measure.gpu.lock import GpuLock
 from kir.measure.gpu.shared_case import prepared_case
 from kir.search.evaluator import Evaluation, Status
@@ -56,9 +57,11 @@ class GpuJob:
     baseline: Kernel | None = None
     give_up_ms: float | None = None
     lock_path: str | None = None  # shared by parallel workers, see kir.measure.gpu.lock
-    # The search's best time so far: a candidate timed faster is timed again at once and
-    # keeps the slower of its two medians (see :func:`_confirmed`).
+    # The search's best time so far, and the kernel holding it (emitted): a candidate timed
+    # near that time is timed in turns with the holder; without the holder, one timed faster
+    # is timed again and keeps the slower median (kir.measure.gpu.leads).
     confirm_below_ms: float | None = None
+    holder: Any = None
     # A final timing's other kernels (kir.api.finalists), timed in turns with this one,
     # ``rounds`` times each, in this worker (see :func:`_time_in_turns`).
     rivals: tuple[Kernel, ...] = ()
@@ -387,12 +390,18 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],
         return Evaluation.rejected(Status.CRASH, f"{job.target}: GPU fault building a rival: "
                                    f"{rivals}", trace=_trace()), True
     checked_at = time.perf_counter()
+    lead, race = None, {}
     try:
         with lock.exclusive():  # alone on the GPU
             locked_at = time.perf_counter()
             timing = runner.time(built, case.inputs, job.warmup, job.repeat, job.give_up_ms)
-            timing, lead = _confirmed(job, runner, built, case.inputs, timing)
+            racing = job.holder is not None and near_best(job, timing)
+            if not racing:
+                timing, lead = confirmed(job, runner, built, case.inputs, timing)
             turns = _time_in_turns(job, runner, built, timing, rivals, case.inputs)
+        if racing:
+            timing, lead, race = _raced_or_confirmed(job, runner, built, case, timing, cache,
+                                                     lock)
     except Exception as exc:  # noqa: BLE001
         return Evaluation.rejected(Status.CRASH, f"timing raised {type(exc).__name__}: {exc}",
                                    trace=_trace()), runner.fatal(exc)
@@ -407,6 +416,7 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],
     extra = {"cut_short": True} if timing.cut_short else {}
     if lead:
         extra["lead_ms"] = lead
+    extra.update(race)
     if turns is not None:
         extra["turns_ms"] = turns
         timing = replace(timing, median_ms=statistics.median(turns[0]))  # over the rounds
@@ -419,23 +429,21 @@ def _check_and_time(job: GpuJob, runner: Runner, cache: dict[tuple, Any],
                             max_abs_err=err, **phases, **extra), False
 
 
-def _confirmed(job: GpuJob, runner: Runner, built: Any, inputs: dict[str, Any],
-               timing: Any) -> tuple[Any, list[float] | None]:
-    """A lead must hold twice. A search times hundreds of candidates, most within a few
-    per cent of each other, while compiles and validations load the host; at 0.1 ms a
-    median of ten calls then moves by 10-20% with the host's state (BENCHMARKS.md round 23),
-    so the fastest single timing of a search is mostly luck, and a search that crowned it
-    reported "best at evaluation 476" for a kernel no faster, timed alone, than the one it
-    had at evaluation 10. A timing under ``job.confirm_below_ms`` (the search's best so far)
-    is therefore taken again at once, under the same lock, and the slower of the two kept:
-    an unconfirmed lead is recorded as its other timing. Returns the timing to record and
-    both medians (None when there was no lead)."""
-    if job.confirm_below_ms is None or timing.cut_short or \
-            timing.median_ms >= job.confirm_below_ms:
-        return timing, None
-    again = runner.time(built, inputs, 1, job.repeat, None)
-    kept = again if again.median_ms > timing.median_ms else timing
-    return kept, [round(timing.median_ms, 5), round(again.median_ms, 5)]
+def _raced_or_confirmed(job: GpuJob, runner: Runner, built: Any, case: Any, timing: Any,
+                        cache: dict[tuple, Any],
+                        lock: GpuLock) -> tuple[Any, list[float] | None, dict[str, Any]]:
+    """A timing near the search's best raced against the holder (:func:`leads.raced`),
+    the holder built beforehand without holding the GPU alone; where it cannot be built,
+    the lead timed twice (:func:`leads.confirmed`). Returns the timing to record, the two
+    medians of a lead timed twice, and what the verdict's details say of the race."""
+    with lock.shared():  # built and first run like a candidate's: others may time meanwhile
+        holder = holder_built(job, runner, case, cache)
+    with lock.exclusive():
+        if isinstance(holder, str):
+            kept, lead = confirmed(job, runner, built, case.inputs, timing)
+            return kept, lead, {"race_refused": holder}
+        kept, race = raced(job, runner, built, holder, case.inputs, timing)
+    return kept, None, {"race": race}
 
 
 def _rivals_built(job: GpuJob, runner: Runner, prepared: Any,

@@ -1,0 +1,152 @@
+"""A lead is raced against its holder: a GPU worker that times a candidate near the search's
+best times it in turns with the kernel holding that best, in one worker, and records the
+holder's time scaled by the candidate's median ratio over the rounds (kir.measure.gpu.leads).
+Run on the CPU emulator with scripted timings (no GPU here): what is tested is which timings
+are taken and what the verdict records, not the clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kir.backends import emit
+from kir.backends.mlx_runner import Timing
+from kir.driver.load import load_kernel
+from kir.measure.gpu.jobs import EmulatorRunner, GpuJob, run_job
+from kir.measure.gpu.leads import LEAD_MARGIN, RACE_ROUNDS
+from kir.measure.mlx import MLXEvaluator
+from kir.search.evaluator import Evaluation
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SIZES = {"rows": 8, "cols": 100}
+
+
+class ScriptedRunner(EmulatorRunner):
+    """The emulator, whose timings are the given medians in turn; it remembers which
+    kernel each timing was of (by the callable it was given) and what it built."""
+
+    def __init__(self, medians: list[float], broken_holder: bool = False) -> None:
+        self.medians = list(medians)
+        self.timed: list[object] = []
+        self.built = 0
+        self.broken_holder = broken_holder
+
+    def build_ahead(self, emitted):
+        self.built += 1
+        if self.broken_holder and self.built > 1:
+            raise RuntimeError("holder does not build")
+        return super().build_ahead(emitted)
+
+    def time(self, built, inputs, warmup, repeat, give_up_ms=None):
+        self.timed.append(built)
+        median = self.medians.pop(0)
+        return Timing(median, median * 0.9, median * 1.1, 0.2, repeat)
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return load_kernel(EXAMPLES / "softmax.cu", sizes=SIZES)
+
+
+def _job(loaded, tmp_path, best, holder=True):
+    emitted = emit(loaded.kernel, loaded.bound, "cuda")
+    return GpuJob(loaded.kernel, str(loaded.bound.spec.path.resolve()), dict(SIZES), "cuda",
+                  warmup=0, repeat=3, lock_path=str(tmp_path / "gpu.lock"),
+                  confirm_below_ms=best, emitted=emitted,
+                  holder=emitted if holder else None)
+
+
+@pytest.mark.parametrize("first, rounds, recorded", [
+    # A lead that holds side by side: the holder's 1.0 ms times the median ratio 0.8.
+    (0.5, [(0.4, 0.5), (0.41, 0.5), (0.39, 0.5)], 0.8),
+    # A lucky first timing that loses side by side: recorded slower than the best.
+    (0.5, [(0.6, 0.5), (0.6, 0.5), (0.55, 0.5)], 1.2),
+    # A near miss (within the margin above the best) that wins side by side.
+    (1.0 + LEAD_MARGIN / 2, [(0.45, 0.5), (0.45, 0.5), (0.45, 0.5)], 0.9),
+])
+def test_a_timing_near_the_best_is_raced_against_the_holder(loaded, tmp_path, first, rounds,
+                                                             recorded):
+    medians = [first] + [t for pair in rounds for t in pair]
+    runner = ScriptedRunner(medians)
+    cache: dict = {}
+    verdict, fatal = run_job(_job(loaded, tmp_path, 1.0), runner, cache)
+    assert verdict.ok and not fatal, verdict
+    assert verdict.time_ms == pytest.approx(recorded)
+    assert len(runner.timed) == 1 + 2 * RACE_ROUNDS
+    mine, holder = runner.timed[1], runner.timed[2]
+    assert mine is not holder and runner.timed[1::2] == [mine] * RACE_ROUNDS \
+        and runner.timed[2::2] == [holder] * RACE_ROUNDS  # in turns
+    race = verdict.details["race"]
+    assert race["rounds_ms"] == [list(pair) for pair in rounds] or \
+        race["rounds_ms"] == [tuple(pair) for pair in rounds]
+    assert "lead_ms" not in verdict.details
+
+
+def test_the_holder_is_built_once_per_worker_until_the_best_changes(loaded, tmp_path):
+    pair = [0.4, 0.5] * RACE_ROUNDS
+    runner = ScriptedRunner([0.5, *pair, 0.5, *pair])
+    cache: dict = {}
+    job = _job(loaded, tmp_path, 1.0)
+    for _ in range(2):
+        assert run_job(job, runner, cache)[0].ok
+    assert runner.built == 3  # the candidate twice, the holder once
+
+
+@pytest.mark.parametrize("best, first", [(None, 0.5), (1.0, 1.0 + 2 * LEAD_MARGIN)])
+def test_no_race_without_a_best_or_far_from_it(loaded, tmp_path, best, first):
+    runner = ScriptedRunner([first])
+    verdict = run_job(_job(loaded, tmp_path, best), runner, {})[0]
+    assert verdict.time_ms == first and len(runner.timed) == 1
+    assert "race" not in verdict.details
+
+
+def test_a_holder_that_cannot_be_built_leaves_the_lead_timed_twice(loaded, tmp_path):
+    runner = ScriptedRunner([0.5, 0.7], broken_holder=True)
+    verdict = run_job(_job(loaded, tmp_path, 1.0), runner, {})[0]
+    assert verdict.time_ms == 0.7 and verdict.details["lead_ms"] == [0.5, 0.7]
+    assert "does not build" in verdict.details["race_refused"]
+
+
+def test_the_evaluator_sends_the_holder_of_its_best(loaded, monkeypatch):
+    """The search names its best kernel (note_best); the evaluator's jobs carry it emitted,
+    the final timing's do not (a measurement, not a race)."""
+    evaluator = MLXEvaluator(loaded, "cuda", runner=EmulatorRunner(), workers=1)
+    try:
+        assert evaluator.gpu_job(loaded.kernel).holder is None
+        evaluator.note_best(0.25, loaded.kernel)
+        job = evaluator.gpu_job(loaded.kernel)
+        assert job.confirm_below_ms == 0.25
+        assert job.holder.source == emit(loaded.kernel, loaded.bound, "cuda").source
+        evaluator.note_best(0.2)  # a best without its kernel (e.g. from a database)
+        assert evaluator.gpu_job(loaded.kernel).holder is None
+        sent = []
+        monkeypatch.setattr(evaluator.gpu, "run", lambda job: sent.append(job) or
+                            Evaluation.timed(0.3))
+        evaluator.note_best(0.25, loaded.kernel)
+        evaluator.retime(loaded.kernel)
+        assert sent[0].holder is None and sent[0].confirm_below_ms is None
+    finally:
+        evaluator.close()
+
+
+def test_a_remote_job_carries_the_holder_to_its_device(loaded, monkeypatch):
+    """Through a cluster's device service (kir.measure.portable) the holder travels as IR
+    text and is emitted on the device for the GPU job."""
+    from kir.measure.portable import DeviceService, EvalContext, EvalJob, prepare
+
+    service = DeviceService("cuda", runner=EmulatorRunner())
+    context = EvalContext.of(loaded, service.descriptor)
+    sent = []
+
+    class Pool:
+        def run(self, job):
+            sent.append(job)
+            return Evaluation.timed(0.3)
+
+    monkeypatch.setattr(service, "_gpu", lambda: Pool())
+    job = EvalJob.of(context, loaded.kernel, confirm_below_ms=0.25, holder=loaded.kernel)
+    service.measure(context, job, Evaluation.timed(1.0))
+    emitted = emit(loaded.kernel, prepare(context).loaded.bound, "cuda")
+    assert sent[0].confirm_below_ms == 0.25 and sent[0].holder.source == emitted.source
+    assert EvalJob.of(context, loaded.kernel, confirm_below_ms=0.25).holder_ir is None
