@@ -64,6 +64,9 @@ def _job(loaded, tmp_path, best, holder=True):
     (0.5, [(0.6, 0.5), (0.6, 0.5), (0.55, 0.5)], 1.2),
     # A near miss (within the margin above the best) that wins side by side.
     (1.0 + LEAD_MARGIN / 2, [(0.45, 0.5), (0.45, 0.5), (0.45, 0.5)], 0.9),
+    # Beats the holder side by side, but the host is slower now than when the best was
+    # timed: its own median (1.2) is above the best (1.0), so it does not take the lead.
+    (0.99, [(1.2, 1.3), (1.19, 1.3), (1.21, 1.3)], 1.2),
 ])
 def test_a_timing_near_the_best_is_raced_against_the_holder(loaded, tmp_path, first, rounds,
                                                              recorded):
@@ -81,6 +84,17 @@ def test_a_timing_near_the_best_is_raced_against_the_holder(loaded, tmp_path, fi
     assert race["rounds_ms"] == [list(pair) for pair in rounds] or \
         race["rounds_ms"] == [tuple(pair) for pair in rounds]
     assert "lead_ms" not in verdict.details
+
+
+def test_races_of_equal_kernels_do_not_compound_below_their_own_times(loaded, tmp_path):
+    """Ten races in a row, each won by 3% by noise alone against a holder taking the same
+    0.5 ms: the best stays at the kernels' own 0.5 ms instead of 0.97^10 of it."""
+    best, cache = 0.5, {}
+    for _ in range(10):
+        runner = ScriptedRunner([best * 0.99] + [0.485, 0.5] * RACE_ROUNDS)
+        verdict = run_job(_job(loaded, tmp_path, best), runner, cache)[0]
+        best = min(best, verdict.time_ms)
+    assert best == pytest.approx(0.5, rel=0.031)
 
 
 def test_the_holder_is_built_once_per_worker_until_the_best_changes(loaded, tmp_path):
