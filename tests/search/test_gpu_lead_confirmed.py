@@ -2,8 +2,9 @@
 so far times it again at once and records the slower of the two medians, so one lucky
 timing among hundreds of near-equal candidates does not become the search's best
 (BENCHMARKS.md round 23: at 0.1 ms a median of ten calls moved by 10-20% with the host's
-load). Run on the CPU emulator with scripted timings (no GPU here): what is tested is
-which timing the verdict records, not the clock."""
+load). Jobs that carry the kernel holding the best race it instead
+(test_gpu_lead_raced.py); these do not. Run on the CPU emulator with scripted timings (no GPU
+here): what is tested is which timing the verdict records, not the clock."""
 
 from __future__ import annotations
 
@@ -89,8 +90,11 @@ def test_the_search_sends_its_best_and_the_final_timing_does_not(loaded, monkeyp
 
 
 def test_a_remote_job_carries_the_best_to_its_device(loaded, monkeypatch):
-    """The same through a cluster's device service (kir.measure.portable)."""
-    from kir.measure.portable import DeviceService, EvalContext, EvalJob
+    """The same through a cluster's device service (kir.measure.portable); the kernel
+    holding the best travels as IR text and is emitted on the device for the GPU job to
+    race near-best candidates against (kir.measure.gpu.leads)."""
+    from kir.backends import emit
+    from kir.measure.portable import DeviceService, EvalContext, EvalJob, prepare
 
     service = DeviceService("cuda", runner=EmulatorRunner())
     context = EvalContext.of(loaded, service.descriptor)
@@ -102,6 +106,10 @@ def test_a_remote_job_carries_the_best_to_its_device(loaded, monkeypatch):
             return Evaluation.timed(0.3)
 
     monkeypatch.setattr(service, "_gpu", lambda: Pool())
-    job = EvalJob.of(context, loaded.kernel, give_up_ms=0.75, confirm_below_ms=0.25)
+    job = EvalJob.of(context, loaded.kernel, give_up_ms=0.75, confirm_below_ms=0.25,
+                     holder=loaded.kernel)
     assert service.measure(context, job, Evaluation.timed(1.0)).time_ms == 0.3
     assert sent[0].confirm_below_ms == 0.25 and sent[0].give_up_ms == 0.75
+    emitted = emit(loaded.kernel, prepare(context).loaded.bound, "cuda")
+    assert sent[0].holder.source == emitted.source
+    assert EvalJob.of(context, loaded.kernel, confirm_below_ms=0.25).holder_ir is None

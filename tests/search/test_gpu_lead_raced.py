@@ -143,24 +143,3 @@ def test_the_evaluator_sends_the_holder_of_its_best(loaded, monkeypatch):
     finally:
         evaluator.close()
 
-
-def test_a_remote_job_carries_the_holder_to_its_device(loaded, monkeypatch):
-    """Through a cluster's device service (kir.measure.portable) the holder travels as IR
-    text and is emitted on the device for the GPU job."""
-    from kir.measure.portable import DeviceService, EvalContext, EvalJob, prepare
-
-    service = DeviceService("cuda", runner=EmulatorRunner())
-    context = EvalContext.of(loaded, service.descriptor)
-    sent = []
-
-    class Pool:
-        def run(self, job):
-            sent.append(job)
-            return Evaluation.timed(0.3)
-
-    monkeypatch.setattr(service, "_gpu", lambda: Pool())
-    job = EvalJob.of(context, loaded.kernel, confirm_below_ms=0.25, holder=loaded.kernel)
-    service.measure(context, job, Evaluation.timed(1.0))
-    emitted = emit(loaded.kernel, prepare(context).loaded.bound, "cuda")
-    assert sent[0].confirm_below_ms == 0.25 and sent[0].holder.source == emitted.source
-    assert EvalJob.of(context, loaded.kernel, confirm_below_ms=0.25).holder_ir is None
