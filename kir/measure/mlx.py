@@ -264,8 +264,8 @@ class MLXEvaluator(Validating):
     def note_best(self, best_ms: float | None, kernel: Kernel | None = None) -> None:
         """The search's best valid time so far (sets where timing gives up) and, when
         given, the kernel holding it: a candidate timed near that time is timed in turns
-        with it (:mod:`kir.measure.gpu.leads`). A best without its kernel (one read from a
-        tuning database) has its leads timed twice instead."""
+        with it (:mod:`kir.measure.gpu.leads`). A best without its kernel, or one the
+        emitter refuses, has its leads timed twice instead."""
         self.best_ms = best_ms
         self.holder = self.emitted_call(kernel)[0] if kernel is not None else None
 

@@ -435,7 +435,8 @@ def _raced_or_confirmed(job: GpuJob, runner: Runner, built: Any, case: Any, timi
     """A timing near the search's best raced against the holder (:func:`leads.raced`),
     the holder built beforehand without holding the GPU alone; where it cannot be built,
     the lead timed twice (:func:`leads.confirmed`). Returns the timing to record, the two
-    medians of a lead timed twice, and what the verdict's details say of the race."""
+    medians of a lead timed twice, and what the verdict's details say of the race. Its
+    seconds, the holder's build included, count as the job's timing (``time_s``)."""
     with lock.shared():  # built and first run like a candidate's: others may time meanwhile
         holder = holder_built(job, runner, case, cache)
     with lock.exclusive():
