@@ -68,8 +68,9 @@ class MLXEvaluator(Validating):
         self.warmup = warmup
         self.repeat = repeat
         self.give_up_factor = give_up_factor
-        self.best_ms: float | None = None
-        self.holder: Any = None  # the best's emitted call (note_best)
+        # The search's best time and the emitted call holding it, together (note_best): a
+        # job is built from one pair, never from a new time and the old holder.
+        self._lead: tuple[float | None, Any] = (None, None)
         self._warm_bound = self._smallest_validated() if 0 in seeds else None
         # ``stats`` (from Validating) adds where the GPU evaluation time went: GPU jobs and
         # their seconds, the compile + first run ("build_s"), output check and timing
@@ -266,8 +267,8 @@ class MLXEvaluator(Validating):
         given, the kernel holding it: a candidate timed near that time is timed in turns
         with it (:mod:`kir.measure.gpu.leads`). A best without its kernel, or one the
         emitter refuses, has its leads timed twice instead."""
-        self.best_ms = best_ms
-        self.holder = self.emitted_call(kernel)[0] if kernel is not None else None
+        holder = self.emitted_call(kernel)[0] if kernel is not None else None
+        self._lead = (best_ms, holder)
 
     def retime(self, kernel: Kernel, warmup: int = 5, repeat: int = 20,
                rivals: Sequence[Kernel] = (), rounds: int = 1) -> Evaluation:
@@ -292,16 +293,16 @@ class MLXEvaluator(Validating):
         (``emitted``: the kernel already emitted, see :meth:`emitted_call`)."""
         bound = self.loaded.bound
         baseline = None if bound.spec.reference else self.loaded.kernel
-        give_up = self.best_ms * self.give_up_factor \
-            if self.best_ms and self.give_up_factor else None
+        best_ms, holder = self._lead
+        give_up = best_ms * self.give_up_factor if best_ms and self.give_up_factor else None
         path = bound.spec.path.resolve()
         warm = self.warm_call(kernel, emitted)
         return GpuJob(kernel, str(path), dict(bound.sizes), self.target,
                       self.warmup, self.repeat, 0, baseline, give_up,
                       spec_text=None if path.is_file() else bound.spec.text, emitted=emitted,
                       warm_sizes=dict(self._warm_bound.sizes) if warm else None,
-                      warm_emitted=warm, confirm_below_ms=self.best_ms,
-                      holder=self.holder if self.best_ms else None)
+                      warm_emitted=warm, confirm_below_ms=best_ms,
+                      holder=holder if best_ms else None)
 
     def warm_call(self, kernel: Kernel, emitted: Any) -> Any:
         """``kernel`` emitted at the smallest sizes it is validated at, for the GPU worker to
