@@ -73,7 +73,9 @@ class RemoteEvaluator:
                 self.time_sizes = counted_at
         self.give_up_factor = give_up_factor
         self.best_ms: float | None = None
-        self.holder: Kernel | None = None  # the best's kernel (note_best)
+        # The best's time and the kernel holding it, together (note_best): a job is built
+        # from one pair, never from a new time and the old holder.
+        self._lead: tuple[float | None, Kernel | None] = (None, None)
         self.owns_executor = owns_executor
 
     @property
@@ -84,8 +86,8 @@ class RemoteEvaluator:
         """The search's best valid time so far (sets where timing gives up) and the kernel
         holding it, which the jobs carry to the device for near-best candidates to race
         (:mod:`kir.measure.gpu.leads`)."""
+        self._lead = (best_ms, kernel)
         self.best_ms = best_ms
-        self.holder = kernel
 
     def _give_up(self) -> float | None:
         if self.modelled or not self.best_ms or not self.give_up_factor:
@@ -95,10 +97,11 @@ class RemoteEvaluator:
     def submit(self, kernel: Kernel, give_up_ms: float | None = None) -> "Future[Evaluation]":
         """Start judging ``kernel``; the future holds its verdict (cancelling it stops the
         work not yet started)."""
-        racing = not self.modelled and self.best_ms is not None
+        best_ms, holder = self._lead
+        racing = not self.modelled and best_ms is not None
         job = EvalJob.of(self.context, kernel, give_up_ms if give_up_ms is not None
-                         else self._give_up(), self.best_ms if racing else None,
-                         self.holder if racing else None)
+                         else self._give_up(), best_ms if racing else None,
+                         holder if racing else None)
         return _Chain(self.executor, self.context, job).outer
 
     def evaluate(self, kernel: Kernel) -> Evaluation:

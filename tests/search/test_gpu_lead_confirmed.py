@@ -112,4 +112,6 @@ def test_a_remote_job_carries_the_best_to_its_device(loaded, monkeypatch):
     assert sent[0].confirm_below_ms == 0.25 and sent[0].give_up_ms == 0.75
     emitted = emit(loaded.kernel, prepare(context).loaded.bound, "cuda")
     assert sent[0].holder.source == emitted.source
+    service.measure(context, job, Evaluation.timed(1.0))
+    assert sent[1].holder is sent[0].holder  # emitted once while the best stands
     assert EvalJob.of(context, loaded.kernel, confirm_below_ms=0.25).holder_ir is None
