@@ -72,7 +72,6 @@ class RemoteEvaluator:
             if counted_sizes(loaded.bound.spec, counted_at, loaded.bound.sizes)[1]:
                 self.time_sizes = counted_at
         self.give_up_factor = give_up_factor
-        self.best_ms: float | None = None
         # The best's time and the kernel holding it, together (note_best): a job is built
         # from one pair, never from a new time and the old holder.
         self._lead: tuple[float | None, Kernel | None] = (None, None)
@@ -87,12 +86,12 @@ class RemoteEvaluator:
         holding it, which the jobs carry to the device for near-best candidates to race
         (:mod:`kir.measure.gpu.leads`)."""
         self._lead = (best_ms, kernel)
-        self.best_ms = best_ms
 
     def _give_up(self) -> float | None:
-        if self.modelled or not self.best_ms or not self.give_up_factor:
+        best_ms = self._lead[0]
+        if self.modelled or not best_ms or not self.give_up_factor:
             return None
-        return self.best_ms * self.give_up_factor
+        return best_ms * self.give_up_factor
 
     def submit(self, kernel: Kernel, give_up_ms: float | None = None) -> "Future[Evaluation]":
         """Start judging ``kernel``; the future holds its verdict (cancelling it stops the
