@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
+from kir.backends.mlx_runner import Timing
 from kir.ir import Kernel
+from kir.measure.gpu.jobs import EmulatorRunner
 from kir.search.evaluator import Evaluation
 
 
@@ -45,3 +47,32 @@ class BatchFunctionEvaluator(FunctionEvaluator):
         self.batches.append(len(kernels))
         for kernel in kernels:
             yield self.evaluate(kernel)
+
+
+
+class ScriptedRunner(EmulatorRunner):
+    """A GPU worker's runner that builds, runs and checks on the CPU emulator and whose
+    timings are the given medians in turn: what a test of the timing logic sees is which
+    timings are taken and what the verdict records, not the clock. ``timed`` lists the built
+    kernel of each timing; ``built`` counts builds; with ``broken_holder`` every build after
+    the first (a race's holder) fails."""
+
+    def __init__(self, medians: list[float], cut_short: bool = False,
+                 broken_holder: bool = False) -> None:
+        self.medians = list(medians)
+        self.cut_short = cut_short
+        self.broken_holder = broken_holder
+        self.timed: list[object] = []
+        self.built = 0
+
+    def build_ahead(self, emitted):
+        self.built += 1
+        if self.broken_holder and self.built > 1:
+            raise RuntimeError("holder does not build")
+        return super().build_ahead(emitted)
+
+    def time(self, built, inputs, warmup, repeat, give_up_ms=None):
+        self.timed.append(built)
+        median = self.medians.pop(0)
+        return Timing(median, median * 0.9, median * 1.1, 0.2,
+                      1 if self.cut_short else repeat, self.cut_short)

@@ -11,37 +11,16 @@ from pathlib import Path
 import pytest
 
 from kir.backends import emit
-from kir.backends.mlx_runner import Timing
 from kir.driver.load import load_kernel
 from kir.measure.gpu.jobs import EmulatorRunner, GpuJob, run_job
 from kir.measure.gpu.leads import LEAD_MARGIN, RACE_ROUNDS
 from kir.measure.mlx import MLXEvaluator
 from kir.search.evaluator import Evaluation
 
+from .doubles import ScriptedRunner
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SIZES = {"rows": 8, "cols": 100}
-
-
-class ScriptedRunner(EmulatorRunner):
-    """The emulator, whose timings are the given medians in turn; it remembers which
-    kernel each timing was of (by the callable it was given) and what it built."""
-
-    def __init__(self, medians: list[float], broken_holder: bool = False) -> None:
-        self.medians = list(medians)
-        self.timed: list[object] = []
-        self.built = 0
-        self.broken_holder = broken_holder
-
-    def build_ahead(self, emitted):
-        self.built += 1
-        if self.broken_holder and self.built > 1:
-            raise RuntimeError("holder does not build")
-        return super().build_ahead(emitted)
-
-    def time(self, built, inputs, warmup, repeat, give_up_ms=None):
-        self.timed.append(built)
-        median = self.medians.pop(0)
-        return Timing(median, median * 0.9, median * 1.1, 0.2, repeat)
 
 
 @pytest.fixture(scope="module")
