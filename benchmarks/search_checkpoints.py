@@ -106,15 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out")
     args = parser.parse_args(argv)
 
-    import mlx.core as mx
+    from in_turns import build_checked, launcher, ratio_in_turns, time_in_turns
 
-    from kir.backends import TARGETS, emit
-    from kir.backends.mlx_runner import MLXKernel, measure
+    from kir.backends import TARGETS
     from kir.driver.load import load_kernel, parse_size_overrides
     from kir.driver.registry import load_registry
     from kir.driver.runners import copy_inputs, reference_outputs
-    from kir.rules import apply_trace, context_for, parse_step
-    from kir.spec.compare import compare_outputs
+    from kir.rules import context_for
 
     rows = checkpoint_traces(args.db, tuple(int(m) for m in args.marks.split(",") if m))
     if args.result:
@@ -126,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                          sizes=parse_size_overrides(args.size, option="--size"))
     registry = load_registry()
     ctx = context_for(loaded, TARGETS[args.target])
-    bound = loaded.bound
-    inputs = bound.make_inputs(0)
+    inputs = loaded.bound.make_inputs(0)
     expected, _ = reference_outputs(loaded, copy_inputs(inputs))
     built: dict[str, tuple] = {}  # one kernel per distinct trace, timed once a round
     for row in rows:
@@ -135,35 +132,29 @@ def main(argv: list[str] | None = None) -> int:
         if key in built:
             continue
         try:
-            steps = [parse_step(s, registry) for s in row["genome"]]
-            kernel = MLXKernel(emit(apply_trace(loaded.kernel, steps, registry, ctx,
-                                                strict=True).kernel, bound, args.target))
-            check = compare_outputs(kernel(copy_inputs(inputs)), expected,
-                                    lambda o: bound.tolerance(bound.spec.args[o].dtype))
-            if not check.ok:
-                raise ValueError(f"wrong at the timed sizes: {check.describe()[:200]}")
-            arrays, _ = kernel.prepare(inputs)
-            mx.eval(arrays)
-            built[key] = (kernel, arrays, [])
+            kernel, arrays = build_checked(loaded, row["genome"], registry, ctx, args.target,
+                                           inputs, expected)
+            built[key] = (launcher(kernel, arrays), None)
         except Exception as exc:  # noqa: BLE001 - one trace's failure is its row
-            built[key] = (None, None, f"{type(exc).__name__}: {exc}"[:300])
-    thunks = [(lambda k=kernel, a=arrays: mx.eval(k.launch(a)), times)
-              for kernel, arrays, times in built.values() if kernel is not None]
-    made, builtin_times = None, []
+            built[key] = (None, f"{type(exc).__name__}: {exc}"[:300])
+    timed_keys = [key for key, (call, _) in built.items() if call is not None]
+    calls = [built[key][0] for key in timed_keys]
+    made = None
     if args.builtin:
+        import mlx.core as mx
         from mlx_builtins import builtin
 
         made = builtin(args.builtin, inputs)
         if made is not None:
-            thunks.append((lambda f=made[1]: mx.eval(f()), builtin_times))
-    for _ in range(args.rounds):  # in turns: the GPU's drift falls on every kernel alike
-        for thunk, times in thunks:
-            times.append(measure(thunk, args.warmup, args.repeat).median_ms)
+            calls.append(lambda f=made[1]: mx.eval(f()))
+    per_call = time_in_turns(calls, args.rounds, args.warmup, args.repeat)
+    times_of = dict(zip(timed_keys, per_call))
     for row in rows:
-        kernel, _, times = built[json.dumps(row["genome"])]
-        if kernel is None:
-            row["error"] = times
+        key = json.dumps(row["genome"])
+        if key not in times_of:
+            row["error"] = built[key][1]
         else:
+            times = times_of[key]
             row["alone_ms"] = [round(t, 4) for t in times]
             row["alone_median_ms"] = round(statistics.median(times), 4)
         print(json.dumps(row), flush=True)
@@ -174,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                                                   final["alone_median_ms"]),
                "evaluations": max((r["at"] for r in rows if r["at"] != "result"), default=0)}
     if made is not None and final is not None:
-        final_times = built[json.dumps(final["genome"])][2]
+        builtin_times = per_call[-1]
         summary.update(builtin=made[0], builtin_ms=[round(t, 4) for t in builtin_times],
-                       ratio=round(statistics.median(b / k for b, k in
-                                                     zip(builtin_times, final_times)), 4))
+                       ratio=round(ratio_in_turns(builtin_times,
+                                                  times_of[json.dumps(final["genome"])]), 4))
     print(json.dumps(summary), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"rows": rows, **summary}, indent=1))
