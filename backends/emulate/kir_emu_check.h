@@ -86,7 +86,7 @@ KIR_EMU_UNCHECKED inline void device_access(Buffer& b, uintptr_t a, size_t n, bo
              "out-of-bounds %s [kir-check bounds pc=0x%lx buffer=%u offset=%ld size=%zu thread=%u,%u,%u]",
              write ? "write" : "read", (unsigned long)(pc - S.base), b.index, (long)(a - b.lo), n,
              me.tid[0], me.tid[1], me.tid[2]);
-    fail(msg);  // `busy` stays set: the failure path runs instrumented code
+    fail("%s", msg);  // `busy` stays set: the failure path may run instrumented code
   }
   if (!b.written) return;
   uint8_t* w = b.written + (a - b.lo);
@@ -249,6 +249,7 @@ extern "C" __attribute__((visibility("default"))) KIR_EMU_UNCHECKED
 void kir_emu_check_begin(const uint64_t* table, int n) {
   using namespace kir_emu::check;
   State& S = state();
+  kir_emu::group_start_hook() = &on_group_start;
   Dl_info info;
   S.base = dladdr((void*)&kir_emu_check_begin, &info) ? (uintptr_t)info.dli_fbase : 0;
   for (int i = 0; i < S.nbuffers; i++) free(S.buffers[i].written);

@@ -391,11 +391,8 @@ namespace kir_emu::cuda {
 inline void check_mask(unsigned mask, const char* fn) {
   auto& sd = rt()->simd[self().sg];
   uint32_t live = sd.nlanes == 32 ? 0xffffffffu : ((1u << sd.nlanes) - 1u);
-  if ((mask & live) != live) {
-    char b[160];
-    snprintf(b, sizeof b, "%s with partial mask 0x%x: the emulator needs every lane of the warp", fn, mask);
-    fail(b);
-  }
+  if ((mask & live) != live)
+    fail("%s with partial mask 0x%x: the emulator needs every lane of the warp", fn, mask);
 }
 }  // namespace kir_emu::cuda
 using KirSL = std::source_location;

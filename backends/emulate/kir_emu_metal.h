@@ -380,8 +380,8 @@ inline uint32_t matrix_round(const char* what, SL l) {
   uint32_t n = e.s->nlanes;
   uint32_t full = n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
   if (n != 32 || e.mask != full)
-    kir_emu::fail(std::string(what) + " needs all 32 lanes of the SIMD-group at " +
-                  kir_emu::site_str(kir_emu::site_of(l)));
+    kir_emu::fail("%s needs all 32 lanes of the SIMD-group at " KIR_SITE, what,
+                  KIR_SITE_ARGS(kir_emu::site_of(l)));
   return e.lane;
 }
 }  // namespace detail

@@ -1,10 +1,12 @@
 """The host C++ compiler for the emulator: discovery, the cache, precompiled headers, errors.
 
 Every emulated kernel becomes one shared object compiled from generated C++ that includes a shim
-header (``kir_emu_metal.h`` or ``kir_emu_cuda.h``). The shim header is precompiled once per
-(compiler, flags, header contents) and the shared objects are cached by a hash of the generated
-source, the compiler's version and the flags. Cache writes go to a temporary name first and are
-renamed into place, so concurrent processes never see a half-written file.
+header (``kir_emu_metal.h`` or ``kir_emu_cuda.h``), linked with the runtime's failure path
+(``kir_emu_runtime.cpp``). The shim header is precompiled once per (compiler, flags, header
+contents), the failure path compiled once per (compiler, sources), and the shared objects are
+cached by a hash of the generated source, the compiler's version and the flags. Cache writes go
+to a temporary name first and are renamed into place, so concurrent processes never see a
+half-written file.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ HEADER_DIR = Path(__file__).resolve().parent
 CUDA_STUB_DIR = HEADER_DIR / "cuda_include"
 SHIM_HEADERS = ("kir_emu_runtime.h", "kir_emu_vec.h", "kir_emu_metal.h", "kir_emu_cuda.h",
                 "kir_emu_check.h")
+# Compiled once and linked into every kernel: what only a failing launch runs (see its header).
+RUNTIME_SOURCE = "kir_emu_runtime.cpp"
 DIALECT_HEADER = {"metal": "kir_emu_metal.h", "cuda": "kir_emu_cuda.h"}
 # -fsanitize=bounds checks indexes into fixed-size arrays (threadgroup, shared, local); its
-# handlers live in kir_emu_runtime.h, so the link below needs no sanitizer runtime.
+# handlers live in kir_emu_runtime.cpp, so the link below needs no sanitizer runtime.
 BASE_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-w", "-fno-strict-aliasing", "-fvisibility=hidden",
               "-fsanitize=bounds")
 
@@ -136,7 +140,7 @@ def _unwritable(root: str) -> str | None:
 @functools.lru_cache(maxsize=None)
 def _headers_digest() -> str:
     digest = hashlib.sha256()
-    for name in SHIM_HEADERS:
+    for name in (*SHIM_HEADERS, RUNTIME_SOURCE):
         digest.update((HEADER_DIR / name).read_bytes())
     return digest.hexdigest()
 
@@ -180,6 +184,26 @@ def _pch_flags(comp: Compiler, dialect: str, extra: tuple[str, ...]) -> list[str
     return ["-I", str(final)]
 
 
+def _runtime_object(comp: Compiler) -> Path:
+    """The runtime's failure path compiled (on demand, once per compiler and sources) with the
+    base flags only: the kernels' extra flags (fast math, the checked build's instrumentation)
+    are not for it, and nothing it shares with a kernel changes layout under them."""
+    flags = _flags(())
+    key = hashlib.sha256("\0".join([comp.version, *flags, _headers_digest()]).encode())
+    final = cache_dir() / f"runtime-{key.hexdigest()[:16]}"
+    obj = final / "kir_emu_runtime.o"
+    if not obj.exists():
+        def build(tmp: Path) -> None:
+            cmd = [comp.path, *flags, "-I", str(HEADER_DIR), "-c", str(HEADER_DIR / RUNTIME_SOURCE),
+                   "-o", str(tmp / obj.name)]
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise EmulatorError("could not compile the emulator runtime:\n"
+                                    + result.stderr[-3000:], kind="compile")
+        _atomic_write_dir(final, build)
+    return obj
+
+
 def compile_shared(source: str, dialect: str, *, tag: str, sources: dict[str, str],
                    extra_flags: tuple[str, ...] = (), include_dirs: tuple[str, ...] = ()) -> Path:
     """Compile generated C++ into a cached shared object and return its path.
@@ -200,13 +224,14 @@ def compile_shared(source: str, dialect: str, *, tag: str, sources: dict[str, st
     if so_path.exists():
         return so_path
     pch = _pch_flags(comp, dialect, extra_flags)
+    runtime = _runtime_object(comp)
     with tempfile.TemporaryDirectory(prefix="kir-emu-", dir=cache_dir()) as tmp:
         cpp = Path(tmp) / f"{safe_tag}.cpp"
         cpp.write_text(source)
         obj, out = Path(tmp) / "out.o", Path(tmp) / "out.so"
         cmd = [comp.path, *flags, *pch, *includes, "-c", str(cpp), "-o", str(obj)]
         # Linked apart, without the sanitizer flag: it would pull in a runtime we replace.
-        link = [comp.path, "-shared", str(obj), "-o", str(out)]
+        link = [comp.path, "-shared", str(obj), str(runtime), "-o", str(out)]
         if sys.platform == "darwin":
             link[2:2] = ["-undefined", "dynamic_lookup"]
         started = time.perf_counter()

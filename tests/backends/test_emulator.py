@@ -414,3 +414,32 @@ def test_a_worker_is_retired_after_its_quota_of_kernel_libraries(monkeypatch) ->
         pids.append(worker._worker.process.pid if worker._worker is not None else None)
     assert pids[0] is not None and pids[1] is None  # retired after its second library
     assert pids[2] is not None and pids[2] != pids[0]
+
+
+def test_the_failure_path_is_compiled_once_and_linked_into_each_kernel(tmp_path,
+                                                                        monkeypatch) -> None:
+    """kir_emu_runtime.cpp is compiled into one cached object that every kernel's shared object
+    links (not generated again in each kernel); a kernel still reports an out-of-bounds index
+    at its line through the handler that object defines, and with it the group's threads."""
+    from kir.backends.emulate import toolchain
+
+    monkeypatch.setenv("KIR_CACHE_DIR", str(tmp_path))
+    body = """
+        uint t = thread_position_in_threadgroup.x;
+        threadgroup float tile[8];
+        tile[t] = x[t];
+        out[t] = tile[t];
+    """
+    kernels = [metal_kernel(f"em_linked_{n}", ["x"], ["out"], body) for n in range(2)]
+    kernels[0](inputs=[np.ones(8, F32)], grid=(8, 1, 1), threadgroup=(8, 1, 1),
+               output_shapes=[(8,)], output_dtypes=[F32])
+    with pytest.raises(EmulatorError) as info:
+        kernels[1](inputs=[np.ones(16, F32)], grid=(16, 1, 1), threadgroup=(16, 1, 1),
+                   output_shapes=[(16,)], output_dtypes=[F32])
+    assert "out-of-bounds array access at em_linked_1.metal:4:" in str(info.value)
+    assert "index 8 is out of bounds for 'float [8]'" in str(info.value)
+    assert "threadgroup (0,0,0)" in str(info.value) and "thread(s)" in str(info.value)
+    runtimes = list(tmp_path.glob("runtime-*/kir_emu_runtime.o"))
+    assert len(runtimes) == 1
+    assert len(list(tmp_path.glob("em_linked_*.so"))) == 2
+    assert toolchain.RUNTIME_SOURCE == runtimes[0].name.replace(".o", ".cpp")
