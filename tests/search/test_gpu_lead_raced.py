@@ -13,7 +13,7 @@ import pytest
 from kir.backends import emit
 from kir.driver.load import load_kernel
 from kir.measure.gpu.jobs import EmulatorRunner, GpuJob, run_job
-from kir.measure.gpu.leads import LEAD_MARGIN, RACE_ROUNDS
+from kir.measure.gpu.leads import CLEAR_LEAD, LEAD_MARGIN, RACE_ROUNDS
 from kir.measure.mlx import MLXEvaluator
 from kir.search.evaluator import Evaluation
 
@@ -38,9 +38,9 @@ def _job(loaded, tmp_path, best, holder=True):
 
 @pytest.mark.parametrize("first, rounds, recorded", [
     # A lead that holds side by side: the holder's 1.0 ms times the median ratio 0.8.
-    (0.5, [(0.4, 0.5), (0.41, 0.5), (0.39, 0.5)], 0.8),
+    (0.85, [(0.4, 0.5), (0.41, 0.5), (0.39, 0.5)], 0.8),
     # A lucky first timing that loses side by side: recorded slower than the best.
-    (0.5, [(0.6, 0.5), (0.6, 0.5), (0.55, 0.5)], 1.2),
+    (0.85, [(0.6, 0.5), (0.6, 0.5), (0.55, 0.5)], 1.2),
     # A near miss (within the margin above the best) that wins side by side.
     (1.0 + LEAD_MARGIN / 2, [(0.45, 0.5), (0.45, 0.5), (0.45, 0.5)], 0.9),
     # Beats the holder side by side, but the host is slower now than when the best was
@@ -78,7 +78,7 @@ def test_races_of_equal_kernels_do_not_compound_below_their_own_times(loaded, tm
 
 def test_the_holder_is_built_once_per_worker_until_the_best_changes(loaded, tmp_path):
     pair = [0.4, 0.5] * RACE_ROUNDS
-    runner = ScriptedRunner([0.5, *pair, 0.5, *pair])
+    runner = ScriptedRunner([0.9, *pair, 0.9, *pair])
     cache: dict = {}
     job = _job(loaded, tmp_path, 1.0)
     for _ in range(2):
@@ -94,10 +94,23 @@ def test_no_race_without_a_best_or_far_from_it(loaded, tmp_path, best, first):
     assert "race" not in verdict.details
 
 
+def test_a_clear_lead_is_timed_twice_and_the_slow_holder_never_run(loaded, tmp_path):
+    """A rewrite 50x faster than the unrewritten kernel holding the best: racing would time
+    the holder six times more (at N=4096 attention, 2.7 s a call, past the worker's limit);
+    the lead is clear of any noise, so it is only timed again."""
+    best = 100.0
+    first = best * (1 - CLEAR_LEAD) / 50
+    runner = ScriptedRunner([first, first * 1.02])
+    verdict = run_job(_job(loaded, tmp_path, best), runner, {})[0]
+    assert verdict.time_ms == pytest.approx(first * 1.02)
+    assert verdict.details["lead_ms"] == [round(first, 5), round(first * 1.02, 5)]
+    assert "race" not in verdict.details and runner.built == 1  # the holder never built
+
+
 def test_a_holder_that_cannot_be_built_leaves_the_lead_timed_twice(loaded, tmp_path):
-    runner = ScriptedRunner([0.5, 0.7], broken_holder=True)
+    runner = ScriptedRunner([0.8, 0.85], broken_holder=True)
     verdict = run_job(_job(loaded, tmp_path, 1.0), runner, {})[0]
-    assert verdict.time_ms == 0.7 and verdict.details["lead_ms"] == [0.5, 0.7]
+    assert verdict.time_ms == 0.85 and verdict.details["lead_ms"] == [0.8, 0.85]
     assert "does not build" in verdict.details["race_refused"]
 
 

@@ -26,15 +26,23 @@ from typing import Any
 # A candidate timed within this fraction above the best is raced too: noise that made a
 # faster kernel read a little slower would otherwise hide it for good.
 LEAD_MARGIN = 0.05
+# A candidate timed this fraction or more below the best leads clearly: more than the host's
+# load moves a timing (round 23: 10-20%). It is timed twice (:func:`confirmed`), not raced:
+# a race times the holder too, and a holder far slower than the candidate made races cost
+# what the search could not pay (the unrewritten 2.7-s attention kernel at N=4096 against its
+# 3-ms rewrites: each race ran past the worker's time limit, and no candidate was recorded).
+CLEAR_LEAD = 0.25
 # Rounds of a race, each one timing of the candidate then one of the holder.
 RACE_ROUNDS = 3
 
 
 def near_best(job: Any, timing: Any) -> bool:
-    """Whether ``timing`` (the candidate's first) may take the lead of ``job``'s search."""
+    """Whether ``timing`` (the candidate's first) is close enough to the search's best that
+    only a race can tell which is faster: from :data:`CLEAR_LEAD` below it to
+    :data:`LEAD_MARGIN` above it."""
     best = job.confirm_below_ms
     return best is not None and not timing.cut_short and \
-        timing.median_ms < best * (1 + LEAD_MARGIN)
+        best * (1 - CLEAR_LEAD) < timing.median_ms < best * (1 + LEAD_MARGIN)
 
 
 def confirmed(job: Any, runner: Any, built: Any, inputs: dict[str, Any],
