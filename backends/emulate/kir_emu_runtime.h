@@ -65,7 +65,7 @@ struct Site {
   }
 };
 inline Site site_of(const std::source_location& l) { return Site{l.file_name(), l.line(), l.column()}; }
-// A site in a failure message: KIR_SITE in the format, site_args(s) in the arguments.
+// A site in a failure message: KIR_SITE in the format, KIR_SITE_ARGS(s) in the arguments.
 #define KIR_SITE "%s:%u"
 inline const char* site_file(const Site& s) { return s.file ? s.file : "?"; }
 #define KIR_SITE_ARGS(s) ::kir_emu::site_file(s), (s).line
