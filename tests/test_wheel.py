@@ -65,6 +65,7 @@ def test_wheel_contents_and_metadata(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("kir/__init__.py", "kir/api/kernel.py", "kir/grammar/cuda.lark",
                    "kir/rewrites/algebra.rules", "kir/backends/emulate/kir_emu_metal.h",
+                   "kir/backends/emulate/kir_emu_runtime.cpp",
                    "kir/examples/softmax.cu", "kir/examples/softmax.kir.toml",
                    "kir/examples/refs.py", "kir/examples/traces/flash_attn.fa2.json",
                    "kir/rewrites/matmul/warp_tile_matmul.py"):
