@@ -135,3 +135,36 @@ def test_the_evaluator_sends_the_holder_of_its_best(loaded, monkeypatch):
     finally:
         evaluator.close()
 
+
+
+def test_the_holder_compiles_outside_the_gpu_lock_and_first_runs_under_its_shared_side(loaded):
+    """As a candidate is built: kir's compile holds no lock, the first run the shared side.
+    Compiled under the lock, every worker's copy of a slow holder kept all timings waiting."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from kir.measure.gpu.leads import holder_built
+
+    events: list[str] = []
+
+    class Lock:
+        @contextmanager
+        def shared(self):
+            events.append("shared")
+            yield
+            events.append("released")
+
+    class Runner:
+        def build_ahead(self, emitted):
+            events.append("compile")
+            return "built"
+
+        def run(self, built, case):
+            events.append("run")
+
+    job = SimpleNamespace(holder=emit(loaded.kernel, loaded.bound, "cuda"), compile_ahead=True)
+    cache: dict = {}
+    assert holder_built(job, Runner(), None, cache, Lock()) == "built"
+    assert events == ["compile", "shared", "run", "released"]
+    assert holder_built(job, Runner(), None, cache, Lock()) == "built"  # kept: no new events
+    assert len(events) == 4

@@ -437,8 +437,7 @@ def _raced_or_confirmed(job: GpuJob, runner: Runner, built: Any, case: Any, timi
     the lead timed twice (:func:`leads.confirmed`). Returns the timing to record, the two
     medians of a lead timed twice, and what the verdict's details say of the race. Its
     seconds, the holder's build included, count as the job's timing (``time_s``)."""
-    with lock.shared():  # built and first run like a candidate's: others may time meanwhile
-        holder = holder_built(job, runner, case, cache)
+    holder = holder_built(job, runner, case, cache, lock)  # as a candidate is built
     with lock.exclusive():
         if isinstance(holder, str):
             kept, lead = confirmed(job, runner, built, case.inputs, timing)

@@ -60,11 +60,12 @@ def confirmed(job: Any, runner: Any, built: Any, inputs: dict[str, Any],
     return kept, [round(timing.median_ms, 5), round(again.median_ms, 5)]
 
 
-def holder_built(job: Any, runner: Any, case: Any, cache: dict) -> Any:
+def holder_built(job: Any, runner: Any, case: Any, cache: dict, lock: Any) -> Any:
     """The holder (``job.holder``, an emitted call) built the way the job's own kernel is
-    and run once on ``case`` (its compile and first run, outside any exclusive lock), kept
-    in the worker's ``cache`` until the search's best changes; or why it cannot be raced (a
-    string)."""
+    and run once on ``case``, kept in the worker's ``cache`` until the search's best
+    changes; or why it cannot be raced (a string). As for a candidate, kir's compile runs
+    outside the GPU lock and the first run under its shared side (``lock``): compiled under
+    it, every worker's copy of a slow holder kept the timings of all of them waiting."""
     from kir.backends.mlx_runner import source_hash
 
     key = source_hash(job.holder)
@@ -75,7 +76,8 @@ def holder_built(job: Any, runner: Any, case: Any, cache: dict) -> Any:
     try:
         built = runner.build_ahead(job.holder) if job.compile_ahead else \
             runner.build(job.holder)
-        runner.run(built, case)
+        with lock.shared():
+            runner.run(built, case)
     except Exception as exc:  # noqa: BLE001 - judged already; the candidate is timed twice
         built = f"{type(exc).__name__}: {exc}"
     cache["holder"] = (key, built)
