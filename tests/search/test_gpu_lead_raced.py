@@ -96,8 +96,9 @@ def test_no_race_without_a_best_or_far_from_it(loaded, tmp_path, best, first):
 
 def test_a_clear_lead_is_timed_twice_and_the_slow_holder_never_run(loaded, tmp_path):
     """A rewrite 50x faster than the unrewritten kernel holding the best: racing would time
-    the holder six times more (at N=4096 attention, 2.7 s a call, past the worker's limit);
-    the lead is clear of any noise, so it is only timed again."""
+    the holder three more times (at N=4096 attention, 2.7 s a call: 35 s holding the GPU
+    alone while every other job waits); the lead is clear of any noise, so it is only timed
+    again."""
     best = 100.0
     first = best * (1 - CLEAR_LEAD) / 50
     runner = ScriptedRunner([first, first * 1.02])

@@ -29,8 +29,9 @@ LEAD_MARGIN = 0.05
 # A candidate timed this fraction or more below the best leads clearly: more than the host's
 # load moves a timing (round 23: 10-20%). It is timed twice (:func:`confirmed`), not raced:
 # a race times the holder too, and a holder far slower than the candidate made races cost
-# what the search could not pay (the unrewritten 2.7-s attention kernel at N=4096 against its
-# 3-ms rewrites: each race ran past the worker's time limit, and no candidate was recorded).
+# what the search could not pay (the unrewritten attention kernel, 169 ms at N=1024 and 2.7 s
+# at N=4096, against its 0.3-3 ms rewrites: 6 s and 35 s a race, each holding the GPU alone
+# while the other workers' jobs waited; the H200 searches recorded 3 candidates in 60 s).
 CLEAR_LEAD = 0.25
 # Rounds of a race, each one timing of the candidate then one of the holder.
 RACE_ROUNDS = 3
