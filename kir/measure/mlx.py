@@ -118,24 +118,32 @@ class MLXEvaluator(Validating):
         """:meth:`evaluate`'s work, safe beside other threads doing the same (submit). Once
         :meth:`quiesce` has begun, a candidate goes no further (no verdict of it is read)."""
         if self._stopping.is_set():
-            return STOPPED
+            return self._dropped()
         with self._judging:
             emitted, key = self.emitted_call(kernel)
             if key in self.same_source:
                 return self._duplicate(key)
         verdict = self.check_one(kernel)
         if self._stopping.is_set():
-            return STOPPED  # not remembered: it may be a cancelled check's
+            return self._dropped()  # not remembered: it may be a cancelled check's
         if verdict.ok:
             started = time.perf_counter()
             result = self.gpu.run(self.gpu_job(kernel, emitted))
             if self._stopping.is_set():
-                return STOPPED  # its worker may have been killed under it
+                return self._dropped()  # its worker may have been killed under it
             with self._judging:
                 verdict = self._account(result, time.perf_counter() - started)
         with self._judging:
             self.same_source.remember(key, kernel, verdict)
         return verdict
+
+    def _dropped(self) -> Evaluation:
+        """STOPPED, counted: a candidate submitted but not judged when the search stopped. A
+        search whose candidates all end so (the time line's ``dropped at the stop``) spent
+        its time waiting, not judging."""
+        with self._judging:
+            self.stats["dropped"] += 1
+        return STOPPED
 
     def quiesce(self) -> None:
         """End the work still in flight: submitted candidates are dropped, their validations
@@ -257,7 +265,8 @@ class MLXEvaluator(Validating):
                    "compile": stats["build_s"], "check": stats["check_s"],
                    "time": stats["time_s"], "lock wait": stats["lock_wait_s"]}
         counts = {"GPU jobs": stats["gpu_jobs"], "source duplicates": stats["source_duplicates"],
-                  "cut short": stats["cut_short"], "raced": stats["raced"]}
+                  "cut short": stats["cut_short"], "raced": stats["raced"],
+                  "timed out": stats["timed_out"], "dropped at the stop": stats["dropped"]}
         if self.target == "cuda":  # kir compiles CUDA candidates (kir.backends.mlx_precompiled)
             counts["compiled by kir"] = stats["compiled_ahead"]
         return Phases(seconds, counts, overlapping=isinstance(self.gpu, GpuPool))
@@ -366,6 +375,7 @@ class MLXEvaluator(Validating):
         self.stats["cut_short"] += bool(verdict.details.get("cut_short"))
         self.stats["compiled_ahead"] += bool(verdict.details.get("compiled_ahead"))
         self.stats["raced"] += "race" in verdict.details  # kir.measure.gpu.leads
+        self.stats["timed_out"] += verdict.status == Status.TIMEOUT  # the worker was killed
         return verdict
 
 

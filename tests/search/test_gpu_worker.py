@@ -198,6 +198,7 @@ def test_search_completes_its_budget_through_crashes_and_hangs(loaded):
         result = search(loaded.kernel, registry, ev, RuleContext(sizes=dict(SIZES)),
                         SearchConfig(strategy="random", budget=5, seed=1), hints=hints)
         started = ev.gpu.started
+    assert result.phases.counts["timed out"] == 1  # the time line says a worker was killed
     by_genome = {r.genome: r for r in result.history}
     assert len(result.history) == 5
     assert by_genome[()].status == "ok"

@@ -97,6 +97,7 @@ def test_quiesce_drops_the_candidates_still_waiting_and_forgets_them(loaded, mon
         verdicts = [f.result(timeout=0) for f in futures]
         stopped = [v is STOPPED for v in verdicts]
         assert all(stopped) and ev.stats["gpu_jobs"] == 0, verdicts
+        assert ev.phases().counts["dropped at the stop"] == len(kernels)  # the time line's
         assert waited < 2.5, f"quiesce waited {waited:.1f} s"  # 9 s to finish them
         dropped = kernels[stopped.index(True)]
         again = ev.evaluate(dropped)
