@@ -80,13 +80,11 @@ KIR_EMU_UNCHECKED inline void record(const char* kind, uintptr_t pc, int32_t buf
 KIR_EMU_UNCHECKED inline void device_access(Buffer& b, uintptr_t a, size_t n, bool write, uintptr_t pc) {
   State& S = state();
   if (a < b.lo || a + n > b.hi) {
-    char msg[256];
     Fiber& me = self();
-    snprintf(msg, sizeof msg,
-             "out-of-bounds %s [kir-check bounds pc=0x%lx buffer=%u offset=%ld size=%zu thread=%u,%u,%u]",
-             write ? "write" : "read", (unsigned long)(pc - S.base), b.index, (long)(a - b.lo), n,
-             me.tid[0], me.tid[1], me.tid[2]);
-    fail("%s", msg);  // `busy` stays set: the failure path may run instrumented code
+    // `busy` stays set: the failure path may run instrumented code.
+    fail("out-of-bounds %s [kir-check bounds pc=0x%lx buffer=%u offset=%ld size=%zu thread=%u,%u,%u]",
+         write ? "write" : "read", (unsigned long)(pc - S.base), b.index, (long)(a - b.lo), n,
+         me.tid[0], me.tid[1], me.tid[2]);
   }
   if (!b.written) return;
   uint8_t* w = b.written + (a - b.lo);

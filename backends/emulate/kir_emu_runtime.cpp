@@ -4,9 +4,9 @@
 //
 // Compiled once per compiler and set of headers into an object that every kernel's shared
 // object links (toolchain.py), instead of being generated again in each kernel: inline, this
-// code was three quarters of the compile time of a small kernel (0.74 s -> 0.2 s with g++ 12). It is linked into each shared
-// object, not loaded as a library of its own, so every kernel keeps its own runtime state (the
-// running launch, the threadgroup statics to poison) exactly as when all of it was inline.
+// code made a small kernel's compile 0.74 s instead of 0.13 s (g++ 12). It is linked into each
+// shared object, not loaded as a library of its own, so every kernel keeps its own runtime
+// state (the running launch, the threadgroup statics to poison) as when all of it was inline.
 #include "kir_emu_runtime.h"
 
 #include <cstdarg>
@@ -61,6 +61,13 @@ std::string formatted(const char* format, va_list args) {
   return out;
 }
 
+// Record the launch's failure: the kernel, the group, what went wrong, where its threads are.
+void record_failure(Runtime& R, const std::string& what) {
+  R.failed = true;
+  R.err = "kernel '" + std::string(R.kernel) + "', threadgroup " + group_str(R) + ": " + what + "\n" +
+          describe_threads(R);
+}
+
 }  // namespace
 
 void fail(const char* format, ...) {
@@ -70,9 +77,7 @@ void fail(const char* format, ...) {
     va_start(args, format);
     std::string msg = formatted(format, args);
     va_end(args);
-    R.failed = true;
-    R.err = "kernel '" + std::string(R.kernel) + "', threadgroup " + group_str(R) + ": " + msg + "\n" +
-            describe_threads(R);
+    record_failure(R, msg);
   }
   to_scheduler();
   __builtin_unreachable();
@@ -144,14 +149,6 @@ void install_crash_handler() {
 
 // ---------------------------------------------------------------- scheduler
 namespace {
-
-// The launch deadlocked: every live thread waits for others that never come.
-void note_deadlock(Runtime& R) {
-  R.failed = true;
-  R.err = "kernel '" + std::string(R.kernel) + "', threadgroup " + group_str(R) +
-          ": deadlock: every thread waits at a barrier or SIMD op that the others never reach\n" +
-          describe_threads(R);
-}
 
 // Fiber stacks: mmap'd with a guard page below (a stack overflow faults instead of corrupting a
 // neighbour), kept across groups and launches.
@@ -299,7 +296,9 @@ int run(Runtime& R, size_t stack_bytes) {
         progressed = true;
         if (f.st == St::Done) done++;
       }
-      if (!progressed && !R.failed) note_deadlock(R);
+      if (!progressed && !R.failed)  // every live thread waits for others that never come
+        record_failure(R, "deadlock: every thread waits at a barrier or SIMD op that the others "
+                          "never reach");
     }
   }
   rt() = saved;

@@ -1,10 +1,10 @@
 """The host C++ compiler for the emulator: discovery, the cache, precompiled headers, errors.
 
 Every emulated kernel becomes one shared object compiled from generated C++ that includes a shim
-header (``kir_emu_metal.h`` or ``kir_emu_cuda.h``), linked with the runtime's failure path
-(``kir_emu_runtime.cpp``). The shim header is precompiled once per (compiler, flags, header
-contents), the failure path compiled once per (compiler, sources), and the shared objects are
-cached by a hash of the generated source, the compiler's version and the flags. Cache writes go
+header (``kir_emu_metal.h`` or ``kir_emu_cuda.h``), linked with the runtime's scheduler and
+failure path (``kir_emu_runtime.cpp``). The shim header is precompiled once per (compiler,
+flags, header contents), the runtime compiled once per (compiler, sources), and the shared
+objects are cached by a hash of the generated source, the compiler's version and the flags. Cache writes go
 to a temporary name first and are renamed into place, so concurrent processes never see a
 half-written file.
 """
@@ -30,7 +30,7 @@ HEADER_DIR = Path(__file__).resolve().parent
 CUDA_STUB_DIR = HEADER_DIR / "cuda_include"
 SHIM_HEADERS = ("kir_emu_runtime.h", "kir_emu_vec.h", "kir_emu_metal.h", "kir_emu_cuda.h",
                 "kir_emu_check.h")
-# Compiled once and linked into every kernel: what only a failing launch runs (see its header).
+# Compiled once and linked into every kernel: the scheduler and the failure path (see its top).
 RUNTIME_SOURCE = "kir_emu_runtime.cpp"
 DIALECT_HEADER = {"metal": "kir_emu_metal.h", "cuda": "kir_emu_cuda.h"}
 # -fsanitize=bounds checks indexes into fixed-size arrays (threadgroup, shared, local); its
@@ -163,45 +163,44 @@ def _atomic_write_dir(final: Path, build) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _built_once(comp: Compiler, prefix: str, name: str, flags: list[str],
+                inputs: list[str], what: str) -> Path:
+    """``name`` compiled by ``comp`` with ``flags`` and ``inputs`` (the arguments before
+    ``-o``), cached in a folder keyed by the compiler, the flags, the inputs and the headers'
+    contents, built on demand; an EmulatorError saying it could not ``what``."""
+    key = hashlib.sha256("\0".join([comp.version, *flags, *inputs,
+                                    _headers_digest()]).encode())
+    final = cache_dir() / f"{prefix}-{key.hexdigest()[:16]}"
+    if not (final / name).exists():
+        def build(tmp: Path) -> None:
+            cmd = [comp.path, *flags, *inputs, "-o", str(tmp / name)]
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise EmulatorError(f"could not {what}:\n" + result.stderr[-3000:],
+                                    kind="compile")
+        _atomic_write_dir(final, build)
+    return final / name
+
+
 def _pch_flags(comp: Compiler, dialect: str, extra: tuple[str, ...]) -> list[str]:
     """Include flags that make the compiler use the precompiled shim header (built on demand)."""
     header = DIALECT_HEADER[dialect]
-    flags = _flags(extra)
-    key = hashlib.sha256("\0".join([comp.version, *flags, header, _headers_digest()]).encode())
-    final = cache_dir() / f"pch-{dialect}-{key.hexdigest()[:16]}"
-    pch_name = header + (".pch" if comp.is_clang else ".gch")
-    if not (final / pch_name).exists():
-        def build(tmp: Path) -> None:
-            cmd = [comp.path, *flags, "-x", "c++-header", str(HEADER_DIR / header),
-                   "-o", str(tmp / pch_name)]
-            result = subprocess.run(cmd, capture_output=True, text=True)
-            if result.returncode != 0:
-                raise EmulatorError("could not precompile the emulator header:\n"
-                                    + result.stderr[-3000:], kind="compile")
-        _atomic_write_dir(final, build)
+    pch = _built_once(comp, f"pch-{dialect}", header + (".pch" if comp.is_clang else ".gch"),
+                      _flags(extra), ["-x", "c++-header", str(HEADER_DIR / header)],
+                      "precompile the emulator header")
     if comp.is_clang:
-        return ["-include-pch", str(final / pch_name)]
-    return ["-I", str(final)]
+        return ["-include-pch", str(pch)]
+    return ["-I", str(pch.parent)]
 
 
 def _runtime_object(comp: Compiler) -> Path:
-    """The runtime's failure path compiled (on demand, once per compiler and sources) with the
-    base flags only: the kernels' extra flags (fast math, the checked build's instrumentation)
-    are not for it, and nothing it shares with a kernel changes layout under them."""
-    flags = _flags(())
-    key = hashlib.sha256("\0".join([comp.version, *flags, _headers_digest()]).encode())
-    final = cache_dir() / f"runtime-{key.hexdigest()[:16]}"
-    obj = final / "kir_emu_runtime.o"
-    if not obj.exists():
-        def build(tmp: Path) -> None:
-            cmd = [comp.path, *flags, "-I", str(HEADER_DIR), "-c", str(HEADER_DIR / RUNTIME_SOURCE),
-                   "-o", str(tmp / obj.name)]
-            result = subprocess.run(cmd, capture_output=True, text=True)
-            if result.returncode != 0:
-                raise EmulatorError("could not compile the emulator runtime:\n"
-                                    + result.stderr[-3000:], kind="compile")
-        _atomic_write_dir(final, build)
-    return obj
+    """The runtime's scheduler and failure path compiled (on demand, once per compiler and
+    sources) with the base flags only: the kernels' extra flags (fast math, the checked
+    build's instrumentation) are not for it, and nothing it shares with a kernel changes
+    layout under them."""
+    return _built_once(comp, "runtime", "kir_emu_runtime.o", _flags(()),
+                       ["-I", str(HEADER_DIR), "-c", str(HEADER_DIR / RUNTIME_SOURCE)],
+                       "compile the emulator runtime")
 
 
 def compile_shared(source: str, dialect: str, *, tag: str, sources: dict[str, str],
