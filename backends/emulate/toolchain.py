@@ -4,9 +4,9 @@ Every emulated kernel becomes one shared object compiled from generated C++ that
 header (``kir_emu_metal.h`` or ``kir_emu_cuda.h``), linked with the runtime's scheduler and
 failure path (``kir_emu_runtime.cpp``). The shim header is precompiled once per (compiler,
 flags, header contents), the runtime compiled once per (compiler, sources), and the shared
-objects are cached by a hash of the generated source, the compiler's version and the flags. Cache writes go
-to a temporary name first and are renamed into place, so concurrent processes never see a
-half-written file.
+objects are cached by a hash of the generated source, the compiler's version and the flags.
+Cache writes go to a temporary name first and are renamed into place, so concurrent processes
+never see a half-written file.
 """
 
 from __future__ import annotations
