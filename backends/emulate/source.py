@@ -204,7 +204,8 @@ def strip_host_code(text: str, keep_kernel: str | None = None) -> str:
                 head_start = index + 1
         elif ch == ";" and depth == 0:
             words = " ".join(masked[head_start:index].split())
-            if _is_function_instantiation(words):  # of a host function blanked above
+            if _is_function_instantiation(words) or keep_kernel is not None and \
+                    _is_other_kernel_instantiation(words, keep_kernel):  # blanked above
                 first = head_start + (len(masked[head_start:index]) -
                                       len(masked[head_start:index].lstrip()))
                 blank_ranges.append((first, index + 1))
@@ -232,6 +233,17 @@ def _is_other_kernel(head: str, keep: str) -> bool:
     head = head[head.find("__global__") + len("__global__"):]
     signature = _LAUNCH_BOUNDS.sub(" ", head).split("(", 1)[0]
     names = re.findall(r"[A-Za-z_]\w*", signature)
+    return bool(names) and names[-1] != keep
+
+
+def _is_other_kernel_instantiation(statement: str, keep: str) -> bool:
+    """``template __global__ void scale<float>(float*, int);``: an explicit instantiation of
+    a ``__global__`` function other than ``keep`` (whose definition is blanked)."""
+    if not re.match(r"^(?:extern\s+)?template\s+(?!<)", statement) \
+            or not re.search(r"\b__global__\b", statement) or "(" not in statement:
+        return False
+    signature = statement[statement.find("__global__") + len("__global__"):].split("(", 1)[0]
+    names = re.findall(r"[A-Za-z_]\w*", signature.split("<", 1)[0])
     return bool(names) and names[-1] != keep
 
 

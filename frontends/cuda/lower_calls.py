@@ -12,6 +12,7 @@ import numpy as np
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.cas_loops import cas_loop
 from kir.frontends.cuda.parser import normalize_name
+from kir.frontends.cuda.warp_masks import shuffle_check, vote_check
 from kir.frontends.cuda.lower_half2 import HALF2_CALLS
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_methods import MethodRef
@@ -195,6 +196,10 @@ class CallMixin:
                 raise self.error(f"cooperative groups function '{name}' not supported", tree,
                                  UnsupportedError)
             return value
+        if self.program.using_cg and "::" not in name:  # after `using namespace cg`
+            value = self.cg_call(name, arg_trees, tree, targs)
+            if value is not None:
+                return value
         if "numeric_limits" in name:
             self._arity(name, arg_trees, 0, 0, tree)
             return self.limits_constant(name, tree)
@@ -461,8 +466,11 @@ class CallMixin:
         return MemRef(p.root, p.offset, p.view)
 
     def _shuffle(self, mode: str, arg_trees: list, tree) -> Expr:
+        """``__shfl*_sync``: kir's shuffles read the source lane whatever the mask says, so
+        a mask other than the full one is checked as the kernel runs on the interpreter
+        (:func:`kir.frontends.cuda.warp_masks.shuffle_check`)."""
         self._arity("shuffle", arg_trees, 3, 4, tree)
-        self._pure(arg_trees[0], "the shuffle mask")
+        mask = self._pure(arg_trees[0], "the shuffle mask")
         value = self.rvalue(arg_trees[1])
         lane = self.rvalue(arg_trees[2])
         if not ct.index_type_ok(lane.type):
@@ -474,6 +482,9 @@ class CallMixin:
                 raise self.error(f"shuffle width {w} (must be a power of two up to 32)",
                                  arg_trees[3])
             width = int(w)
+        if not (isinstance(mask, Const) and mask.value == FULL_MASK):
+            self._integer_mask(mask, "shuffle", arg_trees[0])
+            self.emit(shuffle_check(mode, mask, lane, width, self.cur_loc))
         return Shuffle(mode, value, lane, value.type, width)
 
     def function_name(self, name: str) -> str:
@@ -510,15 +521,26 @@ class CallMixin:
     def _vote(self, name: str, arg_trees: list, tree) -> Expr:
         """Warp votes as warp reductions over the whole warp: ``__any_sync`` / ``__all_sync``
         are the max / min of the 0-or-1 predicate, ``__ballot_sync`` the sum of each voting
-        lane's own bit (distinct bits: the sum is their OR). Only the full mask: kir's warp
-        operations cover the whole warp, as the full mask requires of CUDA code."""
+        lane's own bit (distinct bits: the sum is their OR). kir's warp operations cover the
+        whole warp, so the mask must name every lane that votes, as CUDA requires of it
+        (PTX ``vote.sync``: undefined for a lane outside the mask): a constant mask must be
+        the full one; a mask computed as the kernel runs (the CUDA samples' reductions shift
+        ``0xffffffff`` by a count worked out from the block size) is checked lane by lane
+        on the interpreter (:func:`kir.frontends.cuda.warp_masks.vote_check`)."""
         self._arity(name, arg_trees, 2, 2, tree)
-        mask = self.constant(arg_trees[0], "the vote mask")
-        if mask != FULL_MASK:
-            raise self.error(f"{name} over a partial mask ({mask:#x}) not supported: kir's warp "
-                             "operations cover the whole warp (use 0xffffffff)", arg_trees[0],
-                             UnsupportedError)
+        mask = self._pure(arg_trees[0], "the vote mask")
+        if isinstance(mask, Const) and mask.value != FULL_MASK:
+            raise self.error(f"{name} over a partial mask ({mask.value:#x}) not supported: kir's "
+                             "warp operations cover the whole warp (use 0xffffffff)",
+                             arg_trees[0], UnsupportedError)
+        if not isinstance(mask, Const):
+            self._integer_mask(mask, "vote", arg_trees[0])
+            self.emit(vote_check(name, mask, self.cur_loc))
         return self._vote_value(name, arg_trees[1])
+
+    def _integer_mask(self, mask: Expr, what: str, tree) -> None:
+        if not (isinstance(mask.type, ScalarType) and mask.type.is_int):
+            raise self.error(f"the {what} mask is a {mask.type}, not an integer", tree)
 
     def _vote_value(self, name: str, pred_tree) -> Expr:
         pred = ct.to_bool(self.rvalue(pred_tree))

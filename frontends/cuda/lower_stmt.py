@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_struct import StructArrVal
+from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.values import (
     AUTO,
     ArrVal,
@@ -244,6 +245,17 @@ class StmtMixin:
 
     def _s_using_namespace(self, tree) -> None:
         pass  # names are resolved by their last part anyway
+
+    def _s_namespace_alias(self, tree) -> None:
+        """``namespace cg = cooperative_groups;`` in a function body (llm.c's kernels): the
+        frontend reads cooperative groups as ``cg::`` already. Other aliases would rename
+        names kir resolves by their last part, so they are refused."""
+        alias, target = (str(t) for t in tree.children[-2:])
+        if alias == "cg" and normalize_name(target + "::x") == "cg::x":
+            return
+        raise self.error(f"namespace alias '{alias} = {target}' inside a function not "
+                         "supported (kir reads 'namespace cg = cooperative_groups' only; "
+                         "qualify the names instead)", tree, UnsupportedError)
 
     def _s_static_assert_stmt(self, tree) -> None:
         pass  # checked by the C++ compiler; nothing happens at run time

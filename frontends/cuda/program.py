@@ -68,6 +68,9 @@ class Program:
     methods: dict[str, list] = field(default_factory=dict)
     # struct template name -> its explicit specializations' units (``template <> struct``)
     specializations: dict[str, list] = field(default_factory=dict)
+    # `using namespace cooperative_groups;` somewhere in the file: its functions may be
+    # called unqualified (`this_thread_block()`, `reduce(tile, v, plus<float>())`)
+    using_cg: bool = False
 
 
 def template_types(src: SourceMap, unit: Unit) -> set[str]:
@@ -105,7 +108,8 @@ def unit_type_name(src: SourceMap, unit: Unit) -> str | None:
 def read_program(src: SourceMap, units: list[Unit]) -> Program:
     """Collect the names and (unparsed) functions of a scanned file."""
     names = set(BUILTIN_TYPE_NAMES)
-    if _USING_CG.search(src.text):
+    using_cg = bool(_USING_CG.search(src.text))
+    if using_cg:
         names.update(_CG_TYPES)
     struct_units: dict[str, Unit] = {}
     specializations: dict[str, list[Unit]] = {}
@@ -122,7 +126,7 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
     templates = frozenset({u.name for u in units if u.kind == "device"
                            and src.text.startswith("template", u.start)}
                           | {"cg::tiled_partition"} | TYPE_TRAITS
-                          | ({"tiled_partition"} if _USING_CG.search(src.text) else set()))
+                          | ({"tiled_partition"} if using_cg else set()))
     type_names = frozenset(names)
     functions: dict[str, list[FunctionSym]] = {}
     for unit in units:
@@ -135,7 +139,7 @@ def read_program(src: SourceMap, units: list[Unit]) -> Program:
                             src.text[unit.start:unit.end]))
     constants = {u.name: u for u in units if u.kind == "constant"}
     program = Program(src, functions, struct_units, type_names, templates, constants=constants,
-                      specializations=specializations)
+                      specializations=specializations, using_cg=using_cg)
     for unit in units:  # a union is refused where a kernel names it, located at its definition
         if unit.kind == "union" and unit.name:
             loc = src.loc(unit.start)

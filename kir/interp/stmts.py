@@ -385,6 +385,8 @@ class StmtCompiler:
             c = cond(st, mask)
             failed = np.count_nonzero(mask & ~c) if type(c) is np.ndarray else \
                 (not bool(c) and np.count_nonzero(mask))
+            if failed and s.message is not None:
+                raise KirError(f"{s.message} (in {failed} thread(s))", loc)
             if failed:
                 raise KirError(f"assertion failed in {failed} thread(s): {text}", loc,
                                hint="the kernel's assert does not hold for these inputs and "

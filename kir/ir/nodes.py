@@ -436,9 +436,12 @@ ASYNC_STMTS = (AsyncCommit, AsyncWait)
 @node
 class Assert(Stmt):
     """``assert(cond)`` from the source: the interpreter stops with an error at ``loc``
-    when ``cond`` is false in any thread; GPU code drops it (as release builds do)."""
+    when ``cond`` is false in any thread; GPU code drops it (as release builds do).
+    ``message``: what the error says instead of quoting ``cond``, for a check the frontend
+    made (a CUDA rule kir can only check as the kernel runs, not an assert of the user's)."""
 
     cond: Expr
+    message: str | None = None
     loc: Loc | None = _loc()
 
 

@@ -362,7 +362,8 @@ class _Builder:
         return Fence(str(kids[1]), loc=self._stmt_loc(meta))
 
     def on_assert_stmt(self, meta, kids):
-        return Assert(self._need(kids[1], meta), loc=self._stmt_loc(meta))
+        message = None if kids[2] is None else json.loads(str(kids[2]))
+        return Assert(self._need(kids[1], meta), message, loc=self._stmt_loc(meta))
 
     def on_alloc(self, meta, kids):
         space, dynamic, name, elem, size = kids

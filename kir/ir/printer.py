@@ -330,7 +330,8 @@ def _lines(stmt: Stmt, env: Env, depth: int) -> list[tuple[int, str, object]]:
         elif isinstance(s, AsyncWait):
             out.append((d, f"async_wait {s.pending}", s.loc))
         elif isinstance(s, Assert):
-            out.append((d, f"assert {print_expr(s.cond, env)}", s.loc))
+            said = "" if s.message is None else ", " + json.dumps(s.message)
+            out.append((d, f"assert {print_expr(s.cond, env)}{said}", s.loc))
         elif isinstance(s, Alloc):
             dynamic = " dynamic" if s.dynamic else ""
             out.append((d, f"{s.space}{dynamic} {format_name(s.name)}: "

@@ -350,6 +350,21 @@ template void launch_scaled<3>(const float*, float*, int);
     assert got_out[0] == 2 * np.sum(x * x)
 
 
+def test_run_original_cuda_beside_another_kernels_explicit_instantiation() -> None:
+    """A file instantiating another template kernel (``template __global__ void
+    scale<float>(...);``): that kernel's definition is blanked, so is its instantiation
+    (which failed to compile: "'scale' is not a function template")."""
+    source = ORIGINAL + """
+template <typename T>
+__global__ void scale(T* y, const T* x, int n) { y[threadIdx.x] = x[threadIdx.x] * (T)2; }
+template __global__ void scale<float>(float*, const float*, int);
+"""
+    x = RNG.integers(-3, 4, 1000).astype(F32)
+    _, got_out, _ = run_original_cuda(source, "sum_squares", [x, np.zeros(1, F32), 1000],
+                                      grid=(8,), block=(128,), template_args=[2])
+    assert got_out[0] == 2 * np.sum(x * x)
+
+
 def test_run_original_cuda_compile_error_maps_to_the_file() -> None:
     broken = ORIGINAL.replace("v * v", "v * w")
     with pytest.raises(EmulatorError) as info:

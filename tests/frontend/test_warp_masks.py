@@ -1,0 +1,100 @@
+"""Warp masks kir cannot read at compile time, and the cooperative-groups spellings of
+LLM-training code and the CUDA samples: a reduction whose masks come from its block size
+(``tests/frontend/data/samples_reduce.cu``) runs on every target, a mask that leaves out a
+lane the intrinsic runs on or reads is stopped where it is used, and ``namespace cg =
+cooperative_groups`` inside a body / ``using namespace cooperative_groups`` lower."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.frontend.everywhere import TARGETS, check_everywhere
+
+from kir.driver.load import load_kernel
+from kir.driver.runners import check_on_target
+from kir.errors import KirError
+from kir.frontends.cuda import load_cuda
+from kir.interp import run_kernel
+from kir.ir import Assert, Launch
+from kir.ir.parser import parse_kernel
+from kir.ir.printer import print_kernel
+
+REDUCE = Path(__file__).parent / "data" / "samples_reduce.cu"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_masks_from_the_block_size_on_every_target(target):
+    check_everywhere(REDUCE, target, [{}, {"BS": 64}, {"BS": 96, "N": 777}], seed=3)
+
+
+def test_a_mask_leaving_out_running_lanes_is_stopped_where_it_is_used():
+    # 48 threads: the mask is 0xffff, but all 32 lanes of the first warp shuffle
+    loaded = load_kernel(REDUCE, sizes={"BS": 48})
+    with pytest.raises(KirError, match="shuffle's mask leaves out") as info:
+        check_on_target(loaded, "interp", seed=3)
+    assert (info.value.loc.line, info.value.loc.col) == (45, 9)
+
+
+VOTE = """\
+__global__ void vote(const float* x, unsigned* out, int n) {
+    unsigned keep = 0xffffffffu >> (n & 31);
+    out[threadIdx.x] = __ballot_sync(keep, x[threadIdx.x] > 0.0f);
+}
+"""
+
+
+def _vote(n: int) -> dict:
+    kernel = load_cuda(VOTE, "vote.cu", launch=Launch(("1", "1", "1"), (32, 1, 1), 0))
+    x = np.where(np.arange(32) % 3 == 0, 1.0, -1.0).astype(np.float32)
+    return run_kernel(kernel, {"x": x, "out": np.zeros(32, np.uint32), "n": n}, {})
+
+
+def test_a_run_time_vote_mask_is_checked_lane_by_lane():
+    expected = sum(1 << lane for lane in range(32) if lane % 3 == 0)
+    assert (_vote(0)["out"] == expected).all()  # the full mask: every lane's vote
+    with pytest.raises(KirError, match="__ballot_sync's mask leaves out a lane") as info:
+        _vote(8)  # 0x00ffffff: lanes 24-31 vote outside it
+    assert info.value.loc.line == 3
+    assert "8 thread(s)" in str(info.value)
+
+
+def test_the_check_keeps_its_message_through_the_ir_text():
+    kernel = load_cuda(VOTE, "vote.cu", launch=Launch(("1", "1", "1"), (32, 1, 1), 0))
+    again = parse_kernel(print_kernel(kernel))
+    checks = [s for s in again.walk() if isinstance(s, Assert)]
+    assert len(checks) == 1 and checks[0].message.startswith("__ballot_sync's mask")
+    assert again == kernel
+
+
+ALIAS = """\
+#include <cooperative_groups.h>
+__global__ void bias_grad(float* dbias, const float* dout, int rows, int channels) {
+    namespace cg = cooperative_groups;
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+    int c = blockIdx.x * warp.meta_group_size() + warp.meta_group_rank();
+    if (c >= channels) return;
+    float sum = 0.0f;
+    for (int i = warp.thread_rank(); i < rows; i += warp.size()) sum += dout[i * channels + c];
+    sum = cg::reduce(warp, sum, cg::plus<float>{});
+    if (warp.thread_rank() == 0) dbias[c] += sum;
+}
+"""
+
+
+def test_a_cooperative_groups_alias_inside_the_body():
+    kernel = load_cuda(ALIAS, "bias.cu", launch=Launch(("2", "1", "1"), (64, 1, 1), 0))
+    dout = np.random.default_rng(1).standard_normal((40, 4)).astype(np.float32)
+    out = run_kernel(kernel, {"dbias": np.ones(4, np.float32), "dout": dout.ravel(),
+                              "rows": 40, "channels": 4}, {})
+    np.testing.assert_allclose(out["dbias"], 1 + dout.sum(axis=0), rtol=1e-5)
+
+
+def test_another_alias_inside_the_body_is_refused_where_it_is_written():
+    source = ALIAS.replace("namespace cg = cooperative_groups;",
+                           "namespace grp = cooperative_groups;")
+    with pytest.raises(KirError, match="namespace alias 'grp = cooperative_groups'") as info:
+        load_cuda(source, "bias.cu", launch=Launch(("2", "1", "1"), (64, 1, 1), 0))
+    assert info.value.loc.line == 3
