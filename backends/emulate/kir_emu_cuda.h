@@ -31,6 +31,14 @@ inline dim3 block_dim() { auto& R = *rt(); return dim3(R.tg[0], R.tg[1], R.tg[2]
 inline dim3 grid_dim() { auto& R = *rt(); return dim3(R.ngroups[0], R.ngroups[1], R.ngroups[2]); }
 inline unsigned char* dyn_smem() { return rt()->smem; }
 }  // namespace kir_emu::cuda
+// PTX reads of a lane's special registers (asm("mov.u32 %0, %%laneid;" : "=r"(x))), which
+// the original's text has as these calls (kir.frontends.cuda.ptx_reads)
+inline unsigned __kir_ptx_laneid() { return ::kir_emu::self().lane; }
+inline unsigned __kir_ptx_lanemask_eq() { return 1u << ::kir_emu::self().lane; }
+inline unsigned __kir_ptx_lanemask_lt() { return __kir_ptx_lanemask_eq() - 1u; }
+inline unsigned __kir_ptx_lanemask_le() { return __kir_ptx_lanemask_lt() | __kir_ptx_lanemask_eq(); }
+inline unsigned __kir_ptx_lanemask_gt() { return ~__kir_ptx_lanemask_le(); }
+inline unsigned __kir_ptx_lanemask_ge() { return ~__kir_ptx_lanemask_lt(); }
 #define threadIdx (::kir_emu::cuda::thread_idx())
 #define blockIdx (::kir_emu::cuda::block_idx())
 #define blockDim (::kir_emu::cuda::block_dim())

@@ -25,6 +25,7 @@ from kir.backends.original_source import (
     qualified_name,
     renames_for,
 )
+from kir.frontends.cuda import ptx_reads
 
 STUB_HEADERS = frozenset(p.name for p in CUDA_STUB_DIR.glob("*.h"))
 
@@ -40,7 +41,8 @@ class StructArgument:
 
 
 def _rewrite(text: str) -> str:
-    return rewrite_group_memory(rewrite_extern_shared(text), "__shared__")
+    # (inline PTX reading a lane's register: calls the emulator's CUDA header defines)
+    return rewrite_group_memory(rewrite_extern_shared(ptx_reads.patched(text)), "__shared__")
 
 
 def _keep(name: str) -> bool:

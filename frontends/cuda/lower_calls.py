@@ -11,6 +11,7 @@ import numpy as np
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.cas_loops import cas_loop
+from kir.frontends.cuda import ptx_reads
 from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.warp_masks import shuffle_check, vote_check
 from kir.frontends.cuda.lower_half2 import HALF2_CALLS
@@ -233,6 +234,10 @@ class CallMixin:
             return self._hyperbolic(name, arg_trees, tree)
         if name in ("log1pf", "log1p", "expm1f", "expm1"):
             return self._near_one(name, arg_trees, tree)
+        if name.startswith(ptx_reads.BUILTIN_PREFIX):  # a special register's asm read
+            value = ptx_reads.register_value(name)
+            if value is not None:
+                return value
         if name in SHUFFLES:
             return self._shuffle(SHUFFLES[name], arg_trees, tree)
         if name in VOTES:

@@ -18,6 +18,7 @@ import threading
 from importlib import resources
 from typing import Iterator, Protocol
 
+from kir.frontends.cuda import ptx_reads
 import lark
 from lark import Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
@@ -275,7 +276,7 @@ def parse_unit(src: SourceMap, start: int, end: int, rule: str,
     """Parse ``src.text[start:end]`` with grammar rule ``rule`` (``function_def`` or
     ``top_decl``); token positions in the tree are relative to ``start``. ``type_names``
     and ``template_names`` are the identifiers that name types and template functions."""
-    text = src.text[start:end]
+    text = ptx_reads.patched(src.text[start:end])
     template_end = 0
     if text.lstrip().startswith("template"):
         template_end = template_header_length(text)
