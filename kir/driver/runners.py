@@ -197,10 +197,21 @@ def _original_argument(loaded: Loaded, param, inputs: dict):
         return as_bf16(inputs[param.name])
     if arg is not None:
         return inputs[param.name]
+    if _data_free(loaded, param):
+        from kir.backends.emulate.original import StructArgument
+
+        return StructArgument(np.zeros((), np.dtype([("empty", np.uint8)])))  # C++: 1 byte
     if param.default is None:
         raise spec.error(f"the kernel's parameter {param.name!r} is not in the spec's [args]",
                          "args", hint=f"add {param.name} = {{ ... }} to {spec.path.name}")
     return _DEFAULT
+
+
+def _data_free(loaded: Loaded, param) -> bool:
+    """A struct parameter kir's kernel does not take: a function object holding no data
+    (``Op op``), which the original gets default-made."""
+    return (param.type_word is not None and not param.pointer and param.dtype is None
+            and all(p.name != param.name for p in loaded.kernel.params))
 
 
 def _struct_argument(param, inputs: dict):

@@ -96,8 +96,9 @@ def counted_sizes(spec: Any, check: Mapping[str, int], compiled: Mapping[str, in
     ``require``."""
     from kir.spec.sizeexpr import size_names
 
-    templated = set().union(*(size_names(str(e)) for e in spec.templates.values())) \
-        if spec.templates else set()
+    templated = set().union(*(size_names(str(e)) for e in spec.templates.values()
+                              if not str(e).startswith(("&", "%")))) \
+        if spec.templates else set()  # (a function or a type of the file names no size)
     base, moving = dict(compiled), []
     for name, value in compiled.items():
         small = check.get(name, value)

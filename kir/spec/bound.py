@@ -153,12 +153,16 @@ class BoundSpec:
     def template_values(self) -> dict[str, int | str]:
         """Values for template parameters: every size under its own name, overridden by the
         spec's ``templates`` table (the frontend picks the names its template declares); a
-        dtype name (``T = "f16"``) is a ``typename`` parameter's type, ``&name`` a function
-        given to a function parameter."""
+        dtype name (``T = "f16"``) or one of the file's types (``%Neg``, given as the name)
+        is a ``typename`` parameter's type, ``&name`` a function given to a function
+        parameter."""
         from kir.ir.types import SCALARS
 
         values: dict[str, int | str] = dict(self.sizes)
         for name, expr in self.spec.templates.items():
+            if expr.startswith("%"):
+                values[name] = expr[1:]
+                continue
             values[name] = expr if expr in SCALARS or expr.startswith("&") else \
                 self._integer(expr, f"template {name}", "templates", name)
         return values

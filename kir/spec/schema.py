@@ -311,10 +311,16 @@ class _Checker:
                                 or f"sizes: {', '.join(sizes) or 'none'}")
         templates = dict(self.table(data.get("templates", {}), "templates"))
         for name, expr in templates.items():
-            if isinstance(expr, dict):  # a function: template <..., T (*ACT_FN)(const T&)>
-                templates[name] = self.function_template(expr, name)
+            if isinstance(expr, dict):  # a function (template <..., T (*ACT_FN)(const T&)>)
+                templates[name] = self.named_template(expr, name)  # or a file's type
             elif isinstance(expr, bool) or expr in ("true", "false"):  # template <bool B>
                 templates[name] = "1" if expr in (True, "true") else "0"
+            elif isinstance(expr, str) and re.fullmatch(r"[A-Za-z_]\w*", expr) \
+                    and expr not in sizes and expr not in SCALARS:
+                raise self.fail(f"templates.{name} = {expr!r} is neither a size nor a dtype",
+                                "templates", name, hint=_did_you_mean(expr, sizes) or
+                                f'declare it in sizes, or for one of the file\'s types (a '
+                                f'function object) write {name} = {{ type = "{expr}" }}')
             elif not (isinstance(expr, str) and expr in SCALARS):  # a dtype: `typename T`
                 self.expr(expr, sizes, "templates", name)
         include = data.get("include", [])
@@ -389,15 +395,18 @@ class _Checker:
             out[name] = size
         return out
 
-    def function_template(self, value: dict, name: str) -> str:
-        """``{ function = "silu_kernel" }``: the function's name, held as ``&name``."""
-        function = value.get("function")
-        if set(value) != {"function"} or not isinstance(function, str) \
-                or not re.fullmatch(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", function):
-            raise self.fail("a function template argument is { function = \"NAME\" }",
-                            "templates", name,
-                            hint='e.g. ACT_FN = { function = "silu_kernel" }')
-        return "&" + function
+    def named_template(self, value: dict, name: str) -> str:
+        """``{ function = "silu_kernel" }``: the function's name, held as ``&name``;
+        ``{ type = "Neg" }``: one of the file's types (a function object for ``typename
+        Op``), held as ``%Neg``."""
+        (kind, named), = value.items() if len(value) == 1 else ((None, None),)
+        if kind not in ("function", "type") or not isinstance(named, str) \
+                or not re.fullmatch(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", named):
+            raise self.fail("a template argument naming something of the file is "
+                            "{ function = \"NAME\" } or { type = \"NAME\" }",
+                            "templates", name, hint='e.g. ACT_FN = { function = "silu_kernel" '
+                                                    '}, Op = { type = "Neg" }')
+        return ("&" if kind == "function" else "%") + named
 
     def expr(self, expr: Any, sizes: dict[str, int], *keys: str) -> str:
         """Check a size expression refers only to known sizes; return its text."""

@@ -53,7 +53,7 @@ def test_a_device_function_takes_a_function_template_argument():
     ('{ scalar_t = "f32", ACT_FN = { function = "relu" } }',
      "'relu' is not a __device__ function of this file"),
     ('{ scalar_t = "f32", ACT_FN = { name = "silu_kernel" } }',
-     "a function template argument is"),
+     "a template argument naming something of the file is"),
 ])
 def test_a_function_parameter_the_spec_does_not_fill_is_a_located_error(tmp_path, templates,
                                                                        message):

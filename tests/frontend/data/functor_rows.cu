@@ -32,3 +32,10 @@ __global__ void row_stats(const float* __restrict__ x, float* __restrict__ mx, f
   s = warp_all_reduce(s, SumOp<float>());
   if (threadIdx.x == 0) { mx[row] = m; ss[row] = s; }
 }
+
+// an element-wise map taking its function object by value, as a kernel parameter
+template <typename Op>
+__global__ void map_elements(const float* __restrict__ x, float* __restrict__ y, int n, Op op) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    y[i] = op(x[i]);
+}
