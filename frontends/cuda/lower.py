@@ -344,9 +344,8 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         if isinstance(given, str):
             t = dtype_type(given) or ct.NAMED_TYPES.get(given) or self._file_type(given)
             if t is None:
-                raise self.error(f"template type '{ident}' = {given!r} is neither a kir dtype nor a type "
-                                 "of this file",
-                                 param)
+                raise self.error(f"template type '{ident}' = {given!r} is neither a kir "
+                                 "dtype nor a type of this file", param)
             self.bind(ident, TypeSym(t))
         elif default is not None:
             self.bind(ident, TypeSym(self.resolve_type_name(default).base))
