@@ -10,10 +10,10 @@ import re
 import numpy as np
 
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.cas_loops import cas_loop
 from kir.frontends.cuda import ptx_reads
+from kir.frontends.cuda.cas_loops import cas_loop
 from kir.frontends.cuda.parser import normalize_name
-from kir.frontends.cuda.warp_masks import shuffle_check, vote_check
+from kir.frontends.cuda.warp_masks import mask_check
 from kir.frontends.cuda.lower_half2 import HALF2_CALLS
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_methods import MethodRef
@@ -239,7 +239,7 @@ class CallMixin:
             if value is not None:
                 return value
         if name in SHUFFLES:
-            return self._shuffle(SHUFFLES[name], arg_trees, tree)
+            return self._shuffle(name, SHUFFLES[name], arg_trees, tree)
         if name in VOTES:
             return self._vote(name, arg_trees, tree)
         if name in ATOMICS:
@@ -470,10 +470,10 @@ class CallMixin:
             raise self.error("expected the address of a variable or an element", tree)
         return MemRef(p.root, p.offset, p.view)
 
-    def _shuffle(self, mode: str, arg_trees: list, tree) -> Expr:
+    def _shuffle(self, name: str, mode: str, arg_trees: list, tree) -> Expr:
         """``__shfl*_sync``: kir's shuffles read the source lane whatever the mask says, so
         a mask other than the full one is checked as the kernel runs on the interpreter
-        (:func:`kir.frontends.cuda.warp_masks.shuffle_check`)."""
+        (:func:`kir.frontends.cuda.warp_masks.mask_check`)."""
         self._arity("shuffle", arg_trees, 3, 4, tree)
         mask = self._pure(arg_trees[0], "the shuffle mask")
         value = self.rvalue(arg_trees[1])
@@ -489,7 +489,7 @@ class CallMixin:
             width = int(w)
         if not (isinstance(mask, Const) and mask.value == FULL_MASK):
             self._integer_mask(mask, "shuffle", arg_trees[0])
-            self.emit(shuffle_check(mode, mask, lane, width, self.cur_loc))
+            self.emit(mask_check(name, mask, self.cur_loc))
         return Shuffle(mode, value, lane, value.type, width)
 
     def function_name(self, name: str) -> str:
@@ -531,7 +531,7 @@ class CallMixin:
         (PTX ``vote.sync``: undefined for a lane outside the mask): a constant mask must be
         the full one; a mask computed as the kernel runs (the CUDA samples' reductions shift
         ``0xffffffff`` by a count worked out from the block size) is checked lane by lane
-        on the interpreter (:func:`kir.frontends.cuda.warp_masks.vote_check`)."""
+        on the interpreter (:func:`kir.frontends.cuda.warp_masks.mask_check`)."""
         self._arity(name, arg_trees, 2, 2, tree)
         mask = self._pure(arg_trees[0], "the vote mask")
         if isinstance(mask, Const) and mask.value != FULL_MASK:
@@ -540,7 +540,7 @@ class CallMixin:
                              arg_trees[0], UnsupportedError)
         if not isinstance(mask, Const):
             self._integer_mask(mask, "vote", arg_trees[0])
-            self.emit(vote_check(name, mask, self.cur_loc))
+            self.emit(mask_check(name, mask, self.cur_loc))
         return self._vote_value(name, arg_trees[1])
 
     def _integer_mask(self, mask: Expr, what: str, tree) -> None:

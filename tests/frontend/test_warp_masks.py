@@ -1,7 +1,8 @@
 """Warp masks kir cannot read at compile time, and the cooperative-groups spellings of
 LLM-training code and the CUDA samples: a reduction whose masks come from its block size
 (``tests/frontend/data/samples_reduce.cu``) runs on every target, a mask that leaves out a
-lane the intrinsic runs on or reads is stopped where it is used, and ``namespace cg =
+lane calling the intrinsic is stopped where it is used (one a lane only reads from is not),
+and ``namespace cg =
 cooperative_groups`` inside a body / ``using namespace cooperative_groups`` lower."""
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def test_masks_from_the_block_size_on_every_target(target):
 def test_a_mask_leaving_out_running_lanes_is_stopped_where_it_is_used():
     # 48 threads: the mask is 0xffff, but all 32 lanes of the first warp shuffle
     loaded = load_kernel(REDUCE, sizes={"BS": 48})
-    with pytest.raises(KirError, match="shuffle's mask leaves out") as info:
+    with pytest.raises(KirError, match="__shfl_down_sync's mask leaves out a lane that calls"
+                       ) as info:
         check_on_target(loaded, "interp", seed=3)
     assert (info.value.loc.line, info.value.loc.col) == (45, 9)
 
@@ -54,10 +56,31 @@ def _vote(n: int) -> dict:
 def test_a_run_time_vote_mask_is_checked_lane_by_lane():
     expected = sum(1 << lane for lane in range(32) if lane % 3 == 0)
     assert (_vote(0)["out"] == expected).all()  # the full mask: every lane's vote
-    with pytest.raises(KirError, match="__ballot_sync's mask leaves out a lane") as info:
+    with pytest.raises(KirError, match="__ballot_sync's mask leaves out a lane that calls"
+                       ) as info:
         _vote(8)  # 0x00ffffff: lanes 24-31 vote outside it
     assert info.value.loc.line == 3
     assert "8 thread(s)" in str(info.value)
+
+
+HALF_WARP = """\
+__global__ void half_sum(const float* x, float* out) {
+    float v = x[threadIdx.x];
+    if (threadIdx.x < 16) {
+        for (int o = 8; o > 0; o /= 2) v += __shfl_down_sync(0xffff, v, o);
+        if (threadIdx.x == 0) out[0] = v;
+    }
+}
+"""
+
+
+def test_lanes_may_read_outside_the_mask_what_they_never_use():
+    # lanes 8-15 read lanes 16-23, outside the mask (an undefined value in CUDA), but only
+    # lane 0's sum, read from lanes 0-15, is stored
+    kernel = load_cuda(HALF_WARP, "half.cu", launch=Launch(("1", "1", "1"), (32, 1, 1), 0))
+    x = np.arange(32, dtype=np.float32)
+    out = run_kernel(kernel, {"x": x, "out": np.zeros(1, np.float32)}, {})
+    assert out["out"][0] == x[:16].sum()
 
 
 def test_the_check_keeps_its_message_through_the_ir_text():
