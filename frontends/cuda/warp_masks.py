@@ -10,9 +10,10 @@ gives, then shuffle over the lanes a ballot chose) becomes an :class:`~kir.ir.As
 interpreter checks lane by lane, with its own message; GPU builds drop it, as they drop
 asserts.
 
-What a lane reads from a lane outside the mask is not checked: CUDA leaves that value
+What a lane reads from a lane outside the mask is not checked here: CUDA leaves that value
 undefined, and warp reductions under ``if (lane < 16)`` read such values into lanes whose
-results are never used (kir's interpreter gives a lane whose source is idle its own value).
+results are never used. kir's interpreter reads a float from a lane not running the shuffle
+as NaN (:meth:`kir.interp.state.State.shuffle`), so a result that uses one fails its check.
 """
 
 from __future__ import annotations

@@ -278,9 +278,16 @@ class State:
         source = self.warp_base + src
         own = own | (src < 0) | (src >= WARP) | (source >= self.block_end)
         source = np.where(own, self.lane_ids, source)
-        if mode in ("down", "up") and mask is not self.full:
-            source = np.where(mask[source], source, self.lane_ids)
-        return np.asarray(value)[source]
+        got = np.asarray(value)[source]
+        if mask is not self.full and got.dtype.kind == "f":
+            # a lane not running the shuffle holds no value to read (PTX shfl: the value is
+            # unpredictable): NaN, so a result that uses it fails its check, and one a lane
+            # computes but never uses costs nothing
+            got = np.where(mask[source] if got.ndim == 1 else mask[source][:, None], got,
+                           np.nan)
+        elif mode in ("down", "up") and mask is not self.full:
+            got = np.asarray(value)[np.where(mask[source], source, self.lane_ids)]
+        return got
 
     def warp_reduce(self, op: str, value: Value, mask: np.ndarray) -> np.ndarray:
         """Reduce over the active lanes of each warp; every lane gets its warp's result."""

@@ -83,6 +83,27 @@ def test_lanes_may_read_outside_the_mask_what_they_never_use():
     assert out["out"][0] == x[:16].sum()
 
 
+BALLOT_STEP = """\
+__global__ void ballot_step(const float* x, float* out) {
+    float v = x[threadIdx.x];
+    unsigned active = __ballot_sync(0xffffffff, threadIdx.x < 8);
+    if (threadIdx.x < 8)
+        for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(active, v, o);
+    if (threadIdx.x == 0) out[0] = v;
+}
+"""
+
+
+def test_a_value_read_from_a_lane_not_running_the_shuffle_is_nan():
+    # the CUDA samples' last reduction step: lane 0 adds what lanes 16 and 8 hold, but they
+    # skipped the branch (PTX: unpredictable), so the sum fails any check instead of
+    # taking whatever kir might pick
+    kernel = load_cuda(BALLOT_STEP, "step.cu", launch=Launch(("1", "1", "1"), (32, 1, 1), 0))
+    out = run_kernel(kernel, {"x": np.ones(32, np.float32),
+                              "out": np.zeros(1, np.float32)}, {})
+    assert np.isnan(out["out"][0])
+
+
 def test_the_check_keeps_its_message_through_the_ir_text():
     kernel = load_cuda(VOTE, "vote.cu", launch=Launch(("1", "1", "1"), (32, 1, 1), 0))
     again = parse_kernel(print_kernel(kernel))
