@@ -308,7 +308,7 @@ class InlineMixin:
                 raise self.error(f"argument for pointer parameter '{ident}' of '{fname}' is "
                                  "not a pointer", atree)
             return ident, PtrVal(p.root, p.offset, base or p.view)
-        if isinstance(base, StructType) or isinstance(arg, StructVal):
+        if isinstance(base, StructType) or isinstance(arg, StructVal) and base is None:
             return ident, self.struct_argument(base, arg, info.is_ref, ident, atree)
         if info.is_ref:
             return ident, self.reference_to(arg, atree, ident, fname, info.const, base)
@@ -320,6 +320,12 @@ class InlineMixin:
         """What a reference parameter or variable binds to: the caller's lvalue (a local's
         symbol, or a memory element with its index fixed now); a const reference to a
         value binds a copy."""
+        held = getattr(arg, "type", None)
+        if const and t is not None and held is not None and held != t:
+            # C++ binds a const T& to a temporary of T made from another type's value (a
+            # half element passed to ggml's `const float& d`): the conversion happens here
+            value = self.coerce(self.value_of(arg, atree), t, atree)
+            return (value, value.type)
         if isinstance(arg, Var):
             sym = self.lookup(str(atree.children[0])) if isinstance(atree, Tree) \
                 and atree.data == "name" else None

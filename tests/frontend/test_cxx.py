@@ -98,6 +98,51 @@ __global__ void k(const float* x, float* out, int cols) {
 """
 
 
+CONVERTED = """
+__device__ float scale(const float& d, int q) { return d * q; }
+__device__ int bucket(const int& v, int nb) { return (v * 7) % nb; }
+__global__ void k(const half* h, const int* i, const float* x, float* y, float* z, int* b) {
+    int t = threadIdx.x;
+    y[t] = scale(h[t], i[t]);  // ggml's `const float& d` taking a half
+    z[t] = scale(i[t], i[t]);  // float arithmetic, not an int product that overflows
+    b[t] = bucket(x[t], 5);    // the float truncated to int, as C++ converts it
+}
+"""
+
+
+def test_a_const_reference_to_another_type_binds_a_converted_copy():
+    h = RNG.uniform(-1, 1, 32).astype(np.float16)
+    i = RNG.integers(100, 60000, 32).astype(np.int32)
+    x = RNG.uniform(0, 1000, 32).astype(np.float32)
+    _, got = run(CONVERTED, {"h": h, "i": i, "x": x, "y": np.zeros(32, np.float32),
+                             "z": np.zeros(32, np.float32), "b": np.zeros(32, np.int32)})
+    np.testing.assert_allclose(got["y"], h.astype(np.float32) * i.astype(np.float32),
+                               rtol=1e-6)
+    np.testing.assert_allclose(got["z"], i.astype(np.float32) * i.astype(np.float32),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(got["b"], (x.astype(np.int32) * 7) % 5)
+
+
+BYTE_BLOCK_MEMBER = """
+typedef struct { half d; unsigned char qs[2]; } block_q;
+__device__ float dequant(const float d, int q) { return d * (q - 8); }
+__global__ void k(const void* vx, float* y) {
+    const block_q* b = (const block_q*) vx;
+    y[threadIdx.x] = dequant(b[threadIdx.x].d, b[threadIdx.x].qs[0]);
+}
+"""
+
+
+def test_a_half_member_of_a_byte_block_passes_to_a_float_parameter():
+    blocks = np.zeros(32, np.dtype([("d", np.float16), ("qs", np.uint8, 2)]))
+    blocks["d"] = RNG.uniform(-1, 1, 32)
+    blocks["qs"][:, 0] = RNG.integers(0, 16, 32)
+    _, got = run(BYTE_BLOCK_MEMBER, {"vx": blocks.view(np.uint8),
+                                     "y": np.zeros(32, np.float32)})
+    want = blocks["d"].astype(np.float32) * (blocks["qs"][:, 0].astype(np.float32) - 8)
+    np.testing.assert_allclose(got["y"], want, rtol=1e-6)
+
+
 def test_structs_locals_returns_arrays_of_structs_and_members():
     x = f32(3, 10)
     _, got = run(STRUCTS, {"x": x, "out": np.zeros(12, np.float32), "cols": 10}, threads=4,
