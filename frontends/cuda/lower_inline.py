@@ -308,7 +308,8 @@ class InlineMixin:
                 raise self.error(f"argument for pointer parameter '{ident}' of '{fname}' is "
                                  "not a pointer", atree)
             return ident, PtrVal(p.root, p.offset, base or p.view)
-        if isinstance(base, StructType) or isinstance(arg, StructVal) and base is None:
+        if isinstance(base, StructType) or isinstance(arg, StructVal) \
+                and not isinstance(base, ScalarType):  # (a half member to a float: a value)
             return ident, self.struct_argument(base, arg, info.is_ref, ident, atree)
         if info.is_ref:
             return ident, self.reference_to(arg, atree, ident, fname, info.const, base)
