@@ -120,6 +120,7 @@ class DeclMixin:
             return
         if dims or shared:
             return self._declare_array(ident, base, dims, quals, init, tree)
+        folds = self.null_folds
         if init is not None and isinstance(init, Tree) and init.data == "init_list":
             value = self._vector_init(base, init, tree)
         else:
@@ -131,7 +132,7 @@ class DeclMixin:
             if value is not None:
                 value = self.coerce(value, base, init)
         if value is not None and quals & {"const", "constexpr"} and closed(value):
-            self.bind(ident, ConstSym(value))
+            self.bind(ident, ConstSym(value, pointer_test=self.null_folds != folds))
             return
         name = self.fresh(ident)
         self.emit(Declare(name, base, value, loc=self.cur_loc))
@@ -162,6 +163,7 @@ class DeclMixin:
             self.bind(ident, bound)
 
     def _declare_auto(self, ident: str, quals: set, init, tree) -> None:
+        folds = self.null_folds
         value = self.operand(init)
         if isinstance(value, (CgVal, Dim3Val, FunctorVal, LambdaVal)):
             self.bind(ident, value)
@@ -178,7 +180,7 @@ class DeclMixin:
             return
         expr = self._value(value, init)
         if quals & {"const", "constexpr"} and closed(expr):
-            self.bind(ident, ConstSym(expr))
+            self.bind(ident, ConstSym(expr, pointer_test=self.null_folds != folds))
             return
         name = self.fresh(ident)
         self.emit(Declare(name, expr.type, expr, loc=self.cur_loc))

@@ -401,6 +401,7 @@ class ExprMixin(PointerTestMixin):
         if isinstance(sym, VarSym):
             return Var(sym.name, sym.type)
         if isinstance(sym, ConstSym):
+            self.null_folds += sym.pointer_test  # (truth_of: a pointer test decided it)
             return sym.value
         if isinstance(sym, PtrSym):
             if sym.root is None:

@@ -98,9 +98,12 @@ class VarSym:
 
 @dataclass
 class ConstSym:
-    """A compile-time constant: template parameter, const/constexpr with a literal value."""
+    """A compile-time constant: template parameter, const/constexpr with a literal value.
+    ``pointer_test``: its value is a null test kir decided (``const bool has_bias = bias !=
+    nullptr;``), so a condition reading it decides its branch as the test itself would."""
 
     value: Const
+    pointer_test: bool = False
 
 
 @dataclass

@@ -248,6 +248,25 @@ def test_null_arguments_fold_their_tests_and_defaults_fill_in():
     np.testing.assert_allclose(got["y"], x * 2.0, rtol=1e-6)
 
 
+NULL_FLAGS = """
+__global__ void k(const float* x, float* y, int n, const float* scale, const float* bias) {
+    const bool has_scale = scale != nullptr;  // FasterTransformer's style: the test held
+    const auto has_bias = bias != NULL;
+    int i = threadIdx.x;
+    float v = x[i];
+    if (has_scale) v *= scale[0];
+    y[i] = has_bias ? v + bias[i] : v;
+}
+"""
+
+
+def test_a_null_test_held_in_a_const_local_decides_its_branches():
+    x = f32(32)
+    facts = ArgFacts({"x": "f32", "y": "f32", "n": "i32"}, frozenset({"scale", "bias"}))
+    _, got = run(NULL_FLAGS, {"x": x, "y": np.zeros(32, np.float32), "n": 32}, facts=facts)
+    np.testing.assert_array_equal(got["y"], x)
+
+
 def test_present_optional_arguments_are_used():
     x, bias = f32(32), f32(32)
     facts = ArgFacts({"x": "f32", "y": "f32", "n": "i32", "bias": "f32", "scale": "f32"},
