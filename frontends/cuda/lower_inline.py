@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_lambda import LambdaVal
+from kir.frontends.cuda.straight_line import constant_of
 from kir.frontends.cuda.values import (
     LocalAddr,
     carries,
@@ -70,7 +71,21 @@ class InlineMixin:
         ``bound`` names the callee sees besides its parameters (a function object's
         template parameters, a member function's object); ``args`` the arguments when
         the caller has evaluated them already (an operator's operands); ``prologue(fn)``
-        runs in the callee's scope before its body (a constructor's initializer list)."""
+        runs in the callee's scope before its body (a constructor's initializer list).
+        A call that computes a constant from constants (``div_up(D, 4)``, a ``constexpr``
+        function sizing an array or bounding a loop) is that constant, as C++ evaluates it
+        at compile time (:func:`kir.frontends.cuda.straight_line.constant_of`)."""
+        made, result = self.capture(lambda: self._inline(
+            name, arg_trees, tree, discard, targs, bound, args, prologue))
+        if made and isinstance(result, Expr):
+            folded = constant_of(made, result)
+            if folded is not None:
+                return folded
+        self.out.extend(made)
+        return result
+
+    def _inline(self, name: str, arg_trees: list, tree, discard: bool, targs, bound, args,
+                prologue):
         from kir.frontends.cuda.lower import returns_reference, split_function
 
         if any(ctx.name == name for ctx in self.fn_stack):

@@ -143,6 +143,29 @@ def test_a_half_member_of_a_byte_block_passes_to_a_float_parameter():
     np.testing.assert_allclose(got["y"], want, rtol=1e-6)
 
 
+CONSTEXPR_CALLS = """
+__host__ __device__ constexpr int div_up(int a, int b) { return (a + b - 1) / b; }
+__device__ int twice(int v) { int t = v; t = t + v; return t; }
+template <int D>
+__global__ void k(const float* x, float* y) {
+    constexpr int V = div_up(D, 4);   // a register array sized by a constexpr call
+    float r[V];
+    float s[div_up(D, 8) + twice(1)];
+    const int from_memory = twice((int)x[0]);  // not a constant: stays a variable
+    for (int j = 0; j < V; ++j) r[j] = x[j];
+    for (int j = 0; j < div_up(D, 8) + 2; ++j) s[j] = 1.0f;
+    y[threadIdx.x] = r[V - 1] + s[div_up(D, 8) + 1] + from_memory;
+}
+"""
+
+
+def test_constexpr_calls_with_constants_are_constants():
+    x = np.arange(8, dtype=np.float32) + 3
+    _, got = run(CONSTEXPR_CALLS, {"x": x, "y": np.zeros(32, np.float32)},
+                 templates={"D": 10})
+    assert (got["y"] == x[2] + 1.0 + 2 * 3).all()  # V = 3, s has 2 + 2 elements
+
+
 def test_structs_locals_returns_arrays_of_structs_and_members():
     x = f32(3, 10)
     _, got = run(STRUCTS, {"x": x, "out": np.zeros(12, np.float32), "cols": 10}, threads=4,
