@@ -62,8 +62,16 @@ using char2 = kir_emu::vec<signed char, 2>;
 using char4 = kir_emu::vec<signed char, 4>;
 using short2 = kir_emu::vec<short, 2>;
 using ushort2 = kir_emu::vec<unsigned short, 2>;
+using short4 = kir_emu::vec<short, 4>;
+using ushort4 = kir_emu::vec<unsigned short, 4>;
 using uchar = unsigned char;
 using ushort = unsigned short;
+inline short2 make_short2(short a, short b) { return short2(a, b); }
+inline ushort2 make_ushort2(ushort a, ushort b) { return ushort2(a, b); }
+inline short4 make_short4(short a, short b, short c, short d) { return short4(a, b, c, d); }
+inline ushort4 make_ushort4(ushort a, ushort b, ushort c, ushort d) {
+  return ushort4(a, b, c, d);
+}
 inline uchar4 make_uchar4(unsigned char a, unsigned char b, unsigned char c, unsigned char d) {
   return uchar4(a, b, c, d);
 }

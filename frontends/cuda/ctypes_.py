@@ -44,6 +44,8 @@ NAMED_TYPES: dict[str, ValueType] = {
     "uchar2": VectorType(U8, 2),
     "uchar3": VectorType(U8, 3), "uchar4": VectorType(U8, 4), "char2": VectorType(I8, 2),
     "char4": VectorType(I8, 4), "half2": VectorType(F16, 2), "__half2": VectorType(F16, 2),
+    "short2": VectorType(I16, 2), "short4": VectorType(I16, 4),
+    "ushort2": VectorType(U16, 2), "ushort4": VectorType(U16, 4),
     "__nv_bfloat162": VectorType(BF16, 2), "nv_bfloat162": VectorType(BF16, 2),
 }
 #: C type keywords (every other type word is a name: a typedef, struct, template parameter).

@@ -64,9 +64,11 @@ from kir.ir.types import (
     F32,
     F64,
     I8,
+    I16,
     I32,
     I64,
     U8,
+    U16,
     U32,
     U64,
     ScalarType,
@@ -90,6 +92,12 @@ MATH.update({
     "__cosf": ("cos", True, F32), "__tanhf": ("tanh", True, F32),
     "__frsqrt_rn": ("rsqrt", False, F32), "__fsqrt_rn": ("sqrt", False, F32),
     "__fmaf_rn": ("fma", False, F32), "hexp": ("exp", False, F16), "hsqrt": ("sqrt", False, F16),
+    # cuda_fp16.h's half math (each computed in f16, as CUDA's are)
+    "hrsqrt": ("rsqrt", False, F16), "hlog": ("log", False, F16), "hlog2": ("log2", False, F16),
+    "hlog10": ("log10", False, F16), "hexp2": ("exp2", False, F16),
+    "hexp10": ("exp10", False, F16), "hsin": ("sin", False, F16), "hcos": ("cos", False, F16),
+    "hfloor": ("floor", False, F16), "hceil": ("ceil", False, F16),
+    "htrunc": ("trunc", False, F16), "hrint": ("rint", False, F16),
     "nearbyintf": ("rint", False, F32), "nearbyint": ("rint", False, None),
     "__exp10f": ("exp10", True, F32), "__tanf": ("tan", True, F32),
     "__log10f": ("log10", True, F32),
@@ -141,7 +149,9 @@ VECTORS = {"make_float2": VectorType(F32, 2), "make_float3": VectorType(F32, 3),
            "make_uint4": VectorType(U32, 4), "make_double2": VectorType(F64, 2),
            "make_uchar2": VectorType(U8, 2), "make_uchar3": VectorType(U8, 3),
            "make_uchar4": VectorType(U8, 4), "make_char2": VectorType(I8, 2),
-           "make_char4": VectorType(I8, 4)}
+           "make_char4": VectorType(I8, 4), "make_short2": VectorType(I16, 2),
+           "make_short4": VectorType(I16, 4), "make_ushort2": VectorType(U16, 2),
+           "make_ushort4": VectorType(U16, 4)}
 LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
 STORES = ("__stcs", "__stcg", "__stwb", "__stwt")
 UNSUPPORTED_CALLS = {

@@ -32,6 +32,7 @@ BUILTIN_TYPE_NAMES = frozenset({
     "int64_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "half2", "__half2", "dim3",
     "ptrdiff_t", "uintptr_t", "intptr_t", "uchar", "uchar2", "uchar3", "uchar4", "char2",
     "char4", "ushort", "__nv_bfloat162", "nv_bfloat16", "nv_bfloat162", "bfloat16",
+    "short2", "short4", "ushort2", "ushort4",
     # cooperative groups (qualified or after `using namespace cooperative_groups`)
     "cg::thread_block", "cg::thread_block_tile", "cg::grid_group", "cg::thread_group",
     "cg::coalesced_group", "cg::plus", "cg::greater", "cg::less",

@@ -71,3 +71,28 @@ def test_emitted_cuda_compiles(tmp_path):
 
     loaded = load_kernel(KERNEL)
     nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path, assemble=False)
+
+
+HALF_MATH = """
+#include <cuda_fp16.h>
+__global__ void k(const half* x, half* y) {
+    int i = threadIdx.x;
+    half v = x[i];
+    y[5 * i] = hrsqrt(v);
+    y[5 * i + 1] = hlog(v) + hlog2(v);
+    y[5 * i + 2] = hexp2(v) + hexp(v);
+    y[5 * i + 3] = hfloor(v) + hceil(v) + htrunc(v) + hrint(v);
+    y[5 * i + 4] = hsin(v) + hcos(v);
+}
+"""
+
+
+def test_half_math_of_cuda_fp16():
+    kernel = load_cuda(HALF_MATH, "h.cu", launch=Launch(("1", "1", "1"), (32, 1, 1), 0))
+    x = np.linspace(0.3, 3.7, 32).astype(np.float16)
+    got = run_kernel(kernel, {"x": x, "y": np.zeros(160, np.float16)}, {})["y"]
+    v = x.astype(np.float64)
+    want = np.stack([1 / np.sqrt(v), np.log(v) + np.log2(v), np.exp2(v) + np.exp(v),
+                     np.floor(v) + np.ceil(v) + np.trunc(v) + np.rint(v),
+                     np.sin(v) + np.cos(v)], axis=1).ravel()
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=3e-3, atol=3e-3)

@@ -38,3 +38,8 @@ def test_emitted_cuda_compiles(tmp_path):
 
     loaded = load_kernel(KERNEL)
     nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path, assemble=False)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_short_vectors_everywhere(target):
+    check_everywhere(KERNEL.with_name("short_vectors.cu"), target, [{}, {"n": 37}], seed=4)
