@@ -13,6 +13,7 @@ from kir.frontends.cuda import ArgFacts, load_cuda
 from kir.errors import KirError, UnsupportedError
 from kir.interp import run_kernel
 from kir.ir import Assert, Launch, Load, Select
+from kir.ir.printer import print_kernel
 from kir.ir.types import F32
 
 RNG = np.random.default_rng(7)
@@ -164,6 +165,23 @@ def test_constexpr_calls_with_constants_are_constants():
     _, got = run(CONSTEXPR_CALLS, {"x": x, "y": np.zeros(32, np.float32)},
                  templates={"D": 10})
     assert (got["y"] == x[2] + 1.0 + 2 * 3).all()  # V = 3, s has 2 + 2 elements
+
+
+DEBUG_PRINT = """
+#include <cstdio>
+__global__ void k(const float* x, float* y, int n) {
+    int i = threadIdx.x;
+    if (i == 0) printf("n = %d, first %f, at %p\\n", n, x[0], x);
+    y[i] = 2.0f * x[i];
+}
+"""
+
+
+def test_printf_is_dropped():
+    x = f32(32)
+    kernel, got = run(DEBUG_PRINT, {"x": x, "y": np.zeros(32, np.float32), "n": 32})
+    np.testing.assert_array_equal(got["y"], 2 * x)
+    assert "printf" not in print_kernel(kernel)
 
 
 def test_structs_locals_returns_arrays_of_structs_and_members():
