@@ -63,6 +63,25 @@ def test_compile_checks_both_sizes(capsys):
     assert "cols=1000" in out and "cols=333" in out and out.count("PASS") == 2
 
 
+def test_compile_says_when_the_expected_outputs_hold_nan(tmp_path, capsys):
+    # no reference: the check is against kir's interpreter of the original, whose lane 0
+    # reads lanes that skipped the shuffle (NaN), so the check says nothing about out[0]
+    (tmp_path / "step.cu").write_text(
+        "__global__ void step(const float* x, float* out) {\n"
+        "    float v = x[threadIdx.x];\n"
+        "    unsigned active = __ballot_sync(0xffffffff, threadIdx.x < 8);\n"
+        "    if (threadIdx.x < 8)\n"
+        "        for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(active, v, o);\n"
+        "    out[threadIdx.x] = v;\n}\n")
+    (tmp_path / "step.kir.toml").write_text(
+        'kernel = "step"\nsizes = { N = 32 }\nlaunch = { grid = [1], block = [32] }\n'
+        '[args]\nx = { dtype = "f32", shape = ["N"] }\n'
+        'out = { dtype = "f32", shape = ["N"], role = "out" }\n')
+    assert main(["compile", "-q", str(tmp_path / "step.cu")]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "the expected 'out' holds" in out and "NaN of 32" in out
+
+
 def test_bad_input_exits_2_with_location(tmp_path, capsys):
     bad = tmp_path / "bad.cu"
     bad.write_text("__global__ void k(float* x) {\n  goto end;\n}\n")
