@@ -36,7 +36,9 @@ inline unsigned char* dyn_smem() { return rt()->smem; }
 inline unsigned __kir_ptx_laneid() { return ::kir_emu::self().lane; }
 inline unsigned __kir_ptx_lanemask_eq() { return 1u << ::kir_emu::self().lane; }
 inline unsigned __kir_ptx_lanemask_lt() { return __kir_ptx_lanemask_eq() - 1u; }
-inline unsigned __kir_ptx_lanemask_le() { return __kir_ptx_lanemask_lt() | __kir_ptx_lanemask_eq(); }
+inline unsigned __kir_ptx_lanemask_le() {
+  return __kir_ptx_lanemask_lt() | __kir_ptx_lanemask_eq();
+}
 inline unsigned __kir_ptx_lanemask_gt() { return ~__kir_ptx_lanemask_le(); }
 inline unsigned __kir_ptx_lanemask_ge() { return ~__kir_ptx_lanemask_lt(); }
 #define threadIdx (::kir_emu::cuda::thread_idx())

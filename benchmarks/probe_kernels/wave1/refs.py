@@ -1,4 +1,5 @@
 """numpy references for the corpus2 kernels."""
+
 import numpy as np
 
 
@@ -80,10 +81,11 @@ def sort_blocks(args, sizes):
 
 def reduce6_blocks(args, sizes):
     import numpy as np
+
     x = np.asarray(args["g_idata"], np.float64)
     G, BS, n = sizes["G"], sizes["BS"], sizes["N"]
     out = np.zeros(G, np.float32)
     for b in range(G):
         for base in range(b * 2 * BS, n, 2 * BS * G):
-            out[b] += x[base:min(base + 2 * BS, n)].sum()
+            out[b] += x[base : min(base + 2 * BS, n)].sum()
     return {"g_odata": out}

@@ -1,4 +1,5 @@
 """numpy references for the corpus3 kernels."""
+
 import numpy as np
 
 f32 = np.float32
@@ -37,12 +38,17 @@ def upsample_bilinear(args, sizes):
     al = bool(args["align_corners"])
     h1r = _src_index(float(args["rheight"]), np.arange(H2), al)
     w1r = _src_index(float(args["rwidth"]), np.arange(W2), al)
-    h1 = h1r.astype(np.int64); w1 = w1r.astype(np.int64)
-    h1p = (h1 < H1 - 1).astype(np.int64); w1p = (w1 < W1 - 1).astype(np.int64)
-    hl = (h1r - h1)[:, None]; wl = (w1r - w1)[None, :]
+    h1 = h1r.astype(np.int64)
+    w1 = w1r.astype(np.int64)
+    h1p = (h1 < H1 - 1).astype(np.int64)
+    w1p = (w1 < W1 - 1).astype(np.int64)
+    hl = (h1r - h1)[:, None]
+    wl = (w1r - w1)[None, :]
     H, W = h1[:, None], w1[None, :]
     Hp, Wp = (h1 + h1p)[:, None], (w1 + w1p)[None, :]
-    out = (1 - hl) * ((1 - wl) * x[:, H, W] + wl * x[:, H, Wp]) + hl * ((1 - wl) * x[:, Hp, W] + wl * x[:, Hp, Wp])
+    out = (1 - hl) * ((1 - wl) * x[:, H, W] + wl * x[:, H, Wp]) + hl * (
+        (1 - wl) * x[:, Hp, W] + wl * x[:, Hp, Wp]
+    )
     return {"odata": out.reshape(args["odata"].shape).astype(f32)}
 
 
@@ -66,7 +72,7 @@ def add_bias_residual(args, sizes):
 
 
 def _gelu_tanh(x):
-    return x * 0.5 * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+    return x * 0.5 * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
 
 
 def add_bias_gelu(args, sizes):
@@ -83,7 +89,9 @@ def add_bias_gelu_half2(args, sizes):
     o = out.reshape(-1, n, 2)
     val = (o + bias.reshape(1, n, 2)).astype(h)
     p3 = (val * (val * val).astype(h)).astype(h)
-    t = 0.5 * (1.0 + np.tanh(0.7978845608028654 * (val.astype(f32) + f32(0.044715) * p3.astype(f32))))
+    t = 0.5 * (
+        1.0 + np.tanh(0.7978845608028654 * (val.astype(f32) + f32(0.044715) * p3.astype(f32)))
+    )
     res = (val * t.astype(f32).astype(h)).astype(h)
     return {"out": res.reshape(args["out"].shape)}
 
@@ -156,9 +164,18 @@ def get_rows_q8_0(args, sizes):
 
 # ---------------- im2col ----------------
 def _conv_geom(a):
-    return (int(a["kernel_h"]), int(a["kernel_w"]), int(a["pad_h"]), int(a["pad_w"]),
-            int(a["stride_h"]), int(a["stride_w"]), int(a["dilation_h"]), int(a["dilation_w"]),
-            int(a["height_col"]), int(a["width_col"]))
+    return (
+        int(a["kernel_h"]),
+        int(a["kernel_w"]),
+        int(a["pad_h"]),
+        int(a["pad_w"]),
+        int(a["stride_h"]),
+        int(a["stride_w"]),
+        int(a["dilation_h"]),
+        int(a["dilation_w"]),
+        int(a["height_col"]),
+        int(a["width_col"]),
+    )
 
 
 def im2col(args, sizes):
@@ -189,15 +206,18 @@ def col2im(args, sizes):
             for y in range(Hc):
                 for x in range(Wc):
                     im[:, y * sh + i * dh, x * sw + j * dw] += col[:, i, j, y, x]
-    return {"data_im": im[:, ph:ph + H, pw:pw + W].reshape(args["data_im"].shape).astype(f32)}
+    return {"data_im": im[:, ph : ph + H, pw : pw + W].reshape(args["data_im"].shape).astype(f32)}
 
 
 def maxpool_fwd(args, sizes):
     N, C, H, W = (int(args[k]) for k in ("num", "channels", "height", "width"))
     PH, PW = int(args["pooled_height"]), int(args["pooled_width"])
-    kh, kw, sh, sw, ph, pw = (int(args[k]) for k in ("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w"))
+    kh, kw, sh, sw, ph, pw = (
+        int(args[k]) for k in ("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w")
+    )
     x = args["bottom_data"].reshape(N, C, H * W)
-    top = np.zeros((N, C, PH, PW), f32); mask = np.zeros((N, C, PH, PW), np.int32)
+    top = np.zeros((N, C, PH, PW), f32)
+    mask = np.zeros((N, C, PH, PW), np.int32)
     for a in range(PH):
         for b in range(PW):
             hs, ws = a * sh - ph, b * sw - pw
@@ -208,7 +228,10 @@ def maxpool_fwd(args, sizes):
             k = v.argmax(-1)
             top[:, :, a, b] = v.max(-1)
             mask[:, :, a, b] = idx[k]
-    return {"top_data": top.reshape(args["top_data"].shape), "mask": mask.reshape(args["mask"].shape)}
+    return {
+        "top_data": top.reshape(args["top_data"].shape),
+        "mask": mask.reshape(args["mask"].shape),
+    }
 
 
 def maxpool_bwd(args, sizes):
@@ -216,7 +239,9 @@ def maxpool_bwd(args, sizes):
     PH, PW = int(args["pooled_height"]), int(args["pooled_width"])
     td = _f(args["top_diff"]).reshape(N * C, PH * PW)
     m = args["mask"].reshape(N * C, PH * PW)
-    kh, kw, sh, sw, ph, pw = (int(args[k]) for k in ("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w"))
+    kh, kw, sh, sw, ph, pw = (
+        int(args[k]) for k in ("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w")
+    )
     out = np.zeros((N * C, H * W))
     for h in range(H):
         for w in range(W):
@@ -241,7 +266,7 @@ def lrn_fill_scale(args, sizes):
     out = np.zeros_like(x)
     for c in range(C):
         lo, hi = max(c - pre, 0), min(c + post, C - 1)
-        out[:, c] = float(args["k"]) + sq[:, lo:hi + 1].sum(1) * float(args["alpha_over_size"])
+        out[:, c] = float(args["k"]) + sq[:, lo : hi + 1].sum(1) * float(args["alpha_over_size"])
     return {"scale": out.reshape(args["scale"].shape).astype(f32)}
 
 
@@ -267,7 +292,7 @@ def radix_histogram(args, sizes):
     d = ((keys >> int(args["shift"])) & 15).astype(np.int64)
     h = np.zeros((16, G), np.uint32)
     for b in range(G):
-        seg = d[b * per:min((b + 1) * per, n)]
+        seg = d[b * per : min((b + 1) * per, n)]
         h[:, b] = np.bincount(seg, minlength=16)
     return {"hist": h.reshape(-1)}
 
@@ -275,7 +300,12 @@ def radix_histogram(args, sizes):
 def warp_split(args, sizes):
     k = args["keys"].reshape(-1, 32)
     bit = (k >> np.uint32(args["bit"])) & 1
-    out = np.concatenate([np.stack([r[b == 0], r[b == 1]]) if False else np.concatenate([r[b == 0], r[b == 1]])[None] for r, b in zip(k, bit)])
+    out = np.concatenate(
+        [
+            np.concatenate([r[b == 0], r[b == 1]])[None]  # each warp's keys split by the bit
+            for r, b in zip(k, bit)
+        ]
+    )
     return {"out": out.reshape(-1)}
 
 
@@ -312,7 +342,8 @@ def spmv_vector(args, sizes):
 
 def spmv_ell(args, sizes):
     idx = args["indices"]
-    a = _f(args["data"]); x = _f(args["x"])
+    a = _f(args["data"])
+    x = _f(args["x"])
     xs = np.where(idx >= 0, x[np.maximum(idx, 0)], 0.0)
     return {"y": (a * xs).sum(0).astype(f32)}
 
@@ -333,32 +364,42 @@ def pagerank(args, sizes):
 
 # ---------------- stencil ----------------
 def conv2d(args, sizes):
-    x = _f(args["in"]); m = _f(args["d_Mask"]).reshape(5, 5)
+    x = _f(args["in"])
+    m = _f(args["d_Mask"]).reshape(5, 5)
     H, W = x.shape
     xp = np.pad(x, 2)
     out = np.zeros_like(x)
     for i in range(5):
         for j in range(5):
-            out += m[i, j] * xp[i:i + H, j:j + W]
+            out += m[i, j] * xp[i : i + H, j : j + W]
     return {"out": out.astype(f32)}
 
 
 def conv_rows(args, sizes):
-    x = _f(args["d_Src"]); k = _f(args["c_Kernel"])
+    x = _f(args["d_Src"])
+    k = _f(args["c_Kernel"])
     H, W = x.shape
     R = 4
     xp = np.pad(x, ((0, 0), (R, R)))
     out = np.zeros_like(x)
     for j in range(-R, R + 1):
-        out += k[R - j] * xp[:, R + j:R + j + W]
+        out += k[R - j] * xp[:, R + j : R + j + W]
     return {"d_Dst": out.astype(f32)}
 
 
 def stencil7(args, sizes):
-    x = _f(args["in"]); c0, c1 = float(args["c0"]), float(args["c1"])
+    x = _f(args["in"])
+    c0, c1 = float(args["c0"]), float(args["c1"])
     out = _f(args["out"]).copy()
     c = x[1:-1, 1:-1, 1:-1]
-    nb = x[1:-1, 1:-1, :-2] + x[1:-1, 1:-1, 2:] + x[1:-1, :-2, 1:-1] + x[1:-1, 2:, 1:-1] + x[:-2, 1:-1, 1:-1] + x[2:, 1:-1, 1:-1]
+    nb = (
+        x[1:-1, 1:-1, :-2]
+        + x[1:-1, 1:-1, 2:]
+        + x[1:-1, :-2, 1:-1]
+        + x[1:-1, 2:, 1:-1]
+        + x[:-2, 1:-1, 1:-1]
+        + x[2:, 1:-1, 1:-1]
+    )
     out[1:-1, 1:-1, 1:-1] = c0 * c + c1 * nb
     return {"out": out.astype(f32)}
 
@@ -367,7 +408,7 @@ def sobel(args, sizes):
     s = args["src"].astype(np.int64)
     p = np.pad(s, 1, mode="edge")
     H, W = s.shape
-    P = lambda dy, dx: p[1 + dy:1 + dy + H, 1 + dx:1 + dx + W]
+    P = lambda dy, dx: p[1 + dy : 1 + dy + H, 1 + dx : 1 + dx + W]
     gx = -P(-1, -1) - 2 * P(0, -1) - P(1, -1) + P(-1, 1) + 2 * P(0, 1) + P(1, 1)
     gy = -P(-1, -1) - 2 * P(-1, 0) - P(-1, 1) + P(1, -1) + 2 * P(1, 0) + P(1, 1)
     mag = np.sqrt((gx * gx + gy * gy).astype(f32))
@@ -381,14 +422,15 @@ def box3_rgba(args, sizes):
     acc = np.zeros_like(s)
     for dy in range(3):
         for dx in range(3):
-            acc = (acc + p[dy:dy + H, dx:dx + W]).astype(f32)
+            acc = (acc + p[dy : dy + H, dx : dx + W]).astype(f32)
     inv = f32(1.0) / f32(9.0)
     return {"dst": (acc * inv + f32(0.5)).astype(f32).astype(np.uint8)}
 
 
 # ---------------- by_example ----------------
 def dot_partials(args, sizes):
-    N = int(args["N"]); a, b = _f(args["a"]), _f(args["b"])
+    N = int(args["N"])
+    a, b = _f(args["a"]), _f(args["b"])
     G, T = sizes["G"], 256
     i = np.arange(N)
     blk = (i % (G * T)) // T
@@ -420,8 +462,8 @@ def julia(args, sizes):
 def nbody(args, sizes):
     X = _f(args["devX"]).reshape(-1, 4)
     r = X[None, :, :3] - X[:, None, :3]
-    d2 = (r ** 2).sum(-1) + 0.01
-    s = X[None, :, 3] / np.sqrt(d2 ** 3)
+    d2 = (r**2).sum(-1) + 0.01
+    s = X[None, :, 3] / np.sqrt(d2**3)
     acc = (r * s[..., None]).sum(1)
     out = np.zeros_like(X)
     out[:, :3] = acc
@@ -440,7 +482,9 @@ def reduce_sum(args, sizes):
 def l2_normalize(args, sizes):
     x = _f(args["x"]).reshape(int(args["rows"]), -1)
     ss = (x * x).sum(-1, keepdims=True)
-    return {"y": (x / np.sqrt(np.maximum(ss, float(args["eps"])))).reshape(args["y"].shape).astype(f32)}
+    return {
+        "y": (x / np.sqrt(np.maximum(ss, float(args["eps"])))).reshape(args["y"].shape).astype(f32)
+    }
 
 
 def scale_add_half2(args, sizes):
