@@ -278,15 +278,17 @@ class State:
         source = self.warp_base + src
         own = own | (src < 0) | (src >= WARP) | (source >= self.block_end)
         source = np.where(own, self.lane_ids, source)
-        got = np.asarray(value)[source]
-        if mask is not self.full and got.dtype.kind == "f":
-            # a lane not running the shuffle holds no value to read (PTX shfl: the value is
-            # unpredictable): NaN, so a result that uses it fails its check, and one a lane
-            # computes but never uses costs nothing
-            got = np.where(mask[source] if got.ndim == 1 else mask[source][:, None], got,
-                           np.nan)
-        elif mode in ("down", "up") and mask is not self.full:
-            got = np.asarray(value)[np.where(mask[source], source, self.lane_ids)]
+        value = np.asarray(value)
+        got = value[source]
+        if mask is not self.full:
+            idle = ~mask[source] if got.ndim == 1 else ~mask[source][:, None]
+            if got.dtype.kind == "f":
+                # a lane not running the shuffle holds no value to read (PTX shfl: the value
+                # is unpredictable): NaN, so a result that uses it fails its check, and one a
+                # lane computes but never uses costs nothing
+                got = np.where(idle, np.nan, got)
+            elif mode in ("down", "up"):  # (integers: the reader's own value)
+                got = np.where(idle, value, got)
         return got
 
     def warp_reduce(self, op: str, value: Value, mask: np.ndarray) -> np.ndarray:

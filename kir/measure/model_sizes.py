@@ -94,11 +94,11 @@ def counted_sizes(spec: Any, check: Mapping[str, int], compiled: Mapping[str, in
     such size, that size doubled. ``([], why)`` when the counts cannot be carried there: a
     size differs that a template instantiates (another kernel), or a set breaks the spec's
     ``require``."""
+    from kir.spec.schema import names_file_item
     from kir.spec.sizeexpr import size_names
 
     templated = set().union(*(size_names(str(e)) for e in spec.templates.values()
-                              if not str(e).startswith(("&", "%")))) \
-        if spec.templates else set()  # (a function or a type of the file names no size)
+                              if not names_file_item(str(e))))
     base, moving = dict(compiled), []
     for name, value in compiled.items():
         small = check.get(name, value)

@@ -22,7 +22,7 @@ from kir import limits
 from kir.errors import KirError, frame_place
 from kir.ir import Launch
 from kir.ir.types import ScalarType
-from kir.spec.schema import ArgSpec, Spec, dtype_of
+from kir.spec.schema import ArgSpec, Spec, dtype_of, names_file_item
 from kir.spec.sizeexpr import eval_size_expr
 
 # (rtol, atol) when the spec gives none; integers compare exactly.
@@ -160,11 +160,11 @@ class BoundSpec:
 
         values: dict[str, int | str] = dict(self.sizes)
         for name, expr in self.spec.templates.items():
-            if expr.startswith("%"):
-                values[name] = expr[1:]
-                continue
-            values[name] = expr if expr in SCALARS or expr.startswith("&") else \
-                self._integer(expr, f"template {name}", "templates", name)
+            if names_file_item(expr):  # a function keeps its '&' (the frontend binds by it)
+                values[name] = expr[1:] if expr.startswith("%") else expr
+            else:
+                values[name] = expr if expr in SCALARS else \
+                    self._integer(expr, f"template {name}", "templates", name)
         return values
 
     def _integer(self, expr: str, what: str, *keys: str, positive: bool = False) -> int:

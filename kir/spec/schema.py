@@ -168,6 +168,13 @@ class Spec:
         return _error(self.text, self.path, message, keys, hint)
 
 
+def names_file_item(value: str) -> bool:
+    """Whether a value of a spec's ``templates`` table names something of the kernel's file,
+    not a size expression: a function (``{ function = "f" }``, held as ``&f``) or a type
+    (``{ type = "T" }``, held as ``%T``; :meth:`_Checker.named_template`)."""
+    return value.startswith(("&", "%"))
+
+
 def find_spec(source_path: str | Path) -> Path | None:
     """The spec beside a CUDA source (``softmax.cu`` → ``softmax.kir.toml``), if it exists."""
     source = Path(source_path)
