@@ -27,7 +27,9 @@ from kir.backends.original_source import (
 )
 from kir.frontends.cuda import ptx_reads
 
-STUB_HEADERS = frozenset(p.name for p in CUDA_STUB_DIR.glob("*.h"))
+# the headers the emulator stands in for, as an #include names them (``cub/cub.cuh`` too)
+STUB_HEADERS = frozenset(p.relative_to(CUDA_STUB_DIR).as_posix()
+                         for p in CUDA_STUB_DIR.rglob("*") if p.suffix in (".h", ".cuh"))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from kir.frontends.cuda.lower_math import MathMixin
 from kir.frontends.cuda.lower_bits import BitsMixin
 from kir.frontends.cuda.lower_calls import CallMixin
 from kir.frontends.cuda.lower_cg import CgMixin
+from kir.frontends.cuda.lower_cub import CubMixin
 from kir.frontends.cuda.lower_constant import ConstantMixin
 from kir.frontends.cuda.lower_functor import FunctorMixin
 from kir.frontends.cuda.lower_view_struct import ViewStructMixin
@@ -111,7 +112,7 @@ def assigned_names(tree) -> set[str]:
 
 
 class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMixin, TypeMixin,
-              StructMixin, InlineMixin, CgMixin, PoolMixin, ConstantMixin,
+              StructMixin, InlineMixin, CgMixin, CubMixin, PoolMixin, ConstantMixin,
               ViewStructMixin, FunctorMixin, StructDefMixin, MethodMixin, OperatorMixin,
               Half2Mixin, LambdaMixin, ConstructorMixin, BitsMixin, IntIntrinsicsMixin,
               WarpSyncMixin, MathMixin):

@@ -123,6 +123,8 @@ class AssignMixin:
         base = self._func_cast_type(type_tree)
         if value_tree is None:  # T(): a value-initialized T
             return self._value_init(base, tree)
+        if isinstance(base, CgType) and base.kind in ("cub_block", "cub_warp"):
+            return self.cub_construct(base, self.operand(value_tree), tree)
         if isinstance(base, StructType):  # S(a, b): its constructor (else, C++20, in order)
             items = self.constructor_arguments(value_tree)
             return self.construct(base, items, tree) if base.constructors \

@@ -35,7 +35,7 @@ class Dim3Val:
         self.kind = kind
 
 
-def _linear_thread() -> Expr:
+def linear_thread() -> Expr:
     """``threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)`` (u32)."""
     def s(kind: str, axis: str) -> Expr:
         return Special(kind, axis)
@@ -44,7 +44,7 @@ def _linear_thread() -> Expr:
     return Binary("+", s("thread", "x"), Binary("*", s("block_dim", "x"), inner, U32), U32)
 
 
-def _block_threads() -> Expr:
+def block_threads() -> Expr:
     return Binary("*", Binary("*", Special("block_dim", "x"), Special("block_dim", "y"), U32),
                   Special("block_dim", "z"), U32)
 
@@ -120,8 +120,8 @@ class CgMixin:
                                                            Special("block", "z"), U32), U32),
                     U32), U32)
                 return ct.binary("+", ct.binary("*", ct.convert(blocks, ct.U64),
-                                                ct.convert(_block_threads(), ct.U64)),
-                                 ct.convert(_linear_thread(), ct.U64))
+                                                ct.convert(block_threads(), ct.U64)),
+                                 ct.convert(linear_thread(), ct.U64))
             raise self.error(f"grid group '{method}()' not supported (no grid-wide "
                              "synchronization in kir)", tree, UnsupportedError)
         if kind not in ("block", "tile"):
@@ -134,11 +134,11 @@ class CgMixin:
         if method == "thread_rank":
             self._arity(method, arg_trees, 0, 0, tree)
             if kind == "block":
-                return _linear_thread()
+                return linear_thread()
             return self._tile_rank(size)
         if method in ("size", "num_threads"):
             self._arity(method, arg_trees, 0, 0, tree)
-            return _block_threads() if kind == "block" else Const(size, U32)
+            return block_threads() if kind == "block" else Const(size, U32)
         if kind == "block" and method in ("group_index", "thread_index", "group_dim",
                                           "dim_threads"):
             self._arity(method, arg_trees, 0, 0, tree)
@@ -157,10 +157,10 @@ class CgMixin:
             self._arity(method, arg_trees, 0, 0, tree)
             if size == WARP:
                 return Special("warp")
-            return Binary("/", _linear_thread(), Const(size, U32), U32)
+            return Binary("/", linear_thread(), Const(size, U32), U32)
         if method == "meta_group_size":
             self._arity(method, arg_trees, 0, 0, tree)
-            return Binary("/", Binary("+", _block_threads(), Const(size - 1, U32), U32),
+            return Binary("/", Binary("+", block_threads(), Const(size - 1, U32), U32),
                           Const(size, U32), U32)
         modes = {"shfl": "idx", "shfl_down": "down", "shfl_up": "up", "shfl_xor": "xor"}
         if method in modes:
@@ -227,10 +227,10 @@ class CgMixin:
             return ct.binary("+", a, b)
         return Call(op, (a, b), a.type)
 
-    def _temp(self, value: Expr) -> Expr:
+    def _temp(self, value: Expr, prefix: str = "cg") -> Expr:
         if isinstance(value, (Var, Const, Special)):
             return value
-        name = self.fresh("cg")
+        name = self.fresh(prefix)
         self.emit(Declare(name, value.type, value, loc=self.cur_loc))
         return Var(name, value.type)
 

@@ -187,6 +187,11 @@ class DeclMixin:
         self.bind(ident, VarSym(name, expr.type))
 
     def _declare_group(self, ident: str, t, dims: list, init, tree) -> None:
+        if t.kind == "cub_storage":  # the lowering allocates each reduction's own storage
+            if init is not None:
+                raise self.error(f"'{ident}' ({t}) is not initialized", tree)
+            self.bind(ident, CgVal(t))
+            return
         if dims:
             self._unsupported("arrays of cooperative groups", tree)
         if init is None:

@@ -463,6 +463,9 @@ class ExprMixin(PointerTestMixin):
         base = self.operand(base_tree)
         if isinstance(base, StructVal):  # s[i]: its operator[]
             return self.call_method(base, base.type, "operator[]", [index_tree], tree, discard)
+        if isinstance(base, CgVal) and base.type.kind == "cub_storage":
+            self.rvalue(index_tree)  # (one of an array of TempStorage: all are alike)
+            return base
         if isinstance(base, LocalAddr):  # out[0] for *out
             if self.constant(index_tree, "the index into a pointer to a local") != 0:
                 raise self.error("a pointer to a local variable indexed past it", index_tree,
@@ -504,6 +507,8 @@ class ExprMixin(PointerTestMixin):
         if isinstance(callee, Tree) and callee.data == "member":
             obj = self.operand(callee.children[0])
             method = str(callee.children[1])
+            if isinstance(obj, CgVal) and obj.type.kind in ("cub_block", "cub_warp"):
+                return self.cub_method(obj.type, method, arg_trees, tree)
             if isinstance(obj, CgVal):
                 return self.cg_method(obj.type, method, arg_trees, tree)
             if isinstance(obj, StructVal):

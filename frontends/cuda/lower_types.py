@@ -12,7 +12,7 @@ then CUDA's builtin names. ``std::`` and ``cuda::std::`` qualifications are drop
 from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
+from kir.frontends.cuda.parser import CUB_HINT, normalize_name, qualified_suffixes
 from kir.frontends.cuda.program import TYPE_TRAITS
 from kir.frontends.cuda.values import (
     AUTO,
@@ -127,6 +127,13 @@ class TypeMixin:
                 raise self.error(sym.missing, tree, UnsupportedError)
             return sym.type
         name = normalize_name(word)
+        if name.startswith("cub::"):
+            collective = self.cub_type(name, tree, targs)
+            if collective is None:
+                found = self.error(f"'{word}' is not a type kir knows", tree, UnsupportedError)
+                found.hint = CUB_HINT
+                raise found
+            return collective
         if name in CG_TYPES or "cg::" + name in CG_TYPES and name in self.program.type_names:
             return self._cg_type(CG_TYPES.get(name) or CG_TYPES["cg::" + name], tree, targs)
         for candidate in qualified_suffixes(name):
@@ -235,7 +242,13 @@ class TypeMixin:
         return None
 
     def member_type(self, tree):
-        """The type ``typename S<args>::Type`` names: a struct's member type alias."""
+        """The type ``typename S<args>::Type`` names: a struct's member type alias (or a CUB
+        collective's ``TempStorage``)."""
+        name, targs, member = tree.children
+        storage = self.cub_storage(self.named_type(str(name), tree, targs),
+                                   str(member).lstrip(":"), tree)
+        if storage is not None:
+            return storage
         struct, member = self.template_member(tree)
         found = struct.member_type(member)
         if found is None:

@@ -36,18 +36,31 @@ BUILTIN_TYPE_NAMES = frozenset({
     # cooperative groups (qualified or after `using namespace cooperative_groups`)
     "cg::thread_block", "cg::thread_block_tile", "cg::grid_group", "cg::thread_group",
     "cg::coalesced_group", "cg::plus", "cg::greater", "cg::less",
+    # CUB's block and warp reductions and their operators (frontends/cuda/lower_cub.py)
+    "cub::BlockReduce", "cub::WarpReduce", "cub::Sum", "cub::Max", "cub::Min",
 })
 #: Library namespaces a qualified name may start with; ``std::size_t`` is ``size_t``.
 _STD_PREFIXES = ("::", "cuda::std::", "std::", "cuda::")
 _CG_PREFIXES = ("cooperative_groups::", "cg::")
 
 
+#: Function objects of libcu++ and Thrust that CUB's reductions take (CUDA 13's CUB has no
+#: ``cub::Sum``/``Max``/``Min``; code written for it passes these), read as CUB's own.
+REDUCTION_OBJECTS = {"cuda::std::plus": "cub::Sum", "std::plus": "cub::Sum",
+                     "thrust::plus": "cub::Sum", "cuda::maximum": "cub::Max",
+                     "thrust::maximum": "cub::Max", "cuda::minimum": "cub::Min",
+                     "thrust::minimum": "cub::Min"}
+
+
 def normalize_name(name: str) -> str:
     """A qualified name in the form the frontend knows it: ``std::min`` and ``::min`` are
-    ``min``, ``cooperative_groups::x`` (or any alias ending in it) is ``cg::x``; other
-    qualified names (a user's namespaces) keep their qualification."""
+    ``min``, ``cooperative_groups::x`` (or any alias ending in it) is ``cg::x``,
+    ``cuda::maximum`` is ``cub::Max`` (:data:`REDUCTION_OBJECTS`); other qualified names (a
+    user's namespaces) keep their qualification."""
     if "::" not in name:
         return name
+    if name.lstrip(":") in REDUCTION_OBJECTS:
+        return REDUCTION_OBJECTS[name.lstrip(":")]
     for prefix in _CG_PREFIXES:
         if name.startswith(prefix):
             return "cg::" + name[len(prefix):]
@@ -109,6 +122,13 @@ class _TypeNamePostLexer:
         previous = ""
         for token in stream:
             kind = token.type
+            if kind == "IDENT" and previous == "TYPENAME" and "::" in token.value.lstrip(":"):
+                # ``typename Alias::Member``: the alias, then its member (as after ``S<T>``)
+                outer, member = token.value.rsplit("::", 1)
+                if self._kind(outer) == "TYPE_NAME":
+                    yield Token.new_borrow_pos("TYPE_NAME", outer, token)
+                    token = Token.new_borrow_pos("SCOPED_NAME", "::" + member, token)
+                    previous = kind = "SCOPED_NAME"
             if kind == "IDENT":
                 kind = token.type = self._kind(token.value)
                 if kind == "TYPE_NAME" and token.value in BUILTIN_TYPE_NAMES and (
@@ -168,15 +188,16 @@ _UNSUPPORTED_WORDS = {
 _WORD = re.compile(r"[A-Za-z_]\w*|<<<|\"|'|\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(")
 
 
-# What to do instead of CUB's block and warp collectives (``cub::BlockReduce<T, N>`` and its
-# ``TempStorage``), which kir does not read.
-CUB_HINT = ("CUB's collectives (cub::BlockReduce, cub::WarpReduce, ...) are not supported: "
-            "write the reduction out, e.g. __shfl_xor_sync within each warp and a __shared__ "
-            "array of the warps' partials (kir's rules make such reductions fast)")
+# What to do instead of the CUB collectives kir does not read (it reads BlockReduce and
+# WarpReduce: frontends/cuda/lower_cub.py).
+CUB_HINT = ("of CUB's collectives kir reads cub::BlockReduce and cub::WarpReduce (Sum, and "
+            "Reduce with cub::Sum/Max/Min); write others out, e.g. a scan with __shfl_up_sync "
+            "within each warp and a __shared__ array of the warps' totals")
 
-# ``typename S<...>::Type``: what follows a ``typename`` kir reads (a member type of one of
-# the file's struct templates)
-_MEMBER_OF_TEMPLATE = re.compile(r"\s*[A-Za-z_][\w:]*\s*<")
+# What follows a ``typename`` kir reads: a member type of one of the file's struct templates
+# (``typename S<...>::Type``), or the ``TempStorage`` of a CUB collective (``typename
+# BlockReduce::TempStorage``, ``BlockReduce`` a typedef of one)
+_MEMBER_OF_TEMPLATE = re.compile(r"\s*(?:[A-Za-z_][\w:]*\s*<|[A-Za-z_]\w*::TempStorage\b)")
 
 
 def _prescan(text: str, offset: int, src: SourceMap, template_end: int) -> None:

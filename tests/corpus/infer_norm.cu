@@ -126,7 +126,7 @@ __global__ void quantize_int8_kernel(const float* __restrict__ input, int8_t* __
     if (threadIdx.x == 0) scales[blockIdx.x] = scale;
 }
 
-// Reductions with cub, as inference engines use them: refused with cub's name.
+// Reductions with cub, as inference engines use them.
 __global__ void cub_sum_rows_kernel(const float* in, float* out, int cols) {
     using BlockReduce = cub::BlockReduce<float, 256>;
     __shared__ typename BlockReduce::TempStorage temp;
@@ -134,6 +134,15 @@ __global__ void cub_sum_rows_kernel(const float* in, float* out, int cols) {
     for (int i = threadIdx.x; i < cols; i += blockDim.x) v += in[blockIdx.x * cols + i];
     float total = BlockReduce(temp).Sum(v);
     if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
+
+// A scan with cub (each row's offsets from its counts): refused with cub's name.
+__global__ void cub_row_offsets_kernel(const int* counts, int* offsets, int cols) {
+    typedef cub::BlockScan<int, 256> BlockScan;
+    __shared__ typename BlockScan::TempStorage temp;
+    int c = threadIdx.x < cols ? counts[blockIdx.x * cols + threadIdx.x] : 0;
+    BlockScan(temp).ExclusiveSum(c, c);
+    if (threadIdx.x < cols) offsets[blockIdx.x * cols + threadIdx.x] = c;
 }
 
 }  // namespace infer

@@ -1,0 +1,3 @@
+// CUB: the emulator provides BlockReduce in ../cub.cuh
+#pragma once
+#include "../cub.cuh"

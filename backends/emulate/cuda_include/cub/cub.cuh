@@ -1,0 +1,106 @@
+// CUB's block and warp reductions for the emulator's build of an original file, as CUB
+// defines them and no faster: BlockReduce puts each counted thread's value in the storage,
+// and after a barrier every thread folds them in thread order (then a barrier, so the
+// storage may be reused at once); WarpReduce folds its logical warp's counted lanes in lane
+// order through shuffles. Every thread gets the result (CUB defines it in thread or lane 0).
+// kir's own lowering of the same calls is frontends/cuda/lower_cub.py.
+#pragma once
+#include <functional>
+
+namespace cub {
+struct Sum {
+  template <class T> T operator()(const T& a, const T& b) const { return a + b; }
+};
+struct Max {
+  template <class T> T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+struct Min {
+  template <class T> T operator()(const T& a, const T& b) const { return b < a ? b : a; }
+};
+
+enum BlockReduceAlgorithm {
+  BLOCK_REDUCE_RAKING_COMMUTATIVE_ONLY,
+  BLOCK_REDUCE_RAKING,
+  BLOCK_REDUCE_WARP_REDUCTIONS,
+};
+
+template <class T, int BLOCK_DIM_X,
+          BlockReduceAlgorithm ALGORITHM = BLOCK_REDUCE_WARP_REDUCTIONS,
+          int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
+class BlockReduce {
+  static constexpr int kThreads = BLOCK_DIM_X * BLOCK_DIM_Y * BLOCK_DIM_Z;
+
+ public:
+  struct TempStorage {
+    T items[kThreads];
+  };
+  __device__ explicit BlockReduce(TempStorage& storage) : storage_(storage) {}
+
+  template <class Op>
+  __device__ T Reduce(T value, Op op, int valid, KirSL l = KirSL::current()) {
+    unsigned me = kir_emu::self().lin;
+    if (kir_emu::rt()->nthreads > (unsigned)kThreads)
+      kir_emu::fail("cub::BlockReduce sized for %d threads runs in a block of %u", kThreads,
+                    kir_emu::rt()->nthreads);
+    if ((int)me < valid) storage_.items[me] = value;
+    __syncthreads(l);
+    T total = storage_.items[0];
+    for (int k = 1; k < valid && k < kThreads; ++k) total = op(total, storage_.items[k]);
+    __syncthreads(l);
+    return total;
+  }
+  template <class Op>
+  __device__ T Reduce(T value, Op op, KirSL l = KirSL::current()) {
+    return Reduce(value, op, kThreads, l);
+  }
+  __device__ T Sum(T value, int valid, KirSL l = KirSL::current()) {
+    return Reduce(value, cub::Sum(), valid, l);
+  }
+  __device__ T Sum(T value, KirSL l = KirSL::current()) {
+    return Reduce(value, cub::Sum(), kThreads, l);
+  }
+
+ private:
+  TempStorage& storage_;
+};
+
+template <class T, int LOGICAL_WARP_THREADS = 32, int LEGACY_PTX_ARCH = 0>
+class WarpReduce {
+ public:
+  struct TempStorage {
+    T items[LOGICAL_WARP_THREADS];
+  };
+  __device__ explicit WarpReduce(TempStorage&) {}
+
+  template <class Op>
+  __device__ T Reduce(T value, Op op, int valid, KirSL l = KirSL::current()) {
+    T total = __shfl_sync(0xffffffffu, value, 0, LOGICAL_WARP_THREADS, l);
+    for (int k = 1; k < valid && k < LOGICAL_WARP_THREADS; ++k)
+      total = op(total, __shfl_sync(0xffffffffu, value, k, LOGICAL_WARP_THREADS, l));
+    return total;
+  }
+  template <class Op>
+  __device__ T Reduce(T value, Op op, KirSL l = KirSL::current()) {
+    return Reduce(value, op, LOGICAL_WARP_THREADS, l);
+  }
+  __device__ T Sum(T value, int valid, KirSL l = KirSL::current()) {
+    return Reduce(value, cub::Sum(), valid, l);
+  }
+  __device__ T Sum(T value, KirSL l = KirSL::current()) {
+    return Reduce(value, cub::Sum(), LOGICAL_WARP_THREADS, l);
+  }
+};
+}  // namespace cub
+
+// libcu++'s function objects CUDA 13's CUB takes in place of cub::Max and cub::Min
+// (cuda::std::plus is std::plus: the emulator's `cuda::std` is the host's std)
+namespace cuda {
+template <class T = void>
+struct maximum {
+  template <class U> U operator()(const U& a, const U& b) const { return a < b ? b : a; }
+};
+template <class T = void>
+struct minimum {
+  template <class U> U operator()(const U& a, const U& b) const { return b < a ? b : a; }
+};
+}  // namespace cuda

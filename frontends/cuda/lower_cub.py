@@ -1,0 +1,199 @@
+"""CUB's block and warp reductions on kir's own operations (a mixin of the Lowerer).
+
+Inference engines reduce across a block with CUB rather than writing the reduction out::
+
+    using BlockReduce = cub::BlockReduce<float, 1024>;
+    __shared__ typename BlockReduce::TempStorage store;
+    float total = BlockReduce(store).Reduce(v, cub::Sum{}, blockDim.x);
+
+The collective, its ``TempStorage`` and the operators ``cub::Sum``/``Max``/``Min`` are
+compile-time values (:class:`CgType`/:class:`CgVal`, as cooperative groups are), never IR;
+``Sum(v [, valid])`` and ``Reduce(v, op [, valid])`` become what CUB does underneath:
+
+- ``cub::BlockReduce<T, X [, algorithm, Y, Z]>``: a shuffle-down tree within each warp, the
+  warps' partials in a shared array (one per call, in place of the ``TempStorage``), a
+  barrier, and the partials reduced by the same tree in every warp and broadcast from its
+  lane 0 — so every thread gets the total, where CUB defines it in thread 0 only (a
+  refinement: a kernel correct under CUB is correct under kir). ``valid`` counts the
+  threads (from the first) whose values count; an ``Assert`` stops a launch whose block
+  has more threads than the collective is sized for (or, without ``valid``, a different
+  number: CUB reads partials no warp wrote).
+- ``cub::WarpReduce<T [, W]>``: the same tree over each logical warp of ``W`` lanes
+  (``valid`` counting from its first lane), broadcast from that warp's first lane; a whole
+  warp without ``valid`` is kir's ``WarpReduce``.
+
+Only thread 0's (lane 0's) result is defined in CUB, so values of invalid threads never
+reach it: each tree step adds a source lane only when that lane is counted. Other CUB
+collectives and methods are refused where they are used, with what to write instead.
+"""
+
+from __future__ import annotations
+
+from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.lower_cg import OPERATORS, linear_thread, block_threads
+from kir.frontends.cuda.values import BufferInfo, CgType, CgVal
+
+from kir.errors import UnsupportedError
+from kir.ir import Alloc, Assert, Barrier, Block, Call, Const, Expr, If, Load, Select, Shuffle
+from kir.ir import Store
+from kir.ir import WarpReduce
+from kir.ir.nodes import WARP
+from kir.ir.types import BOOL, I32, U32, ScalarType
+
+#: CUB's collectives kir reads, and the CgType kind of each
+COLLECTIVES = {"cub::BlockReduce": "cub_block", "cub::WarpReduce": "cub_warp"}
+#: CUB's reduction operators, read as cooperative groups' (sum, max, min)
+CUB_OPERATORS = {"cub::Sum": "plus", "cub::Max": "greater", "cub::Min": "less"}
+_NAMES = {"cub_block": "cub::BlockReduce", "cub_warp": "cub::WarpReduce"}
+
+
+class CubMixin:
+    """CUB's BlockReduce and WarpReduce; relies on the Lowerer (and CgMixin's helpers)."""
+
+    def cub_type(self, name: str, tree, targs) -> CgType | None:
+        """The collective or operator a ``cub::`` type name stands for, or None when it is
+        not one kir reads."""
+        if name in CUB_OPERATORS:
+            return CgType(CUB_OPERATORS[name])
+        kind = COLLECTIVES.get(name)
+        if kind is None:
+            return None
+        args = [a for a in (targs.children if targs is not None else []) if a is not None]
+        usage = "cub::BlockReduce<float, 256>" if kind == "cub_block" else \
+            "cub::WarpReduce<float>"
+        if not args or kind == "cub_block" and len(args) < 2:
+            raise self.error(f"{name} needs its template arguments: {usage}", tree)
+        elem = self.template_arg(args[0])
+        if not isinstance(elem, ScalarType) or elem == BOOL:
+            raise self.error(f"{name} of {elem} not supported (a scalar element type)", tree,
+                             UnsupportedError)
+        if kind == "cub_warp":
+            width = self.constant(args[1], "a logical warp size") if len(args) > 1 else WARP
+            if width not in (1, 2, 4, 8, 16, 32):
+                raise self.error(f"{name} of {width} lanes not supported (a power of two up "
+                                 "to 32)", tree, UnsupportedError)
+            return CgType(kind, int(width), elem)
+        threads = self.constant(args[1], "a block size")
+        for extent in args[3:5]:  # BLOCK_DIM_Y, BLOCK_DIM_Z (args[2] is the algorithm)
+            threads *= self.constant(extent, "a block size")
+        if not 1 <= threads <= 1024:
+            raise self.error(f"{name} of {threads} threads (a block has 1 to 1024)", tree)
+        return CgType(kind, int(threads), elem)
+
+    def cub_storage(self, collective, member: str, tree) -> CgType | None:
+        """``typename C::TempStorage`` of a collective ``C``, or None when ``C`` is not one."""
+        if not (isinstance(collective, CgType) and collective.kind in _NAMES):
+            return None
+        if member != "TempStorage":
+            raise self.error(f"{_NAMES[collective.kind]} has no member type '{member}' kir "
+                             "reads (only TempStorage)", tree, UnsupportedError)
+        return CgType("cub_storage")
+
+    def cub_construct(self, collective: CgType, value, tree) -> CgVal:
+        """``C(storage)``: the collective, over storage the lowering allocates itself."""
+        if not (isinstance(value, CgVal) and value.type.kind == "cub_storage"):
+            raise self.error(f"{_NAMES[collective.kind]} is constructed from a TempStorage "
+                             f"(e.g. {_NAMES[collective.kind]}<...>(temp_storage))", tree)
+        return CgVal(collective)
+
+    def cub_method(self, collective: CgType, method: str, arg_trees: list, tree) -> Expr:
+        """``collective.Sum(v [, valid])`` or ``.Reduce(v, op [, valid])``."""
+        name = _NAMES[collective.kind]
+        if method == "Sum":
+            self._arity(method, arg_trees, 1, 2, tree)
+            op, rest = "sum", arg_trees[1:]
+        elif method == "Reduce":
+            self._arity(method, arg_trees, 2, 3, tree)
+            op, rest = self._cub_operator(arg_trees[1]), arg_trees[2:]
+        else:
+            raise self.error(f"{name}'s '{method}' not supported (kir reads Sum and Reduce)",
+                             tree, UnsupportedError)
+        value = self.rvalue(arg_trees[0])
+        if not isinstance(value.type, ScalarType):
+            raise self.error(f"{name} of something other than one scalar per thread (reduce "
+                             "a thread's items first)", arg_trees[0], UnsupportedError)
+        value = self._cub_temp(ct.convert(value, collective.elem))
+        valid = self._cub_temp(ct.convert(self.rvalue(rest[0]), I32)) if rest else None
+        if collective.kind == "cub_warp":
+            return self._cub_warp(collective, value, op, valid)
+        return self._cub_block(collective, value, op, valid)
+
+    def _cub_operator(self, tree) -> str:
+        value = self.operand(tree)
+        if isinstance(value, CgVal) and value.type.kind in OPERATORS:
+            return OPERATORS[value.type.kind]
+        raise self.error("CUB reduction operator must be cub::Sum(), cub::Max() or "
+                         "cub::Min() (or cooperative groups' plus, greater, less)", tree,
+                         UnsupportedError)
+
+    # ------------------------------------------------------------------ lowering
+
+    def _cub_temp(self, value: Expr) -> Expr:
+        return self._temp(value, "cub")
+
+    def _cub_tree(self, value: Expr, op: str, width: int, counted) -> Expr:
+        """Shuffle-down steps over ``width`` lanes: the first lane of each group of ``width``
+        ends with the reduction of the lanes for which ``counted(offset)`` holds at each
+        step's source (all lanes when it is None)."""
+        acc = value
+        offset = width // 2
+        while offset:
+            # every lane shuffles (outside the select, whose arms run on their lanes only)
+            other = self._cub_temp(Shuffle("down", acc, Const(offset, I32), value.type, width))
+            combined = self._combine(op, acc, other)
+            if counted is not None:
+                combined = Select(counted(offset), combined, acc, value.type)
+            acc = self._cub_temp(combined)
+            offset //= 2
+        return acc
+
+    def _cub_warp(self, collective: CgType, value: Expr, op: str, valid) -> Expr:
+        width = collective.size
+        if width == WARP and valid is None:
+            return self._cub_temp(WarpReduce(op, value, value.type))
+        rank = self._cub_temp(ct.binary("&", ct.convert(linear_thread(), I32),
+                                    Const(width - 1, I32)))
+        counted = None if valid is None else \
+            (lambda offset: ct.binary("<", ct.binary("+", rank, Const(offset, I32)), valid))
+        first = self._cub_tree(value, op, width, counted)
+        return self._cub_temp(Shuffle("idx", first, Const(0, I32), value.type, width))
+
+    def _cub_block(self, collective: CgType, value: Expr, op: str, valid) -> Expr:
+        threads = collective.size
+        loc = self.cur_loc
+        sized = f"{_NAMES['cub_block']}<{collective.elem}, {threads}>"
+        launched = block_threads()
+        if valid is None:
+            self.emit(Assert(ct.binary("==", launched, Const(threads, U32)),
+                             f"{sized} runs in blocks of exactly {threads} threads unless "
+                             "Reduce/Sum is given how many are valid", loc=loc))
+            count: Expr = Const(threads, I32)
+        else:
+            self.emit(Assert(ct.binary("<=", launched, Const(threads, U32)),
+                             f"{sized} runs in blocks of at most {threads} threads", loc=loc))
+            count = valid
+        tid = self._cub_temp(ct.convert(linear_thread(), I32))
+        lane = self._cub_temp(ct.binary("&", tid, Const(WARP - 1, I32)))
+        counted = None if valid is None and threads % WARP == 0 else \
+            (lambda offset: ct.binary("<", ct.binary("+", tid, Const(offset, I32)), count))
+        warp_total = self._cub_tree(value, op, WARP, counted)
+
+        warps = -(-threads // WARP)
+        partials = self.fresh("cub_partials")
+        self.prologue.append(Alloc(partials, value.type, warps, "shared", False, loc=loc))
+        self.buffers[partials] = BufferInfo(value.type, "shared")
+        writes = ct.binary("&&", ct.binary("==", lane, Const(0, I32)),
+                           ct.binary("<", tid, count))
+        self.emit(If(writes, Block((Store(partials, ct.binary(">>", tid, Const(5, I32)),
+                                          warp_total, loc=loc),)), loc=loc))
+        self.emit(Barrier("block", loc=loc))
+        if warps == 1:
+            return self._cub_temp(Load(partials, Const(0, I32), value.type))
+        written = self._cub_temp(ct.binary(">>", ct.binary("+", count, Const(WARP - 1, I32)),
+                                       Const(5, I32)))
+        # lanes past the last partial read the last one (in bounds) and are never counted
+        slot = Call("min", (lane, Const(warps - 1, I32)), I32) if warps < WARP else lane
+        partial = self._cub_temp(Load(partials, slot, value.type))
+        total = self._cub_tree(partial, op, WARP, lambda offset: ct.binary(
+            "<", ct.binary("+", lane, Const(offset, I32)), written))
+        return self._cub_temp(Shuffle("idx", total, Const(0, I32), value.type, WARP))

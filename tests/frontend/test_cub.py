@@ -1,0 +1,100 @@
+"""CUB's BlockReduce and WarpReduce as inference engines call them (``Reduce(v, cub::Sum{},
+blockDim.x)`` over fewer threads than the collective is sized for, a typedef in a template,
+``cub::Max()``, an int sum, a WarpReduce over an array of TempStorage): each kernel against
+its numpy reference on every target, the original through the emulator's own CUB; a block
+of another size than the collective's stops the run at the call; other CUB collectives and
+methods are refused where they are written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.frontend.everywhere import TARGETS, check_everywhere
+
+from kir.errors import KirError
+from kir.frontends.cuda import load_cuda
+from kir.interp import run_kernel
+from kir.ir import Launch
+from kir.ir.printer import print_kernel
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_block_reduce_over_the_valid_threads_on_every_target(target):
+    # 100 threads: a last warp of 4 lanes, the sum over them only
+    check_everywhere(DATA / "cub_rms.cu", target, [{}, {"T": 2, "H": 37, "BS": 100}], seed=2)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_block_reduce_of_half_rows_on_every_target(target):
+    check_everywhere(DATA / "cub_rms.cu", target, [{}], seed=3,
+                     spec=DATA / "cub_rms_half.kir.toml")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_block_and_warp_reductions_of_a_template_kernel_on_every_target(target):
+    check_everywhere(DATA / "cub_quant.cu", target, [{}, {"R": 2, "C": 45, "BS": 64}], seed=4)
+
+
+SIZED = """\
+#include <cub/cub.cuh>
+__global__ void total(const float* x, float* out, int n) {
+    typedef cub::BlockReduce<float, 64> Reduce64;
+    __shared__ typename Reduce64::TempStorage temp;
+    float v = threadIdx.x < n ? x[threadIdx.x] : 0.0f;
+    float t = Reduce64(temp).%s;
+    if (threadIdx.x == 0) out[0] = t;
+}
+"""
+
+
+def _total(call: str, threads: int, n: int = 40) -> float:
+    kernel = load_cuda(SIZED % call, "total.cu",
+                       launch=Launch(("1", "1", "1"), (threads, 1, 1), 0))
+    x = np.arange(1, 129, dtype=np.float32)
+    return float(run_kernel(kernel, {"x": x, "out": np.zeros(1, np.float32), "n": n},
+                            {})["out"][0])
+
+
+def test_the_valid_count_leaves_out_the_threads_past_it():
+    assert _total("Sum(v)", 64) == sum(range(1, 41))
+    assert _total("Sum(x[threadIdx.x], 40)", 64) == sum(range(1, 41))
+    assert _total("Reduce(x[threadIdx.x], cub::Max(), 33)", 48) == 33.0
+    assert _total("Reduce(x[threadIdx.x], cub::Min{}, 5)", 48) == 1.0
+
+
+@pytest.mark.parametrize("call, threads, message", [
+    ("Sum(v)", 32, "runs in blocks of exactly 64 threads"),  # partials no warp writes
+    ("Sum(v)", 128, "runs in blocks of exactly 64 threads"),
+    ("Sum(v, 40)", 96, "runs in blocks of at most 64 threads"),
+])
+def test_a_block_of_another_size_stops_the_run_at_the_call(call, threads, message):
+    with pytest.raises(KirError, match=message) as info:
+        _total(call, threads)
+    assert (info.value.loc.line, info.value.loc.col) == (6, 5)
+
+
+@pytest.mark.parametrize("call, message", [
+    ("Reduce(v, MaxOf())", "must be cub::Sum"),
+    ("ExclusiveSum(v)", "'ExclusiveSum' not supported"),
+])
+def test_what_kir_does_not_read_is_refused_at_the_call(call, message):
+    source = ("struct MaxOf { __device__ float operator()(float a, float b) const {"
+              " return a > b ? a : b; } };\n" + SIZED % call)
+    with pytest.raises(KirError, match=message) as info:
+        load_cuda(source, "total.cu", launch=Launch(("1", "1", "1"), (64, 1, 1), 0))
+    assert info.value.loc.line == 7
+
+
+def test_one_barrier_and_shuffle_trees_per_block_reduction():
+    # what the rules and the cost model then see: two warp trees around one shared array
+    kernel = load_cuda(SIZED % "Sum(v)", "total.cu",
+                       launch=Launch(("1", "1", "1"), (64, 1, 1), 0))
+    text = print_kernel(kernel)
+    assert text.count("barrier block") == 1
+    assert "shared cub_partials: f32[2]" in text
+    assert text.count("shuffle.down") == 10 and text.count("shuffle.idx") == 1
+    assert " for " not in text
