@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_expr import Value, scale
+from kir.frontends.cuda.lower_cub import COLLECTIVE_KINDS
 from kir.frontends.cuda.lower_view_struct import ViewStruct
 from kir.frontends.cuda.values import (
     OFFSET_TYPE,
@@ -123,7 +124,7 @@ class AssignMixin:
         base = self._func_cast_type(type_tree)
         if value_tree is None:  # T(): a value-initialized T
             return self._value_init(base, tree)
-        if isinstance(base, CgType) and base.kind in ("cub_block", "cub_warp"):
+        if isinstance(base, CgType) and base.kind in COLLECTIVE_KINDS:
             return self.cub_construct(base, self.operand(value_tree), tree)
         if isinstance(base, StructType):  # S(a, b): its constructor (else, C++20, in order)
             items = self.constructor_arguments(value_tree)

@@ -40,11 +40,19 @@ from kir.ir import WarpReduce
 from kir.ir.nodes import WARP
 from kir.ir.types import BOOL, I32, U32, ScalarType
 
-#: CUB's collectives kir reads, and the CgType kind of each
-COLLECTIVES = {"cub::BlockReduce": "cub_block", "cub::WarpReduce": "cub_warp"}
+#: CUB's collectives kir reads, and the CgType kind of each (scans: lower_cub_scan.py)
+COLLECTIVES = {"cub::BlockReduce": "cub_block", "cub::WarpReduce": "cub_warp",
+               "cub::BlockScan": "cub_block_scan", "cub::WarpScan": "cub_warp_scan"}
+COLLECTIVE_KINDS = frozenset(COLLECTIVES.values())
+_BLOCK_WIDE = ("cub_block", "cub_block_scan")
 #: CUB's reduction operators, read as cooperative groups' (sum, max, min)
 CUB_OPERATORS = {"cub::Sum": "plus", "cub::Max": "greater", "cub::Min": "less"}
-_NAMES = {"cub_block": "cub::BlockReduce", "cub_warp": "cub::WarpReduce"}
+_NAMES = {kind: name for name, kind in COLLECTIVES.items()}
+
+
+def collective_name(collective: CgType) -> str:
+    """``cub::BlockScan`` ...: the CUB name of a collective's type."""
+    return _NAMES[collective.kind]
 
 
 class CubMixin:
@@ -59,15 +67,14 @@ class CubMixin:
         if kind is None:
             return None
         args = [a for a in (targs.children if targs is not None else []) if a is not None]
-        usage = "cub::BlockReduce<float, 256>" if kind == "cub_block" else \
-            "cub::WarpReduce<float>"
-        if not args or kind == "cub_block" and len(args) < 2:
+        usage = f"{name}<float, 256>" if kind in _BLOCK_WIDE else f"{name}<float>"
+        if not args or kind in _BLOCK_WIDE and len(args) < 2:
             raise self.error(f"{name} needs its template arguments: {usage}", tree)
         elem = self.template_arg(args[0])
         if not isinstance(elem, ScalarType) or elem == BOOL:
             raise self.error(f"{name} of {elem} not supported (a scalar element type)", tree,
                              UnsupportedError)
-        if kind == "cub_warp":
+        if kind not in _BLOCK_WIDE:
             width = self.constant(args[1], "a logical warp size") if len(args) > 1 else WARP
             if width not in (1, 2, 4, 8, 16, 32):
                 raise self.error(f"{name} of {width} lanes not supported (a power of two up "
@@ -82,7 +89,7 @@ class CubMixin:
 
     def cub_storage(self, collective, member: str, tree) -> CgType | None:
         """``typename C::TempStorage`` of a collective ``C``, or None when ``C`` is not one."""
-        if not (isinstance(collective, CgType) and collective.kind in _NAMES):
+        if not (isinstance(collective, CgType) and collective.kind in COLLECTIVE_KINDS):
             return None
         if member != "TempStorage":
             raise self.error(f"{_NAMES[collective.kind]} has no member type '{member}' kir "
@@ -97,7 +104,10 @@ class CubMixin:
         return CgVal(collective)
 
     def cub_method(self, collective: CgType, method: str, arg_trees: list, tree) -> Expr:
-        """``collective.Sum(v [, valid])`` or ``.Reduce(v, op [, valid])``."""
+        """``collective.Sum(v [, valid])`` or ``.Reduce(v, op [, valid])``; a scan's methods
+        in lower_cub_scan.py."""
+        if collective.kind in ("cub_block_scan", "cub_warp_scan"):
+            return self.cub_scan_method(collective, method, arg_trees, tree)
         name = _NAMES[collective.kind]
         if method == "Sum":
             self._arity(method, arg_trees, 1, 2, tree)
@@ -134,12 +144,13 @@ class CubMixin:
     def _cub_tree(self, value: Expr, op: str, width: int, counted) -> Expr:
         """Shuffle-down steps over ``width`` lanes: the first lane of each group of ``width``
         ends with the reduction of the lanes for which ``counted(offset)`` holds at each
-        step's source (all lanes when it is None)."""
+        step's source (all lanes when it is None). The shuffles span the whole warp (Metal's
+        only span): what a group's first lane reads never leaves its group."""
         acc = value
         offset = width // 2
         while offset:
             # every lane shuffles (outside the select, whose arms run on their lanes only)
-            other = self._cub_temp(Shuffle("down", acc, Const(offset, I32), value.type, width))
+            other = self._cub_temp(Shuffle("down", acc, Const(offset, I32), value.type, WARP))
             combined = self._combine(op, acc, other)
             if counted is not None:
                 combined = Select(counted(offset), combined, acc, value.type)
@@ -151,12 +162,14 @@ class CubMixin:
         width = collective.size
         if width == WARP and valid is None:
             return self._cub_temp(WarpReduce(op, value, value.type))
-        rank = self._cub_temp(ct.binary("&", ct.convert(linear_thread(), I32),
-                                    Const(width - 1, I32)))
+        lane = self._cub_temp(ct.binary("&", ct.convert(linear_thread(), I32),
+                                        Const(WARP - 1, I32)))
+        rank = self._cub_temp(ct.binary("&", lane, Const(width - 1, I32)))
         counted = None if valid is None else \
             (lambda offset: ct.binary("<", ct.binary("+", rank, Const(offset, I32)), valid))
         first = self._cub_tree(value, op, width, counted)
-        return self._cub_temp(Shuffle("idx", first, Const(0, I32), value.type, width))
+        return self._cub_temp(Shuffle("idx", first, ct.binary("-", lane, rank), value.type,
+                                      WARP))
 
     def _cub_block(self, collective: CgType, value: Expr, op: str, valid) -> Expr:
         threads = collective.size

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_cg import Dim3Val
+from kir.frontends.cuda.lower_cub import COLLECTIVE_KINDS
 from kir.frontends.cuda.lower_ptrtest import (
     BUFFER_ALIGNMENT,
     AddrVal,
@@ -507,7 +508,7 @@ class ExprMixin(PointerTestMixin):
         if isinstance(callee, Tree) and callee.data == "member":
             obj = self.operand(callee.children[0])
             method = str(callee.children[1])
-            if isinstance(obj, CgVal) and obj.type.kind in ("cub_block", "cub_warp"):
+            if isinstance(obj, CgVal) and obj.type.kind in COLLECTIVE_KINDS:
                 return self.cub_method(obj.type, method, arg_trees, tree)
             if isinstance(obj, CgVal):
                 return self.cg_method(obj.type, method, arg_trees, tree)

@@ -37,7 +37,8 @@ BUILTIN_TYPE_NAMES = frozenset({
     "cg::thread_block", "cg::thread_block_tile", "cg::grid_group", "cg::thread_group",
     "cg::coalesced_group", "cg::plus", "cg::greater", "cg::less",
     # CUB's block and warp reductions and their operators (frontends/cuda/lower_cub.py)
-    "cub::BlockReduce", "cub::WarpReduce", "cub::Sum", "cub::Max", "cub::Min",
+    "cub::BlockReduce", "cub::WarpReduce", "cub::BlockScan", "cub::WarpScan", "cub::Sum",
+    "cub::Max", "cub::Min",
 })
 #: Library namespaces a qualified name may start with; ``std::size_t`` is ``size_t``.
 _STD_PREFIXES = ("::", "cuda::std::", "std::", "cuda::")
@@ -188,11 +189,11 @@ _UNSUPPORTED_WORDS = {
 _WORD = re.compile(r"[A-Za-z_]\w*|<<<|\"|'|\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(")
 
 
-# What to do instead of the CUB collectives kir does not read (it reads BlockReduce and
-# WarpReduce: frontends/cuda/lower_cub.py).
-CUB_HINT = ("of CUB's collectives kir reads cub::BlockReduce and cub::WarpReduce (Sum, and "
-            "Reduce with cub::Sum/Max/Min); write others out, e.g. a scan with __shfl_up_sync "
-            "within each warp and a __shared__ array of the warps' totals")
+# What to do instead of the CUB collectives kir does not read (it reads reductions and
+# scans: frontends/cuda/lower_cub.py, lower_cub_scan.py).
+CUB_HINT = ("of CUB's collectives kir reads cub::BlockReduce, cub::WarpReduce, cub::BlockScan "
+            "and cub::WarpScan, on one scalar per thread; write others out (loads, stores, "
+            "sorts, histograms: with __shared__ arrays, warp shuffles and atomics)")
 
 # What follows a ``typename`` kir reads: a member type of one of the file's struct templates
 # (``typename S<...>::Type``), or the ``TempStorage`` of a CUB collective (``typename

@@ -305,8 +305,9 @@ class CgType:
     """A cooperative-groups type: ``block`` (thread_block), ``tile`` (thread_block_tile<N>,
     ``size`` N), ``grid``, or a reduction operator ``plus``/``greater``/``less``; or one of
     CUB's collectives (frontends/cuda/lower_cub.py): ``cub_block`` (BlockReduce of ``size``
-    threads), ``cub_warp`` (WarpReduce of ``size`` lanes), reducing ``elem`` values, and
-    their ``cub_storage`` (TempStorage)."""
+    threads), ``cub_warp`` (WarpReduce of ``size`` lanes), ``cub_block_scan`` and
+    ``cub_warp_scan`` (BlockScan, WarpScan) of ``elem`` values, and their ``cub_storage``
+    (TempStorage)."""
 
     kind: str
     size: int = 0
@@ -314,8 +315,9 @@ class CgType:
 
     def __str__(self) -> str:
         if self.kind.startswith("cub_"):
-            name = {"cub_block": "BlockReduce", "cub_warp": "WarpReduce"}.get(self.kind,
-                                                                            "TempStorage")
+            name = {"cub_block": "BlockReduce", "cub_warp": "WarpReduce",
+                    "cub_block_scan": "BlockScan", "cub_warp_scan": "WarpScan"}.get(
+                        self.kind, "TempStorage")
             shape = f"<{self.elem}, {self.size}>" if self.elem is not None else ""
             return f"cub::{name}{shape}"
         return f"cg::{self.kind}" + (f"<{self.size}>" if self.size else "")

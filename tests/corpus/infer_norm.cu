@@ -136,13 +136,22 @@ __global__ void cub_sum_rows_kernel(const float* in, float* out, int cols) {
     if (threadIdx.x == 0) out[blockIdx.x] = total;
 }
 
-// A scan with cub (each row's offsets from its counts): refused with cub's name.
+// A scan with cub (each row's offsets from its counts).
 __global__ void cub_row_offsets_kernel(const int* counts, int* offsets, int cols) {
     typedef cub::BlockScan<int, 256> BlockScan;
     __shared__ typename BlockScan::TempStorage temp;
     int c = threadIdx.x < cols ? counts[blockIdx.x * cols + threadIdx.x] : 0;
     BlockScan(temp).ExclusiveSum(c, c);
     if (threadIdx.x < cols) offsets[blockIdx.x * cols + threadIdx.x] = c;
+}
+
+// A sort with cub (each row's keys in order): refused with cub's name.
+__global__ void cub_sort_rows_kernel(int* keys) {
+    typedef cub::BlockRadixSort<int, 256, 1> BlockRadixSort;
+    __shared__ typename BlockRadixSort::TempStorage temp;
+    int k[1] = {keys[blockIdx.x * 256 + threadIdx.x]};
+    BlockRadixSort(temp).Sort(k);
+    keys[blockIdx.x * 256 + threadIdx.x] = k[0];
 }
 
 }  // namespace infer

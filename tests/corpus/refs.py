@@ -404,3 +404,8 @@ def mul_pairs(args: dict, sizes: dict) -> dict:
 
 def cub_sum_rows(args, sizes):
     return {"out": _f64(args["in"]).reshape(sizes["R"], sizes["COLS"]).sum(axis=1)}
+
+
+def cub_row_offsets(args, sizes):
+    counts = np.asarray(args["counts"]).reshape(sizes["R"], sizes["COLS"])
+    return {"offsets": (np.cumsum(counts, axis=1) - counts).astype(np.int32)}

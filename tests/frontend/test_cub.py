@@ -98,3 +98,62 @@ def test_one_barrier_and_shuffle_trees_per_block_reduction():
     assert "shared cub_partials: f32[2]" in text
     assert text.count("shuffle.down") == 10 and text.count("shuffle.idx") == 1
     assert " for " not in text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_block_scan_with_its_aggregate_on_every_target(target):
+    # 48 threads: a last warp of 16 lanes writes its total from its last thread
+    check_everywhere(DATA / "cub_offsets.cu", target, [{}, {"N": 77, "E": 40, "BS": 48,
+                                                           "G": 5}], seed=6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_block_and_warp_scans_with_operators_on_every_target(target):
+    check_everywhere(DATA / "cub_scan_rows.cu", target, [{}], seed=7)
+
+
+SCAN = """\
+#include <cub/cub.cuh>
+struct RunningTotal {
+    int total;
+    __device__ int operator()(int block_sum) { int old = total; total += block_sum; return old; }
+};
+__global__ void offsets(const int* c, int* out) {
+    typedef cub::BlockScan<int, 128> Scan;
+    __shared__ typename Scan::TempStorage temp;
+    int v = c[threadIdx.x], o;
+    RunningTotal running = {0};
+    Scan(temp).%s;
+    out[threadIdx.x] = o;
+}
+"""
+
+
+def _offsets(call: str, threads: int) -> np.ndarray:
+    kernel = load_cuda(SCAN % call, "offsets.cu",
+                       launch=Launch(("1", "1", "1"), (threads, 1, 1), 0))
+    c = np.arange(threads, dtype=np.int32) % 5
+    return run_kernel(kernel, {"c": c, "out": np.zeros(threads, np.int32)}, {})["out"]
+
+
+def test_a_scan_seeds_the_first_thread_with_the_initial_value():
+    c = np.arange(128) % 5
+    assert (_offsets("ExclusiveSum(v, o)", 128) == np.cumsum(c) - c).all()
+    assert (_offsets("ExclusiveScan(v, o, 7, cub::Sum())", 128) == 7 + np.cumsum(c) - c).all()
+    assert (_offsets("InclusiveScan(v, o, cub::Max())", 128) == np.maximum.accumulate(c)).all()
+
+
+def test_a_block_scan_needs_the_block_it_is_sized_for():
+    with pytest.raises(KirError, match="runs in blocks of exactly 128 threads") as info:
+        _offsets("ExclusiveSum(v, o)", 96)
+    assert info.value.loc.line == 11
+
+
+@pytest.mark.parametrize("call, message", [
+    ("ExclusiveSum(v, o, running)", "a block prefix callback"),
+    ("Sum(v)", "'Sum' not supported .kir reads ExclusiveSum"),
+])
+def test_what_a_scan_does_not_read_is_refused_at_the_call(call, message):
+    with pytest.raises(KirError, match=message) as info:
+        load_cuda(SCAN % call, "offsets.cu", launch=Launch(("1", "1", "1"), (128, 1, 1), 0))
+    assert info.value.loc.line == 11

@@ -44,9 +44,9 @@ def test_invalid_source_is_rejected_with_location(path):
 @pytest.mark.parametrize("path", [f for f in FILES if os.path.basename(f).startswith("cub_")],
                          ids=os.path.basename)
 def test_cub_collectives_are_refused_with_what_to_write_instead(path):
-    """kir reads CUB's BlockReduce and WarpReduce (tests/frontend/test_cub.py); a refusal of
-    its other collectives names the two and says how to write a scan out instead."""
+    """kir reads CUB's reductions and scans (tests/frontend/test_cub.py); a refusal of its
+    other collectives names those and what to write the others with."""
     with pytest.raises(KirError) as info:
         load_cuda(open(path).read(), path)
-    assert info.value.hint and "__shfl_up_sync" in info.value.hint
-    assert "cub::BlockReduce" in info.value.hint
+    assert info.value.hint and "warp shuffles" in info.value.hint
+    assert "cub::BlockReduce" in info.value.hint and "cub::BlockScan" in info.value.hint

@@ -1,5 +1,6 @@
 """Reference for cub_quant.cu: each row's scale (absolute maximum / 127), its values
-quantized, its count of negative values and each warp's sum of the row's first elements."""
+quantized, its count of negative values, each warp's sum of the row's first elements and
+the maximum of the first 12 of each 16 of them."""
 
 import numpy as np
 
@@ -13,5 +14,7 @@ def quantize(args: dict, sizes: dict) -> dict:
     first = np.zeros((x.shape[0], block), np.float64)
     first[:, :min(block, x.shape[1])] = x[:, :block]
     warp_sums = first.reshape(x.shape[0], block // 32, 32).sum(axis=2)
+    group_max = first.reshape(x.shape[0], block // 16, 16)[:, :, :12].max(axis=2)
     return {"q": q, "scales": scales, "negatives": (x < 0).sum(axis=1).astype(np.int32),
-            "warp_sums": warp_sums.astype(np.float32)}
+            "warp_sums": warp_sums.astype(np.float32),
+            "group_max": group_max.astype(np.float32)}
