@@ -6,8 +6,8 @@ Inference engines reduce across a block with CUB rather than writing the reducti
     __shared__ typename BlockReduce::TempStorage store;
     float total = BlockReduce(store).Reduce(v, cub::Sum{}, blockDim.x);
 
-The collective, its ``TempStorage`` and the operators ``cub::Sum``/``Max``/``Min`` are
-compile-time values (:class:`CgType`/:class:`CgVal`, as cooperative groups are), never IR;
+The collective, its ``TempStorage`` and the operators ``cub::Sum``/``Max``/``Min`` (or
+libcu++'s ``cuda::std::plus``, ``cuda::maximum``, ``cuda::minimum``) are compile-time values (:class:`CgType`/:class:`CgVal`, as cooperative groups are), never IR;
 ``Sum(v [, valid])`` and ``Reduce(v, op [, valid])`` become what CUB does underneath:
 
 - ``cub::BlockReduce<T, X [, algorithm, Y, Z]>``: a shuffle-down tree within each warp, the
@@ -22,6 +22,7 @@ compile-time values (:class:`CgType`/:class:`CgVal`, as cooperative groups are),
   (``valid`` counting from its first lane), broadcast from that warp's first lane; a whole
   warp without ``valid`` is kir's ``WarpReduce``.
 
+A function object or lambda of the user's as the operator is inlined at every step.
 Only thread 0's (lane 0's) result is defined in CUB, so values of invalid threads never
 reach it: each tree step adds a source lane only when that lane is counted. Other CUB
 collectives and methods are refused where they are used, with what to write instead.
@@ -29,9 +30,12 @@ collectives and methods are refused where they are used, with what to write inst
 
 from __future__ import annotations
 
+from typing import Callable
+
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.lower_cg import OPERATORS, linear_thread, block_threads
-from kir.frontends.cuda.values import BufferInfo, CgType, CgVal
+from kir.frontends.cuda.lower_cg import OPERATORS, block_threads, linear_thread
+from kir.frontends.cuda.lower_lambda import LambdaVal
+from kir.frontends.cuda.values import BufferInfo, CgType, CgVal, FunctorVal
 
 from kir.errors import UnsupportedError
 from kir.ir import Alloc, Assert, Barrier, Block, Call, Const, Expr, If, Load, Select, Shuffle
@@ -48,6 +52,8 @@ _BLOCK_WIDE = ("cub_block", "cub_block_scan")
 #: CUB's reduction operators, read as cooperative groups' (sum, max, min)
 CUB_OPERATORS = {"cub::Sum": "plus", "cub::Max": "greater", "cub::Min": "less"}
 _NAMES = {kind: name for name, kind in COLLECTIVES.items()}
+#: An operator argument: "sum", "max", "min", or a function combining two values
+Operator = str | Callable[[Expr, Expr], Expr]
 
 
 def collective_name(collective: CgType) -> str:
@@ -128,20 +134,31 @@ class CubMixin:
             return self._cub_warp(collective, value, op, valid)
         return self._cub_block(collective, value, op, valid)
 
-    def _cub_operator(self, tree) -> str:
+    def _cub_operator(self, tree) -> Operator:
+        """The operator argument: "sum", "max" or "min" (CUB's, libcu++'s, cooperative
+        groups'), or a function combining two values (a function object or lambda of the
+        user's, inlined at every step)."""
         value = self.operand(tree)
         if isinstance(value, CgVal) and value.type.kind in OPERATORS:
             return OPERATORS[value.type.kind]
-        raise self.error("CUB reduction operator must be cub::Sum(), cub::Max() or "
-                         "cub::Min() (or cooperative groups' plus, greater, less)", tree,
-                         UnsupportedError)
+        if isinstance(value, (FunctorVal, LambdaVal)):
+            call = self.call_lambda if isinstance(value, LambdaVal) else self.call_functor
+            return lambda a, b: ct.convert(self.rvalue_of(
+                call(value, [tree, tree], tree, False, args=[a, b]), tree), a.type)
+        raise self.error("CUB's operator must be cub::Sum(), cub::Max(), cub::Min() (or "
+                         "libcu++'s plus, maximum, minimum), a function object or a lambda",
+                         tree, UnsupportedError)
+
+    def _cub_combine(self, op: Operator, a: Expr, b: Expr) -> Expr:
+        """``a`` and ``b`` combined by an operator of :meth:`_cub_operator`."""
+        return op(a, b) if callable(op) else self._combine(op, a, b)
 
     # ------------------------------------------------------------------ lowering
 
     def _cub_temp(self, value: Expr) -> Expr:
         return self._temp(value, "cub")
 
-    def _cub_tree(self, value: Expr, op: str, width: int, counted) -> Expr:
+    def _cub_tree(self, value: Expr, op: Operator, width: int, counted) -> Expr:
         """Shuffle-down steps over ``width`` lanes: the first lane of each group of ``width``
         ends with the reduction of the lanes for which ``counted(offset)`` holds at each
         step's source (all lanes when it is None). The shuffles span the whole warp (Metal's
@@ -151,16 +168,16 @@ class CubMixin:
         while offset:
             # every lane shuffles (outside the select, whose arms run on their lanes only)
             other = self._cub_temp(Shuffle("down", acc, Const(offset, I32), value.type, WARP))
-            combined = self._combine(op, acc, other)
+            combined = self._cub_combine(op, acc, other)
             if counted is not None:
                 combined = Select(counted(offset), combined, acc, value.type)
             acc = self._cub_temp(combined)
             offset //= 2
         return acc
 
-    def _cub_warp(self, collective: CgType, value: Expr, op: str, valid) -> Expr:
+    def _cub_warp(self, collective: CgType, value: Expr, op: Operator, valid) -> Expr:
         width = collective.size
-        if width == WARP and valid is None:
+        if width == WARP and valid is None and isinstance(op, str):
             return self._cub_temp(WarpReduce(op, value, value.type))
         lane = self._cub_temp(ct.binary("&", ct.convert(linear_thread(), I32),
                                         Const(WARP - 1, I32)))
@@ -171,7 +188,7 @@ class CubMixin:
         return self._cub_temp(Shuffle("idx", first, ct.binary("-", lane, rank), value.type,
                                       WARP))
 
-    def _cub_block(self, collective: CgType, value: Expr, op: str, valid) -> Expr:
+    def _cub_block(self, collective: CgType, value: Expr, op: Operator, valid) -> Expr:
         threads = collective.size
         loc = self.cur_loc
         sized = f"{_NAMES['cub_block']}<{collective.elem}, {threads}>"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_cg import block_threads, linear_thread
-from kir.frontends.cuda.lower_cub import collective_name
+from kir.frontends.cuda.lower_cub import Operator, collective_name
 from kir.frontends.cuda.values import BufferInfo, CgType
 
 from kir.errors import UnsupportedError
@@ -75,7 +75,7 @@ class CubScanMixin:
 
     # ------------------------------------------------------------------ lowering
 
-    def _cub_scan_steps(self, value: Expr, op: str, rank: Expr, width: int) -> Expr:
+    def _cub_scan_steps(self, value: Expr, op: Operator, rank: Expr, width: int) -> Expr:
         """The inclusive scan of ``value`` over each group of ``width`` lanes (``rank`` a
         lane's place in its group): shuffle-up steps of 1, 2, 4, ..., each over the whole
         warp (Metal's only span), taken only from a source in the lane's own group."""
@@ -84,16 +84,17 @@ class CubScanMixin:
         while step < width:
             other = self._cub_temp(Shuffle("up", acc, Const(step, I32), value.type, WARP))
             acc = self._cub_temp(Select(ct.binary(">=", rank, Const(step, I32)),
-                                        self._combine(op, acc, other), acc, value.type))
+                                        self._cub_combine(op, acc, other), acc, value.type))
             step *= 2
         return acc
 
-    def _cub_exclusive(self, op: str, before: Expr, first: Expr, seed: Expr) -> Expr:
+    def _cub_exclusive(self, op: Operator, before: Expr, first: Expr, seed: Expr) -> Expr:
         """A thread's exclusive result: ``seed`` (0 for a sum) combined with what the threads
         before it combine to (``before``, undefined for the ``first`` thread)."""
-        return self._cub_temp(Select(first, seed, self._combine(op, seed, before), seed.type))
+        seeded = self._cub_combine(op, seed, before)
+        return self._cub_temp(Select(first, seed, seeded, seed.type))
 
-    def _cub_warp_scan(self, collective: CgType, value: Expr, op: str, inclusive: bool,
+    def _cub_warp_scan(self, collective: CgType, value: Expr, op: Operator, inclusive: bool,
                        initial):
         width = collective.size
         t = value.type
@@ -109,7 +110,7 @@ class CubScanMixin:
         seed = initial if initial is not None else ct.convert(Const(0, I32), t)
         return self._cub_exclusive(op, before, ct.binary("==", rank, Const(0, I32)), seed), total
 
-    def _cub_block_scan(self, collective: CgType, value: Expr, op: str, inclusive: bool,
+    def _cub_block_scan(self, collective: CgType, value: Expr, op: Operator, inclusive: bool,
                         initial):
         threads = collective.size
         t = value.type
@@ -144,8 +145,8 @@ class CubScanMixin:
             prefix = self._cub_temp(Shuffle("idx", warp_totals, previous, t, WARP))
             later_warp = ct.binary(">", warp, Const(0, I32))
             block_inclusive = self._cub_temp(Select(
-                later_warp, self._combine(op, prefix, scanned), scanned, t))
-            within = Select(later_warp, self._combine(op, prefix, before_in_warp),
+                later_warp, self._cub_combine(op, prefix, scanned), scanned, t))
+            within = Select(later_warp, self._cub_combine(op, prefix, before_in_warp),
                             before_in_warp, t)
             before = self._cub_temp(Select(ct.binary(">", lane, Const(0, I32)), within,
                                            prefix, t))

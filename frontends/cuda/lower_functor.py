@@ -41,8 +41,10 @@ class FunctorMixin:
             return None
         return FunctorStruct(name, unit.start + span[0], unit.start + span[1], params, targs)
 
-    def call_functor(self, value: FunctorVal, arg_trees: list, tree, discard: bool):
-        """``op(a, b)``: the struct's ``operator()`` inlined on the arguments."""
+    def call_functor(self, value: FunctorVal, arg_trees: list, tree, discard: bool,
+                     args: list | None = None):
+        """``op(a, b)``: the struct's ``operator()`` inlined on the arguments (``args`` when
+        the caller has evaluated them already)."""
         struct = value.struct
         bound = self.struct_template_scope(struct, tree)
         made = self.__dict__.setdefault("_functor_calls", {})  # struct -> function name
@@ -61,7 +63,7 @@ class FunctorMixin:
                 name, struct.start,
                 lambda: parse_unit(src, struct.start, struct.end, "function_def", names,
                                    self.program.template_names))]
-        return self.inline_call(name, arg_trees, tree, discard, bound=bound)
+        return self.inline_call(name, arg_trees, tree, discard, bound=bound, args=args)
 
 
 def _member_span(text: str, at: int) -> tuple[int, int] | None:

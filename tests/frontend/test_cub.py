@@ -77,8 +77,20 @@ def test_a_block_of_another_size_stops_the_run_at_the_call(call, threads, messag
     assert (info.value.loc.line, info.value.loc.col) == (6, 5)
 
 
+def test_a_function_object_or_lambda_of_the_users_combines_the_values():
+    functor = ("template <typename T> struct AbsMax { __device__ T operator()(const T& a, "
+               "const T& b) const { return fabsf(a) > fabsf(b) ? a : b; } };\n")
+    source = functor + SIZED % "Reduce(-x[threadIdx.x], AbsMax<float>(), 40)"
+    kernel = load_cuda(source, "total.cu", launch=Launch(("1", "1", "1"), (64, 1, 1), 0))
+    x = np.arange(1, 65, dtype=np.float32)
+    out = run_kernel(kernel, {"x": x, "out": np.zeros(1, np.float32), "n": 64}, {})["out"]
+    assert out[0] == -40.0
+    lam = "Reduce(v, [](float a, float b) { return a * b; }, 6)"  # 1 * 2 * ... * 6
+    assert _total(lam, 64) == 720.0
+
+
 @pytest.mark.parametrize("call, message", [
-    ("Reduce(v, MaxOf())", "must be cub::Sum"),
+    ("Reduce(v, 3)", "must be cub::Sum"),
     ("ExclusiveSum(v)", "'ExclusiveSum' not supported"),
 ])
 def test_what_kir_does_not_read_is_refused_at_the_call(call, message):
