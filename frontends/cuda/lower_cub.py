@@ -7,8 +7,9 @@ Inference engines reduce across a block with CUB rather than writing the reducti
     float total = BlockReduce(store).Reduce(v, cub::Sum{}, blockDim.x);
 
 The collective, its ``TempStorage`` and the operators ``cub::Sum``/``Max``/``Min`` (or
-libcu++'s ``cuda::std::plus``, ``cuda::maximum``, ``cuda::minimum``) are compile-time values (:class:`CgType`/:class:`CgVal`, as cooperative groups are), never IR;
-``Sum(v [, valid])`` and ``Reduce(v, op [, valid])`` become what CUB does underneath:
+libcu++'s ``cuda::std::plus``, ``cuda::maximum``, ``cuda::minimum``) are compile-time
+values (:class:`CgType`/:class:`CgVal`, as cooperative groups are), never IR; ``Sum(v [,
+valid])`` and ``Reduce(v, op [, valid])`` become what CUB does underneath:
 
 - ``cub::BlockReduce<T, X [, algorithm, Y, Z]>``: a shuffle-down tree within each warp, the
   warps' partials in a shared array (one per call, in place of the ``TempStorage``), a
@@ -22,10 +23,10 @@ libcu++'s ``cuda::std::plus``, ``cuda::maximum``, ``cuda::minimum``) are compile
   (``valid`` counting from its first lane), broadcast from that warp's first lane; a whole
   warp without ``valid`` is kir's ``WarpReduce``.
 
-A function object or lambda of the user's as the operator is inlined at every step.
-Only thread 0's (lane 0's) result is defined in CUB, so values of invalid threads never
-reach it: each tree step adds a source lane only when that lane is counted. Other CUB
-collectives and methods are refused where they are used, with what to write instead.
+A function object or lambda of the user's as the operator is inlined at every step. Only
+thread 0's (lane 0's) result is defined in CUB, so values of invalid threads never reach it:
+each tree step adds a source lane only when that lane is counted. Other CUB collectives
+and methods are refused where they are used, with what to write instead.
 """
 
 from __future__ import annotations
