@@ -47,6 +47,8 @@ NAMED_TYPES: dict[str, ValueType] = {
     "short2": VectorType(I16, 2), "short4": VectorType(I16, 4),
     "ushort2": VectorType(U16, 2), "ushort4": VectorType(U16, 4),
     "__nv_bfloat162": VectorType(BF16, 2), "nv_bfloat162": VectorType(BF16, 2),
+    # PyTorch's names (frontends/cuda/torch_types.py has its accumulation types)
+    "c10::Half": F16, "at::Half": F16, "c10::BFloat16": BF16, "at::BFloat16": BF16,
 }
 #: C type keywords (every other type word is a name: a typedef, struct, template parameter).
 KEYWORD_TYPES = frozenset({"void", "bool", "char", "short", "int", "long", "float", "double",

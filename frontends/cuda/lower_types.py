@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.parser import CUB_HINT, normalize_name, qualified_suffixes
+from kir.frontends.cuda.torch_types import TYPE_FUNCTIONS, accumulate_type
 from kir.frontends.cuda.program import TYPE_TRAITS
 from kir.frontends.cuda.values import (
     AUTO,
@@ -146,6 +147,12 @@ class TypeMixin:
                 if candidate in self.program.struct_units \
                         or candidate in self.program.specializations:
                     return self.struct_type(candidate, tree, targs)
+            if name in TYPE_FUNCTIONS:
+                found = accumulate_type(name, [self.template_arg(a) for a in targs.children
+                                               if a is not None])
+                if isinstance(found, str):
+                    raise self.error(found, tree)
+                return found
             raise self.error(f"template type '{word}' not supported (only cooperative groups' "
                              "templates and the file's own structs)", tree, UnsupportedError)
         for candidate in qualified_suffixes(name):

@@ -39,6 +39,8 @@ BUILTIN_TYPE_NAMES = frozenset({
     # CUB's block and warp reductions and their operators (frontends/cuda/lower_cub.py)
     "cub::BlockReduce", "cub::WarpReduce", "cub::BlockScan", "cub::WarpScan", "cub::Sum",
     "cub::Max", "cub::Min",
+    # PyTorch's half types and accumulation types (frontends/cuda/torch_types.py)
+    "c10::Half", "at::Half", "c10::BFloat16", "at::BFloat16", "at::acc_type", "at::opmath_type",
 })
 #: Library namespaces a qualified name may start with; ``std::size_t`` is ``size_t``.
 _STD_PREFIXES = ("::", "cuda::std::", "std::", "cuda::")
