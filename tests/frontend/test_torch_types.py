@@ -1,18 +1,29 @@
 """PyTorch's names in device code: ``at::acc_type<scalar_t, true>`` and
 ``at::opmath_type<scalar_t>`` accumulate half in float (as ATen defines them for CUDA; a sum
 of 3000 halves of 1 in half precision would stop at 2048), ``c10::Half`` / ``at::BFloat16``
-are kir's f16 / bf16, and a file defining its own ``acc_type`` is read as written."""
+are kir's f16 / bf16, and a file defining its own ``acc_type`` is read as written. An
+extension's kernel file (``data/torch_acc.cu``) runs on every target, the original through
+the emulator's stand-ins for torch's headers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from tests.frontend.everywhere import TARGETS, check_everywhere
 
 from kir.errors import KirError
 from kir.frontends.cuda import load_cuda
 from kir.interp import run_kernel
 from kir.ir import Launch
 from kir.ir.printer import print_kernel
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_extension_kernel_on_every_target(target):
+    check_everywhere(Path(__file__).parent / "data" / "torch_acc.cu", target,
+                     [{}, {"R": 2, "C": 77}], seed=8)
+
 
 SUM = """\
 template <typename scalar_t>
