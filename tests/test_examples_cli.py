@@ -63,7 +63,7 @@ def test_compile_checks_both_sizes(capsys):
     assert "cols=1000" in out and "cols=333" in out and out.count("PASS") == 2
 
 
-def test_compile_says_when_the_expected_outputs_hold_nan(tmp_path, capsys):
+def test_compile_run_and_search_say_when_the_expected_outputs_hold_nan(tmp_path, capsys):
     # no reference: the check is against kir's interpreter of the original, whose lane 0
     # reads lanes that skipped the shuffle (NaN), so the check says nothing about out[0]
     (tmp_path / "step.cu").write_text(
@@ -80,6 +80,11 @@ def test_compile_says_when_the_expected_outputs_hold_nan(tmp_path, capsys):
     assert main(["compile", "-q", str(tmp_path / "step.cu")]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "the expected 'out' holds" in out and "NaN of 32" in out
+    assert main(["run", str(tmp_path / "step.cu")]) == 0
+    assert "NaN of 32 values" in capsys.readouterr().out
+    assert main(["compile", str(tmp_path / "step.cu"), "--search", "--target", "model",
+                 "--budget", "2", "--no-db", "-o", str(tmp_path / "step_kir.py")]) == 0
+    assert "NaN of 32 values on the inputs at N=32" in capsys.readouterr().err
 
 
 def test_bad_input_exits_2_with_location(tmp_path, capsys):

@@ -299,6 +299,8 @@ class SearchSession:
                 else default_db_path()
         if self.evaluator is None:
             self.evaluator = make_evaluator(loaded, self.target, check_sizes)
+            for line in getattr(self.evaluator, "notes", ()):  # sizes left out, NaN expected
+                note(line if line.startswith("note: ") else f"note: {line}")
         if getattr(self.evaluator, "model_note", ""):
             note(self.evaluator.model_note)
         # Results depend on where candidates were validated, so the check sizes are part of

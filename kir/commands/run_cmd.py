@@ -11,6 +11,7 @@ from kir.backends import TARGETS
 from kir.driver.runners import RUNNERS, check_on_target
 from kir.errors import KirError
 from kir.ir.verify import verify
+from kir.spec.compare import nan_notes
 
 
 def register(sub) -> None:
@@ -55,5 +56,7 @@ def run(args: argparse.Namespace) -> int:
     print(outcome.result.describe())
     verdict = "PASS" if outcome.result.ok else "FAIL"
     print(f"{verdict}: max error {outcome.result.max_abs_err:.3g}")
+    for note in nan_notes(outcome.reference):
+        print(note)
     sys.stdout.flush()
     return 0 if outcome.result.ok else 1

@@ -32,7 +32,7 @@ from kir.limits import WALL_FACTOR, current
 from kir.measure.cpu_pool import CheckPool
 from kir.search.evaluator import Evaluation, Status
 from kir.search.phases import Phases
-from kir.spec.compare import CheckResult, compare_outputs
+from kir.spec.compare import CheckResult, compare_outputs, nan_notes
 
 DEFAULT_SEEDS = (0, 1)
 DEFAULT_MAX_STEPS = 2_000_000
@@ -184,6 +184,8 @@ def build_cases(loaded: Loaded, validate_sizes: Sequence[dict[str, int]] | None 
                              "kernel disagrees with the reference there")
                 found = []
                 break
+            notes.extend(n for n in nan_notes(expected, f" at {sizes_label(bound.sizes)}")
+                         if n not in notes)
             found.append(Case(f"sizes {sizes_label(bound.sizes)}, seed {seed}",
                               dict(bound.sizes), inputs, expected, tolerances,
                               bool(i) or moved, races=not found and not cases))
