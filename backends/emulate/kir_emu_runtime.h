@@ -263,9 +263,18 @@ inline Exchange simd_exchange(const T& v, Site site) {
   simd_barrier(site);
   return Exchange{&sd, p, sd.present[p], f.lane};
 }
+// What a lane reads from `lane` in an exchange: its value, or for a lane out of range or not
+// taking part, `fallback` -- except a float read from a lane of the group that returned
+// before a Metal SIMD op (undefined; CUDA's emulation stops there), which is NaN as kir's
+// interpreter reads it (kir/interp/state.py), so a result that uses it fails its check.
 template <class T>
 inline T xread(const Exchange& e, uint32_t lane, const T& fallback) {
-  if (lane >= SIMD_WIDTH || !(e.mask >> lane & 1u)) return fallback;
+  if (lane >= SIMD_WIDTH) return fallback;
+  if (!(e.mask >> lane & 1u)) {
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, _Float16>)
+      if (lane < e.s->nlanes) return static_cast<T>(NAN);
+    return fallback;
+  }
   T r;
   memcpy(&r, e.s->buf[e.p][lane], sizeof(T));
   return r;

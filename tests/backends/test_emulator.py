@@ -365,6 +365,22 @@ template __global__ void scale<float>(float*, const float*, int);
     assert got_out[0] == 2 * np.sum(x * x)
 
 
+def test_a_float_shuffled_from_a_lane_that_returned_is_nan() -> None:
+    """Metal's SIMD ops act on the active lanes: lanes 8-31 return, and lanes 0-7 shuffling
+    down by 8 read lanes not taking part (undefined): a float is NaN, as kir's interpreter
+    reads it, an int the reader's own value. (CUDA's emulation stops at such a shuffle.)"""
+    kernel = metal_kernel("em_idle", ["x"], ["out", "iout"], """
+        uint i = thread_position_in_grid.x;
+        if (thread_index_in_simdgroup >= 8) return;
+        out[i] = x[i] + simd_shuffle_down(x[i], ushort(8));
+        iout[i] = int(i) + simd_shuffle_down(int(i), ushort(8));
+    """)
+    x = np.arange(32, dtype=F32)
+    out, iout = kernel(inputs=[x], grid=(32, 1, 1), threadgroup=(32, 1, 1),
+                       output_shapes=[(32,), (32,)], output_dtypes=[F32, np.int32])
+    assert np.isnan(out[:8]).all() and (iout[:8] == 2 * np.arange(8)).all()
+
+
 def test_run_original_cuda_compile_error_maps_to_the_file() -> None:
     broken = ORIGINAL.replace("v * v", "v * w")
     with pytest.raises(EmulatorError) as info:
