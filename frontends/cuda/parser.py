@@ -125,10 +125,14 @@ class _TypeNamePostLexer:
         previous = ""
         for token in stream:
             kind = token.type
-            if kind == "IDENT" and previous == "TYPENAME" and "::" in token.value.lstrip(":"):
-                # ``typename Alias::Member``: the alias, then its member (as after ``S<T>``)
+            if kind == "IDENT" and "::" in token.value.lstrip(":") and (
+                    previous == "TYPENAME" or token.value.endswith("::TempStorage")):
+                # ``typename Alias::Member``: the alias, then its member (as after ``S<T>``);
+                # a CUB collective's ``Alias::TempStorage`` may leave out the ``typename``
                 outer, member = token.value.rsplit("::", 1)
                 if self._kind(outer) == "TYPE_NAME":
+                    if previous != "TYPENAME":
+                        yield Token.new_borrow_pos("TYPENAME", "typename", token)
                     yield Token.new_borrow_pos("TYPE_NAME", outer, token)
                     token = Token.new_borrow_pos("SCOPED_NAME", "::" + member, token)
                     previous = kind = "SCOPED_NAME"

@@ -169,3 +169,32 @@ def test_what_a_scan_does_not_read_is_refused_at_the_call(call, message):
     with pytest.raises(KirError, match=message) as info:
         load_cuda(SCAN % call, "offsets.cu", launch=Launch(("1", "1", "1"), (128, 1, 1), 0))
     assert info.value.loc.line == 11
+
+
+HELPER = """\
+#include <cub/cub.cuh>
+typedef cub::BlockReduce<float, 128> FileReduce;
+
+template <int BLOCK>
+__device__ __forceinline__ float block_sum(float v) {
+  typedef cub::BlockReduce<float, BLOCK> BR;
+  __shared__ typename BR::TempStorage t;
+  return BR(t).Sum(v);
+}
+
+__global__ void two_sums(const float* x, float* out) {
+  __shared__ FileReduce::TempStorage fs;
+  float v = x[blockIdx.x * 128 + threadIdx.x];
+  float a = block_sum<128>(v);
+  float b = FileReduce(fs).Reduce(v * v, cub::Sum());
+  if (threadIdx.x == 0) { out[2 * blockIdx.x] = a; out[2 * blockIdx.x + 1] = b; }
+}
+"""
+
+
+def test_a_collective_in_a_helper_and_a_file_scope_typedef_without_typename():
+    kernel = load_cuda(HELPER, "sums.cu", launch=Launch(("3", "1", "1"), (128, 1, 1), 0))
+    x = np.random.default_rng(1).integers(-4, 5, 384).astype(np.float32)
+    out = run_kernel(kernel, {"x": x, "out": np.zeros(6, np.float32)}, {})["out"]
+    rows = x.reshape(3, 128).astype(np.float64)
+    assert (out[0::2] == rows.sum(axis=1)).all() and (out[1::2] == (rows ** 2).sum(axis=1)).all()
