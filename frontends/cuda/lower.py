@@ -22,6 +22,7 @@ from kir.frontends.cuda.lower_bits import BitsMixin
 from kir.frontends.cuda.lower_calls import CallMixin
 from kir.frontends.cuda.lower_cg import CgMixin
 from kir.frontends.cuda.lower_cub import CubMixin
+from kir.frontends.cuda.lower_cub_ops import CubOperatorMixin
 from kir.frontends.cuda.lower_cub_scan import CubScanMixin
 from kir.frontends.cuda.lower_constant import ConstantMixin
 from kir.frontends.cuda.lower_functor import FunctorMixin
@@ -113,7 +114,8 @@ def assigned_names(tree) -> set[str]:
 
 
 class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMixin, TypeMixin,
-              StructMixin, InlineMixin, CgMixin, CubMixin, CubScanMixin, PoolMixin, ConstantMixin,
+              StructMixin, InlineMixin, CgMixin, CubMixin, CubScanMixin,
+              CubOperatorMixin, PoolMixin, ConstantMixin,
               ViewStructMixin, FunctorMixin, StructDefMixin, MethodMixin, OperatorMixin,
               Half2Mixin, LambdaMixin, ConstructorMixin, BitsMixin, IntIntrinsicsMixin,
               WarpSyncMixin, MathMixin):

@@ -12,6 +12,7 @@ import numpy as np
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda import ptx_reads
 from kir.frontends.cuda.cas_loops import cas_loop
+from kir.frontends.cuda.lower_cub_ops import OPERATOR_KINDS
 from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.warp_masks import mask_check
 from kir.frontends.cuda.lower_half2 import HALF2_CALLS
@@ -23,6 +24,7 @@ from kir.frontends.cuda.lower_warp_sync import WARP_MATCHES, WARP_REDUCES
 from kir.frontends.cuda.lower_math import COMPOSED, ROUNDING_TO_INT
 from kir.frontends.cuda.values import (
     BufferInfo,
+    CgVal,
     FunctionName,
     FunctorVal,
     MemRef,
@@ -185,6 +187,8 @@ class CallMixin:
             return self.inline_call(sym.name, arg_trees, tree, discard, sym.given or None)
         if isinstance(sym, LambdaVal) and targs is None:
             return self.call_lambda(sym, arg_trees, tree, discard)
+        if isinstance(sym, CgVal) and sym.type.kind in OPERATOR_KINDS and targs is None:
+            return self.cub_apply(sym.type, arg_trees, tree)  # arg_max(a, b)
         if isinstance(sym, MethodRef) and targs is None:  # a sibling member function
             return self.call_method(sym.this, sym.struct, sym.name, arg_trees, tree, discard)
         if isinstance(sym, StructVal) and targs is None:  # s(...): its operator()

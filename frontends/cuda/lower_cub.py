@@ -23,7 +23,9 @@ valid])`` and ``Reduce(v, op [, valid])`` become what CUB does underneath:
   (``valid`` counting from its first lane), broadcast from that warp's first lane; a whole
   warp without ``valid`` is kir's ``WarpReduce``.
 
-A function object or lambda of the user's as the operator is inlined at every step. Only
+A value that is a struct of scalars (``cub::KeyValuePair`` reduced by ``cub::ArgMax``) moves
+as its fields, each shuffled and stored on its own (lower_cub_ops.py: values and operators,
+a function object or lambda of the user's inlined at every step). Only
 thread 0's (lane 0's) result is defined in CUB, so values of invalid threads never reach it:
 each tree step adds a source lane only when that lane is counted. Other CUB collectives
 and methods are refused where they are used, with what to write instead.
@@ -31,19 +33,17 @@ and methods are refused where they are used, with what to write instead.
 
 from __future__ import annotations
 
-from typing import Callable
-
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.lower_cg import OPERATORS, block_threads, linear_thread
-from kir.frontends.cuda.lower_lambda import LambdaVal
-from kir.frontends.cuda.values import BufferInfo, CgType, CgVal, FunctorVal
+from kir.frontends.cuda.lower_cg import block_threads, linear_thread
+from kir.frontends.cuda.lower_cub_ops import PICKERS, Operator, Parts, key_value_pair
+from kir.frontends.cuda.values import BufferInfo, CgType, CgVal
 
 from kir.errors import UnsupportedError
 from kir.ir import Alloc, Assert, Barrier, Block, Call, Const, Expr, If, Load, Select, Shuffle
 from kir.ir import Store
 from kir.ir import WarpReduce
 from kir.ir.nodes import WARP
-from kir.ir.types import BOOL, I32, U32, ScalarType
+from kir.ir.types import I32, U32
 
 #: CUB's collectives kir reads, and the CgType kind of each (scans: lower_cub_scan.py)
 COLLECTIVES = {"cub::BlockReduce": "cub_block", "cub::WarpReduce": "cub_warp",
@@ -53,8 +53,6 @@ _BLOCK_WIDE = ("cub_block", "cub_block_scan")
 #: CUB's reduction operators, read as cooperative groups' (sum, max, min)
 CUB_OPERATORS = {"cub::Sum": "plus", "cub::Max": "greater", "cub::Min": "less"}
 _NAMES = {kind: name for name, kind in COLLECTIVES.items()}
-#: An operator argument: "sum", "max", "min", or a function combining two values
-Operator = str | Callable[[Expr, Expr], Expr]
 
 
 def collective_name(collective: CgType) -> str:
@@ -70,17 +68,22 @@ class CubMixin:
         not one kir reads."""
         if name in CUB_OPERATORS:
             return CgType(CUB_OPERATORS[name])
+        if name in PICKERS:
+            return CgType(PICKERS[name])
         kind = COLLECTIVES.get(name)
+        args = [a for a in (targs.children if targs is not None else []) if a is not None]
+        if name == "cub::KeyValuePair":
+            if len(args) != 2:
+                raise self.error("cub::KeyValuePair needs its key and value types: "
+                                 "cub::KeyValuePair<int, float>", tree)
+            return self.cub_element(name, key_value_pair(*(self.template_arg(a)
+                                                           for a in args)), tree)
         if kind is None:
             return None
-        args = [a for a in (targs.children if targs is not None else []) if a is not None]
         usage = f"{name}<float, 256>" if kind in _BLOCK_WIDE else f"{name}<float>"
         if not args or kind in _BLOCK_WIDE and len(args) < 2:
             raise self.error(f"{name} needs its template arguments: {usage}", tree)
-        elem = self.template_arg(args[0])
-        if not isinstance(elem, ScalarType) or elem == BOOL:
-            raise self.error(f"{name} of {elem} not supported (a scalar element type)", tree,
-                             UnsupportedError)
+        elem = self.cub_element(name, self.template_arg(args[0]), tree)
         if kind not in _BLOCK_WIDE:
             width = self.constant(args[1], "a logical warp size") if len(args) > 1 else WARP
             if width not in (1, 2, 4, 8, 16, 32):
@@ -125,106 +128,96 @@ class CubMixin:
         else:
             raise self.error(f"{name}'s '{method}' not supported (kir reads Sum and Reduce)",
                              tree, UnsupportedError)
-        value = self.rvalue(arg_trees[0])
-        if not isinstance(value.type, ScalarType):
-            raise self.error(f"{name} of something other than one scalar per thread (reduce "
-                             "a thread's items first)", arg_trees[0], UnsupportedError)
-        value = self._cub_temp(ct.convert(value, collective.elem))
+        parts = self.cub_parts(arg_trees[0], collective.elem, name)
         valid = self._cub_temp(ct.convert(self.rvalue(rest[0]), I32)) if rest else None
         if collective.kind == "cub_warp":
-            return self._cub_warp(collective, value, op, valid)
-        return self._cub_block(collective, value, op, valid)
-
-    def _cub_operator(self, tree) -> Operator:
-        """The operator argument: "sum", "max" or "min" (CUB's, libcu++'s, cooperative
-        groups'), or a function combining two values (a function object or lambda of the
-        user's, inlined at every step)."""
-        value = self.operand(tree)
-        if isinstance(value, CgVal) and value.type.kind in OPERATORS:
-            return OPERATORS[value.type.kind]
-        if isinstance(value, (FunctorVal, LambdaVal)):
-            call = self.call_lambda if isinstance(value, LambdaVal) else self.call_functor
-            return lambda a, b: ct.convert(self.rvalue_of(
-                call(value, [tree, tree], tree, False, args=[a, b]), tree), a.type)
-        raise self.error("CUB's operator must be cub::Sum(), cub::Max(), cub::Min() (or "
-                         "libcu++'s plus, maximum, minimum), a function object or a lambda",
-                         tree, UnsupportedError)
-
-    def _cub_combine(self, op: Operator, a: Expr, b: Expr) -> Expr:
-        """``a`` and ``b`` combined by an operator of :meth:`_cub_operator`."""
-        return op(a, b) if callable(op) else self._combine(op, a, b)
+            total = self._cub_warp(collective, parts, op, valid)
+        else:
+            total = self._cub_block(collective, parts, op, valid)
+        return self.cub_value(total, collective.elem)
 
     # ------------------------------------------------------------------ lowering
 
     def _cub_temp(self, value: Expr) -> Expr:
         return self._temp(value, "cub")
 
-    def _cub_tree(self, value: Expr, op: Operator, width: int, counted) -> Expr:
+    def _cub_tree(self, parts: Parts, op: Operator, elem, width: int, counted) -> Parts:
         """Shuffle-down steps over ``width`` lanes: the first lane of each group of ``width``
         ends with the reduction of the lanes for which ``counted(offset)`` holds at each
         step's source (all lanes when it is None). The shuffles span the whole warp (Metal's
         only span): what a group's first lane reads never leaves its group."""
-        acc = value
+        acc = parts
         offset = width // 2
         while offset:
             # every lane shuffles (outside the select, whose arms run on their lanes only)
-            other = self._cub_temp(Shuffle("down", acc, Const(offset, I32), value.type, WARP))
-            combined = self._cub_combine(op, acc, other)
+            other = tuple(self._cub_temp(Shuffle("down", a, Const(offset, I32), a.type, WARP))
+                          for a in acc)
+            combined = self._cub_combine(op, acc, other, elem)
             if counted is not None:
-                combined = Select(counted(offset), combined, acc, value.type)
-            acc = self._cub_temp(combined)
+                keep = self._cub_temp(counted(offset))
+                combined = tuple(Select(keep, c, a, a.type) for c, a in zip(combined, acc))
+            acc = tuple(self._cub_temp(c) for c in combined)
             offset //= 2
         return acc
 
-    def _cub_warp(self, collective: CgType, value: Expr, op: Operator, valid) -> Expr:
+    def _cub_broadcast(self, parts: Parts, lane: Expr) -> Parts:
+        return tuple(self._cub_temp(Shuffle("idx", p, lane, p.type, WARP)) for p in parts)
+
+    def _cub_warp(self, collective: CgType, parts: Parts, op: Operator, valid) -> Parts:
         width = collective.size
         if width == WARP and valid is None and isinstance(op, str):
-            return self._cub_temp(WarpReduce(op, value, value.type))
+            return (self._cub_temp(WarpReduce(op, parts[0], parts[0].type)),)
         lane = self._cub_temp(ct.binary("&", ct.convert(linear_thread(), I32),
                                         Const(WARP - 1, I32)))
         rank = self._cub_temp(ct.binary("&", lane, Const(width - 1, I32)))
         counted = None if valid is None else \
             (lambda offset: ct.binary("<", ct.binary("+", rank, Const(offset, I32)), valid))
-        first = self._cub_tree(value, op, width, counted)
-        return self._cub_temp(Shuffle("idx", first, ct.binary("-", lane, rank), value.type,
-                                      WARP))
+        first = self._cub_tree(parts, op, collective.elem, width, counted)
+        return self._cub_broadcast(first, ct.binary("-", lane, rank))
 
-    def _cub_block(self, collective: CgType, value: Expr, op: Operator, valid) -> Expr:
+    def _cub_block(self, collective: CgType, parts: Parts, op: Operator, valid) -> Parts:
         threads = collective.size
         loc = self.cur_loc
-        sized = f"{_NAMES['cub_block']}<{collective.elem}, {threads}>"
         launched = block_threads()
         if valid is None:
             self.emit(Assert(ct.binary("==", launched, Const(threads, U32)),
-                             f"{sized} runs in blocks of exactly {threads} threads unless "
+                             f"{collective} runs in blocks of exactly {threads} threads unless "
                              "Reduce/Sum is given how many are valid", loc=loc))
             count: Expr = Const(threads, I32)
         else:
             self.emit(Assert(ct.binary("<=", launched, Const(threads, U32)),
-                             f"{sized} runs in blocks of at most {threads} threads", loc=loc))
+                             f"{collective} runs in blocks of at most {threads} threads",
+                             loc=loc))
             count = valid
         tid = self._cub_temp(ct.convert(linear_thread(), I32))
         lane = self._cub_temp(ct.binary("&", tid, Const(WARP - 1, I32)))
         counted = None if valid is None and threads % WARP == 0 else \
             (lambda offset: ct.binary("<", ct.binary("+", tid, Const(offset, I32)), count))
-        warp_total = self._cub_tree(value, op, WARP, counted)
+        warp_totals = self._cub_tree(parts, op, collective.elem, WARP, counted)
 
         warps = -(-threads // WARP)
-        partials = self.fresh("cub_partials")
-        self.prologue.append(Alloc(partials, value.type, warps, "shared", False, loc=loc))
-        self.buffers[partials] = BufferInfo(value.type, "shared")
+        slots = []
+        for p in parts:  # one shared array of the warps' partials per part
+            slots.append(self.fresh("cub_partials"))
+            self.prologue.append(Alloc(slots[-1], p.type, warps, "shared", False, loc=loc))
+            self.buffers[slots[-1]] = BufferInfo(p.type, "shared")
         writes = ct.binary("&&", ct.binary("==", lane, Const(0, I32)),
                            ct.binary("<", tid, count))
-        self.emit(If(writes, Block((Store(partials, ct.binary(">>", tid, Const(5, I32)),
-                                          warp_total, loc=loc),)), loc=loc))
+        warp = ct.binary(">>", tid, Const(5, I32))
+        self.emit(If(writes, Block(tuple(Store(slot, warp, total, loc=loc)
+                                         for slot, total in zip(slots, warp_totals))),
+                     loc=loc))
         self.emit(Barrier("block", loc=loc))
         if warps == 1:
-            return self._cub_temp(Load(partials, Const(0, I32), value.type))
+            return tuple(self._cub_temp(Load(slot, Const(0, I32), p.type))
+                         for slot, p in zip(slots, parts))
         written = self._cub_temp(ct.binary(">>", ct.binary("+", count, Const(WARP - 1, I32)),
-                                       Const(5, I32)))
+                                           Const(5, I32)))
         # lanes past the last partial read the last one (in bounds) and are never counted
-        slot = Call("min", (lane, Const(warps - 1, I32)), I32) if warps < WARP else lane
-        partial = self._cub_temp(Load(partials, slot, value.type))
-        total = self._cub_tree(partial, op, WARP, lambda offset: ct.binary(
+        slot_of_lane = Call("min", (lane, Const(warps - 1, I32)), I32) \
+            if warps < WARP else lane
+        partials = tuple(self._cub_temp(Load(slot, slot_of_lane, p.type))
+                         for slot, p in zip(slots, parts))
+        total = self._cub_tree(partials, op, collective.elem, WARP, lambda offset: ct.binary(
             "<", ct.binary("+", lane, Const(offset, I32)), written))
-        return self._cub_temp(Shuffle("idx", total, Const(0, I32), value.type, WARP))
+        return self._cub_broadcast(total, Const(0, I32))

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_cg import block_threads, linear_thread
-from kir.frontends.cuda.lower_cub import Operator, collective_name
+from kir.frontends.cuda.lower_cub import collective_name
+from kir.frontends.cuda.lower_cub_ops import Operator
 from kir.frontends.cuda.values import BufferInfo, CgType
 
 from kir.errors import UnsupportedError
@@ -42,6 +43,9 @@ class CubScanMixin:
     def cub_scan_method(self, collective: CgType, method: str, arg_trees: list, tree) -> Expr:
         """``collective.method(in, out, ...)``: writes ``out`` (and the aggregate)."""
         name = collective_name(collective)
+        if not isinstance(collective.elem, ScalarType):
+            raise self.error(f"{name} of {collective.elem} not supported (scans of scalars)",
+                             tree, UnsupportedError)
         if method not in SCAN_METHODS:
             raise self.error(f"{name}'s '{method}' not supported (kir reads "
                              f"{', '.join(SCAN_METHODS)})", tree, UnsupportedError)
@@ -75,6 +79,9 @@ class CubScanMixin:
 
     # ------------------------------------------------------------------ lowering
 
+    def _cub_combine1(self, op: Operator, a: Expr, b: Expr) -> Expr:
+        return self._cub_combine(op, (a,), (b,), a.type)[0]
+
     def _cub_scan_steps(self, value: Expr, op: Operator, rank: Expr, width: int) -> Expr:
         """The inclusive scan of ``value`` over each group of ``width`` lanes (``rank`` a
         lane's place in its group): shuffle-up steps of 1, 2, 4, ..., each over the whole
@@ -84,14 +91,14 @@ class CubScanMixin:
         while step < width:
             other = self._cub_temp(Shuffle("up", acc, Const(step, I32), value.type, WARP))
             acc = self._cub_temp(Select(ct.binary(">=", rank, Const(step, I32)),
-                                        self._cub_combine(op, acc, other), acc, value.type))
+                                        self._cub_combine1(op, acc, other), acc, value.type))
             step *= 2
         return acc
 
     def _cub_exclusive(self, op: Operator, before: Expr, first: Expr, seed: Expr) -> Expr:
         """A thread's exclusive result: ``seed`` (0 for a sum) combined with what the threads
         before it combine to (``before``, undefined for the ``first`` thread)."""
-        seeded = self._cub_combine(op, seed, before)
+        seeded = self._cub_combine1(op, seed, before)
         return self._cub_temp(Select(first, seed, seeded, seed.type))
 
     def _cub_warp_scan(self, collective: CgType, value: Expr, op: Operator, inclusive: bool,
@@ -145,8 +152,8 @@ class CubScanMixin:
             prefix = self._cub_temp(Shuffle("idx", warp_totals, previous, t, WARP))
             later_warp = ct.binary(">", warp, Const(0, I32))
             block_inclusive = self._cub_temp(Select(
-                later_warp, self._cub_combine(op, prefix, scanned), scanned, t))
-            within = Select(later_warp, self._cub_combine(op, prefix, before_in_warp),
+                later_warp, self._cub_combine1(op, prefix, scanned), scanned, t))
+            within = Select(later_warp, self._cub_combine1(op, prefix, before_in_warp),
                             before_in_warp, t)
             before = self._cub_temp(Select(ct.binary(">", lane, Const(0, I32)), within,
                                            prefix, t))

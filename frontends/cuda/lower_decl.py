@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_cg import Dim3Val
+from kir.frontends.cuda.lower_cub_ops import OPERATOR_KINDS
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.lower_stmt import closed
 from kir.frontends.cuda.values import (
@@ -195,7 +196,7 @@ class DeclMixin:
         if dims:
             self._unsupported("arrays of cooperative groups", tree)
         if init is None:
-            value = CgVal(t) if t.kind in ("plus", "greater", "less") else None
+            value = CgVal(t) if t.kind in OPERATOR_KINDS else None
         else:
             value = self.operand(init)
         if not isinstance(value, CgVal):

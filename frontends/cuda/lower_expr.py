@@ -16,6 +16,7 @@ from __future__ import annotations
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_cg import Dim3Val
 from kir.frontends.cuda.lower_cub import COLLECTIVE_KINDS
+from kir.frontends.cuda.lower_cub_ops import OPERATOR_KINDS
 from kir.frontends.cuda.lower_ptrtest import (
     BUFFER_ALIGNMENT,
     AddrVal,
@@ -536,6 +537,8 @@ class ExprMixin(PointerTestMixin):
                 return self.call_lambda(made, arg_trees, tree, discard)
             if isinstance(made, FunctorVal):  # MaxOp<T>()(a, b)
                 return self.call_functor(made, arg_trees, tree, discard)
+            if isinstance(made, CgVal) and made.type.kind in OPERATOR_KINDS:  # cub::Max()(a, b)
+                return self.cub_apply(made.type, arg_trees, tree)
             if isinstance(made, StructVal):  # s.scaled()(x): the object's operator()
                 return self.call_method(made, made.type, "operator()", arg_trees, tree,
                                         discard)

@@ -38,7 +38,7 @@ BUILTIN_TYPE_NAMES = frozenset({
     "cg::coalesced_group", "cg::plus", "cg::greater", "cg::less",
     # CUB's block and warp reductions and their operators (frontends/cuda/lower_cub.py)
     "cub::BlockReduce", "cub::WarpReduce", "cub::BlockScan", "cub::WarpScan", "cub::Sum",
-    "cub::Max", "cub::Min",
+    "cub::Max", "cub::Min", "cub::KeyValuePair", "cub::ArgMax", "cub::ArgMin",
     # PyTorch's half types and accumulation types (frontends/cuda/torch_types.py)
     "c10::Half", "at::Half", "c10::BFloat16", "at::BFloat16", "at::acc_type", "at::opmath_type",
 })

@@ -311,7 +311,7 @@ class CgType:
 
     kind: str
     size: int = 0
-    elem: ScalarType | None = None
+    elem: object = None  # a ScalarType, or a StructType of scalars (a collective's value)
 
     def __str__(self) -> str:
         if self.kind.startswith("cub_"):

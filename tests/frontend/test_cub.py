@@ -39,6 +39,13 @@ def test_block_and_warp_reductions_of_a_template_kernel_on_every_target(target):
     check_everywhere(DATA / "cub_quant.cu", target, [{}, {"R": 2, "C": 45, "BS": 64}], seed=4)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_reductions_of_key_value_pairs_and_structs_on_every_target(target):
+    # integer scores: ties everywhere, each broken toward the smaller index
+    check_everywhere(DATA / "cub_argmax.cu", target, [{}, {"R": 2, "V": 77, "BS": 64}],
+                     seed=9)
+
+
 SIZED = """\
 #include <cub/cub.cuh>
 __global__ void total(const float* x, float* out, int n) {
@@ -89,8 +96,13 @@ def test_a_function_object_or_lambda_of_the_users_combines_the_values():
     assert _total(lam, 64) == 720.0
 
 
+def test_an_operator_object_called_directly():
+    assert _total("Reduce(cub::Max()(v, 3.0f), cub::Min(), 40)", 64) == 3.0
+
+
 @pytest.mark.parametrize("call, message", [
     ("Reduce(v, 3)", "must be cub::Sum"),
+    ("Reduce(v, cub::ArgMax())", "compares two key-value pairs"),
     ("ExclusiveSum(v)", "'ExclusiveSum' not supported"),
 ])
 def test_what_kir_does_not_read_is_refused_at_the_call(call, message):

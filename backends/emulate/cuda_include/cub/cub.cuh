@@ -19,6 +19,29 @@ struct Min {
   template <class T> T operator()(const T& a, const T& b) const { return b < a ? b : a; }
 };
 
+template <class K, class V>
+struct KeyValuePair {
+  typedef K Key;
+  typedef V Value;
+  K key;
+  V value;
+  __device__ KeyValuePair() {}
+  __device__ KeyValuePair(const K& k, const V& v) : key(k), value(v) {}
+};
+// the pair with the larger (smaller) value; on a tie, the smaller key
+struct ArgMax {
+  template <class K, class V>
+  KeyValuePair<K, V> operator()(const KeyValuePair<K, V>& a, const KeyValuePair<K, V>& b) const {
+    return (b.value > a.value || (a.value == b.value && b.key < a.key)) ? b : a;
+  }
+};
+struct ArgMin {
+  template <class K, class V>
+  KeyValuePair<K, V> operator()(const KeyValuePair<K, V>& a, const KeyValuePair<K, V>& b) const {
+    return (b.value < a.value || (a.value == b.value && b.key < a.key)) ? b : a;
+  }
+};
+
 enum BlockReduceAlgorithm {
   BLOCK_REDUCE_RAKING_COMMUTATIVE_ONLY,
   BLOCK_REDUCE_RAKING,
