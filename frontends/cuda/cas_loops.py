@@ -44,17 +44,26 @@ class CasLoop:
     value: int
 
 
-def cas_loop(text: str) -> CasLoop | None:
-    """The atomic a ``__device__`` function's text implements with a compare-and-swap retry
-    loop, or None when the text is not such a function."""
+def body_and_params(text: str) -> tuple[str, list[str]] | None:
+    """A ``__device__`` function's body as its tokens joined by spaces (comments and ``::``
+    qualifiers dropped; ``>=`` is two tokens, ``> =``) and its parameters' names, or None
+    when the text has no body."""
     tokens = _TOKEN.findall(_COMMENT.sub(" ", text))
     tokens = [t for k, t in enumerate(tokens)
               if not (t == ":" and k + 1 < len(tokens) and tokens[k + 1] == ":")
               and not (t == ":" and k and tokens[k - 1] == ":")]
-    if "atomicCAS" not in tokens or "(" not in tokens or "{" not in tokens:
+    if "(" not in tokens or "{" not in tokens or tokens[-1] != "}":
         return None
-    params = _params(tokens)
-    body = " ".join(tokens[tokens.index("{") + 1:-1] if tokens[-1] == "}" else [])
+    return " ".join(tokens[tokens.index("{") + 1:-1]), _params(tokens)
+
+
+def cas_loop(text: str) -> CasLoop | None:
+    """The atomic a ``__device__`` function's text implements with a compare-and-swap retry
+    loop, or None when the text is not such a function."""
+    found = body_and_params(text)
+    if found is None or "atomicCAS" not in found[0]:
+        return None
+    body, params = found
     if len(params) != 2:
         return None
     name = r"([A-Za-z_]\w*)"

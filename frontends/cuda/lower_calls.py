@@ -12,6 +12,7 @@ import numpy as np
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda import ptx_reads
 from kir.frontends.cuda.cas_loops import cas_loop
+from kir.frontends.cuda.sign_split_atomics import sign_split
 from kir.frontends.cuda.lower_cub_ops import OPERATOR_KINDS
 from kir.frontends.cuda.parser import normalize_name
 from kir.frontends.cuda.warp_masks import mask_check
@@ -594,11 +595,13 @@ class CallMixin:
         return ct.convert(old, view) if view is not None and not discard else old
 
     def _cas_loop_atomic(self, name: str, arg_trees: list, tree, discard: bool) -> Expr | None:
-        """A call of a helper that builds an atomic from an ``atomicCAS`` retry loop, as that
-        atomic (frontends/cuda/cas_loops.py); None when ``name`` is no such helper. A helper
-        calling ``atomicCAS`` in a way kir does not read is refused here, at the call."""
+        """A call of a helper that builds a float atomic from integer ones — an ``atomicCAS``
+        retry loop (frontends/cuda/cas_loops.py), or atomic max and min on the value's bits
+        split by its sign (sign_split_atomics.py) — as that atomic; None when ``name`` is no
+        such helper. A helper calling ``atomicCAS`` in a way kir does not read is refused
+        here, at the call."""
         fns = self.functions[name]
-        loops = [cas_loop(fn.text) for fn in fns]
+        loops = [cas_loop(fn.text) or sign_split(fn.text) for fn in fns]
         if not any(loops):
             if any("atomicCAS" in fn.text for fn in fns):
                 refused = self.error(
