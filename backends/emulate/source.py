@@ -136,12 +136,13 @@ def _registrations(declaration: str, counter: int) -> str:
 
 
 _EXTERN_SHARED = re.compile(
-    r"extern\s+__shared__\s+(?P<type>(?:[\w:<>,\s]|__align__\s*\([^()]*\))+?)\s*"
+    r"extern\s+__shared__\s+(?P<type>(?:[\w:<>,\s*]|__align__\s*\([^()]*\))+?)\s*"
     r"(?P<name>\w+)\s*\[\s*\]\s*(?:__align__\s*\([^()]*\)\s*)?;")
 
 
 def rewrite_extern_shared(text: str) -> str:
-    """``extern __shared__ T x[];`` -> ``T* x = (T*)dynamic shared memory;`` (same line)."""
+    """``extern __shared__ T x[];`` -> ``T* x = (T*)dynamic shared memory;`` (same line; T
+    may be a pointer type: llm.c's ``extern __shared__ char* params[];``)."""
     masked = mask(text)
     pieces, position = [], 0
     for match in _EXTERN_SHARED.finditer(masked):

@@ -16,9 +16,12 @@ from kir.frontends.cuda.values import (
     ArrVal,
     CgType,
     CgVal,
+    ComponentAddr,
+    ComponentRef,
     ConstSym,
     FunctorStruct,
     FunctorVal,
+    LocalAddr,
     MemRef,
     NullVal,
     PtrSym,
@@ -32,7 +35,7 @@ from kir.frontends.cuda.values import (
 from lark import Token, Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import Assign, Component, Const, Declare, Expr, MakeVector, Store, Var
+from kir.ir import Assign, Component, Const, Declare, Expr, MakeVector, Select, Store, Var
 from kir.ir.types import I8, I32, U8, U64, ScalarType, VectorType
 
 
@@ -64,6 +67,9 @@ class AssignMixin:
             return Const(0, target.base)
         if target.pointers and isinstance(value, NullVal):
             return value
+        if target.pointers == 1 and isinstance(value, LocalAddr) and isinstance(
+                value.target.type, VectorType) and target.base == value.target.type.elem:
+            return ComponentAddr(value.target, Const(0, I32))  # (float*)&v of a float4
         if target.pointers:
             if isinstance(value, StructVal) and value.type.carries is not None:
                 value = value.parts["bits"]  # (__half*)&v of a carrier: its elements
@@ -267,6 +273,16 @@ class AssignMixin:
             self.emit(Store(target.buffer, target.index, stored, loc=loc))
         elif isinstance(target, Var):
             self.emit(Assign(target.name, self.coerce(value, target.type, tree), loc=loc))
+        elif isinstance(target, ComponentRef):
+            vec, part = target.vector, self.coerce(value, target.type, tree)
+            if not isinstance(part, (Var, Const)):
+                name = self.fresh("part")
+                self.emit(Declare(name, part.type, part, loc=loc))
+                part = Var(name, part.type)
+            elems = tuple(Select(ct.binary("==", target.index, Const(j, I32)), part,
+                                 Component(vec, j, target.type), target.type)
+                          for j in range(vec.type.count))
+            self.emit(Assign(vec.name, MakeVector(elems, vec.type), loc=loc))
         elif isinstance(target, Component) and isinstance(target.vector, Var):
             vec = target.vector
             elems = tuple(self.coerce(value, target.type, tree) if j == target.index

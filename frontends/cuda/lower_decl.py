@@ -98,6 +98,10 @@ class DeclMixin:
             if isinstance(given, StructVal):  # S* p = &s: p names the local struct itself
                 self.bind(ident, given)
                 return
+        if pointers and shared and "extern" in quals and len(dims) == 1 and dims[0] is None:
+            # extern __shared__ char* mem[]: llm.c's spelling of raw dynamic shared memory,
+            # only ever cast to what it holds: its bytes
+            return self._declare_array(ident, I8, dims, quals, init, tree)
         if pointers:
             if shared or dims:
                 self._unsupported("arrays of pointers / shared pointers", tree)

@@ -28,6 +28,8 @@ from kir.frontends.cuda.lower_methods import MethodRef
 from kir.frontends.cuda.lower_struct import StructArrVal
 from kir.frontends.cuda.parser import normalize_name, qualified_suffixes
 from kir.frontends.cuda.values import (
+    ComponentAddr,
+    ComponentRef,
     LocalAddr,
     not_a_number,
     FunctorVal,
@@ -92,6 +94,8 @@ class ExprMixin(PointerTestMixin):
             raise self.error("a pointer or array is used where a value is expected", tree)
         if isinstance(value, StructVal) and _readable_carrier(value.type):
             return self.carrier_scalar(value, tree)  # an int read over four int8 values
+        if isinstance(value, ComponentRef):
+            return _component_value(value)
         if not isinstance(value, Expr):  # a struct, a group, a function object ...
             raise self.error(f"a {not_a_number(value)} is used where a number is expected",
                              tree, UnsupportedError)
@@ -194,7 +198,24 @@ class ExprMixin(PointerTestMixin):
                              UnsupportedError)
         if isinstance(value, StructArrVal):
             raise self.error("an array of structs used as a value", tree)
+        if isinstance(value, ComponentRef):
+            return _component_value(value)
+        if isinstance(value, ComponentAddr):
+            raise self.error("a pointer into a local vector used as a value", tree,
+                             UnsupportedError)
         return value
+
+    def vector_component(self, p: ComponentAddr, index: Expr, tree):
+        """Component ``p.offset + index`` of a local vector: a Component when the index is a
+        constant (checked against the vector's size), else a :class:`ComponentRef`."""
+        at = ct.binary("+", ct.convert(p.offset, I32), ct.convert(index, I32))
+        count = p.vector.type.count
+        if isinstance(at, Const):
+            if not 0 <= at.value < count:
+                raise self.error(f"component {at.value} of a {p.vector.type} (it has {count})",
+                                 tree)
+            return Component(p.vector, at.value, p.vector.type.elem)
+        return ComponentRef(p.vector, at)
 
     def _apply_binary(self, op: str, a: Value, b: Value, tree) -> Value:
         if op in ("==", "!=") and (pointerish(a) or pointerish(b)):
@@ -319,6 +340,8 @@ class ExprMixin(PointerTestMixin):
             return value
         if isinstance(value, LocalAddr):  # *out, out pointing to the caller's local
             return value.target
+        if isinstance(value, ComponentAddr):
+            return self.vector_component(value, Const(0, I32), tree)
         if isinstance(value, NullVal):
             raise self.error("a null pointer is read or written here (the spec gives it as "
                              "null, or it defaults to null)", tree, UnsupportedError)
@@ -468,6 +491,8 @@ class ExprMixin(PointerTestMixin):
         if isinstance(base, CgVal) and base.type.kind == "cub_storage":
             self.rvalue(index_tree)  # (one of an array of TempStorage: all are alike)
             return base
+        if isinstance(base, ComponentAddr):  # reinterpret_cast<float*>(&v)[k]
+            return self.vector_component(base, self.rvalue(index_tree), index_tree)
         if isinstance(base, LocalAddr):  # out[0] for *out
             if self.constant(index_tree, "the index into a pointer to a local") != 0:
                 raise self.error("a pointer to a local variable indexed past it", index_tree,
@@ -572,3 +597,13 @@ def _readable_carrier(t) -> bool:
         return True
     elem = t.fields[0][1].elem if t.carries is not None else None
     return isinstance(t.carries, VectorType) and isinstance(elem, ScalarType) and elem.is_int
+
+
+def _component_value(ref: ComponentRef) -> Expr:
+    """The component of a local vector chosen as the kernel runs: a select over them."""
+    vec = ref.vector
+    picked: Expr = Component(vec, vec.type.count - 1, ref.type)
+    for j in range(vec.type.count - 2, -1, -1):
+        picked = Select(ct.binary("==", ref.index, Const(j, I32)), Component(vec, j, ref.type),
+                        picked, ref.type)
+    return picked

@@ -29,6 +29,7 @@ from kir.frontends.cuda.values import (
     CgVal,
     ConstSym,
     FnContext,
+    FunctionName,
     FunctionSym,
     MemRef,
     NullVal,
@@ -223,6 +224,11 @@ class InlineMixin:
                 if isinstance(value, TemplateName):
                     raise self.error(f"template argument {k + 1} of '{name}' is the template "
                                      f"'{value.name}' without its arguments", None)
+                if not is_type and isinstance(value, FunctionName):
+                    # template <reduction_func_t f>, the type a function pointer's alias
+                    # (llm.c's blockReduce<warpReduceSum>): the function, as T (*f)(T) is
+                    self.bind_function_param(param, value)
+                    continue
                 if is_type == isinstance(value, Const):
                     what = "a type" if is_type else "a value"
                     raise self.error(f"template argument {k + 1} of '{name}' must be {what}",

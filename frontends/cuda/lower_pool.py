@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.values import BufferInfo, PtrVal
+from kir.frontends.cuda.values import BufferInfo, PtrVal, StructType
 
 from kir.errors import UnsupportedError
 from kir.ir import Alloc, Binary, Cast, Const, Expr
@@ -45,10 +45,22 @@ class PoolMixin:
                              tree, UnsupportedError)
         self.__dict__["_pool_used"] = tree
 
+    def _pool_element(self, target, tree):
+        """The scalar a pool cast to ``target`` holds: a struct's one member type (``struct
+        Pack { float v[4]; }``: f32)."""
+        if isinstance(target, StructType):
+            elem, _count = target.scalars()
+            if elem is None:
+                raise self.error(f"dynamic shared memory cast to {target}, whose members are "
+                                 "of several types (kir gives the array one element type)",
+                                 tree, UnsupportedError)
+            return elem
+        return ct.scalar_of(target)
+
     def type_byte_pool(self, p: PtrVal, target, tree) -> PtrVal:
         """``reinterpret_cast<T*>(pool + byte_offset)``: the pool holds T (the first such
         cast decides), and the byte offset becomes an element offset."""
-        elem = ct.scalar_of(target)
+        elem = self._pool_element(target, tree)
         held = self.buffers[p.root].elem
         used = self.__dict__.get("_pool_used")
         if used is not None:
@@ -81,7 +93,10 @@ class PoolMixin:
         ``SharedMemory<double>`` casts it to ``double*``) and not used before: the array
         holds the cast's type from now on. An element of another size only from the array's
         start. None when that does not apply (the cast is then judged as any other)."""
-        sym, elem = self.dynamic_shared, ct.scalar_of(target)
+        sym = self.dynamic_shared
+        if sym is None or sym.name != p.root:
+            return None
+        elem = self._pool_element(target, None)
         held = self.buffers[p.root].elem if p.root in self.buffers else None
         at_start = isinstance(p.offset, Const) and p.offset.value == 0
         if sym is None or sym.name != p.root or self.is_byte_pool(p.root) or held is None \

@@ -358,6 +358,28 @@ class LocalAddr:
     target: object  # a Var
 
 
+@dataclass(frozen=True)
+class ComponentAddr:
+    """``reinterpret_cast<float*>(&v)`` for a local vector ``v``: a pointer to its components,
+    ``offset`` of them in (llm.c's ``vec_at(float4& v, int k)``)."""
+
+    vector: object  # a Var of a VectorType
+    offset: Expr
+
+
+@dataclass(frozen=True)
+class ComponentRef:
+    """Component ``index`` (known only as the kernel runs) of the local vector ``vector``:
+    read as a select over its components, written by rebuilding it."""
+
+    vector: object  # a Var of a VectorType
+    index: Expr
+
+    @property
+    def type(self):
+        return self.vector.type.elem
+
+
 def carries(declared, value) -> bool:
     """Whether ``value`` is a carrier (:mod:`.lower_bits`) standing for a value of the
     ``declared`` vector or scalar type."""

@@ -20,7 +20,7 @@ KERNELS = ["method_rows", "particles", "warp_softmax_tt", "half2_bias_act", "ali
            "lambda_rows", "packed_types", "act_and_mul", "math_bits", "float_bits",
            "block_votes", "packed_bits", "bf16_pairs", "bit_atomics", "lane_asm", "samples_reduce",
            "short_vectors", "cub_rms", "cub_quant", "cub_offsets", "cub_scan_rows", "torch_acc",
-           "cub_argmax"]
+           "cub_argmax", "llmc_idioms", "sign_split_atomics"]
 SPECS = ["packed_bits_memcpy", "packed_bits_half"]  # more kernels of packed_bits.cu
 
 
