@@ -114,11 +114,24 @@ class AssignMixin:
 
     def _x_c_cast(self, tree, discard) -> Value:
         type_tree, value_tree = tree.children
-        return self._cast_to(self.operand(value_tree), self.resolve_type_name(type_tree), tree)
+        target = self.resolve_type_name(type_tree)
+        return self._cast_to(self._cast_operand(value_tree, target), target, tree)
 
     def _x_cpp_cast(self, tree, discard) -> Value:
         _kw, type_tree, value_tree = tree.children
-        return self._cast_to(self.operand(value_tree), self.resolve_type_name(type_tree), tree)
+        target = self.resolve_type_name(type_tree)
+        return self._cast_to(self._cast_operand(value_tree, target), target, tree)
+
+    def _cast_operand(self, value_tree, target) -> Value:
+        """What a cast converts: ``&array`` cast to a pointer is the array's first element
+        (the same address; ``reinterpret_cast<Pack*>(&row_chunk)`` of a local array)."""
+        named = value_tree.children[-1] if isinstance(value_tree, Tree) \
+            and value_tree.data == "addr" else None
+        if target.pointers and isinstance(named, Tree) and named.data == "name":
+            inner = self.operand(named)
+            if isinstance(inner, ArrVal):
+                return inner
+        return self.operand(value_tree)
 
     def _func_cast_type(self, type_tree):
         words = [str(t) for t in type_tree.children if isinstance(t, Token)]

@@ -48,3 +48,27 @@ __global__ void k(float* y) { float v; two(&v); y[0] = v; }
     with pytest.raises(KirError, match="indexed past it") as info:
         load_cuda(source, "q.cu", launch=LAUNCH)
     assert info.value.loc.line == 1
+
+
+CHUNKS = """\
+template <typename T, int N>
+struct alignas(sizeof(T) * N) AlignedArray { T data[N]; };
+__global__ void rows(const float* __restrict__ x, float* __restrict__ out) {
+    using AccessType = AlignedArray<float, 4>;
+    float row_chunk[8];
+    AccessType* row_chunk_vec_ptr = reinterpret_cast<AccessType*>(&row_chunk);
+    const AccessType* src = reinterpret_cast<const AccessType*>(x + threadIdx.x * 8);
+    for (int ii = 0; ii < 2; ++ii) row_chunk_vec_ptr[ii] = src[ii];
+    float s = 0.f;
+    for (int i = 0; i < 8; ++i) s += row_chunk[i] * (i + 1);
+    out[threadIdx.x] = s;
+}
+"""
+
+
+def test_the_address_of_a_local_array_cast_to_packs_of_it():
+    # vLLM's top-k gating softmax loads a row chunk as AlignedArray packs through &row_chunk
+    kernel = load_cuda(CHUNKS, "rows.cu", launch=LAUNCH)
+    x = np.arange(64, dtype=np.float32)
+    out = run_kernel(kernel, {"x": x, "out": np.zeros(8, np.float32)}, {})["out"]
+    assert (out == x.reshape(8, 8) @ np.arange(1, 9, dtype=np.float32)).all()
