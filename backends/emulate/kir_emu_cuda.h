@@ -231,6 +231,13 @@ inline auto min(A a, B b) -> std::common_type_t<A, B> {
   if constexpr (std::is_floating_point_v<C>) return std::fmin((C)a, (C)b);
   else return (C)a < (C)b ? (C)a : (C)b;
 }
+// CUDA's integer min and max of one width and signedness
+inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+inline long long llmax(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 // fast intrinsics compute exactly here (the GPU's are approximate, e.g. ~2 ulp for __expf)
 inline float __expf(float x) { return expf(x); }
 inline float __exp10f(float x) { return powf(10.0f, x); }

@@ -326,4 +326,18 @@ FLOAT_CONSTANTS: dict[str, Const] = {
     "M_PI_4": Const(math.pi / 4, F64), "M_1_PI": Const(1 / math.pi, F64),
     "M_2_PI": Const(2 / math.pi, F64), "M_2_SQRTPI": Const(2 / math.sqrt(math.pi), F64),
     "M_SQRT2": Const(math.sqrt(2), F64), "M_SQRT1_2": Const(math.sqrt(0.5), F64),
+    # CUDA's math_constants.h (floats end in _F; the emulator's copy of the header:
+    # backends/emulate/cuda_include/math_constants.h)
+    **{name + suffix: Const(value, t) for name, value in {
+        "CUDART_PI": math.pi, "CUDART_PIO2": math.pi / 2, "CUDART_PIO4": math.pi / 4,
+        "CUDART_3PIO4": 3 * math.pi / 4, "CUDART_2_OVER_PI": 2 / math.pi,
+        "CUDART_SQRT_2_OVER_PI": math.sqrt(2 / math.pi), "CUDART_SQRT_HALF": math.sqrt(0.5),
+        "CUDART_SQRT_TWO": math.sqrt(2), "CUDART_THIRD": 1 / 3, "CUDART_L2E": math.log2(math.e),
+        "CUDART_L2T": math.log2(10), "CUDART_LG2": math.log10(2), "CUDART_LGE": math.log10(math.e),
+        "CUDART_LN2": math.log(2), "CUDART_LNT": math.log(10), "CUDART_LNPI": math.log(math.pi),
+        "CUDART_ZERO": 0.0, "CUDART_ONE": 1.0}.items()
+       for suffix, t in (("_F", F32), ("", F64))},
+    "CUDART_SQRT_2PI": Const(math.sqrt(2 * math.pi), F64),
+    "CUDART_SQRT_PIO2": Const(math.sqrt(math.pi / 2), F64),
+    "CUDART_INF": Const(math.inf, F64), "CUDART_NAN": Const(math.nan, F64),
 }

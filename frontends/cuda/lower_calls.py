@@ -90,6 +90,9 @@ MATH.update({
     "fmaxf": ("max", False, F32), "fminf": ("min", False, F32), "fabsf": ("abs", False, F32),
     "fmax": ("max", False, None), "fmin": ("min", False, None), "fabs": ("abs", False, None),
     "max": ("max", False, None), "min": ("min", False, None), "abs": ("abs", False, None),
+    # CUDA's integer min and max of a width and signedness
+    "umin": ("min", False, U32), "umax": ("max", False, U32), "llmin": ("min", False, I64),
+    "llmax": ("max", False, I64), "ullmin": ("min", False, U64), "ullmax": ("max", False, U64),
     "__expf": ("exp", True, F32), "__exp2f": ("exp2", True, F32), "__logf": ("log", True, F32),
     "__log2f": ("log2", True, F32), "__powf": ("pow", True, F32), "__sinf": ("sin", True, F32),
     "__cosf": ("cos", True, F32), "__tanhf": ("tanh", True, F32),
@@ -222,6 +225,13 @@ class CallMixin:
         if name == "assert":
             self._arity(name, arg_trees, 1, 1, tree)
             return self._assert(arg_trees[0], tree)
+        if name == "clamp":  # std::clamp (C++17): lo when x < lo, hi when hi < x, else x
+            self._arity(name, arg_trees, 3, 3, tree)
+            x, lo, hi = (self.rvalue(a) for a in arg_trees)
+            t = ct.pick_math_type([x, lo, hi])
+            x, lo, hi = (self._named(ct.convert(v, t), "clamp") for v in (x, lo, hi))
+            return Select(ct.binary("<", x, lo), lo,
+                          Select(ct.binary("<", hi, x), hi, x, t), t)
         if name == "atomicSub":
             return self._atomic_sub(arg_trees, tree, discard)
         if name in BLOCK_VOTES:

@@ -96,3 +96,35 @@ def test_half_math_of_cuda_fp16():
                      np.floor(v) + np.ceil(v) + np.trunc(v) + np.rint(v),
                      np.sin(v) + np.cos(v)], axis=1).ravel()
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=3e-3, atol=3e-3)
+
+
+CLAMPS = """\
+#include <math_constants.h>
+#include <algorithm>
+__global__ void k(const float* x, float* out, unsigned* u, int n) {
+    int i = threadIdx.x;
+    out[i] = std::clamp(x[i] * CUDART_PI_F, -1.0f, 2.0f) + (float)CUDART_SQRT_2PI;
+    u[i] = umin((unsigned)i, 5u) + umax(3u, (unsigned)n)
+         + (unsigned)min(llmax(-4LL, (long long)i - 6), 9LL) + ullmin(7ull, 8ull);
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-original"])
+def test_clamp_integer_min_max_and_math_constants(target, tmp_path):
+    (tmp_path / "clamps.cu").write_text(CLAMPS)
+    (tmp_path / "clamps.kir.toml").write_text(
+        'kernel = "k"\nsizes = { N = 32 }\nlaunch = { grid = [1], block = [32] }\n'
+        'reference = "clamps_ref:k"\n[args]\nx = { dtype = "f32", shape = ["N"] }\n'
+        'out = { dtype = "f32", shape = ["N"], role = "out", init = "none" }\n'
+        'u = { dtype = "u32", shape = ["N"], role = "out", init = "none" }\n'
+        'n = { value = "N", dtype = "i32" }\n')
+    (tmp_path / "clamps_ref.py").write_text(
+        "import math\nimport numpy as np\n\n"
+        "def k(args, sizes):\n"
+        "    x = np.asarray(args['x'], np.float32) * np.float32(math.pi)\n"
+        "    i = np.arange(32)\n"
+        "    u = np.minimum(i, 5) + 32 + np.minimum(np.maximum(-4, i - 6), 9) + 7\n"
+        "    return {'out': np.clip(x, -1, 2) + np.float32(math.sqrt(2 * math.pi)),\n"
+        "            'u': u.astype(np.uint32)}\n")
+    check_everywhere(tmp_path / "clamps.cu", target, [{}], seed=2)
