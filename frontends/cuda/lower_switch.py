@@ -9,9 +9,14 @@ kir's IR has no ``switch``; the common form — every case ends in ``break`` (or
       default: c();                  else { c() }
     }
 
-Refused with an error naming the place: a case that falls through into the next one, a
-``break`` of the switch anywhere but at the end of its case, statements before the first
-label, a label that is not an integer constant, a label given twice.
+A case that falls through into the next (a hash's tail: ``case 3: k ^= t[2] << 16; case 2:
+...``) makes the switch a run of ``if`` statements on the case it enters at instead: each
+case runs when the entry lies between the case after the last one that ended (``break``,
+``return``, ``continue``) and itself.
+
+Refused with an error naming the place: a ``break`` of the switch anywhere but at the end
+of its case, statements before the first label, a label that is not an integer constant,
+a label given twice.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from kir.frontends.cuda import ctypes_ as ct
 from lark import Tree
 
 from kir.errors import UnsupportedError
-from kir.ir import Binary, Block, Const, Declare, If, Var
+from kir.ir import Binary, Block, Const, Declare, If, Select, Var
 from kir.ir.types import BOOL, I32
 
 _ENDS_CASE = ("break_stmt", "return_stmt", "continue_stmt")
@@ -85,12 +90,9 @@ class SwitchMixin:
             elif not (isinstance(item, Tree) and item.data == "empty_stmt"):
                 raise self.error("statements before the first case label of a switch are "
                                  "never run", item, UnsupportedError)
-        cases = []
+        cases, ending = [], []
         for k, (labels, stmts, where) in enumerate(groups):
             last, ends = _without_final_break(stmts[-1]) if stmts else (None, False)
-            if not ends and k + 1 < len(groups):
-                raise self.error("a case falling through into the next is not supported: end "
-                                 "it with break", where, UnsupportedError)
             stmts = stmts[:-1] + ([last] if last is not None else [])
             for stmt in stmts:
                 stray = _breaks_of_the_switch(stmt)
@@ -98,32 +100,70 @@ class SwitchMixin:
                     raise self.error("break inside a case of a switch is supported only as "
                                      "the case's last statement", stray[0], UnsupportedError)
             cases.append((labels, stmts, where))
-        self._lower_case_chain(value_tree, cases)
+            ending.append(ends or k + 1 == len(groups))
+        if all(ending):
+            self._lower_case_chain(value_tree, cases)
+        else:
+            self._lower_falling_cases(value_tree, cases, ending)
 
-    def _lower_case_chain(self, value_tree, cases) -> None:
-        loc = self.cur_loc
+    def _switch_value(self, value_tree) -> Var:
         value = self.rvalue(value_tree)
         t = ct.promote(value.type)
         if not t.is_int:
             raise self.error(f"switch on a {value.type} value (C needs an integer)",
                              value_tree)
         name = self.fresh("switch_value")  # `switch` itself is a C keyword
-        self.emit(Declare(name, t, ct.convert(value, t), loc=loc))
+        self.emit(Declare(name, t, ct.convert(value, t), loc=self.cur_loc))
+        return Var(name, t)
+
+    def _label_tests(self, value: Var, labels: list, seen: dict) -> list:
+        """``value == label`` for each label of a case (None, ``default``, has none)."""
+        tests = []
+        for label in labels:
+            if label is None:
+                continue
+            number = self.constant(label, "a case label")
+            if not isinstance(number, int) or isinstance(number, bool):
+                raise self.error("a case label must be an integer constant", label)
+            if number in seen:
+                raise self.error(f"case {number} appears twice in this switch", label)
+            seen[number] = label
+            tests.append(ct.binary("==", value, ct.convert(Const(number, I32), value.type)))
+        return tests
+
+    def _lower_falling_cases(self, value_tree, cases, ending) -> None:
+        """A switch whose cases fall through: the index of the case it enters at, then each
+        case under ``start <= entry <= k``, ``start`` the case after the last that ended
+        before it."""
+        loc = self.cur_loc
+        value = self._switch_value(value_tree)
+        seen: dict[int, object] = {}
+        default = next((k for k, (labels, _s, _w) in enumerate(cases) if None in labels),
+                       len(cases))
+        entry_expr = Const(default, I32)
+        tests = [self._label_tests(value, labels, seen) for labels, _s, _w in cases]
+        for k in range(len(cases) - 1, -1, -1):
+            for test in tests[k]:
+                entry_expr = Select(test, Const(k, I32), entry_expr, I32)
+        entry = Var(self.fresh("switch_entry"), I32)
+        self.emit(Declare(entry.name, I32, entry_expr, loc=loc))
+        start = 0
+        for k, (_labels, stmts, _where) in enumerate(cases):
+            runs = ct.binary("&&", ct.binary("<=", Const(start, I32), entry),
+                             ct.binary("<=", entry, Const(k, I32)))
+            self.emit(If(runs, self._case_block(stmts), loc=loc))
+            if ending[k]:
+                start = k + 1
+
+    def _lower_case_chain(self, value_tree, cases) -> None:
+        loc = self.cur_loc
+        value = self._switch_value(value_tree)
         seen: dict[int, object] = {}
         branches, default = [], None
         for labels, stmts, where in cases:
-            tests = []
-            for label in labels:
-                if label is None:
-                    default = stmts
-                    continue
-                number = self.constant(label, "a case label")
-                if not isinstance(number, int) or isinstance(number, bool):
-                    raise self.error("a case label must be an integer constant", label)
-                if number in seen:
-                    raise self.error(f"case {number} appears twice in this switch", label)
-                seen[number] = label
-                tests.append(ct.binary("==", Var(name, t), ct.convert(Const(number, I32), t)))
+            if None in labels:
+                default = stmts
+            tests = self._label_tests(value, labels, seen)
             if tests:
                 cond = tests[0]
                 for test in tests[1:]:

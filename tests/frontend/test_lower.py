@@ -518,6 +518,68 @@ def test_switch_becomes_an_if_chain_with_cs_meaning():
     assert got["out"].tolist() == [_switch_expected(int(v)) for v in values]
 
 
+FALLING = """
+__device__ unsigned tail_mix(const unsigned char* tail, int len, unsigned h) {
+    unsigned k = 0;
+    switch (len & 3) {
+    case 3: k ^= tail[2] << 16;
+    case 2: k ^= tail[1] << 8;
+    case 1: k ^= tail[0];
+            k *= 0xcc9e2d51u;
+            h ^= k;
+    }
+    return h;
+}
+__global__ void k(const unsigned char* bytes, const int* mode, unsigned* out) {
+    int i = threadIdx.x;
+    unsigned r = tail_mix(bytes + 4 * i, i, 7u);
+    switch (mode[i]) {
+    case 0: r += 1;
+    default: r += 10;
+    case 5: r += 100; break;
+    case 6: r += 1000;
+    }
+    out[i] = r;
+}
+"""
+
+
+def _falling_expected(tail: list, i: int, mode: int) -> int:
+    k, h = 0, 7
+    n = i & 3
+    if n >= 3:
+        k ^= tail[2] << 16
+    if n >= 2:
+        k ^= tail[1] << 8
+    if n >= 1:
+        k ^= tail[0]
+        k = (k * 0xCC9E2D51) & 0xFFFFFFFF
+        h ^= k
+    entry = {0: 0, 5: 2, 6: 3}.get(mode, 1)  # the case it enters at (default: second)
+    adds = [1, 10, 100, 1000]
+    stop = 3 if entry <= 2 else 4  # case 5 ends in break
+    return (h + sum(adds[entry:stop])) & 0xFFFFFFFF
+
+
+def test_cases_falling_through_run_on_from_the_case_entered():
+    """A hash's tail (each case falls into the next) and a default in the middle falling
+    through into a case that breaks: every case from the one entered up to the break."""
+    import numpy as np
+
+    from kir.interp import run_kernel
+
+    k = load_cuda(FALLING, "f.cu", kernel="k")
+    rng = np.random.default_rng(3)
+    threads = 12
+    data = rng.integers(0, 256, 4 * threads).astype(np.uint8)
+    mode = np.array([0, 1, 5, 6, 7, 0, 5, 6, 2, 3, 0, 6], np.int32)
+    got = run_kernel(dataclasses_replace_launch(k, threads),
+                     {"bytes": data, "mode": mode, "out": np.zeros(threads, np.uint32)}, {})
+    assert got["out"].tolist() == [
+        _falling_expected(data[4 * i:4 * i + 3].tolist(), i, int(mode[i]))
+        for i in range(threads)]
+
+
 def dataclasses_replace_launch(kernel, threads):
     import dataclasses
 
