@@ -208,7 +208,14 @@ class CallMixin:
             made = self._cas_loop_atomic(name, arg_trees, tree, discard)
             if made is not None:
                 return made
-            return self.inline_call(name, arg_trees, tree, discard, targs)
+            if not (name in VECTORS or name in MATH):
+                return self.inline_call(name, arg_trees, tree, discard, targs)
+            # a file's overloads of a builtin (helper_math.h's make_float3(float4),
+            # fminf(float3, float3)): theirs when one takes these arguments, else CUDA's
+            emitted, args = self.capture(lambda: [self.operand(a) for a in arg_trees])
+            if self.overload_fits(name, args):
+                self.out.extend(emitted)
+                return self.inline_call(name, arg_trees, tree, discard, targs, args=args)
         if name.startswith("cg::"):
             value = self.cg_call(name[4:], arg_trees, tree, targs)
             if value is None:

@@ -176,6 +176,22 @@ class InlineMixin:
             raise self.error(f"no overload of '{name}' takes arguments of these types", tree)
         return best[2]
 
+    def overload_fits(self, name: str, args: list) -> bool:
+        """Whether one of the file's overloads of ``name`` takes these arguments, by count
+        and type (a file's overloads of a builtin leave the others to the builtin)."""
+        from kir.frontends.cuda.lower import param_parts, split_function
+
+        for fn in self.functions[name]:
+            try:
+                params = self.param_list(split_function(fn.tree)[4])
+            except KirError:
+                continue
+            required = sum(1 for p in params if param_parts(p)[2] is None)
+            if required <= len(args) <= len(params) and \
+                    self._match_score(fn, params, args) >= 0:
+                return True
+        return False
+
     def _match_score(self, fn: FunctionSym, params: list, args: list) -> int:
         """How well arguments fit an overload's parameter types: 2 per exact match, 1 per
         arithmetic conversion, -1000 for a mismatch (a template parameter matches all)."""

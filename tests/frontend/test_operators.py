@@ -72,3 +72,40 @@ def test_compound_assignment_a_struct_does_not_define_is_refused():
       __device__ C operator+(const C& o) const { return {re + o.re, im + o.im}; } };
     __global__ void f(float* y) { C a{1.0f, 2.0f}; a += C{1.0f, 1.0f}; y[0] = a.re; }""", "o.cu")
     assert info.value.loc.line == 3
+
+
+HELPER_MATH = """\
+inline __host__ __device__ float3 make_float3(float4 a) { return make_float3(a.x, a.y, a.z); }
+inline __host__ __device__ float3 operator+(float3 a, float3 b) {
+    return make_float3(a.x + b.x, a.y + b.y, a.z + b.z);
+}
+inline __host__ __device__ float3 fminf(float3 a, float3 b) {
+    return make_float3(fminf(a.x, b.x), fminf(a.y, b.y), fminf(a.z, b.z));
+}
+__global__ void k(const float4* pos, float* out, const float* s) {
+    int i = threadIdx.x;
+    float3 q = make_float3(pos[i]) + make_float3(s[i], 1.0f, 2.0f);
+    float3 m = fminf(q, make_float3(fminf(s[i], 0.5f), 0.0f, 9.0f));
+    out[3 * i] = m.x; out[3 * i + 1] = m.y; out[3 * i + 2] = m.z;
+}
+"""
+
+
+def test_a_files_overloads_of_builtins_leave_the_others_to_cuda():
+    # helper_math.h overloads make_float3 and fminf: make_float3(x, y, z) and fminf(a, b)
+    # on floats are still CUDA's (they were "no overload takes 3 arguments")
+    import numpy as np
+
+    from kir.frontends.cuda import load_cuda
+    from kir.interp import run_kernel
+    from kir.ir import Launch
+
+    kernel = load_cuda(HELPER_MATH, "hm.cu", launch=Launch(("1", "1", "1"), (8, 1, 1), 0))
+    rng = np.random.default_rng(0)
+    pos = rng.uniform(-1, 1, (8, 4)).astype(np.float32)
+    s = rng.uniform(-1, 1, 8).astype(np.float32)
+    out = run_kernel(kernel, {"pos": pos.ravel(), "out": np.zeros(24, np.float32), "s": s},
+                     {})["out"].reshape(8, 3)
+    q = pos[:, :3] + np.stack([s, np.ones(8), 2 * np.ones(8)], axis=1)
+    m = np.minimum(q, np.stack([np.minimum(s, 0.5), np.zeros(8), 9 * np.ones(8)], axis=1))
+    assert np.allclose(out, m.astype(np.float32), rtol=0, atol=1e-6)
