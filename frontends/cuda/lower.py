@@ -20,6 +20,7 @@ from kir.frontends.cuda.lower_warp_sync import WarpSyncMixin
 from kir.frontends.cuda.lower_math import MathMixin
 from kir.frontends.cuda.lower_bits import BitsMixin
 from kir.frontends.cuda.lower_calls import CallMixin
+from kir.frontends.cuda.lockstep import LockstepMixin
 from kir.frontends.cuda.lower_cg import CgMixin
 from kir.frontends.cuda.lower_cub import CubMixin
 from kir.frontends.cuda.lower_cub_ops import CubOperatorMixin
@@ -115,7 +116,7 @@ def assigned_names(tree) -> set[str]:
 
 class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMixin, TypeMixin,
               StructMixin, InlineMixin, CgMixin, CubMixin, CubScanMixin,
-              CubOperatorMixin, PoolMixin, ConstantMixin,
+              CubOperatorMixin, LockstepMixin, PoolMixin, ConstantMixin,
               ViewStructMixin, FunctorMixin, StructDefMixin, MethodMixin, OperatorMixin,
               Half2Mixin, LambdaMixin, ConstructorMixin, BitsMixin, IntIntrinsicsMixin,
               WarpSyncMixin, MathMixin):

@@ -283,6 +283,9 @@ class AssignMixin:
             if info is not None and isinstance(stored.type, ScalarType) and info.elem != \
                     stored.type and stored.type.is_int and info.elem.is_int:
                 stored = ct.convert(stored, info.elem)  # the other signedness of its width
+            if self.in_lockstep(target.buffer):  # volatile shared memory
+                self.lockstep_store(target, stored)
+                return
             self.emit(Store(target.buffer, target.index, stored, loc=loc))
         elif isinstance(target, Var):
             self.emit(Assign(target.name, self.coerce(value, target.type, tree), loc=loc))

@@ -65,7 +65,13 @@ class DeclMixin:
 
     def declare(self, ctype, quals: set, declarator, init, tree) -> None:
         pointers, is_ref, ident, dims = self.split_declarator(declarator)
-        self.refuse_volatile_memory(bool(pointers or dims), ident, tree, quals)
+        self._declare(ctype, quals, pointers, is_ref, ident, dims, init, tree)
+        if "volatile" in quals and (pointers or dims) and not is_ref:
+            sym = self.lookup(ident)  # a volatile shared array, or a pointer into one
+            root = sym.name if isinstance(sym, ArraySym) else getattr(sym, "root", None)
+            self.volatile_root(root, ident, tree)
+
+    def _declare(self, ctype, quals: set, pointers, is_ref, ident, dims, init, tree) -> None:
         shared = "__shared__" in quals
         base = ctype.base
         if base is None and not pointers:

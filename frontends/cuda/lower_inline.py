@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_lambda import LambdaVal
 from kir.frontends.cuda.straight_line import constant_of
+from kir.frontends.cuda.lockstep import VolatilePtr
 from kir.frontends.cuda.values import (
     LocalAddr,
     carries,
@@ -61,6 +62,7 @@ class ParamInfo:
     const: bool
     default: object
     tree: object
+    volatile: bool = False  # a volatile pointer (frontends/cuda/lockstep.py)
 
 
 class InlineMixin:
@@ -311,9 +313,9 @@ class InlineMixin:
         if declarator is None:
             return ParamInfo(None, ctype.base, False, False, const, default, ptree)
         pointers, is_ref, ident, dims = self.split_declarator(declarator)
-        self.refuse_volatile_memory(bool(pointers or dims), ident, ptree)
+        volatile = "volatile" in self.last_qualifiers and bool(pointers or dims)
         return ParamInfo(ident, ctype.base, bool(pointers or dims), is_ref, const, default,
-                         ptree)
+                         ptree, volatile)
 
     def bind_argument(self, info: ParamInfo, arg, atree, fname: str):
         """Bind evaluated argument ``arg`` (lowered from ``atree`` in the current scope) to
@@ -344,6 +346,8 @@ class InlineMixin:
             if p is None:
                 raise self.error(f"argument for pointer parameter '{ident}' of '{fname}' is "
                                  "not a pointer", atree)
+            if info.volatile and self.refuse_volatile_global(p.root, ident, atree):
+                return ident, VolatilePtr(p.root, p.offset, base or p.view)
             return ident, PtrVal(p.root, p.offset, base or p.view)
         if isinstance(base, StructType) or isinstance(arg, StructVal) \
                 and not isinstance(base, ScalarType):  # (a half member to a float: a value)
@@ -464,6 +468,8 @@ class InlineMixin:
                 self.emit(Declare(var, OFFSET_TYPE, ct.convert(value.offset, OFFSET_TYPE),
                                   loc=self.cur_loc))
                 scope[ident] = PtrSym(value.root, value.view, var)
+                if isinstance(value, VolatilePtr):  # stores into it: lockstep steps
+                    self.volatile_root(value.root, ident, None, scope)
             else:
                 expr, t = value
                 var = self.fresh(ident)

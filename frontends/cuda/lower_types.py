@@ -36,11 +36,9 @@ CG_TYPES = {"cg::thread_block": "block", "cg::thread_block_tile": "tile", "cg::g
 
 
 VOLATILE_HINT = (
-    "volatile memory is how pre-Volta code lets the lanes of a warp exchange values without a "
-    "barrier (the unrolled last steps of a shared-memory reduction); kir's kernels do not keep "
-    "the lanes in step, so that code would compute wrong values. Use warp shuffles "
-    "(__shfl_down_sync) or __syncwarp() between the steps, or drop volatile where a "
-    "__syncthreads() separates every write from the reads of other threads")
+    "a volatile kernel parameter points into global memory, which other blocks may change "
+    "(a flag polled until it is set); kir has no such cross-block waits. Volatile shared "
+    "memory (a warp's lanes exchanging values without barriers) is read")
 
 
 class TypeMixin:
@@ -50,8 +48,8 @@ class TypeMixin:
 
     def refuse_volatile_memory(self, memory: bool, ident: str, tree,
                                quals: set | None = None) -> None:
-        """A volatile pointer or array (``quals``, else the last declaration's) is refused:
-        see VOLATILE_HINT."""
+        """A volatile pointer kernel parameter (``quals``, else the last declaration's) is
+        refused: see VOLATILE_HINT (volatile shared memory: frontends/cuda/lockstep.py)."""
         if memory and "volatile" in (self.last_qualifiers if quals is None else quals):
             error = self.error(f"volatile pointer or array '{ident}' not supported", tree,
                                UnsupportedError)
