@@ -20,19 +20,23 @@ Which stores: every store into a shared array a volatile pointer or array in sco
 into (a helper's ``volatile float*`` parameter, a ``volatile float* vs = s;`` local, a
 ``volatile __shared__`` array) — by the array, so a store through another name for it in
 that scope is a step too (an extra barrier, never a missing one). The barriers need the
-whole warp: a store reached by some lanes of a warp only is reported where it runs.
+whole warp: a store some lanes of a warp may skip (``if (threadIdx.x == 0)``; the analysis
+knows ``if (tid < 32)`` is whole warps) keeps no barriers, and lanes exchanging values
+through it unsynchronized are a race the interpreter stops.
 Volatile global memory (a flag other blocks poll) is refused where it is declared.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.values import OFFSET_TYPE, MemRef, PtrVal
 
 from kir.errors import UnsupportedError
-from kir.ir import Barrier, Const, Declare, Expr, Store, Var
+from kir.ir import Barrier, Block, Const, Declare, Expr, Kernel, Store, Var
+from kir.ir.verify import lane_divergent
 
 # The scope entry holding the shared arrays volatile names point into (not an identifier)
 _ROOTS = " volatile roots"
@@ -85,6 +89,35 @@ class LockstepMixin:
             name = self.fresh("step")
             self.emit(Declare(name, stored.type, stored, loc=loc))
             stored = Var(name, stored.type)
-        self.emit(Barrier("warp", loc=loc))
+        steps = (Barrier("warp", loc=loc), Barrier("warp", loc=loc))
+        self.__dict__.setdefault("lockstep_barriers", set()).update(id(b) for b in steps)
+        self.emit(steps[0])
         self.emit(Store(target.buffer, index, stored, loc=loc))
-        self.emit(Barrier("warp", loc=loc))
+        self.emit(steps[1])
+
+    def settle_lockstep(self, kernel: Kernel) -> Kernel:
+        """``kernel`` without the lockstep barriers of stores that some lanes of a warp may
+        skip (``if (threadIdx.x == 0) vs[0] = t;``): a warp barrier there would wait for
+        lanes that never come. Such a store is a plain one; lanes that do exchange values
+        through it unsynchronized are then a race the interpreter stops, with both named."""
+        steps = self.__dict__.get("lockstep_barriers", set())
+        divergent: set[int] = set()
+        while steps - divergent:
+            bad = lane_divergent(kernel, lambda s: id(s) in steps and id(s) not in divergent)
+            if bad is None:
+                break
+            divergent.add(id(bad[0]))
+        if not divergent:
+            return kernel
+        return dataclasses.replace(kernel, body=_without(kernel.body, divergent))
+
+
+def _without(block: Block, ids: set[int]) -> Block:
+    """``block`` without the statements whose ``id`` is in ``ids``, at any depth."""
+    def rebuilt(stmt):
+        kids = stmt.children()
+        if not any(isinstance(k, Block) for k in kids):
+            return stmt
+        return stmt.with_children([_without(k, ids) if isinstance(k, Block) else k
+                                   for k in kids])
+    return Block(tuple(rebuilt(s) for s in block.stmts if id(s) not in ids), loc=block.loc)

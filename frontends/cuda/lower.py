@@ -295,10 +295,11 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.lower_stmt_list(body.children)
         self.pop_scope()
         stmts = tuple(self.prologue) + tuple(self.out)
-        kernel = Kernel(str(ident), tuple(kparams) + tuple(self.implicit_params),
-                        Block(stmts, loc=self.loc_of(body)),
-                        dataclasses.replace(self.launch, scratch=tuple(self.scratch))
-                        if self.scratch else self.launch)
+        kernel = self.settle_lockstep(Kernel(
+            str(ident), tuple(kparams) + tuple(self.implicit_params),
+            Block(stmts, loc=self.loc_of(body)),
+            dataclasses.replace(self.launch, scratch=tuple(self.scratch))
+            if self.scratch else self.launch))
         if not self.structs_taken_apart:
             return kernel
         # The field-by-field copies of structs (each by-value argument, return, assignment)

@@ -65,7 +65,7 @@ from kir.ir.nodes import (
 )
 from kir.ir.uniform_loads import uniform_shared_loads
 from kir.ir.types import BOOL, PointerType, ScalarType, Type, VectorType
-from kir.ir.verify_matrix import MATRIX_STMTS, lane_varying, matrix_problem
+from kir.ir.verify_matrix import MATRIX_STMTS, lane_varying, matrix_problem, thread_x_locals
 from kir.target import Target
 
 _VARYING_SPECIALS = ("thread", "lane", "warp")
@@ -277,16 +277,9 @@ class _Checker:
         """Matrix statements act for a whole warp: no lane of it may skip one."""
         if not any(isinstance(n, MATRIX_STMTS) for n in self.kernel.body.walk()):
             return
-        varying = lane_varying(self.kernel.launch.block)
-        tainted: set[str] = set()
-        while True:
-            walker = _Divergence(tainted, varying, lambda s: isinstance(s, MATRIX_STMTS))
-            walker.block(self.kernel.body, None)
-            if walker.tainted == tainted:
-                break
-            tainted = set(walker.tainted)
-        if walker.bad is not None:
-            stmt, reason = walker.bad
+        bad = lane_divergent(self.kernel, lambda s: isinstance(s, MATRIX_STMTS))
+        if bad is not None:
+            stmt, reason = bad
             raise self.fail(f"matrix operation under lane-divergent control flow ({reason})",
                             stmt.loc, hint="every lane of a warp must reach a matrix operation "
                                            "together: branch on warp-uniform values only")
@@ -311,6 +304,20 @@ class _Checker:
                             barrier.loc,
                             hint=f"move the {what} out of the branch or loop, so every thread "
                                  "of the block reaches it")
+
+
+def lane_divergent(kernel: Kernel, is_target) -> tuple[Stmt, str] | None:
+    """The first statement ``is_target`` picks that sits under control flow whose condition
+    may differ between the lanes of a warp, and why; None when there is none (see
+    :func:`kir.ir.verify_matrix.lane_varying`)."""
+    varying = lane_varying(kernel.launch.block, thread_x_locals(kernel.body))
+    tainted: set[str] = set()
+    while True:
+        walker = _Divergence(tainted, varying, is_target)
+        walker.block(kernel.body, None)
+        if walker.tainted == tainted:
+            return walker.bad
+        tainted = set(walker.tainted)
 
 
 def _exprs_of(stmt: Stmt) -> list[Expr]:

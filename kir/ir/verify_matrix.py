@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import Callable
 
 from kir.ir.nodes import (
+    Binary,
+    Cast,
+    Const,
     Expr,
     Load,
     MatrixFill,
@@ -91,18 +94,45 @@ def _memory_problem(buffer: str, index: Expr, stride: Expr, t: Type, buffers: di
     return None
 
 
-def lane_varying(block: tuple[int, int, int]) -> Callable[[Expr, set[str]], str | None]:
+def lane_varying(block: tuple[int, int, int], thread_x: frozenset[str] = frozenset()
+                 ) -> Callable[[Expr, set[str]], str | None]:
     """A ``varying(expr, tainted)`` for the divergence walker that asks whether ``expr`` may
     differ between lanes of one warp: ``warp`` and ``block.*`` do not; ``thread.y`` does not
     when a warp never spans two rows of the block (block.x a multiple of 32), likewise
-    ``thread.z``; warp reductions give every lane the same value."""
-    bx, by, _ = block
+    ``thread.z``; warp reductions give every lane the same value. Where a warp is a run of
+    32 consecutive ``thread.x`` (a one-dimensional block, or block.x a multiple of 32),
+    comparing ``thread.x`` (or a local in ``thread_x`` holding it) with a multiple of 32 and
+    dividing it by 32 give every lane of a warp the same value too (``if (tid < 32)``)."""
+    bx, by, bz = block
     uniform_axes = {"y"} if bx % WARP == 0 else set()
     if (bx * by) % WARP == 0:
         uniform_axes.add("z")
+    runs = bx % WARP == 0 or by == bz == 1  # a warp: 32 consecutive thread.x of one row
+
+    def is_thread_x(e: Expr) -> bool:
+        while isinstance(e, Cast):
+            e = e.value
+        return isinstance(e, Special) and e.kind == "thread" and e.axis == "x" or \
+            isinstance(e, Var) and e.name in thread_x
+
+    def per_warp(e: Expr) -> bool:
+        """``e`` a function of thread.x's warp alone."""
+        if not (runs and isinstance(e, Binary) and isinstance(e.right, Const)
+                and isinstance(e.right.value, int) and is_thread_x(e.left)):
+            return False
+        c = e.right.value
+        if e.op in ("<", ">="):
+            return c % WARP == 0
+        if e.op in ("<=", ">"):
+            return (c + 1) % WARP == 0
+        return e.op == ">>" and c >= 5 or e.op == "/" and c > 0 and c % WARP == 0
 
     def varying(expr: Expr, tainted: set[str]) -> str | None:
-        for e in expr.walk():
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if per_warp(e):
+                continue
             if isinstance(e, Special) and (e.kind == "lane" or (
                     e.kind == "thread" and e.axis not in uniform_axes)):
                 return f"depends on {e.kind}{'.' + e.axis if e.axis else ''}"
@@ -112,9 +142,33 @@ def lane_varying(block: tuple[int, int, int]) -> Callable[[Expr, set[str]], str 
                 return "depends on a warp shuffle"
             if isinstance(e, Var) and e.name in tainted:
                 return f"depends on {e.name!r}, which varies between the lanes of a warp"
+            stack.extend(e.children())
         return None
 
     return varying
 
 
-__all__ = ["MATRIX_STMTS", "matrix_problem", "lane_varying"]
+def thread_x_locals(body) -> frozenset[str]:
+    """Locals declared as ``thread.x`` (through casts, or another such local) and never
+    assigned again: ``unsigned tid = threadIdx.x``."""
+    from kir.ir.nodes import Assign, Declare
+
+    assigned = {n.name for n in body.walk() if isinstance(n, Assign)}
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for n in body.walk():
+            if isinstance(n, Declare) and n.name not in found and n.name not in assigned \
+                    and n.init is not None:
+                e = n.init
+                while isinstance(e, Cast):
+                    e = e.value
+                if isinstance(e, Special) and e.kind == "thread" and e.axis == "x" or \
+                        isinstance(e, Var) and e.name in found:
+                    found.add(n.name)
+                    changed = True
+    return frozenset(found)
+
+
+__all__ = ["MATRIX_STMTS", "matrix_problem", "lane_varying", "thread_x_locals"]

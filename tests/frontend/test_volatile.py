@@ -16,7 +16,7 @@ import pytest
 from kir.frontends.cuda import load_cuda
 from tests.frontend.everywhere import check_everywhere
 
-from kir.errors import UnsupportedError
+from kir.errors import KirError, UnsupportedError
 from kir.interp import run_kernel
 from kir.ir import Launch
 from kir.ir.printer import print_kernel
@@ -84,3 +84,36 @@ def test_a_volatile_scalar_local_is_still_taken():
     kernel = load_cuda("__global__ void k(float* out) {\n    volatile float v = 2.0f;\n"
                        "    out[threadIdx.x] = v;\n}\n", "v.cu", launch=LAUNCH)
     assert kernel.name == "k"
+
+
+ONE_LANE = """__global__ void k(const float* x, float* out) {
+    __shared__ float s[64];
+    volatile float* vs = s;
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) { float t = vs[1] + vs[2]; vs[0] = t; }
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}"""
+
+
+def test_a_store_some_lanes_skip_keeps_no_warp_barrier():
+    # (with its barriers, the emitted kernel deadlocked: lanes 1-31 never reach them)
+    kernel = load_cuda(ONE_LANE, "one.cu", launch=LAUNCH)
+    text = print_kernel(kernel)
+    branch = text[text.index("if thread.x == 0"):]
+    assert "barrier warp" not in branch[:branch.index("}")]
+    out = run_kernel(kernel, {"x": np.arange(128, dtype=np.float32),
+                              "out": np.zeros(64, np.float32)}, {})["out"]
+    assert out[:3].tolist() == [3.0, 1.0, 2.0]
+
+
+def test_lanes_exchanging_through_a_store_some_lanes_skip_are_a_race():
+    source = ONE_LANE.replace(
+        "if (threadIdx.x == 0) { float t = vs[1] + vs[2]; vs[0] = t; }",
+        "if (threadIdx.x < 16) { vs[threadIdx.x] += vs[threadIdx.x + 16];\n"
+        "        vs[threadIdx.x] += vs[threadIdx.x + 8]; }")
+    kernel = load_cuda(source, "half.cu", launch=LAUNCH)
+    with pytest.raises(KirError, match="shared-memory race on 's'"):
+        run_kernel(kernel, {"x": np.arange(128, dtype=np.float32),
+                            "out": np.zeros(64, np.float32)}, {})
