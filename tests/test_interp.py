@@ -844,3 +844,34 @@ def test_vector_loads_and_stores_at_64_bit_unsigned_addresses():
     x = np.arange(16, dtype=np.float32)
     out = run_kernel(kernel, {"x": x, "y": np.zeros(16, np.float32)})
     assert np.array_equal(out["y"], 2 * x)
+
+
+def test_fma_rounds_once_to_its_type():
+    """fmaf and __hfma round the exact a*b+c once; the interpreter rounded it to f64 first
+    (then f32, then for halves f16), one ulp off where the f64 sum lands on a midpoint of
+    the narrower type (cases a probe found against nvcc's results)."""
+    from fractions import Fraction
+
+    from kir.ir.cops import call_intrinsic
+    from kir.ir.types import F16
+
+    def nearest(got, want: Fraction) -> bool:
+        err = abs(Fraction(float(got)) - want)
+        return all(err <= abs(Fraction(float(np.nextafter(got, t))) - want)
+                   for t in (np.float32(-np.inf), np.float32(np.inf)))
+
+    a, b, c = (np.float32(v) for v in (1 + 2**-15, (1 - 2**-15) * 2**-24, 1 + 2**-23))
+    got = call_intrinsic("fma", [np.array(a), np.array(b), np.array(c)], F32)
+    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    assert nearest(got, exact)
+    twice = np.float32(np.float64(a) * np.float64(b) + np.float64(c))  # (the old way)
+    assert not nearest(twice, exact)
+    halves = [np.array(np.float16(v)) for v in (0.0613, 0.007965, 1.291)]
+    assert float(call_intrinsic("fma", halves, F16)) == 1.2919921875
+    rng = np.random.default_rng(1)
+    x, y, z = (rng.standard_normal(4000).astype(np.float32) for _ in range(3))
+    y *= np.float32(2.0) ** rng.integers(-30, 0, 4000).astype(np.float32)
+    got = call_intrinsic("fma", [x, y, z], F32)
+    for k in range(0, 4000, 7):  # against exact rational arithmetic
+        assert nearest(got[k], Fraction(float(x[k])) * Fraction(float(y[k]))
+                       + Fraction(float(z[k])))

@@ -227,10 +227,33 @@ def _rsqrt(x: Value) -> Value:
 
 
 def _fma(a: Value, b: Value, c: Value) -> Value:
-    # One rounding in f32 is what fmaf does; f64 holds the exact f32 product.
+    """``a * b + c`` rounded once to the arguments' type, as fmaf (and __hfma) do."""
     dtype = np.result_type(a, b, c)
-    wide = np.float64 if dtype.itemsize < 8 else dtype
-    return (np.asarray(a, wide) * np.asarray(b, wide) + np.asarray(c, wide)).astype(dtype)
+    if dtype.itemsize >= 8:  # (f64: the product rounds first; no wider type holds it)
+        return np.asarray(a, dtype) * np.asarray(b, dtype) + np.asarray(c, dtype)
+    return fused_multiply_add(a, b, c, dtype)
+
+
+def fused_multiply_add(a: Value, b: Value, c: Value, dtype) -> Value:
+    """``a * b + c`` rounded once to ``dtype`` (f16 or f32), from arguments an f64 product
+    holds exactly. The f64 sum ``s`` may itself be rounded, and rounding it again to
+    ``dtype`` goes wrong exactly when ``s`` lands on a midpoint of ``dtype`` that the exact
+    sum lies beside (``fmaf(1+2^-15, (1-2^-15)*2^-24, 1+2^-23)`` was one ulp off): the error
+    ``e`` of the f64 sum (Knuth's TwoSum: ``s + e`` is exact) says on which side."""
+    x, y, z = (np.asarray(v, np.float64) for v in (a, b, c))
+    p = x * y  # exact: f32 (or f16) significands multiply within f64's
+    s = p + z
+    back = s - p
+    e = (p - (s - back)) + (z - back)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = s.astype(dtype)
+        r64 = r.astype(np.float64)
+        toward = np.where(s > r64, np.inf, -np.inf).astype(dtype)
+        other = np.nextafter(r, toward)  # the neighbour of r on s's side
+        tie = (s == (r64 + other.astype(np.float64)) / 2) & (e != 0)
+        beside = np.where(e > 0, np.maximum(r, other), np.minimum(r, other))
+    out = np.where(tie, beside, r).astype(dtype)
+    return out[()] if out.ndim == 0 else out
 
 
 def _erf(x: Value) -> Value:
@@ -316,6 +339,9 @@ def make_intrinsic(fn: str, t: ScalarType | VectorType) -> Callable[[list[Value]
             out = np.ascontiguousarray(np.asarray(args[0])).view(target)
             return out[()] if out.ndim == 0 else out
         return view
+    if fn == "fma" and st.name == "f16":  # __hfma: one rounding to half (not f32's first)
+        return lambda args: to_result(fused_multiply_add(*_aligned(
+            [np.asarray(a, np.float64) for a in args]), np.float16))
     if st.name in ("f16", "bf16") or (st.is_int and fn not in _ON_INTEGERS):
         wide = np.float32 if st.is_float else np.float64
         return lambda args: to_result(func(*_aligned([np.asarray(a, wide) for a in args])))
