@@ -100,6 +100,11 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
             buffers[p.name] = BufferInfo(p.type.elem, space, writable=False)
             input_rows.append((emitted_name, p.name, "buffer", p.type.elem.name, shape))
         else:
+            if isinstance(p.type, VectorType):  # a __constant__ struct's float3 member
+                raise UnsupportedError(
+                    f"parameter {p.name!r} is a {p.type} value, which kir does not pass to an "
+                    "MLX kernel (scalars only): pass its components as separate scalars, or "
+                    "the struct through a buffer", p.loc)
             value = bound.scalar(p.name)
             scalar_values.append((p.name, value))
             input_rows.append((emitted_name, p.name, "scalar", p.type.name, ()))

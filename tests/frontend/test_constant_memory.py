@@ -133,3 +133,22 @@ __global__ void k(float* y) {{
     else:
         with pytest.raises(UnsupportedError, match="its start is not zero"):
             load_cuda(source, "w.cu")
+
+
+def test_a_constant_structs_vector_member_is_refused_for_mlx_at_its_declaration(tmp_path):
+    # (was an internal error in the emitter: a float3 parameter has no scalar name)
+    from kir.backends import emit
+
+    (tmp_path / "p.cu").write_text(
+        "struct Sim { float3 gravity; float damping; };\n__constant__ Sim params;\n"
+        "__global__ void k(float* v) {\n"
+        "    v[threadIdx.x] = (v[threadIdx.x] + params.gravity.y) * params.damping;\n}\n")
+    (tmp_path / "p.kir.toml").write_text(
+        'kernel = "k"\nsizes = { N = 32 }\nlaunch = { grid = [1], block = ["N"] }\n[args]\n'
+        'v = { dtype = "f32", shape = ["N"], role = "inout" }\n'
+        'params_gravity = { value = 0.5, dtype = "f32" }\n'
+        'params_damping = { value = 0.9, dtype = "f32" }\n')
+    loaded = load_kernel(tmp_path / "p.cu")
+    with pytest.raises(UnsupportedError, match="is a f32x3 value") as info:
+        emit(loaded.kernel, loaded.bound, "metal")
+    assert info.value.loc is not None and info.value.loc.line == 2
