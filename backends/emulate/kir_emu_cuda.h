@@ -196,6 +196,24 @@ inline float __low2float(__nv_bfloat162 v) { return (float)v.x; }
 inline float __high2float(__nv_bfloat162 v) { return (float)v.y; }
 inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 v) { return v.x; }
 inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 v) { return v.y; }
+// cuda_fp16.h's and cuda_bf16.h's comparisons: with a NaN the ordered ones are false, the
+// unordered ones (-u) true
+#define KIR_HALF_COMPARES(T)                                                                 \
+  inline bool __heq(T a, T b) { return (float)a == (float)b; }                               \
+  inline bool __hne(T a, T b) { return (float)a < (float)b || (float)a > (float)b; }         \
+  inline bool __hlt(T a, T b) { return (float)a < (float)b; }                                \
+  inline bool __hle(T a, T b) { return (float)a <= (float)b; }                               \
+  inline bool __hgt(T a, T b) { return (float)a > (float)b; }                                \
+  inline bool __hge(T a, T b) { return (float)a >= (float)b; }                               \
+  inline bool __hequ(T a, T b) { return !__hne(a, b); }                                      \
+  inline bool __hneu(T a, T b) { return (float)a != (float)b; }                              \
+  inline bool __hltu(T a, T b) { return !((float)a >= (float)b); }                           \
+  inline bool __hleu(T a, T b) { return !((float)a > (float)b); }                            \
+  inline bool __hgtu(T a, T b) { return !((float)a <= (float)b); }                           \
+  inline bool __hgeu(T a, T b) { return !((float)a < (float)b); }
+KIR_HALF_COMPARES(__half)
+KIR_HALF_COMPARES(__nv_bfloat16)
+#undef KIR_HALF_COMPARES
 
 #define __global__
 #define __device__

@@ -62,7 +62,7 @@ QUALIFIERS = frozenset({
     "const", "volatile", "constexpr", "static", "inline", "__inline__", "__inline", "extern",
     "register", "__global__",
     "__device__", "__host__", "__forceinline__", "__noinline__", "__shared__", "__constant__",
-    "__restrict__", "__restrict",
+    "__restrict__", "__restrict", "__grid_constant__",
 })
 
 

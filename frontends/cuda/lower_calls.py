@@ -138,7 +138,10 @@ BLOCK_VOTES = ("__syncthreads_count", "__syncthreads_or", "__syncthreads_and")
 # one 32-bit value's bits read as another type: name -> (from, to)
 BIT_VIEWS = {"__int_as_float": (I32, F32), "__uint_as_float": (U32, F32),
              "__float_as_int": (F32, I32), "__float_as_uint": (F32, U32),
-             "__double_as_longlong": (F64, I64), "__longlong_as_double": (I64, F64)}
+             "__double_as_longlong": (F64, I64), "__longlong_as_double": (I64, F64),
+             "__half_as_ushort": (F16, U16), "__ushort_as_half": (U16, F16),
+             "__half_as_short": (F16, I16), "__short_as_half": (I16, F16),
+             "__bfloat16_as_ushort": (BF16, U16), "__ushort_as_bfloat16": (U16, BF16)}
 # f32 arithmetic named with its rounding (round-to-nearest: the operators' own) or as fast
 # division (computed as the plain division)
 IEEE_OPS = {"__fadd_rn": "+", "__fsub_rn": "-", "__fmul_rn": "*", "__fdiv_rn": "/",

@@ -32,7 +32,13 @@ _ARITHMETIC = {
     "__hfma2": (2, "fma"), "__hneg2": (2, "neg"), "__hmax2": (2, "max"), "__hmin2": (2, "min"),
     "__hadd": (1, "+"), "__hsub": (1, "-"), "__hmul": (1, "*"), "__hdiv": (1, "/"),
     "__hfma": (1, "fma"), "__hneg": (1, "neg"), "__hmax": (1, "max"), "__hmin": (1, "min"),
+    # comparisons (a bool): NaN makes the ordered ones false, the unordered (-u) ones true
+    "__heq": (1, "=="), "__hne": (1, "ne"), "__hlt": (1, "<"), "__hle": (1, "<="),
+    "__hgt": (1, ">"), "__hge": (1, ">="), "__hequ": (1, "equ"), "__hneu": (1, "!="),
+    "__hltu": (1, "ltu"), "__hleu": (1, "leu"), "__hgtu": (1, "gtu"), "__hgeu": (1, "geu"),
 }
+# an unordered comparison: the negation of the ordered one that is its complement
+_UNORDERED = {"equ": "ne", "ltu": ">=", "leu": ">", "gtu": "<=", "geu": "<"}
 _ARITY = {"fma": 3, "neg": 1}
 # name -> (argument count, what is built)
 _PACKING = {
@@ -127,6 +133,11 @@ def _lane_type(t):
 def _lane_op(op: str, args: list[Expr]) -> Expr:
     if op == "neg":
         return ct.unary("-", args[0])
+    if op in _UNORDERED:
+        return ct.unary("!", _lane_op(_UNORDERED[op], args))
+    if op == "ne":  # ordered: false when either is NaN (C's != is true)
+        return ct.binary("||", ct.binary("<", args[0], args[1]),
+                         ct.binary(">", args[0], args[1]))
     if op == "fma":  # fused: one rounding to the half type, as __hfma
         lane_t = args[0].type
         return Call("fma", tuple(ct.convert(a, lane_t) for a in args), lane_t)

@@ -64,3 +64,32 @@ def test_a_bf16_pair_given_to_a_half_conversion_is_a_located_error():
     __global__ void f(const __nv_bfloat162* a, float2* y) { y[0] = __half22float2(a[0]); }""",
                   "b.cu")
     assert info.value.loc.line == 2
+
+
+COMPARES = """\
+#include <cuda_fp16.h>
+__global__ void k(const __half* a, const __half* b, int* out) {
+    int i = threadIdx.x;
+    __half x = a[i], y = b[i];
+    out[i] = __heq(x, y) | __hne(x, y) << 1 | __hlt(x, y) << 2 | __hle(x, y) << 3
+           | __hgt(x, y) << 4 | __hge(x, y) << 5 | __hequ(x, y) << 6 | __hneu(x, y) << 7
+           | __hltu(x, y) << 8 | __hleu(x, y) << 9 | __hgtu(x, y) << 10 | __hgeu(x, y) << 11
+           | (int)(__half_as_ushort(x) == __half_as_ushort(__ushort_as_half(
+                 __half_as_ushort(x)))) << 12;
+}
+"""
+
+
+def test_half_comparisons_ordered_and_unordered_with_nan():
+    kernel = load_cuda(COMPARES, "c.cu", launch=Launch(("1", "1", "1"), (5, 1, 1), 0))
+    nan = np.float16("nan")
+    a = np.array([1, 2, 3, nan, 1], np.float16)
+    b = np.array([2, 2, 1, 1, nan], np.float16)
+    out = run_kernel(kernel, {"a": a, "b": b, "out": np.zeros(5, np.int32)}, {})["out"]
+    for k in range(5):
+        x, y = float(a[k]), float(b[k])
+        either = np.isnan(x) or np.isnan(y)
+        want = [x == y, x != y and not either, x < y, x <= y, x > y, x >= y,
+                x == y or either, x != y, x < y or either, x <= y or either,
+                x > y or either, x >= y or either, True]
+        assert out[k] == sum(int(w) << j for j, w in enumerate(want)), k

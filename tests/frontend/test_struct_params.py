@@ -209,3 +209,19 @@ def test_rope_emitted_for_cuda_compiles_with_nvcc(tmp_path):
 
     loaded = load_kernel(ROPE)
     nvcc_sm90(emit(loaded.kernel, loaded.bound, "cuda"), tmp_path, assemble=False)
+
+
+def test_a_grid_constant_struct_parameter_is_an_ordinary_one():
+    # CUDA 11.7's __grid_constant__ (a const parameter read in place): the same fields
+    source = ("struct Params { float scale; int n; };\n"
+              "__global__ void k(const __grid_constant__ Params p, const float* x, float* y) {\n"
+              "    int i = threadIdx.x;\n    if (i < p.n) y[i] = x[i] * p.scale;\n}\n")
+    from kir.interp import run_kernel
+    from kir.ir import Launch
+
+    kernel = load_cuda(source, "g.cu", launch=Launch(("1", "1", "1"), (8, 1, 1), 0))
+    assert [p.name for p in kernel.params] == ["p_scale", "p_n", "x", "y"]
+    out = run_kernel(kernel, {"p_scale": np.float32(2.0), "p_n": 5,
+                              "x": np.arange(8, dtype=np.float32),
+                              "y": np.zeros(8, np.float32)}, {})["y"]
+    assert out.tolist() == [0, 2, 4, 6, 8, 0, 0, 0]
