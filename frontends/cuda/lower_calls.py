@@ -59,7 +59,7 @@ from kir.ir import (
     Var,
     WarpReduce,
 )
-from kir.ir.nodes import BITWISE_ATOMICS, INTRINSIC_ARITY
+from kir.ir.nodes import BITWISE_ATOMICS, INTRINSIC_ARITY, WARP
 from kir.ir.types import (
     BF16,
     BOOL,
@@ -517,17 +517,48 @@ class CallMixin:
         lane = self.rvalue(arg_trees[2])
         if not ct.index_type_ok(lane.type):
             raise self.error("shuffle lane must be an integer", arg_trees[2])
-        width = 32
+        width: int | Expr = 32
         if len(arg_trees) == 4:
-            w = self.constant(arg_trees[3], "shuffle width")
-            if w not in (1, 2, 4, 8, 16, 32):
-                raise self.error(f"shuffle width {w} (must be a power of two up to 32)",
+            w = self.rvalue(arg_trees[3])
+            if not isinstance(w, Const):  # (shfl_scan's `width` argument)
+                if mode == "xor":
+                    raise self.error("an xor shuffle of a width known only as the kernel runs "
+                                     "not supported", arg_trees[3], UnsupportedError)
+                width = self._named(ct.convert(w, I32), "width")
+                self.emit(Assert(ct.binary("==", ct.binary("&", width, ct.binary(
+                    "-", width, Const(1, I32))), Const(0, I32)),
+                    "a shuffle's width must be a power of two", loc=self.cur_loc))
+            elif w.value not in (1, 2, 4, 8, 16, 32):
+                raise self.error(f"shuffle width {w.value} (must be a power of two up to 32)",
                                  arg_trees[3])
-            width = int(w)
+            else:
+                width = int(w.value)
         if not (isinstance(mask, Const) and mask.value == FULL_MASK):
             self._integer_mask(mask, "shuffle", arg_trees[0])
             self.emit(mask_check(name, mask, self.cur_loc))
-        return Shuffle(mode, value, lane, value.type, width)
+        return self.warp_shuffle(mode, value, lane, width)
+
+    def warp_shuffle(self, mode: str, value: Expr, lane: Expr, width: int | Expr) -> Expr:
+        """A shuffle within groups of ``width`` lanes, as whole-warp shuffles where the width
+        is less (Metal's only span, and a width known only as the kernel runs): idx reads
+        its group's lane ``lane mod width``; up and down keep the lane's own value where the
+        source lies outside its group. xor keeps its width (every target has it)."""
+        if isinstance(width, int) and (width == WARP or mode == "xor"):
+            return Shuffle(mode, value, lane, value.type, width)
+        w = Const(width, I32) if isinstance(width, int) else width
+        me = ct.convert(Special("lane"), I32)
+        rank = self._named(ct.binary("&", me, ct.binary("-", w, Const(1, I32))), "rank")
+        if mode == "idx":
+            src = ct.binary("+", ct.binary("-", me, rank),
+                            ct.binary("&", ct.convert(lane, I32),
+                                      ct.binary("-", w, Const(1, I32))))
+            return Shuffle("idx", value, src, value.type, WARP)
+        # every lane shuffles (outside the select, whose arms may run on their lanes only)
+        other = self._named(Shuffle(mode, value, lane, value.type, WARP), "shfl")
+        step = ct.convert(lane, I32)
+        inside = ct.binary("<", ct.binary("+", rank, step), w) if mode == "down" else \
+            ct.binary(">=", rank, step)
+        return Select(inside, other, value, value.type)
 
     def function_name(self, name: str) -> str:
         """A called name as the lowering knows it: ``std::min`` is ``min``, a function in a

@@ -169,7 +169,7 @@ class CgMixin:
             lane = self.rvalue(arg_trees[1])
             if not ct.index_type_ok(lane.type):
                 raise self.error("shuffle lane must be an integer", arg_trees[1])
-            return Shuffle(modes[method], value, lane, value.type, size)
+            return self.warp_shuffle(modes[method], value, lane, size)
         if method in ("any", "all", "ballot"):
             if size != WARP:
                 raise self.error(f"{method}() on a tile of {size} not supported (whole warps "
@@ -211,13 +211,13 @@ class CgMixin:
         step = 1
         while step < group.size:
             # every lane shuffles (outside the select, whose arms run on their lanes only)
-            other = self._temp(Shuffle("up", acc, Const(step, I32), value.type, group.size))
+            other = self._temp(self.warp_shuffle("up", acc, Const(step, I32), group.size))
             keep = Binary(">=", rank, Const(step, U32), BOOL)
             acc = self._temp(Select(keep, self._combine(op, acc, other), acc, value.type))
             step *= 2
         if inclusive:
             return acc
-        before = self._temp(Shuffle("up", acc, Const(1, I32), value.type, group.size))
+        before = self._temp(self.warp_shuffle("up", acc, Const(1, I32), group.size))
         first = Binary("==", rank, Const(0, U32), BOOL)
         return self._temp(Select(first, ct.convert(Const(0, I32), value.type), before,
                                  value.type))

@@ -142,3 +142,47 @@ def test_another_alias_inside_the_body_is_refused_where_it_is_written():
     with pytest.raises(KirError, match="namespace alias 'grp = cooperative_groups'") as info:
         load_cuda(source, "bias.cu", launch=Launch(("2", "1", "1"), (64, 1, 1), 0))
     assert info.value.loc.line == 3
+
+
+WIDTHS = """\
+__global__ void k(const float* x, float* a, float* b, float* c, float* d, int w) {
+    int i = threadIdx.x;
+    float v = x[i];
+    a[i] = __shfl_sync(0xffffffff, v, 3, 16);
+    b[i] = __shfl_down_sync(0xffffffff, v, 5, 8);
+    c[i] = __shfl_up_sync(0xffffffff, v, 2, 4);
+    d[i] = __shfl_up_sync(0xffffffff, v, 1, w);
+}
+"""
+WIDTHS_REF = """\
+import numpy as np
+
+def k(args, sizes):
+    x = np.asarray(args["x"], np.float32)
+    lane = np.arange(64) % 32
+    base = np.arange(64) - lane
+    def group(width):
+        return lane - lane % width
+    a = x[base + group(16) + 3]
+    rank8, rank4, rank16 = lane % 8, lane % 4, lane % 16
+    b = np.where(rank8 + 5 < 8, x[np.minimum(np.arange(64) + 5, 63)], x)
+    c = np.where(rank4 >= 2, x[np.maximum(np.arange(64) - 2, 0)], x)
+    d = np.where(rank16 >= 1, x[np.maximum(np.arange(64) - 1, 0)], x)
+    return {"a": a, "b": b, "c": c, "d": d}
+"""
+
+
+@pytest.mark.parametrize("target", ["interp", "emulate-metal", "emulate-cuda",
+                                    "emulate-original"])
+def test_shuffles_within_groups_narrower_than_a_warp(target, tmp_path):
+    # widths below 32 are whole-warp shuffles on every target (Metal refused up, down and
+    # idx of width 16, 8, 4), and a width held in a variable (the samples' shfl_scan)
+    (tmp_path / "widths.cu").write_text(WIDTHS)
+    (tmp_path / "widths_ref.py").write_text(WIDTHS_REF)
+    outs = "".join(f'{n} = {{ dtype = "f32", shape = ["N"], role = "out", init = "none" }}\n'
+                   for n in "abcd")
+    (tmp_path / "widths.kir.toml").write_text(
+        'kernel = "k"\nsizes = { N = 64 }\nlaunch = { grid = [1], block = ["N"] }\n'
+        'reference = "widths_ref:k"\n[args]\nx = { dtype = "f32", shape = ["N"] }\n' + outs
+        + 'w = { value = 16, dtype = "i32" }\n')
+    check_everywhere(tmp_path / "widths.cu", target, [{}], seed=1)
