@@ -39,9 +39,21 @@ from kir.frontends.cuda.lower_cub_ops import PICKERS, Operator, Parts, key_value
 from kir.frontends.cuda.values import BufferInfo, CgType, CgVal
 
 from kir.errors import UnsupportedError
-from kir.ir import Alloc, Assert, Barrier, Block, Call, Const, Expr, If, Load, Select, Shuffle
-from kir.ir import Store
-from kir.ir import WarpReduce
+from kir.ir import (
+    Alloc,
+    Assert,
+    Barrier,
+    Block,
+    Call,
+    Const,
+    Expr,
+    If,
+    Load,
+    Select,
+    Shuffle,
+    Store,
+    WarpReduce,
+)
 from kir.ir.nodes import WARP
 from kir.ir.types import I32, U32
 
@@ -61,11 +73,12 @@ def collective_name(collective: CgType) -> str:
 
 
 class CubMixin:
-    """CUB's BlockReduce and WarpReduce; relies on the Lowerer (and CgMixin's helpers)."""
+    """CUB's types and BlockReduce / WarpReduce (scans: CubScanMixin); relies on the
+    Lowerer (and CgMixin's helpers)."""
 
-    def cub_type(self, name: str, tree, targs) -> CgType | None:
-        """The collective or operator a ``cub::`` type name stands for, or None when it is
-        not one kir reads."""
+    def cub_type(self, name: str, tree, targs):
+        """The collective, operator or ``cub::KeyValuePair`` struct a ``cub::`` type name
+        stands for, or None when it is not one kir reads."""
         if name in CUB_OPERATORS:
             return CgType(CUB_OPERATORS[name])
         if name in PICKERS:
