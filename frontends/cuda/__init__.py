@@ -15,7 +15,7 @@ from typing import Sequence
 
 from kir.frontends.cuda.instantiations import instantiation_values, type_argument
 from kir.frontends.cuda.lower import Lowerer
-from kir.frontends.cuda.lower_types import function_param_name
+from kir.frontends.cuda.lower_types import DisabledOverload, function_param_name
 from kir.frontends.cuda.parser import BUILTIN_TYPE_NAMES, SourceMap, parse_unit
 from kir.frontends.cuda.program import (
     MAX_FUNCTION_CHARS,
@@ -329,9 +329,18 @@ def _lower(src: SourceMap, kernel: str | None, template_values: dict[str, int | 
         special = _specialization_for(src.text, signature, template_values, args)
         if special is not None:  # template <> __global__ void k(half* ...): its own body
             chosen = next(u for u in units if u.kind == "global" and u.start == special)
-    lowerer = _file_lowerer(src, units, chosen, launch, args)
-    tree = parse_kernel_unit(lowerer.program, chosen)
-    return lowerer.lower_kernel(tree, chosen.start, template_values)
+    # overloads of one name that enable_if_t tells apart (SFINAE): the first one enabled
+    candidates = [chosen] + [u for u in units if u.kind == "global" and u.name == chosen.name
+                             and u.start != chosen.start]
+    for k, unit in enumerate(candidates):
+        lowerer = _file_lowerer(src, units, unit, launch, args)
+        tree = parse_kernel_unit(lowerer.program, unit)
+        try:
+            return lowerer.lower_kernel(tree, unit.start, template_values)
+        except DisabledOverload:
+            if k + 1 == len(candidates):
+                raise
+    raise AssertionError("no candidate")  # (the loop returns or raises)
 
 
 def _specialization_for(text: str, primary, values: dict, args: ArgFacts | None) -> int | None:

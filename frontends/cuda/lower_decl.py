@@ -82,6 +82,9 @@ class DeclMixin:
             if init is None or isinstance(init, Tree) and init.data == "init_list":
                 raise self.error(f"'auto {ident}' needs an initializer expression", tree)
             return self._declare_auto(ident, quals, init, tree)
+        if base is AUTO and len(pointers) == 1 and not dims and init is not None \
+                and not (isinstance(init, Tree) and init.data == "init_list"):
+            return self._declare_auto(ident, quals, init, tree, pointer=True)  # auto* p = q
         if base is AUTO:
             self._unsupported("'auto' pointers and arrays", tree)
         if isinstance(base, CgType) and not pointers:
@@ -173,9 +176,12 @@ class DeclMixin:
         else:
             self.bind(ident, bound)
 
-    def _declare_auto(self, ident: str, quals: set, init, tree) -> None:
+    def _declare_auto(self, ident: str, quals: set, init, tree, pointer: bool = False) -> None:
         folds = self.null_folds
         value = self.operand(init)
+        if pointer and not isinstance(value, (PtrVal, ArrVal)):  # (a struct would be copied)
+            self._unsupported(f"'auto* {ident}' initialized from something other than a "
+                              "pointer into a buffer or array", tree)
         if isinstance(value, (CgVal, Dim3Val, FunctorVal, LambdaVal)):
             self.bind(ident, value)
             return

@@ -41,6 +41,12 @@ VOLATILE_HINT = (
     "memory (a warp's lanes exchanging values without barriers) is read")
 
 
+class DisabledOverload(UnsupportedError):
+    """A function whose ``enable_if_t`` condition fails for the template arguments given: an
+    overload C++ drops, so another of the same name may be the one (frontends/cuda
+    ``_lower`` tries them in order)."""
+
+
 class TypeMixin:
     """Type resolution; relies on the Lowerer for scopes, errors and constants."""
 
@@ -145,6 +151,8 @@ class TypeMixin:
                 if candidate in self.program.struct_units \
                         or candidate in self.program.specializations:
                     return self.struct_type(candidate, tree, targs)
+            if name == "enable_if_t":
+                return self._enabled_type(targs, tree)
             if name in TYPE_FUNCTIONS:
                 found = accumulate_type(name, [self.template_arg(a) for a in targs.children
                                                if a is not None])
@@ -163,6 +171,17 @@ class TypeMixin:
             if candidate in ct.NAMED_TYPES:
                 return ct.NAMED_TYPES[candidate]
         raise self.error(f"unknown type '{word}'", tree)
+
+    def _enabled_type(self, targs, tree):
+        """``std::enable_if_t<cond [, T]>``: T (void when not given) where ``cond`` holds; a
+        function whose type it is does not exist otherwise (C++ drops the overload)."""
+        args = [a for a in targs.children if a is not None]
+        if not 1 <= len(args) <= 2:
+            raise self.error("enable_if_t takes a condition and an optional type", tree)
+        if not self.constant(args[0], "an enable_if_t condition"):
+            raise self.error("enable_if_t's condition is false for these template arguments: "
+                             "this function does not exist for them", tree, DisabledOverload)
+        return self.template_arg(args[1]) if len(args) == 2 else None
 
     def _cg_type(self, kind: str, tree, targs) -> CgType:
         args = [a for a in (targs.children if targs is not None else []) if a is not None]

@@ -184,20 +184,27 @@ _CONSTANT_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?=\[|;|$)")
 
 def _top_level_paren(signature: str) -> int:
     """Offset of the ``(`` opening the parameter list (skipping ``__launch_bounds__(...)``
-    and ``__align__(...)``, whose arguments may hold parentheses of their own)."""
-    i = 0
-    while True:
-        i = signature.find("(", i)
-        if i < 0:
-            return -1
-        before = signature[:i].rstrip()
-        if before.endswith(("__launch_bounds__", "__align__", "alignas")):
-            close = closing_bracket(signature, i)
-            if close < 0:
-                return -1
-            i = close + 1
-            continue
-        return i
+    and ``__align__(...)``, whose arguments may hold parentheses of their own, and those in
+    a return type's template arguments: ``std::enable_if_t<(width > 0)> k(...)``)."""
+    i, angles = 0, 0
+    while i < len(signature):
+        ch = signature[i]
+        if ch == "<" and not signature[:i].rstrip().endswith("operator") \
+                and signature[i + 1:i + 2] not in ("<", "="):
+            angles += 1
+        elif ch == ">" and angles:
+            angles -= 1
+        elif ch == "(":
+            before = signature[:i].rstrip()
+            if angles or before.endswith(("__launch_bounds__", "__align__", "alignas")):
+                close = closing_bracket(signature, i)
+                if close < 0:
+                    return -1
+                i = close + 1
+                continue
+            return i
+        i += 1
+    return -1
 
 
 def closing_bracket(text: str, open_at: int) -> int:

@@ -70,3 +70,39 @@ def test_what_kir_cannot_evaluate_is_a_located_error(body, message):
     with pytest.raises((KirError, UnsupportedError), match=message) as info:
         load_cuda(body, "m.cu")
     assert info.value.loc is not None
+
+
+OVERLOADS = """#include <type_traits>
+template <typename T, int width>
+__global__ std::enable_if_t<(width > 0)> scale_vec(T* __restrict__ x, const float s, int n) {
+  auto* __restrict__ v = reinterpret_cast<float4*>(x);
+  for (int i = threadIdx.x; i < n / 4; i += blockDim.x) {
+    float4 a = v[i];
+    a.x *= s; a.y *= s; a.z *= s; a.w *= s;
+    v[i] = a;
+  }
+}
+template <typename T, int width>
+__global__ std::enable_if_t<(width == 0)> scale_vec(T* __restrict__ x, const float s, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] *= s + 1.0f;
+}
+"""
+
+
+@pytest.mark.parametrize("width, factor", [(4, 2.0), (0, 3.0)])
+def test_kernel_overloads_told_apart_by_enable_if(width, factor):
+    # vLLM's fused_add_rms_norm: one kernel name, overloads enabled by the width (SFINAE);
+    # the scanner used to miss a kernel whose return type holds parentheses
+    kernel = load_cuda(OVERLOADS, "o.cu", template_values={"T": "f32", "width": width},
+                       launch=Launch(("1", "1", "1"), (64, 1, 1), 0))
+    x = np.arange(256, dtype=np.float32)
+    out = run_kernel(kernel, {"x": x.copy(), "s": np.float32(2.0), "n": 256}, {})["x"]
+    assert (out == x * factor).all()
+
+
+def test_auto_pointer_takes_a_pointer_only():
+    source = OVERLOADS.replace("auto* __restrict__ v = reinterpret_cast<float4*>(x);",
+                               "float4 f; auto* v = &f;")
+    with pytest.raises(UnsupportedError, match=r"'auto\* v' initialized from something"):
+        load_cuda(source, "o.cu", template_values={"T": "f32", "width": 4},
+                  launch=Launch(("1", "1", "1"), (64, 1, 1), 0))
