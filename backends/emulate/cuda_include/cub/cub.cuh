@@ -48,10 +48,32 @@ enum BlockReduceAlgorithm {
   BLOCK_REDUCE_WARP_REDUCTIONS,
 };
 
+// The reduction methods of BlockReduce and WarpReduce over `Self::fold(value, op, valid,
+// site)`, which folds the first `valid` participants' values (all `kCount` by default).
+template <class Self, class T, int kCount>
+struct ReduceMethods {
+  template <class Op>
+  __device__ T Reduce(T value, Op op, int valid, KirSL l = KirSL::current()) {
+    return static_cast<Self*>(this)->fold(value, op, valid, l);
+  }
+  template <class Op>
+  __device__ T Reduce(T value, Op op, KirSL l = KirSL::current()) {
+    return Reduce(value, op, kCount, l);
+  }
+  __device__ T Sum(T value, int valid, KirSL l = KirSL::current()) {
+    return Reduce(value, cub::Sum(), valid, l);
+  }
+  __device__ T Sum(T value, KirSL l = KirSL::current()) {
+    return Reduce(value, cub::Sum(), kCount, l);
+  }
+};
+
 template <class T, int BLOCK_DIM_X,
           BlockReduceAlgorithm ALGORITHM = BLOCK_REDUCE_WARP_REDUCTIONS,
           int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
-class BlockReduce {
+class BlockReduce
+    : public ReduceMethods<BlockReduce<T, BLOCK_DIM_X, ALGORITHM, BLOCK_DIM_Y, BLOCK_DIM_Z>, T,
+                           BLOCK_DIM_X * BLOCK_DIM_Y * BLOCK_DIM_Z> {
   static constexpr int kThreads = BLOCK_DIM_X * BLOCK_DIM_Y * BLOCK_DIM_Z;
 
  public:
@@ -61,7 +83,7 @@ class BlockReduce {
   __device__ explicit BlockReduce(TempStorage& storage) : storage_(storage) {}
 
   template <class Op>
-  __device__ T Reduce(T value, Op op, int valid, KirSL l = KirSL::current()) {
+  T fold(T value, Op op, int valid, KirSL l) {
     unsigned me = kir_emu::self().lin;
     if (kir_emu::rt()->nthreads > (unsigned)kThreads)
       kir_emu::fail("cub::BlockReduce sized for %d threads runs in a block of %u", kThreads,
@@ -73,23 +95,14 @@ class BlockReduce {
     __syncthreads(l);
     return total;
   }
-  template <class Op>
-  __device__ T Reduce(T value, Op op, KirSL l = KirSL::current()) {
-    return Reduce(value, op, kThreads, l);
-  }
-  __device__ T Sum(T value, int valid, KirSL l = KirSL::current()) {
-    return Reduce(value, cub::Sum(), valid, l);
-  }
-  __device__ T Sum(T value, KirSL l = KirSL::current()) {
-    return Reduce(value, cub::Sum(), kThreads, l);
-  }
 
  private:
   TempStorage& storage_;
 };
 
 template <class T, int LOGICAL_WARP_THREADS = 32, int LEGACY_PTX_ARCH = 0>
-class WarpReduce {
+class WarpReduce
+    : public ReduceMethods<WarpReduce<T, LOGICAL_WARP_THREADS>, T, LOGICAL_WARP_THREADS> {
  public:
   struct TempStorage {
     T items[LOGICAL_WARP_THREADS];
@@ -97,21 +110,11 @@ class WarpReduce {
   __device__ explicit WarpReduce(TempStorage&) {}
 
   template <class Op>
-  __device__ T Reduce(T value, Op op, int valid, KirSL l = KirSL::current()) {
+  T fold(T value, Op op, int valid, KirSL l) {
     T total = __shfl_sync(0xffffffffu, value, 0, LOGICAL_WARP_THREADS, l);
     for (int k = 1; k < valid && k < LOGICAL_WARP_THREADS; ++k)
       total = op(total, __shfl_sync(0xffffffffu, value, k, LOGICAL_WARP_THREADS, l));
     return total;
-  }
-  template <class Op>
-  __device__ T Reduce(T value, Op op, KirSL l = KirSL::current()) {
-    return Reduce(value, op, LOGICAL_WARP_THREADS, l);
-  }
-  __device__ T Sum(T value, int valid, KirSL l = KirSL::current()) {
-    return Reduce(value, cub::Sum(), valid, l);
-  }
-  __device__ T Sum(T value, KirSL l = KirSL::current()) {
-    return Reduce(value, cub::Sum(), LOGICAL_WARP_THREADS, l);
   }
 };
 
