@@ -99,7 +99,7 @@ class InlineMixin:
         given = list(targs) if isinstance(targs, tuple) else [
             (self.template_arg(a), a) for a in
             (targs.children if targs is not None else []) if a is not None]
-        fn = self.function_for(name, args, arg_trees, tree)
+        fn = self.function_for(name, args, arg_trees, tree, bound)
         template, specs, pointers, _ident, params, body = split_function(fn.tree)
         if template is None and targs is not None:
             raise self.error(f"'{name}' is not a template", tree)
@@ -151,8 +151,10 @@ class InlineMixin:
 
     # ------------------------------------------------------------------- overloads
 
-    def function_for(self, name: str, args: list, arg_trees: list, tree) -> FunctionSym:
-        """The overload of ``name`` that takes these arguments."""
+    def function_for(self, name: str, args: list, arg_trees: list, tree,
+                     bound: dict | None = None) -> FunctionSym:
+        """The overload of ``name`` that takes these arguments (``bound``: what the callee
+        sees besides its parameters, a struct template's arguments for its members)."""
         from kir.frontends.cuda.lower import param_parts, split_function
 
         viable, errors = [], []
@@ -171,9 +173,11 @@ class InlineMixin:
             raise self.error(f"no overload of '{name}' takes {len(args)} arguments", tree)
         if len(viable) == 1:
             return viable[0][0]
-        scored = [(self._match_score(fn, params, args), -k, fn)
+        scored = [(self._match_score(fn, params, args, bound), -k, fn)
                   for k, (fn, params) in enumerate(viable)]
         best = max(scored, key=lambda s: (s[0], s[1]))
+        if best[0] < 0 and all(fn.template for fn, _params in viable):
+            return viable[0][0]  # (templates kir cannot judge: the first, as before)
         if best[0] < 0:
             raise self.error(f"no overload of '{name}' takes arguments of these types", tree)
         return best[2]
@@ -194,15 +198,18 @@ class InlineMixin:
                 return True
         return False
 
-    def _match_score(self, fn: FunctionSym, params: list, args: list) -> int:
+    def _match_score(self, fn: FunctionSym, params: list, args: list,
+                     bound: dict | None = None) -> int:
         """How well arguments fit an overload's parameter types: 2 per exact match, 1 per
-        arithmetic conversion, -1000 for a mismatch (a template parameter matches all)."""
+        arithmetic conversion, -1000 for a mismatch (a template parameter matches all). A
+        member of a struct template is judged with the struct's arguments (``bound``):
+        vLLM's ``PackedVec<T, N>::operator*=`` taking a ``PackedVec`` or a ``float``."""
         from kir.frontends.cuda.lower import param_parts
 
-        if fn.template:
+        if fn.template and not bound:
             return 0
         saved = (self.scopes, self.offset)
-        self.scopes, self.offset = [self.scopes[0], {}], fn.offset
+        self.scopes, self.offset = [self.scopes[0], dict(bound or {})], fn.offset
         score = 0
         try:
             for ptree, arg in zip(params, args):
@@ -211,7 +218,7 @@ class InlineMixin:
                 pointer = declarator is not None and bool(self.split_declarator(declarator)[0])
                 score += _fit(ctype.base, pointer, arg)
         except KirError:
-            return -1000
+            return 0 if fn.template else -1000  # (a member template's own parameters)
         finally:
             self.scopes, self.offset = saved
         return score

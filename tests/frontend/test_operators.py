@@ -94,12 +94,6 @@ __global__ void k(const float4* pos, float* out, const float* s) {
 def test_a_files_overloads_of_builtins_leave_the_others_to_cuda():
     # helper_math.h overloads make_float3 and fminf: make_float3(x, y, z) and fminf(a, b)
     # on floats are still CUDA's (they were "no overload takes 3 arguments")
-    import numpy as np
-
-    from kir.frontends.cuda import load_cuda
-    from kir.interp import run_kernel
-    from kir.ir import Launch
-
     kernel = load_cuda(HELPER_MATH, "hm.cu", launch=Launch(("1", "1", "1"), (8, 1, 1), 0))
     rng = np.random.default_rng(0)
     pos = rng.uniform(-1, 1, (8, 4)).astype(np.float32)
@@ -109,3 +103,41 @@ def test_a_files_overloads_of_builtins_leave_the_others_to_cuda():
     q = pos[:, :3] + np.stack([s, np.ones(8), 2 * np.ones(8)], axis=1)
     m = np.minimum(q, np.stack([np.minimum(s, 0.5), np.zeros(8), 9 * np.ones(8)], axis=1))
     assert np.allclose(out, m.astype(np.float32), rtol=0, atol=1e-6)
+
+
+PACKED = """\
+template <typename T, int N>
+struct PackedVec {
+    T v[N];
+    __device__ PackedVec& operator+=(const PackedVec& other) {
+        for (int k = 0; k < N; ++k) v[k] += other.v[k];
+        return *this;
+    }
+    __device__ PackedVec& operator*=(const PackedVec& other) {
+        for (int k = 0; k < N; ++k) v[k] *= other.v[k];
+        return *this;
+    }
+    __device__ PackedVec& operator*=(const float scale) {
+        for (int k = 0; k < N; ++k) v[k] = (T)((float)v[k] * scale);
+        return *this;
+    }
+};
+__global__ void k(const float* x, const float* w, float* out) {
+    PackedVec<float, 4> a, b;
+    for (int k = 0; k < 4; ++k) { a.v[k] = x[4 * threadIdx.x + k]; b.v[k] = w[k]; }
+    a += b;
+    a *= 0.5f;
+    a *= b;
+    for (int k = 0; k < 4; ++k) out[4 * threadIdx.x + k] = a.v[k];
+}
+"""
+
+
+def test_member_operators_of_a_struct_template_overloaded_by_argument_type():
+    # vLLM's PackedVec: operator*= taking a PackedVec and one taking a float; the first
+    # overload was taken for both ("argument for 'other' must be a struct PackedVec")
+    kernel = load_cuda(PACKED, "p.cu", launch=Launch(("1", "1", "1"), (4, 1, 1), 0))
+    x = np.arange(16, dtype=np.float32)
+    w = np.array([1, 2, 3, 4], np.float32)
+    out = run_kernel(kernel, {"x": x, "w": w, "out": np.zeros(16, np.float32)}, {})["out"]
+    assert (out == ((x.reshape(4, 4) + w) * 0.5 * w).ravel()).all()
