@@ -154,6 +154,24 @@ class CubMixin:
     def _cub_temp(self, value: Expr) -> Expr:
         return self._temp(value, "cub")
 
+    def _cub_thread(self) -> tuple[Expr, Expr]:
+        """The thread's linear index in its block and its lane in its warp (i32 locals)."""
+        tid = self._cub_temp(ct.convert(linear_thread(), I32))
+        return tid, self._cub_temp(ct.binary("&", tid, Const(WARP - 1, I32)))
+
+    def _cub_shared(self, t, count: int) -> str:
+        """A fresh shared array of ``count`` ``t`` (one per collective call)."""
+        name = self.fresh("cub_partials")
+        self.prologue.append(Alloc(name, t, count, "shared", False, loc=self.cur_loc))
+        self.buffers[name] = BufferInfo(t, "shared")
+        return name
+
+    @staticmethod
+    def _cub_slot(lane: Expr, warps: int) -> Expr:
+        """The per-warp slot a lane reads in a second step: its own, the last one past it
+        (in bounds; such lanes' values are never counted)."""
+        return Call("min", (lane, Const(warps - 1, I32)), I32) if warps < WARP else lane
+
     def _cub_tree(self, parts: Parts, op: Operator, elem, width: int, counted) -> Parts:
         """Shuffle-down steps over ``width`` lanes: the first lane of each group of ``width``
         ends with the reduction of the lanes for which ``counted(offset)`` holds at each
@@ -180,8 +198,7 @@ class CubMixin:
         width = collective.size
         if width == WARP and valid is None and isinstance(op, str):
             return (self._cub_temp(WarpReduce(op, parts[0], parts[0].type)),)
-        lane = self._cub_temp(ct.binary("&", ct.convert(linear_thread(), I32),
-                                        Const(WARP - 1, I32)))
+        _tid, lane = self._cub_thread()
         rank = self._cub_temp(ct.binary("&", lane, Const(width - 1, I32)))
         counted = None if valid is None else \
             (lambda offset: ct.binary("<", ct.binary("+", rank, Const(offset, I32)), valid))
@@ -202,18 +219,14 @@ class CubMixin:
                              f"{collective} runs in blocks of at most {threads} threads",
                              loc=loc))
             count = valid
-        tid = self._cub_temp(ct.convert(linear_thread(), I32))
-        lane = self._cub_temp(ct.binary("&", tid, Const(WARP - 1, I32)))
+        tid, lane = self._cub_thread()
         counted = None if valid is None and threads % WARP == 0 else \
             (lambda offset: ct.binary("<", ct.binary("+", tid, Const(offset, I32)), count))
         warp_totals = self._cub_tree(parts, op, collective.elem, WARP, counted)
 
         warps = -(-threads // WARP)
-        slots = []
-        for p in parts:  # one shared array of the warps' partials per part
-            slots.append(self.fresh("cub_partials"))
-            self.prologue.append(Alloc(slots[-1], p.type, warps, "shared", False, loc=loc))
-            self.buffers[slots[-1]] = BufferInfo(p.type, "shared")
+        # one shared array of the warps' partials per part
+        slots = [self._cub_shared(p.type, warps) for p in parts]
         writes = ct.binary("&&", ct.binary("==", lane, Const(0, I32)),
                            ct.binary("<", tid, count))
         warp = ct.binary(">>", tid, Const(5, I32))
@@ -226,9 +239,7 @@ class CubMixin:
                          for slot, p in zip(slots, parts))
         written = self._cub_temp(ct.binary(">>", ct.binary("+", count, Const(WARP - 1, I32)),
                                            Const(5, I32)))
-        # lanes past the last partial read the last one (in bounds) and are never counted
-        slot_of_lane = Call("min", (lane, Const(warps - 1, I32)), I32) \
-            if warps < WARP else lane
+        slot_of_lane = self._cub_slot(lane, warps)
         partials = tuple(self._cub_temp(Load(slot, slot_of_lane, p.type))
                          for slot, p in zip(slots, parts))
         total = self._cub_tree(partials, op, collective.elem, WARP, lambda offset: ct.binary(

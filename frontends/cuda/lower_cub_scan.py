@@ -21,14 +21,13 @@ callback, arrays of items per thread and other methods are refused where they ar
 from __future__ import annotations
 
 from kir.frontends.cuda import ctypes_ as ct
-from kir.frontends.cuda.lower_cg import block_threads, linear_thread
+from kir.frontends.cuda.lower_cg import block_threads
 from kir.frontends.cuda.lower_cub import collective_name
 from kir.frontends.cuda.lower_cub_ops import Operator
-from kir.frontends.cuda.values import BufferInfo, CgType
+from kir.frontends.cuda.values import CgType
 
 from kir.errors import UnsupportedError
-from kir.ir import Alloc, Assert, Barrier, Block, Call, Const, Expr, If, Load, Select, Shuffle
-from kir.ir import Store
+from kir.ir import Assert, Barrier, Block, Call, Const, Expr, If, Load, Select, Shuffle, Store
 from kir.ir.nodes import WARP
 from kir.ir.types import I32, U32, ScalarType
 
@@ -105,8 +104,7 @@ class CubScanMixin:
                        initial):
         width = collective.size
         t = value.type
-        lane = self._cub_temp(ct.binary("&", ct.convert(linear_thread(), I32),
-                                        Const(WARP - 1, I32)))
+        _tid, lane = self._cub_thread()
         rank = self._cub_temp(ct.binary("&", lane, Const(width - 1, I32)))
         scanned = self._cub_scan_steps(value, op, rank, width)
         last = ct.binary("+", ct.binary("-", lane, rank), Const(width - 1, I32))
@@ -124,8 +122,7 @@ class CubScanMixin:
         loc = self.cur_loc
         self.emit(Assert(ct.binary("==", block_threads(), Const(threads, U32)),
                          f"{collective} runs in blocks of exactly {threads} threads", loc=loc))
-        tid = self._cub_temp(ct.convert(linear_thread(), I32))
-        lane = self._cub_temp(ct.binary("&", tid, Const(WARP - 1, I32)))
+        tid, lane = self._cub_thread()
         scanned = self._cub_scan_steps(value, op, lane, WARP)
         before_in_warp = self._cub_temp(Shuffle("up", scanned, Const(1, I32), t, WARP))
         warps = -(-threads // WARP)
@@ -133,19 +130,15 @@ class CubScanMixin:
             total = self._cub_temp(Shuffle("idx", scanned, Const(threads - 1, I32), t, WARP))
             block_inclusive, before = scanned, before_in_warp
         else:
-            totals = self.fresh("cub_totals")
-            self.prologue.append(Alloc(totals, t, warps, "shared", False, loc=loc))
-            self.buffers[totals] = BufferInfo(t, "shared")
+            totals = self._cub_shared(t, warps)
             last = ct.binary("||", ct.binary("==", lane, Const(WARP - 1, I32)),
                              ct.binary("==", tid, Const(threads - 1, I32)))
             self.emit(If(last, Block((Store(totals, ct.binary(">>", tid, Const(5, I32)),
                                             scanned, loc=loc),)), loc=loc))
             self.emit(Barrier("block", loc=loc))
-            # lanes past the last total read the last one (in bounds); they only feed lanes
-            # above them, which are never asked for
-            slot = Call("min", (lane, Const(warps - 1, I32)), I32) if warps < WARP else lane
-            warp_totals = self._cub_scan_steps(self._cub_temp(Load(totals, slot, t)), op,
-                                               lane, WARP)
+            # (lanes past the last total only feed lanes above them, never asked for)
+            warp_totals = self._cub_scan_steps(
+                self._cub_temp(Load(totals, self._cub_slot(lane, warps), t)), op, lane, WARP)
             total = self._cub_temp(Shuffle("idx", warp_totals, Const(warps - 1, I32), t, WARP))
             warp = self._cub_temp(ct.binary(">>", tid, Const(5, I32)))
             previous = Call("max", (ct.binary("-", warp, Const(1, I32)), Const(0, I32)), I32)

@@ -155,18 +155,7 @@ class InlineMixin:
                      bound: dict | None = None) -> FunctionSym:
         """The overload of ``name`` that takes these arguments (``bound``: what the callee
         sees besides its parameters, a struct template's arguments for its members)."""
-        from kir.frontends.cuda.lower import param_parts, split_function
-
-        viable, errors = [], []
-        for fn in self.functions[name]:
-            try:
-                params = self.param_list(split_function(fn.tree)[4])
-            except KirError as exc:  # an overload kir cannot read: others may still fit
-                errors.append(exc)
-                continue
-            required = sum(1 for p in params if param_parts(p)[2] is None)
-            if required <= len(args) <= len(params):
-                viable.append((fn, params))
+        viable, errors = self._by_count(name, args)
         if not viable:
             if errors:
                 raise errors[0]
@@ -185,18 +174,25 @@ class InlineMixin:
     def overload_fits(self, name: str, args: list) -> bool:
         """Whether one of the file's overloads of ``name`` takes these arguments, by count
         and type (a file's overloads of a builtin leave the others to the builtin)."""
+        return any(self._match_score(fn, params, args) >= 0
+                   for fn, params in self._by_count(name, args)[0])
+
+    def _by_count(self, name: str, args: list) -> tuple[list, list[KirError]]:
+        """The overloads of ``name`` taking this many arguments, as (function, parameter
+        trees), and the errors of those kir cannot read (others may still fit)."""
         from kir.frontends.cuda.lower import param_parts, split_function
 
+        viable, errors = [], []
         for fn in self.functions[name]:
             try:
                 params = self.param_list(split_function(fn.tree)[4])
-            except KirError:
+            except KirError as exc:
+                errors.append(exc)
                 continue
             required = sum(1 for p in params if param_parts(p)[2] is None)
-            if required <= len(args) <= len(params) and \
-                    self._match_score(fn, params, args) >= 0:
-                return True
-        return False
+            if required <= len(args) <= len(params):
+                viable.append((fn, params))
+        return viable, errors
 
     def _match_score(self, fn: FunctionSym, params: list, args: list,
                      bound: dict | None = None) -> int:
