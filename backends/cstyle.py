@@ -328,12 +328,14 @@ class Printer:
     def _xor(self, info: BufferInfo, text: str, index: str) -> str:
         if info.xor_key is None and info.xor_key_buffer is None:
             return text
-        # One helper overload per element type, so a header never names a type (half)
-        # whose bit-cast intrinsics the kernel does not otherwise need.
+        # One helper per element type, so a header never names a type (half) whose bit-cast
+        # intrinsics the kernel does not otherwise need; named per type, not overloaded: a
+        # stored value may be of a type that converts equally well to two of them (CUDA's
+        # long long to int64_t, which is long, and to double).
         self.helpers.add(f"xor_{info.elem}")
         key = info.xor_key if info.xor_key is not None else \
             self.element(info.xor_key_buffer, index)
-        return f"kir_xor({text}, {key})"
+        return f"kir_xor_{info.elem}({text}, {key})"
 
     @staticmethod
     def _per_lane(info: BufferInfo) -> bool:

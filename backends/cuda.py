@@ -179,6 +179,27 @@ _SIXTEEN_BITS = """__device__ __forceinline__ unsigned int {name}({type} h) {{
     return bits;
 }}"""
 
+# kir type -> (the unsigned type of its width, expression of v's bits, the value from bits
+# b): one kir_xor_<type> per type an encoded output may have (backends.emitted), in MLX's
+# names of the types (int64_t is long, not long long, on Linux).
+_XOR_TYPES = {
+    "f32": ("unsigned int", "__float_as_uint(v)", "__uint_as_float({b})"),
+    "i32": ("unsigned int", "(unsigned int)v", "(int32_t)({b})"),
+    "u32": ("unsigned int", "v", "{b}"),
+    "f16": ("unsigned short", "__half_as_ushort(v)", "__ushort_as_half({b})"),
+    "bf16": ("unsigned short", "__bfloat16_as_ushort(v)", "__ushort_as_bfloat16({b})"),
+    "i16": ("unsigned short", "(unsigned short)v", "(int16_t)({b})"),
+    "u16": ("unsigned short", "v", "{b}"),
+    "f64": ("uint64_t", "__double_as_longlong(v)", "__longlong_as_double((long long)({b}))"),
+    "i64": ("uint64_t", "(uint64_t)v", "(int64_t)({b})"),
+    "u64": ("uint64_t", "v", "{b}"),
+}
+XOR_HELPERS = {
+    f"xor_{k}": f"__device__ __forceinline__ {MLX_CUDA_TYPES[k]} "
+                f"kir_xor_{k}({MLX_CUDA_TYPES[k]} v, {u} key) {{\n"
+                f"    return {back.format(b=f'({u})({bits} ^ key)')};\n}}"
+    for k, (u, bits, back) in _XOR_TYPES.items()}
+
 HELPERS = {
     "kir_half_bits": _SIXTEEN_BITS.format(name="kir_half_bits", type="__half",
                                           view="__half_as_ushort"),
@@ -196,19 +217,7 @@ HELPERS = {
     "warp": """__device__ __forceinline__ unsigned int kir_warp() {
     return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) >> 5;
 }""",
-    "xor_f32": """__device__ __forceinline__ float kir_xor(float v, unsigned int key) {
-    return __uint_as_float(__float_as_uint(v) ^ key);
-}""",
-    "xor_i32": """__device__ __forceinline__ int kir_xor(int v, unsigned int key) {
-    return (int)((unsigned int)v ^ key);
-}""",
-    "xor_u32": """__device__ __forceinline__
-unsigned int kir_xor(unsigned int v, unsigned int key) {
-    return v ^ key;
-}""",
-    "xor_f16": """__device__ __forceinline__ __half kir_xor(__half v, unsigned int key) {
-    return __ushort_as_half((unsigned short)(__half_as_ushort(v) ^ key));
-}""",
+    **XOR_HELPERS,
     "atomic_max_float": """__device__ __forceinline__ float kir_atomic_max(float* p, float v) {
     int* bits = (int*)p;
     int old = *bits;

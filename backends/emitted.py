@@ -8,8 +8,9 @@ kernels exact with an XOR encoding:
 
 * ``init_value`` is the constant initial value most outputs share (0 when none do);
 * every output whose initial content differs is *stored encoded*: the kernel reads
-  ``X[i]`` as ``kir_xor(X[i], KEY)`` and writes ``X[i] = kir_xor(v, KEY)``, where ``kir_xor``
-  XORs the value's bits. ``KEY`` is ``bits(init) ^ bits(init_value)`` for a constant init, or
+  ``X[i]`` as ``kir_xor_T(X[i], KEY)`` and writes ``X[i] = kir_xor_T(v, KEY)``, where
+  ``kir_xor_T`` XORs the bits of a value of X's type T (16, 32 or 64 bits: ``ENCODABLE``).
+  ``KEY`` is ``bits(init) ^ bits(init_value)`` for a constant init, or
   ``X_init_bits[i]`` — an extra uint input computed by the caller from the initial data as
   ``bits(data) ^ bits(init_value)`` — for data inits. The raw buffer starts as
   ``bits(init_value)``, so the decoded value starts as the wanted initial content;
@@ -35,6 +36,11 @@ from kir.errors import UnsupportedError
 from kir.ir.types import ScalarType
 
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+# The kir type of an XOR key of each width (a key input's elements, a key constant's suffix).
+KEY_TYPES = {2: "u16", 4: "u32", 8: "u64"}
+# Output types the encoding covers: every target emitting one has a kir_xor_T for it
+# (backends.cuda and backends.metal's _XOR_TYPES; Metal has no f64 at all).
+ENCODABLE = frozenset({"f32", "i32", "u32", "f16", "bf16", "i16", "u16", "f64", "i64", "u64"})
 
 
 @dataclass(frozen=True)
@@ -143,14 +149,22 @@ def key_array(encoding: InoutEncoding, data: np.ndarray, init_value: float) -> n
 
 
 def decode(encoding: InoutEncoding, raw: np.ndarray, key: np.ndarray | None) -> np.ndarray:
-    """Undo the encoding of one output (``key`` is the key array for data inits)."""
+    """Undo the encoding of one output (``key`` is the key array for data inits). ``raw`` is
+    the buffer as the kernel left it, in its own type or as its bits (a bf16 output must come
+    as bits: numpy has no bfloat16, and a conversion to f32 may quiet an encoded value that
+    looks like a signalling NaN); the result is as kir holds the type (bf16 in f32)."""
     from kir.ir.types import SCALARS
 
     dtype = SCALARS[encoding.dtype]
     width = bits_dtype(dtype)
     mask = np.asarray(key if key is not None else encoding.key, dtype=width)
     raw = np.ascontiguousarray(raw)
-    return (raw.view(width) ^ mask).view(dtype.numpy)
+    if dtype.name == "bf16" and raw.dtype != width:
+        raise ValueError("decode: a bf16 output's raw buffer must be given as uint16 bits")
+    bits = raw.view(width) ^ mask
+    if dtype.name == "bf16":  # the top half of an f32
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    return bits.view(dtype.numpy)
 
 
 def plan_inits(outputs: list[tuple[str, str, ScalarType, float | str | None]],
@@ -192,10 +206,10 @@ def plan_inits(outputs: list[tuple[str, str, ScalarType, float | str | None]],
 
 
 def _check_encodable(arg: str, dtype: ScalarType) -> None:
-    if dtype.name not in ("f32", "i32", "u32", "f16"):
+    if dtype.name not in ENCODABLE:
         raise UnsupportedError(
             f"output {arg!r} ({dtype}) needs an initial value other than MLX's init_value, "
-            "which kir can only encode for f32, i32, u32 and f16 outputs",
+            "which kir can only encode for outputs of 16, 32 or 64-bit types",
             hint=f"in the spec, give args.{arg} the same constant init as the other outputs "
                  "(init = 0 when they start at 0), or init = \"none\" if the kernel writes "
                  "every element")

@@ -14,7 +14,7 @@ import hashlib
 
 from kir.backends.demote_f64 import demote_f64, uses_f64
 from kir.backends.cstyle import BufferInfo, Printer
-from kir.backends.emitted import Accumulation, Emitted, plan_inits
+from kir.backends.emitted import KEY_TYPES, Accumulation, Emitted, plan_inits
 from kir.backends.targets import target_named
 
 from kir import ir
@@ -110,12 +110,13 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
             input_rows.append((emitted_name, p.name, "scalar", p.type.name, ()))
     for p in out_params:
         enc = enc_by_arg.get(p.name)
-        key = f"0x{enc.key:x}u" if enc is not None and enc.key is not None else None
+        width = KEY_TYPES.get(p.type.elem.nbytes)  # the unsigned type of the output's width
+        key = f"0x{enc.key:x}{dialect.int_suffixes.get(width, '')}" \
+            if enc is not None and enc.key is not None else None
         key_buffer = None
         if enc is not None and enc.key_input is not None:
             key_buffer = enc.key_input
             shape = tuple(int(d) for d in bound.shape(p.name))
-            width = "u32" if p.type.elem.nbytes == 4 else "u16"
             input_rows.append((key_buffer, p.name, "key", width, shape))
             buffers[key_buffer] = BufferInfo(p.type.elem, "", writable=False)
         buffers[p.name] = BufferInfo(p.type.elem, target.output_space,

@@ -154,11 +154,13 @@ METAL = Dialect(
 # kir type -> (Metal type, same-size unsigned type). The XOR result is cast back to the
 # unsigned type: ushort ^ ushort promotes to int, and as_type needs equal sizes.
 _XOR_TYPES = {"f32": ("float", "uint"), "i32": ("int", "uint"), "u32": ("uint", "uint"),
-              "f16": ("half", "ushort")}
+              "f16": ("half", "ushort"), "bf16": ("bfloat", "ushort"),
+              "i16": ("short", "ushort"), "u16": ("ushort", "ushort"),
+              "i64": ("long", "ulong"), "u64": ("ulong", "ulong")}
 
 HELPERS = {
     "simdgroup_matrix": METAL_HELPER,
-    **{f"xor_{k}": f"inline {t} kir_xor({t} v, {b} key) "
+    **{f"xor_{k}": f"inline {t} kir_xor_{k}({t} v, {b} key) "
                    f"{{ return as_type<{t}>({b}(as_type<{b}>(v) ^ key)); }}"
        for k, (t, b) in _XOR_TYPES.items()},
     **{f"atomic_{op}_float_{space}": f"""inline float kir_atomic_{op}({space} atomic<float>* p, float v) {{

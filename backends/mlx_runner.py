@@ -215,9 +215,14 @@ class MLXKernel:
 
     def finish(self, outs: list, keys: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Numpy outputs by argument name with every encoded output decoded."""
-        arrays = [np.array(out.astype(mx_dtype("f32")) if dtype == "bf16" else out)
-                  for dtype, out in zip(self.emitted.output_dtypes, outs)]
-        return decode_outputs(self.emitted, arrays, keys)
+        e = self.emitted
+        arrays = []
+        for arg, dtype, out in zip(e.output_args, e.output_dtypes, outs):
+            if dtype == "bf16":  # numpy has no bfloat16: f32 values, or bits to decode
+                out = out.view(mx_dtype("u16")) if e.encoding_for(arg) is not None \
+                    else out.astype(mx_dtype("f32"))
+            arrays.append(np.array(out))
+        return decode_outputs(e, arrays, keys)
 
 
 def prepare_inputs(e: Emitted, inputs: dict[str, Any]) -> tuple[list[np.ndarray], dict]:

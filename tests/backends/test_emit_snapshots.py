@@ -110,8 +110,8 @@ def test_inout_encoding(inout):
         assert encs["m"].key == 0xFF800000 and encs["m"].key_input is None
         assert encs["acc"].key is None and encs["acc"].key_input == "acc_init_bits"
         assert "out" not in encs
-        assert "m[i] = kir_xor(" in e.source and "kir_xor(m[i], 0xff800000u)" in e.source
-        assert "kir_xor(acc[i], acc_init_bits[i])" in e.source
+        assert "m[i] = kir_xor_f32(" in e.source and "kir_xor_f32(m[i], 0xff800000u)" in e.source
+        assert "kir_xor_f32(acc[i], acc_init_bits[i])" in e.source
         assert "kir_xor" in e.header
         assert e.input_names[-1] == "acc_init_bits" and e.input_kinds[-1] == "key"
         assert e.input_dtypes[-1] == "u32"

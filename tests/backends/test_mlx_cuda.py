@@ -98,3 +98,14 @@ def test_gpu_worker_jobs_check_on_the_device_and_reuse_inputs():
     verdict, _ = run_job(GpuJob(reduce.kernel, str(rb.spec.path.resolve()), dict(rb.sizes),
                                 "cuda", warmup=1, repeat=3), runner, {})
     assert verdict.ok, verdict
+
+
+@pytest.mark.parametrize("name", ["paged_append_bf16", "adamw_bf16", "wide_counters"])
+def test_outputs_of_other_widths_updated_in_place(name):
+    """bf16, 16- and 64-bit outputs holding data, decoded from bits MLX hands back."""
+    from kir.driver.load import load_kernel
+    from kir.driver.runners import check_on_target
+
+    loaded = load_kernel(Path(__file__).parent / "data" / f"{name}.cu")
+    outcome = check_on_target(loaded, "mlx-cuda")
+    assert outcome.result.ok, outcome.result.describe()
