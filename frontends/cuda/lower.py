@@ -38,6 +38,7 @@ from kir.frontends.cuda.lower_switch import SwitchMixin
 from kir.frontends.cuda.lower_constructors import ConstructorMixin
 from kir.frontends.cuda.lower_half2 import Half2Mixin
 from kir.frontends.cuda.lower_lambda import LambdaMixin
+from kir.frontends.cuda.pointer_choice import PointerChoiceMixin
 from kir.frontends.cuda.lower_methods import MethodMixin
 from kir.frontends.cuda.lower_operators import OperatorMixin
 from kir.frontends.cuda.lower_struct_def import StructDefMixin
@@ -119,7 +120,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
               CubOperatorMixin, LockstepMixin, PoolMixin, ConstantMixin,
               ViewStructMixin, FunctorMixin, StructDefMixin, MethodMixin, OperatorMixin,
               Half2Mixin, LambdaMixin, ConstructorMixin, BitsMixin, IntIntrinsicsMixin,
-              WarpSyncMixin, MathMixin):
+              WarpSyncMixin, MathMixin, PointerChoiceMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``
     the rest of the file's device side (structs, names); ``args`` what the spec says of the
@@ -295,11 +296,11 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
         self.lower_stmt_list(body.children)
         self.pop_scope()
         stmts = tuple(self.prologue) + tuple(self.out)
-        kernel = self.settle_lockstep(Kernel(
+        kernel = self.settle_lockstep(self.settle_choices(Kernel(
             str(ident), tuple(kparams) + tuple(self.implicit_params),
             Block(stmts, loc=self.loc_of(body)),
             dataclasses.replace(self.launch, scratch=tuple(self.scratch))
-            if self.scratch else self.launch))
+            if self.scratch else self.launch)))
         if not self.structs_taken_apart:
             return kernel
         # The field-by-field copies of structs (each by-value argument, return, assignment)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 
 from kir.frontends.cuda import ctypes_ as ct
+from kir.frontends.cuda.pointer_choice import PointerChoice
 from kir.frontends.cuda.lower_cg import Dim3Val
 from kir.frontends.cuda.lower_cub import COLLECTIVE_KINDS
 from kir.frontends.cuda.lower_cub_ops import OPERATOR_KINDS
@@ -280,8 +281,11 @@ class ExprMixin(PointerTestMixin):
         pa, pb = self.as_pointer(a, a_tree), self.as_pointer(b, b_tree)
         if pa is not None or pb is not None:
             if pa is None or pb is None or pa.root != pb.root or s1 or s2:
-                raise self.error("pointer whose buffer depends on a condition", tree,
-                                 UnsupportedError)
+                refused = self.error("pointer whose buffer depends on a condition", tree,
+                                     UnsupportedError)
+                if pa is None or pb is None or s1 or s2:
+                    raise refused
+                raise PointerChoice(refused, tree)  # two buffers: see pointer_choice.py
             off_t = common_type(pa.offset.type, pb.offset.type)
             return PtrVal(pa.root, Select(cond, ct.convert(pa.offset, off_t),
                                           ct.convert(pb.offset, off_t), off_t), pa.view)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kir.frontends.cuda import ctypes_ as ct
 from kir.frontends.cuda.lower_struct import StructArrVal
 from kir.frontends.cuda.parser import normalize_name
+from kir.frontends.cuda.pointer_choice import PointerChoice
 from kir.frontends.cuda.values import (
     AUTO,
     ArrVal,
@@ -137,7 +138,16 @@ class StmtMixin:
             if is_pragma:
                 unroll = 0 if args is None else self.constant(args.children[0], "unroll count")
                 continue
-            self.lower_stmt(stmt, unroll)
+            mark = len(self.out)
+            try:
+                self.lower_stmt(stmt, unroll)
+            except PointerChoice as choice:  # a pointer into one of two buffers
+                if choice.tried:
+                    raise
+                del self.out[mark:]
+                if self.choose_pointer(stmts, k, choice):
+                    return
+                raise
             unroll = None
             fn = self.fn_stack[-1] if self.fn_stack else None
             if (fn is not None and fn.done and k + 1 < len(stmts)
