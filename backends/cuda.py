@@ -304,8 +304,8 @@ def _input_space(shape: tuple[int, ...]) -> str:
 CUDA_TARGET = Target(
     name="cuda", title="CUDA", group_word="block", max_threads=1024, max_shared_bytes=227 * 1024,
     max_static_shared_bytes=48 * 1024, warp_size=32, supports_f64=True, dynamic_shared=True,
-    narrow_shuffles=True, input_space=_input_space, output_space="",
-    shared_space="", local_space="", typed_atomics=False, tf32_matrix=True, dialect=CUDA,
+    narrow_shuffles=True, whole_warp_exchanges=True, input_space=_input_space,
+    output_space="", shared_space="", local_space="", typed_atomics=False, tf32_matrix=True, dialect=CUDA,
     helpers=HELPERS)
 
 # What MLX puts before the header (mlx/backend/cuda/custom_kernel.cpp); for compiling the

@@ -14,6 +14,7 @@ import hashlib
 
 from kir.backends.demote_f64 import demote_f64, uses_f64
 from kir.backends.cstyle import BufferInfo, Printer
+from kir.backends.partial_warps import check_whole_warps
 from kir.backends.emitted import KEY_TYPES, Accumulation, Emitted, plan_inits
 from kir.backends.targets import target_named
 
@@ -45,6 +46,7 @@ def emit(kernel: ir.Kernel, bound, target: str | Target, *,
                            hint=f"add {p.name} = {{ ... }} to {bound.spec.path.name}")
     if not target.supports_f64 and uses_f64(kernel):
         kernel = demote_f64(kernel, target.title)  # x * 0.5 on a float x: computed in f32
+    check_whole_warps(kernel, target)
 
     blocks = tuple(_grid_dim(g, bound.sizes) for g in kernel.launch.grid)
     block = tuple(int(b) for b in kernel.launch.block)

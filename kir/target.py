@@ -43,6 +43,10 @@ class Target:
     # Matrix products with TF32 operands and f32 accumulation (tensor cores); without, every
     # matrix product is exact f32 (Metal's SIMD-group matrices).
     tf32_matrix: bool = False
+    # Warp shuffles and reductions name every lane of the warp as taking part (CUDA's
+    # __shfl_*_sync(0xffffffff, ...)): lanes of a warp kept apart by a branch cannot both
+    # reach one (backends.partial_warps). Without (Metal), the lanes that run one take part.
+    whole_warp_exchanges: bool = False
     dialect: Any = field(default=None, repr=False, compare=False)  # a cstyle.Dialect
     helpers: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 

@@ -306,17 +306,32 @@ class _Checker:
                                  "of the block reaches it")
 
 
-def lane_divergent(kernel: Kernel, is_target) -> tuple[Stmt, str] | None:
+def lane_divergent(kernel: Kernel, is_target, returns_diverge: bool = True
+                   ) -> tuple[Stmt, str] | None:
     """The first statement ``is_target`` picks that sits under control flow whose condition
     may differ between the lanes of a warp, and why; None when there is none (see
-    :func:`kir.ir.verify_matrix.lane_varying`)."""
-    varying = lane_varying(kernel.launch.block, thread_x_locals(kernel.body))
+    :func:`kir.ir.verify_matrix.lane_varying`). With ``returns_diverge`` False, code after a
+    return only some lanes took is not divergent for that (the lanes that returned have
+    exited: they wait nowhere)."""
+    return _lane_walk(kernel, is_target, returns_diverge).bad
+
+
+def lane_varying_locals(kernel: Kernel) -> set[str]:
+    """The locals whose value may differ between the lanes of a warp, or that are set under
+    control flow that may (see :func:`lane_divergent`)."""
+    return _lane_walk(kernel, lambda s: False).tainted
+
+
+def _lane_walk(kernel: Kernel, is_target, returns_diverge: bool = True) -> "_Divergence":
+    """The divergence walker over ``kernel`` at its fixpoint, lanes of a warp as lanes."""
+    varying = lane_varying(kernel.launch.block, thread_x_locals(kernel.body),
+                           uniform_shared_loads(kernel))
     tainted: set[str] = set()
     while True:
-        walker = _Divergence(tainted, varying, is_target)
+        walker = _Divergence(tainted, varying, is_target, returns_diverge)
         walker.block(kernel.body, None)
         if walker.tainted == tainted:
-            return walker.bad
+            return walker
         tainted = set(walker.tainted)
 
 
@@ -439,8 +454,10 @@ def _varying(expr: Expr, tainted: set[str], uniform_loads: frozenset[int] = froz
 class _Divergence:
     """One pass of the taint analysis; ``bad`` is the first divergent block barrier."""
 
-    def __init__(self, tainted: set[str], varying=None, is_target=None) -> None:
+    def __init__(self, tainted: set[str], varying=None, is_target=None,
+                 returns_diverge: bool = True) -> None:
         self.tainted = set(tainted)
+        self.returns_diverge = returns_diverge
         self.returned: str | None = None  # set once a divergent return was seen
         self.bad: tuple[Stmt, str] | None = None
         # Which values count as varying, and which statements must not sit under them:
@@ -460,7 +477,10 @@ class _Divergence:
             loc = f" at {stmt.loc}" if stmt.loc else ""
             if isinstance(stmt, Block):
                 work.extend((s, why) for s in reversed(stmt.stmts))
-            elif isinstance(stmt, (Declare, Assign)):
+                continue
+            if why and self.is_target(stmt):  # (any statement: its own expressions)
+                self.bad = self.bad or (stmt, why)
+            if isinstance(stmt, (Declare, Assign)):
                 value = stmt.init if isinstance(stmt, Declare) else stmt.value
                 if why or (value is not None and self.varying(value, self.tainted)):
                     self.tainted.add(stmt.name)
@@ -485,10 +505,8 @@ class _Divergence:
                 if stmt.orelse is not None:
                     work.append((stmt.orelse, inner))
                 work.append((stmt.then, inner))
-            elif isinstance(stmt, Return) and why:
+            elif isinstance(stmt, Return) and why and self.returns_diverge:
                 self.returned = self.returned or f"after a return under {why}"
-            elif why and self.is_target(stmt):
-                self.bad = self.bad or (stmt, why)
 
     def exits_divergently(self, body: Block, loc: str) -> str | None:
         """A break/continue/return of this loop under a varying condition in its body."""
@@ -505,7 +523,7 @@ class _Divergence:
             elif isinstance(stmt, (For, While)):
                 v = varying or bool(self.varying(stmt.cond, self.tainted))
                 work.append((stmt.body, v, depth + 1))
-            elif varying and (isinstance(stmt, Return) or (
+            elif varying and (isinstance(stmt, Return) and self.returns_diverge or (
                     isinstance(stmt, (Break, Continue)) and depth == 0)):
                 return f"loop{loc} exited early by some threads only"
         return None

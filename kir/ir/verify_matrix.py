@@ -94,15 +94,19 @@ def _memory_problem(buffer: str, index: Expr, stride: Expr, t: Type, buffers: di
     return None
 
 
-def lane_varying(block: tuple[int, int, int], thread_x: frozenset[str] = frozenset()
+def lane_varying(block: tuple[int, int, int], thread_x: frozenset[str] = frozenset(),
+                 uniform_loads: frozenset[int] = frozenset()
                  ) -> Callable[[Expr, set[str]], str | None]:
     """A ``varying(expr, tainted)`` for the divergence walker that asks whether ``expr`` may
     differ between lanes of one warp: ``warp`` and ``block.*`` do not; ``thread.y`` does not
     when a warp never spans two rows of the block (block.x a multiple of 32), likewise
     ``thread.z``; warp reductions give every lane the same value. Where a warp is a run of
     32 consecutive ``thread.x`` (a one-dimensional block, or block.x a multiple of 32),
-    comparing ``thread.x`` (or a local in ``thread_x`` holding it) with a multiple of 32 and
-    dividing it by 32 give every lane of a warp the same value too (``if (tid < 32)``)."""
+    comparing ``thread.x`` (or a local in ``thread_x`` holding it, or either plus a uniform
+    multiple of 32) with a multiple of 32 and dividing it by 32 give every lane of a warp the
+    same value too (``if (tid < 32)``, ``(blockIdx.x * blockDim.x + threadIdx.x) / 32``).
+    A load whose id is in ``uniform_loads`` reads alike in every thread of the block (a flag
+    one thread wrote before a barrier: :func:`kir.ir.uniform_loads.uniform_shared_loads`)."""
     bx, by, bz = block
     uniform_axes = {"y"} if bx % WARP == 0 else set()
     if (bx * by) % WARP == 0:
@@ -115,12 +119,43 @@ def lane_varying(block: tuple[int, int, int], thread_x: frozenset[str] = frozens
         return isinstance(e, Special) and e.kind == "thread" and e.axis == "x" or \
             isinstance(e, Var) and e.name in thread_x
 
-    def per_warp(e: Expr) -> bool:
+    def uniform_multiple(e: Expr, tainted: set[str]) -> bool:
+        """``e`` a multiple of 32, the same for every lane of a warp."""
+        while isinstance(e, Cast):
+            e = e.value
+        if isinstance(e, Const):
+            return isinstance(e.value, int) and e.value % WARP == 0
+        if isinstance(e, Special) and e.kind == "block_dim" and e.axis == "x":
+            return bx % WARP == 0
+        return isinstance(e, Binary) and e.op == "*" and any(
+            uniform_multiple(a, tainted) and varying(b, tainted) is None
+            for a, b in ((e.left, e.right), (e.right, e.left)))
+
+    def warp_run(e: Expr, tainted: set[str]) -> bool:
+        """``e`` thread.x, or thread.x plus a multiple of 32 the same for the whole warp
+        (``blockIdx.x * blockDim.x + threadIdx.x``): 32 consecutive values from a multiple
+        of 32 over each warp."""
+        while isinstance(e, Cast):
+            e = e.value
+        if is_thread_x(e):
+            return True
+        return isinstance(e, Binary) and e.op == "+" and (
+            is_thread_x(e.left) and uniform_multiple(e.right, tainted)
+            or is_thread_x(e.right) and uniform_multiple(e.left, tainted))
+
+    def per_warp(e: Expr, tainted: set[str]) -> bool:
         """``e`` a function of thread.x's warp alone."""
-        if not (runs and isinstance(e, Binary) and isinstance(e.right, Const)
-                and isinstance(e.right.value, int) and is_thread_x(e.left)):
+        if not (runs and isinstance(e, Binary) and warp_run(e.left, tainted)):
             return False
-        c = e.right.value
+        right = e.right
+        while isinstance(right, Cast):
+            right = right.value
+        if isinstance(right, Special) and right.kind == "warp_size":  # (warpSize)
+            c = WARP
+        elif isinstance(right, Const) and isinstance(right.value, int):
+            c = right.value
+        else:
+            return False
         if e.op in ("<", ">="):
             return c % WARP == 0
         if e.op in ("<=", ">"):
@@ -131,12 +166,12 @@ def lane_varying(block: tuple[int, int, int], thread_x: frozenset[str] = frozens
         stack = [expr]
         while stack:
             e = stack.pop()
-            if per_warp(e):
+            if per_warp(e, tainted):
                 continue
             if isinstance(e, Special) and (e.kind == "lane" or (
                     e.kind == "thread" and e.axis not in uniform_axes)):
                 return f"depends on {e.kind}{'.' + e.axis if e.axis else ''}"
-            if isinstance(e, Load):
+            if isinstance(e, Load) and id(e) not in uniform_loads:
                 return f"depends on data loaded from {e.buffer!r}"
             if isinstance(e, Shuffle):
                 return "depends on a warp shuffle"
