@@ -86,7 +86,9 @@ def test_more_threads_than_a_block_may_have_are_refused():
 
 def test_the_modelled_search_splits_a_decode_kernel(tmp_path):
     """On the cost model (no GPU here), a search of the warp-a-head kernel at 32 heads and
-    4096 keys finds the split: 32 blocks of one warp leave an Apple GPU idle."""
+    4096 keys finds the split: 32 blocks of one warp leave an Apple GPU idle. (The keys may
+    also be split across blocks, split-keys-grid; its own file used to run this search
+    again.)"""
     from kir.api import load
 
     kernel = load(DECODE_WARP[0], sizes={"H": 32, "S": 4096})

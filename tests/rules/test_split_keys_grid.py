@@ -104,17 +104,6 @@ def test_a_kernel_that_reads_its_y_block_is_refused():
     assert "grid axis" in plans[0].reason
 
 
-def test_the_modelled_search_may_split_across_blocks(tmp_path):
-    """On the cost model, a search of the warp-a-head kernel at 32 heads and 4096 keys
-    splits the keys (within the block, across blocks, or both)."""
-    from kir.api import load
-
-    kernel = load(DECODE_WARP[0], sizes={"H": 32, "S": 4096})
-    searched = kernel.search(target="model", budget=40, seed=1, db=tmp_path / "tuning.db")
-    assert any(s.startswith("split-keys") for s in searched.steps), searched.steps
-    assert searched.best_ms < 0.8 * searched.baseline_ms
-
-
 @pytest.mark.cuda
 @pytest.mark.parametrize("kernel", [DECODE_16, DECODE_WARP], ids=["16-threads", "warp"])
 @pytest.mark.parametrize("ways", [4, 128])
