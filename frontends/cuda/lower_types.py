@@ -153,6 +153,8 @@ class TypeMixin:
                     return self.struct_type(candidate, tree, targs)
             if name == "enable_if_t":
                 return self._enabled_type(targs, tree)
+            if name == "conditional_t":
+                return self._conditional_type(targs, tree)
             if name in TYPE_FUNCTIONS:
                 found = accumulate_type(name, [self.template_arg(a) for a in targs.children
                                                if a is not None])
@@ -182,6 +184,14 @@ class TypeMixin:
             raise self.error("enable_if_t's condition is false for these template arguments: "
                              "this function does not exist for them", tree, DisabledOverload)
         return self.template_arg(args[1]) if len(args) == 2 else None
+
+    def _conditional_type(self, targs, tree):
+        """``std::conditional_t<cond, A, B>``: A where the constant ``cond`` holds, else B."""
+        args = [a for a in targs.children if a is not None]
+        if len(args) != 3:
+            raise self.error("conditional_t takes a condition and two types", tree)
+        chosen = args[1] if self.constant(args[0], "a conditional_t condition") else args[2]
+        return self.template_arg(chosen)
 
     def _cg_type(self, kind: str, tree, targs) -> CgType:
         args = [a for a in (targs.children if targs is not None else []) if a is not None]

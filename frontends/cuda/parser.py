@@ -41,8 +41,9 @@ BUILTIN_TYPE_NAMES = frozenset({
     "cub::Max", "cub::Min", "cub::KeyValuePair", "cub::ArgMax", "cub::ArgMin",
     # PyTorch's half types and accumulation types (frontends/cuda/torch_types.py)
     "c10::Half", "at::Half", "c10::BFloat16", "at::BFloat16", "at::acc_type", "at::opmath_type",
-    # <type_traits>' enable_if_t, as a kernel's return type (vLLM's fused_add_rms_norm)
-    "enable_if_t",
+    # <type_traits>' enable_if_t, as a kernel's return type (vLLM's fused_add_rms_norm), and
+    # conditional_t, a type chosen by a constant (an accumulator type by the element type)
+    "enable_if_t", "conditional_t",
 })
 #: Library namespaces a qualified name may start with; ``std::size_t`` is ``size_t``.
 _STD_PREFIXES = ("::", "cuda::std::", "std::", "cuda::")

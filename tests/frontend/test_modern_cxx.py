@@ -106,3 +106,22 @@ def test_auto_pointer_takes_a_pointer_only():
     with pytest.raises(UnsupportedError, match=r"'auto\* v' initialized from something"):
         load_cuda(source, "o.cu", template_values={"T": "f32", "width": 4},
                   launch=Launch(("1", "1", "1"), (64, 1, 1), 0))
+
+
+CONDITIONAL = """#include <type_traits>
+template <typename T> __device__ T third(T v) {
+  // the accumulator wide only for double input; a float accumulator rounds 1/3 to float
+  using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  acc_t a = v;
+  return (T)(a / (acc_t)3); }
+__global__ void f(const float* a, const double* b, double* y) {
+  y[0] = third(b[0]); y[1] = (double)third(a[0]); }"""
+
+
+def test_conditional_t_picks_the_type_its_constant_names():
+    got = run(CONDITIONAL, {"a": np.array([1.0], np.float32), "b": np.array([1.0]),
+                            "y": np.zeros(2)})
+    assert got["y"][0] == 1.0 / 3.0
+    assert got["y"][1] == float(np.float32(1.0) / np.float32(3.0)) != 1.0 / 3.0
+    with pytest.raises(KirError, match="condition and two types"):
+        run(CONDITIONAL.replace("double, float>", "double>"), {})
