@@ -15,8 +15,8 @@ a problem; Metal's SIMD-group functions take the lanes that run them and need no
 from __future__ import annotations
 
 from kir.errors import UnsupportedError
-from kir.ir import Expr, Kernel, Shuffle, Stmt, WarpReduce
-from kir.ir.verify import lane_divergent
+from kir.ir import Kernel
+from kir.ir.verify import exchanges_lanes, lane_divergent
 from kir.target import Target
 
 
@@ -24,7 +24,7 @@ def check_whole_warps(kernel: Kernel, target: Target) -> None:
     """Raise UnsupportedError at the first warp exchange only part of a warp may reach."""
     if not target.whole_warp_exchanges:
         return
-    bad = lane_divergent(kernel, _exchanges, returns_diverge=False)
+    bad = lane_divergent(kernel, exchanges_lanes, returns_diverge=False)
     if bad is None:
         return
     stmt, why = bad
@@ -34,9 +34,3 @@ def check_whole_warps(kernel: Kernel, target: Target) -> None:
         stmt.loc, hint="let every lane of the warp run it (compute it before the condition "
                        "and use the result under it), or make the condition the same for the "
                        "whole warp")
-
-
-def _exchanges(stmt: Stmt) -> bool:
-    """``stmt``'s own expressions hold a shuffle or a warp reduction."""
-    return any(isinstance(e, (Shuffle, WarpReduce)) for c in stmt.children()
-               if isinstance(c, Expr) for e in c.walk())

@@ -36,14 +36,13 @@ from kir.ir import (
     For,
     If,
     Kernel,
-    Shuffle,
     Special,
     Unary,
     Var,
-    WarpReduce,
 )
 from kir.ir.types import BOOL
-from kir.ir.verify import lane_varying_locals
+from kir.ir.edit import map_stmts
+from kir.ir.verify import exchanges_lanes, lane_varying_locals
 from kir.ir.verify_matrix import MATRIX_STMTS
 
 MAX_CHOICES = 3
@@ -105,7 +104,8 @@ class PointerChoiceMixin:
         folded: set[str] = set()
         body = _fold(kernel.body, made, assigned, (), folded)
         if folded:  # their flags are read nowhere now
-            body = _without_flags(body, folded)
+            body = map_stmts(body, lambda s: [] if isinstance(s, Declare)
+                             and s.name in folded else None)
         kernel = dataclasses.replace(kernel, body=body)
         exchanging = {name for name, _ in _choice_exchanges(body, made)}
         differing = sorted(exchanging & lane_varying_locals(kernel)) if exchanging else ()
@@ -160,20 +160,6 @@ def _fold(block: Block, made: dict, assigned: set[str], known: tuple, folded: se
     return Block(tuple(out), loc=block.loc)
 
 
-def _without_flags(block: Block, names: set[str]) -> Block:
-    """``block`` without the declarations of the flags ``names``, at any depth."""
-    out = []
-    for stmt in block.stmts:
-        if isinstance(stmt, Declare) and stmt.name in names:
-            continue
-        kids = stmt.children()
-        if any(isinstance(k, Block) for k in kids):
-            stmt = stmt.with_children([_without_flags(k, names) if isinstance(k, Block)
-                                       else k for k in kids])
-        out.append(stmt)
-    return Block(tuple(out), loc=block.loc)
-
-
 def _choice_exchanges(body: Block, made: dict):
     """(choice, statement) for each statement under a choice that exchanges values between
     lanes: a shuffle or warp reduction in it, a warp barrier, a tensor-core tile step."""
@@ -185,9 +171,7 @@ def _choice_exchanges(body: Block, made: dict):
             for s in branch.walk():
                 if isinstance(s, Barrier) and s.scope == "warp" or \
                         isinstance(s, MATRIX_STMTS) or \
-                        not isinstance(s, Block) and any(
-                            isinstance(e, (Shuffle, WarpReduce)) for c in s.children()
-                            if isinstance(c, Expr) for e in c.walk()):
+                        not isinstance(s, Block) and exchanges_lanes(s):
                     yield node.cond.name, s
 
 

@@ -63,6 +63,7 @@ from kir.ir.nodes import (
     WarpReduce,
     While,
 )
+from kir.ir.edit import own_exprs
 from kir.ir.uniform_loads import uniform_shared_loads
 from kir.ir.types import BOOL, PointerType, ScalarType, Type, VectorType
 from kir.ir.verify_matrix import MATRIX_STMTS, lane_varying, matrix_problem, thread_x_locals
@@ -314,6 +315,11 @@ def lane_divergent(kernel: Kernel, is_target, returns_diverge: bool = True
     return only some lanes took is not divergent for that (the lanes that returned have
     exited: they wait nowhere)."""
     return _lane_walk(kernel, is_target, returns_diverge).bad
+
+
+def exchanges_lanes(stmt: Stmt) -> bool:
+    """``stmt``'s own expressions hold a shuffle or a warp reduction."""
+    return any(isinstance(e, (Shuffle, WarpReduce)) for c in own_exprs(stmt) for e in c.walk())
 
 
 def lane_varying_locals(kernel: Kernel) -> set[str]:
