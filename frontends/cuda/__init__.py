@@ -17,6 +17,7 @@ from kir.frontends.cuda.instantiations import instantiation_values, type_argumen
 from kir.frontends.cuda.lower import Lowerer
 from kir.frontends.cuda.lower_types import DisabledOverload, function_param_name
 from kir.frontends.cuda.parser import BUILTIN_TYPE_NAMES, SourceMap, parse_unit
+from kir.frontends.cuda.shared_pairs import SharedPair
 from kir.frontends.cuda.program import (
     MAX_FUNCTION_CHARS,
     Program,
@@ -333,13 +334,21 @@ def _lower(src: SourceMap, kernel: str | None, template_values: dict[str, int | 
     candidates = [chosen] + [u for u in units if u.kind == "global" and u.name == chosen.name
                              and u.start != chosen.start]
     for k, unit in enumerate(candidates):
-        lowerer = _file_lowerer(src, units, unit, launch, args)
-        tree = parse_kernel_unit(lowerer.program, unit)
-        try:
-            return lowerer.lower_kernel(tree, unit.start, template_values)
-        except DisabledOverload:
-            if k + 1 == len(candidates):
-                raise
+        pairs: list = []  # shared arrays a pointer moves between: lowered again, merged
+        while True:
+            lowerer = _file_lowerer(src, units, unit, launch, args)
+            lowerer.shared_pairs = list(pairs)
+            tree = parse_kernel_unit(lowerer.program, unit)
+            try:
+                return lowerer.lower_kernel(tree, unit.start, template_values)
+            except DisabledOverload:
+                if k + 1 == len(candidates):
+                    raise
+                break
+            except SharedPair as moved:
+                if moved.pair in pairs:
+                    raise
+                pairs.append(moved.pair)
     raise AssertionError("no candidate")  # (the loop returns or raises)
 
 

@@ -39,6 +39,7 @@ from kir.frontends.cuda.lower_constructors import ConstructorMixin
 from kir.frontends.cuda.lower_half2 import Half2Mixin
 from kir.frontends.cuda.lower_lambda import LambdaMixin
 from kir.frontends.cuda.pointer_choice import PointerChoiceMixin
+from kir.frontends.cuda.shared_pairs import SharedPairsMixin
 from kir.frontends.cuda.lower_methods import MethodMixin
 from kir.frontends.cuda.lower_operators import OperatorMixin
 from kir.frontends.cuda.lower_struct_def import StructDefMixin
@@ -120,7 +121,7 @@ class Lowerer(ExprMixin, AssignMixin, CallMixin, SwitchMixin, StmtMixin, DeclMix
               CubOperatorMixin, LockstepMixin, PoolMixin, ConstantMixin,
               ViewStructMixin, FunctorMixin, StructDefMixin, MethodMixin, OperatorMixin,
               Half2Mixin, LambdaMixin, ConstructorMixin, BitsMixin, IntIntrinsicsMixin,
-              WarpSyncMixin, MathMixin, PointerChoiceMixin):
+              WarpSyncMixin, MathMixin, PointerChoiceMixin, SharedPairsMixin):
     """Lowers one kernel. ``functions`` maps device function names to their overloads;
     ``globals_`` holds top-level constants; ``typedefs`` the file's type aliases; ``program``
     the rest of the file's device side (structs, names); ``args`` what the spec says of the

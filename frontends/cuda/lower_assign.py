@@ -260,9 +260,11 @@ class AssignMixin:
         """Point the pointer variable ``sym`` where ``new`` points (its buffer must stay the
         one it had, if any: kir knows every pointer's buffer statically)."""
         if sym.root is not None and sym.root != new.root:
-            raise self.error(f"pointer may point into two buffers ('{sym.root}' and "
-                             f"'{new.root}'); its buffer must be known statically", tree,
-                             UnsupportedError)
+            refused = self.error(f"pointer may point into two buffers ('{sym.root}' and "
+                                 f"'{new.root}'); its buffer must be known statically", tree,
+                                 UnsupportedError)
+            self.moved_between_shared(sym.root, new.root, refused)  # (two shared arrays)
+            raise refused
         sym.root = new.root
         return self._set_offset(sym, new.offset, tree)
 

@@ -292,9 +292,23 @@ class DeclMixin:
             for n in sizes:
                 total *= n
             space = "shared" if shared else "local"
+            merged = None
+            if shared and len(sizes) == 1 and init is None:  # (ping-pong buffers)
+                decl, merged = self.merged_shared(ident, base, total, tree)
+            if merged is not None and merged[1] > 0:  # a name into the first's allocation
+                root = self.shared_root_name(merged[0])
+                if root is None:
+                    raise self.error(f"'{ident}' shares its memory with an array declared "
+                                     "in another scope", tree, UnsupportedError)
+                self.bind(ident, PtrSym(root, base, offset_expr=Const(merged[1],
+                                                                      OFFSET_TYPE)))
+                return
             sym = ArraySym(name, base, tuple(sizes), space)
-            alloc = Alloc(name, elem, total, space, False, loc=self.cur_loc)
+            length = merged[2] if merged is not None else total
+            alloc = Alloc(name, elem, length, space, False, loc=self.cur_loc)
             (self.prologue if shared else self.out).append(alloc)
+            if shared and len(sizes) == 1 and init is None:
+                self.note_shared(name, decl)
         self.buffers[name] = BufferInfo(elem, sym.space)
         self.bind(ident, sym)
         if init is not None:
