@@ -15,6 +15,7 @@ import pytest
 
 from kir.driver.coverage import survey
 from kir.driver.load import load_kernel
+from kir.errors import UnsupportedError
 from kir.driver.runners import RUNNERS, check_on_target, copy_inputs
 from kir.spec.compare import compare_outputs
 
@@ -158,15 +159,22 @@ def test_emitted_cuda_matches_the_original_through_cupy(spec):
     if not ok:
         pytest.skip(reason)
     first = _load(spec)
+    uses_cub = "<cub/" in (CORPUS / (spec.name.split(".")[0] + ".cu")).read_text()
     for sizes in ({}, dict(first.spec.ragged)):
         loaded = _load(spec, sizes)
         inputs = loaded.bound.make_inputs(5)
         tolerance = lambda out: loaded.bound.tolerance(loaded.bound.spec.args[out].dtype)  # noqa
         emitted = RUNNERS["mlx-cuda"](loaded, copy_inputs(inputs))
-        original = RUNNERS["cupy-original"](loaded, copy_inputs(inputs))
         reference = loaded.bound.reference(copy_inputs(inputs))
-        for label, got in (("emitted", emitted), ("original", original)):
-            result = compare_outputs(got, reference, tolerance)
-            assert result.ok, f"{label} at {loaded.bound.sizes}: {result.describe()}"
+        result = compare_outputs(emitted, reference, tolerance)
+        assert result.ok, f"emitted at {loaded.bound.sizes}: {result.describe()}"
+        try:
+            original = RUNNERS["cupy-original"](loaded, copy_inputs(inputs))
+        except UnsupportedError as error:  # (found on the H200 in round 29)
+            if uses_cub and "NVRTC cannot compile" in error.message:
+                continue  # CuPy's NVRTC has no CUB headers: the emulator runs this original
+            raise
+        result = compare_outputs(original, reference, tolerance)
+        assert result.ok, f"original at {loaded.bound.sizes}: {result.describe()}"
         result = compare_outputs(emitted, original, tolerance)
         assert result.ok, f"emitted against original: {result.describe()}"
