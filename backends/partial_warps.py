@@ -10,6 +10,10 @@ elsewhere — a hang or an undefined value on the GPU, where kir's interpreter (
 lanes that are there) passed it. Such a kernel is refused for that target, at the exchange.
 Lanes that have returned wait nowhere, so code after a return only some lanes took is not
 a problem; Metal's SIMD-group functions take the lanes that run them and need no check.
+Only ``if`` conditions are judged: loops whose trip count differs between lanes would be a
+problem too, but the lane analysis cannot yet tell a warp-uniform count (a loop over the
+rows of a warp, a length read from memory) from others, and judging loops refused four
+correct kernels of the probe waves (``BENCHMARKS.md``, round 29).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ def check_whole_warps(kernel: Kernel, target: Target) -> None:
     """Raise UnsupportedError at the first warp exchange only part of a warp may reach."""
     if not target.whole_warp_exchanges:
         return
-    bad = lane_divergent(kernel, exchanges_lanes, returns_diverge=False)
+    bad = lane_divergent(kernel, exchanges_lanes, branches_only=True)
     if bad is None:
         return
     stmt, why = bad

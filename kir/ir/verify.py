@@ -307,14 +307,15 @@ class _Checker:
                                  "of the block reaches it")
 
 
-def lane_divergent(kernel: Kernel, is_target, returns_diverge: bool = True
+def lane_divergent(kernel: Kernel, is_target, branches_only: bool = False
                    ) -> tuple[Stmt, str] | None:
     """The first statement ``is_target`` picks that sits under control flow whose condition
     may differ between the lanes of a warp, and why; None when there is none (see
-    :func:`kir.ir.verify_matrix.lane_varying`). With ``returns_diverge`` False, code after a
-    return only some lanes took is not divergent for that (the lanes that returned have
-    exited: they wait nowhere)."""
-    return _lane_walk(kernel, is_target, returns_diverge).bad
+    :func:`kir.ir.verify_matrix.lane_varying`). With ``branches_only``, only an ``if``'s
+    condition counts: not code after a return only some lanes took (they have exited and
+    wait nowhere), nor a loop's trip count (the analysis cannot yet tell a warp-uniform
+    count, a row loop over a per-warp row or a length read from memory, from others)."""
+    return _lane_walk(kernel, is_target, branches_only).bad
 
 
 def exchanges_lanes(stmt: Stmt) -> bool:
@@ -328,13 +329,13 @@ def lane_varying_locals(kernel: Kernel) -> set[str]:
     return _lane_walk(kernel, lambda s: False).tainted
 
 
-def _lane_walk(kernel: Kernel, is_target, returns_diverge: bool = True) -> "_Divergence":
+def _lane_walk(kernel: Kernel, is_target, branches_only: bool = False) -> "_Divergence":
     """The divergence walker over ``kernel`` at its fixpoint, lanes of a warp as lanes."""
     varying = lane_varying(kernel.launch.block, thread_x_locals(kernel.body),
                            uniform_shared_loads(kernel))
     tainted: set[str] = set()
     while True:
-        walker = _Divergence(tainted, varying, is_target, returns_diverge)
+        walker = _Divergence(tainted, varying, is_target, branches_only)
         walker.block(kernel.body, None)
         if walker.tainted == tainted:
             return walker
@@ -461,9 +462,9 @@ class _Divergence:
     """One pass of the taint analysis; ``bad`` is the first divergent block barrier."""
 
     def __init__(self, tainted: set[str], varying=None, is_target=None,
-                 returns_diverge: bool = True) -> None:
+                 branches_only: bool = False) -> None:
         self.tainted = set(tainted)
-        self.returns_diverge = returns_diverge
+        self.branches_only = branches_only
         self.returned: str | None = None  # set once a divergent return was seen
         self.bad: tuple[Stmt, str] | None = None
         # Which values count as varying, and which statements must not sit under them:
@@ -499,19 +500,19 @@ class _Divergence:
                 cond = self.varying(stmt.cond, self.tainted)
                 inner = why or (cond and f"loop condition{loc} {cond}") or \
                     self.exits_divergently(stmt.body, loc)
-                work.append((stmt.body, inner))
+                work.append((stmt.body, why if self.branches_only else inner))
             elif isinstance(stmt, While):
                 cond = self.varying(stmt.cond, self.tainted)
                 inner = why or (cond and f"loop condition{loc} {cond}") or \
                     self.exits_divergently(stmt.body, loc)
-                work.append((stmt.body, inner))
+                work.append((stmt.body, why if self.branches_only else inner))
             elif isinstance(stmt, If):
                 cond = self.varying(stmt.cond, self.tainted)
                 inner = why or (cond and f"condition{loc} {cond}")
                 if stmt.orelse is not None:
                     work.append((stmt.orelse, inner))
                 work.append((stmt.then, inner))
-            elif isinstance(stmt, Return) and why and self.returns_diverge:
+            elif isinstance(stmt, Return) and why and not self.branches_only:
                 self.returned = self.returned or f"after a return under {why}"
 
     def exits_divergently(self, body: Block, loc: str) -> str | None:
@@ -529,7 +530,7 @@ class _Divergence:
             elif isinstance(stmt, (For, While)):
                 v = varying or bool(self.varying(stmt.cond, self.tainted))
                 work.append((stmt.body, v, depth + 1))
-            elif varying and (isinstance(stmt, Return) and self.returns_diverge or (
+            elif varying and (isinstance(stmt, Return) or (
                     isinstance(stmt, (Break, Continue)) and depth == 0)):
                 return f"loop{loc} exited early by some threads only"
         return None

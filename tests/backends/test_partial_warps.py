@@ -63,3 +63,20 @@ __global__ void k(const float* x, float* y) {{
     {close}
 }}"""
     assert "__shfl_xor_sync" in _emit(source, "cuda").source
+
+
+def test_a_loop_over_the_rows_of_a_warp_is_not_judged():
+    """The probes' CSR SpMV: a warp a row over a grid-stride loop of rows (its bound a load
+    from memory); the lane analysis cannot tell such trip counts are the warp's, and judging
+    loops refused it (and three more correct kernels) on the H200 in round 29."""
+    source = """
+__global__ void k(const float* x, float* y) {
+    const int lanes = threadIdx.x & 31;
+    const int n = (int)x[0];
+    for (int row = threadIdx.x / 32; row < n; row += blockDim.x / 32) {
+        float v = x[row * 32 + lanes];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lanes == 0) y[row] = v;
+    }
+}"""
+    assert "__shfl_xor_sync" in _emit(source, "cuda").source
