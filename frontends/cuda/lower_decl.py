@@ -292,8 +292,9 @@ class DeclMixin:
             for n in sizes:
                 total *= n
             space = "shared" if shared else "local"
+            pairable = shared and len(sizes) == 1 and init is None  # (ping-pong buffers)
             merged = None
-            if shared and len(sizes) == 1 and init is None:  # (ping-pong buffers)
+            if pairable:
                 decl, merged = self.merged_shared(ident, base, total, tree)
             if merged is not None and merged[1] > 0:  # a name into the first's allocation
                 root = self.shared_root_name(merged[0])
@@ -307,7 +308,7 @@ class DeclMixin:
             length = merged[2] if merged is not None else total
             alloc = Alloc(name, elem, length, space, False, loc=self.cur_loc)
             (self.prologue if shared else self.out).append(alloc)
-            if shared and len(sizes) == 1 and init is None:
+            if pairable:
                 self.note_shared(name, decl)
         self.buffers[name] = BufferInfo(elem, sym.space)
         self.bind(ident, sym)

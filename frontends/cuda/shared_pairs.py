@@ -76,12 +76,12 @@ class SharedPairsMixin:
     shared_pairs: list = []  # pairs to merge (set before lowering: frontends.cuda._lower)
 
     def merged_shared(self, ident: str, elem, length: int, tree):
-        """How a static 1-D shared array ``ident[length]`` is laid out: None where it is
-        not merged with another, else (its group's total length when it comes first, or
-        the offset it has in the first's allocation and that allocation's IR name)."""
+        """The declaration of the static 1-D shared array ``ident[length]``, and where it is
+        laid out: None where it is not merged with another, else (its group's first
+        array's key, its offset in elements in that array's allocation, the group's total
+        length)."""
         loc = self.loc_of(tree)
         decl = SharedDecl(ident, loc.line, loc.col, elem, length)
-        self.__dict__.setdefault("shared_decls", {})
         placed = self.__dict__.get("_shared_placed")
         if placed is None:
             placed = self.__dict__["_shared_placed"] = shared_groups(self.shared_pairs)
